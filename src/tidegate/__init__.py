@@ -1,0 +1,39 @@
+"""tidegate: durable tasks and workflows for Python, with concurrency control you can reason about."""
+
+from tidegate.app import App, RunHandle, Task, TaskOptions
+from tidegate.domain.errors import (
+    ConfigurationError,
+    InvalidArgument,
+    RunCanceled,
+    RunFailed,
+    RunNotFound,
+    SchemaError,
+    StoreUnavailable,
+    TidegateError,
+    UnknownTask,
+    WaitTimeout,
+)
+from tidegate.domain.model import RunStatus
+from tidegate.worker.context import Cancelled, Context
+from tidegate.worker.runner import Worker
+
+__all__ = [
+    "App",
+    "Cancelled",
+    "ConfigurationError",
+    "Context",
+    "InvalidArgument",
+    "RunCanceled",
+    "RunFailed",
+    "RunHandle",
+    "RunNotFound",
+    "RunStatus",
+    "SchemaError",
+    "StoreUnavailable",
+    "Task",
+    "TaskOptions",
+    "TidegateError",
+    "UnknownTask",
+    "WaitTimeout",
+    "Worker",
+]

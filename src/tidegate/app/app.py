@@ -1,0 +1,224 @@
+"""`tidegate.App`: the entry point that ties tasks, the store and workers together."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, overload
+
+from tidegate.app import settings
+from tidegate.app.handle import RunHandle
+from tidegate.app.tasks import Task, TaskOptions
+from tidegate.bootstrap import open_store
+from tidegate.domain import names
+from tidegate.domain.durations import parse_duration
+from tidegate.domain.errors import ConfigurationError, UnknownTask
+from tidegate.domain.model import NewRun, TaskDefinition
+from tidegate.storage.port import Store
+from tidegate.storage.urls import parse_database_url, resolve_database_url
+from tidegate.worker.runner import Worker, WorkerSettings
+
+
+class App:
+    """Tasks plus the database they run through.
+
+    `database=None` means $TIDEGATE_DATABASE, else the embedded SQLite file
+    `.tidegate/tidegate.db`. The store opens (and migrates, unless
+    `migrate=False`) on first use, so defining tasks costs nothing.
+    """
+
+    def __init__(self, database: str | None = None, *, migrate: bool = True) -> None:
+        self.database = resolve_database_url(database)
+        parse_database_url(self.database)  # a malformed URL fails here, not at first use
+        self._migrate = migrate
+        self._store: Store | None = None
+        self._lock = threading.RLock()
+        self._tasks: dict[str, Task] = {}
+        self._registered: set[str] = set()
+
+    # --- declaring tasks ------------------------------------------------------------
+
+    @overload
+    def task(self, fn: Callable[..., Any]) -> Task: ...
+
+    @overload
+    def task(
+        self,
+        fn: None = None,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        tags: Mapping[str, str] | None = None,
+        max_attempts: int = 1,
+        retry_backoff: str | float = "1s",
+        timeout: str | float | None = None,
+    ) -> Callable[[Callable[..., Any]], Task]: ...
+
+    def task(
+        self,
+        fn: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        tags: Mapping[str, str] | None = None,
+        max_attempts: int = 1,
+        retry_backoff: str | float = "1s",
+        timeout: str | float | None = None,
+    ) -> Task | Callable[[Callable[..., Any]], Task]:
+        """Register a sync or async function as a task (usable with or without arguments)."""
+
+        def register(function: Callable[..., Any]) -> Task:
+            task_name = names.check_name("task", name or f"{function.__module__}.{function.__qualname__}")
+            definition = TaskDefinition(
+                name=task_name,
+                queue=names.check_name("queue", queue),
+                priority=names.check_priority(priority),
+                tags=names.check_tags(dict(tags) if tags is not None else None),
+                max_attempts=names.check_max_attempts(max_attempts),
+                retry_backoff=parse_duration(retry_backoff, name="retry_backoff"),
+                timeout=None if timeout is None else parse_duration(timeout, name="timeout"),
+            )
+            if definition.timeout is not None and definition.timeout <= 0:
+                raise ConfigurationError(f"timeout must be positive, got {timeout!r}")
+            task = Task(self, function, definition)
+            with self._lock:
+                self._tasks[task_name] = task
+                self._registered.discard(task_name)
+            return task
+
+        return register(fn) if fn is not None else register
+
+    @property
+    def tasks(self) -> Mapping[str, Task]:
+        return dict(self._tasks)
+
+    # --- the store --------------------------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        with self._lock:
+            if self._store is None:
+                self._store = open_store(self.database, migrate=self._migrate)
+            return self._store
+
+    def _register_tasks(self) -> None:
+        with self._lock:
+            new = [task.definition for name, task in self._tasks.items() if name not in self._registered]
+            if new:
+                self.store.register_tasks(new)
+                self._registered.update(definition.name for definition in new)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+                self._registered.clear()
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- submitting -----------------------------------------------------------------
+
+    def submit(
+        self,
+        task: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        priority: int | None = None,
+        tags: Mapping[str, str] | None = None,
+        queue: str | None = None,
+        run_at: datetime | timedelta | None = None,
+        concurrency_key: str | None = None,
+    ) -> RunHandle:
+        """Submit by task name: the code need not be importable here."""
+        return self.options_for(
+            task, priority=priority, tags=tags, queue=queue, run_at=run_at, concurrency_key=concurrency_key
+        ).submit(**dict(args or {}))
+
+    def options_for(
+        self,
+        task: str,
+        *,
+        priority: int | None = None,
+        tags: Mapping[str, str] | None = None,
+        queue: str | None = None,
+        run_at: datetime | timedelta | None = None,
+        concurrency_key: str | None = None,
+    ) -> TaskOptions:
+        """Submit options for a task known by name (registered here, or by any worker before)."""
+        known = self._tasks.get(task)
+        definition = known.definition if known is not None else self.store.get_task(task)
+        if definition is None:
+            raise UnknownTask(
+                f"unknown task {task!r}: no app has registered it in {self.database} "
+                "(start a worker with the code once, or submit from the app that defines it)"
+            )
+        return TaskOptions(
+            self,
+            definition,
+            known,
+            definition.priority if priority is None else priority,
+            tags,
+            definition.queue if queue is None else queue,
+            run_at,
+            concurrency_key,
+        )
+
+    def _enqueue(self, runs: Sequence[NewRun]) -> list[RunHandle]:
+        self._register_tasks()
+        if runs:
+            self.store.enqueue(runs)
+        return [RunHandle(self.store, run.id) for run in runs]
+
+    def run(self, run_id: str) -> RunHandle:
+        """A handle on an existing run."""
+        return RunHandle(self.store, run_id)
+
+    # --- working --------------------------------------------------------------------
+
+    def worker(
+        self,
+        *,
+        queues: Sequence[str] | None = None,
+        max_workers: int = 10,
+        drain: bool = False,
+        lease_duration: str | float | None = None,
+        poll_interval: str | float | None = None,
+        shutdown_grace: str | float | None = None,
+    ) -> Worker:
+        """A worker for this app's tasks; `run()` blocks, `start()` runs it in a thread."""
+        lease = (
+            settings.duration_setting("TIDEGATE_LEASE_DURATION")
+            if lease_duration is None
+            else parse_duration(lease_duration, name="lease_duration")
+        )
+        chosen = tuple(queues) if queues else tuple(sorted({task.definition.queue for task in self._tasks.values()}))
+        for queue in chosen:
+            names.check_name("queue", queue)
+        worker_settings = WorkerSettings(
+            queues=chosen,
+            max_workers=max_workers,
+            drain=drain,
+            lease_duration=lease,
+            poll_interval=(
+                settings.duration_setting("TIDEGATE_POLL_INTERVAL")
+                if poll_interval is None
+                else parse_duration(poll_interval, name="poll_interval")
+            ),
+            sweep_interval=settings.sweep_interval(lease),
+            cancel_grace=settings.duration_setting("TIDEGATE_CANCEL_GRACE"),
+            shutdown_grace=(
+                settings.duration_setting("TIDEGATE_SHUTDOWN_GRACE")
+                if shutdown_grace is None
+                else parse_duration(shutdown_grace, name="shutdown_grace")
+            ),
+        )
+        self._register_tasks()
+        return Worker(self.store, {name: task.function for name, task in self._tasks.items()}, worker_settings)

@@ -1,0 +1,34 @@
+"""Composition root: the one place that picks a concrete storage adapter.
+
+Everything above talks to the `Store` port; keeping the choice here means a
+third adapter would touch this file and nothing else.
+"""
+
+from __future__ import annotations
+
+from tidegate.storage.port import Store
+from tidegate.storage.urls import parse_database_url
+
+
+def open_store(url: str, *, migrate: bool = True) -> Store:
+    """Open the store for `url`, then migrate it (or, if not allowed, check it is current)."""
+    parsed = parse_database_url(url)
+    store: Store
+    if parsed.kind == "sqlite":
+        from tidegate.storage.sqlite import SQLiteStore
+
+        assert parsed.path is not None
+        store = SQLiteStore(url, parsed.path)
+    else:
+        from tidegate.storage.postgres import PostgresStore
+
+        store = PostgresStore(url)
+    try:
+        if migrate:
+            store.migrate()
+        else:
+            store.check_schema()
+    except BaseException:
+        store.close()
+        raise
+    return store

@@ -1,0 +1,59 @@
+"""The exceptions a user of tidegate can catch.
+
+They live in the domain so that every layer raises the same types; the CLI
+turns any `TidegateError` into one readable line.
+"""
+
+from __future__ import annotations
+
+
+class TidegateError(Exception):
+    """Base class: a failure tidegate can explain in one line."""
+
+
+class ConfigurationError(TidegateError, ValueError):
+    """A setting, URL, duration or declaration is malformed."""
+
+
+class InvalidArgument(TidegateError, ValueError):
+    """Input to submit (args, options) is not acceptable; nothing was stored."""
+
+
+class UnknownTask(TidegateError, LookupError):
+    """A task name that no app has registered."""
+
+
+class RunNotFound(TidegateError, LookupError):
+    """No run with that id exists in the store."""
+
+
+class SchemaError(TidegateError):
+    """The database schema does not match this version of tidegate."""
+
+
+class StoreUnavailable(TidegateError):
+    """The database cannot be reached."""
+
+
+class WaitTimeout(TidegateError, TimeoutError):
+    """`RunHandle.wait` gave up before the run finished; the run goes on."""
+
+
+class RunFailed(TidegateError):
+    """The run ended failed; `error` carries the remote error text."""
+
+    def __init__(self, run_id: str, error: str | None) -> None:
+        self.run_id = run_id
+        self.error = error or "unknown error"
+        super().__init__(f"run {run_id} failed: {self.error}")
+
+
+class RunCanceled(RunFailed):
+    """The run ended canceled, so it has no result."""
+
+    def __init__(self, run_id: str, error: str | None = None) -> None:
+        super().__init__(run_id, error or "canceled")
+        self.args = (f"run {run_id} was canceled",)
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} was canceled"

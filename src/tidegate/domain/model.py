@@ -1,0 +1,165 @@
+"""The records that cross the storage port: runs, outcomes, events, tasks.
+
+They are plain frozen dataclasses so adapters, the worker and the CLI share
+one vocabulary and no layer depends on how another stores things.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tidegate.domain.jsonvalue import JSONValue
+
+
+class RunStatus(str, enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+    @property
+    def finished(self) -> bool:
+        return self in FINISHED_STATUSES
+
+
+FINISHED_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELED})
+
+
+class EventType(str, enum.Enum):
+    RUN_QUEUED = "RunQueued"
+    RUN_DEQUEUED = "RunDequeued"
+    RUN_STARTED = "RunStarted"
+    RUN_COMPLETED = "RunCompleted"
+    RUN_FAILED = "RunFailed"
+    RUN_RETRIED = "RunRetried"
+    RUN_CANCELED = "RunCanceled"
+    RUN_REQUEUED = "RunRequeued"
+
+
+class OutcomeKind(str, enum.Enum):
+    """How an attempt ended, as the worker reports it."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"  # retried if `retry_delay` is set, else final
+    CANCELED = "canceled"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDefinition:
+    """A task's defaults, persisted so that submit-by-name works without the code."""
+
+    name: str
+    queue: str
+    priority: int = 0
+    tags: dict[str, str] = field(default_factory=dict)
+    max_attempts: int = 1
+    retry_backoff: float = 1.0
+    timeout: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NewRun:
+    """A run about to be stored by submit; every field is already validated."""
+
+    id: str
+    task: str
+    queue: str
+    args: dict[str, JSONValue]
+    priority: int
+    tags: dict[str, str]
+    concurrency_key: str | None
+    max_attempts: int
+    retry_backoff: float
+    timeout: float | None
+    delay: float  # seconds from the store's now until the run is due
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRun:
+    """A run a worker has claimed: everything needed to execute one attempt."""
+
+    id: str
+    task: str
+    queue: str
+    args: dict[str, JSONValue]
+    attempt: int
+    max_attempts: int
+    retry_backoff: float
+    timeout: float | None
+
+    @property
+    def fence(self) -> tuple[str, int]:
+        """(run id, attempt): every write about this attempt is fenced on it."""
+        return (self.id, self.attempt)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one attempt ended; applied by the store only if the fence still holds."""
+
+    run_id: str
+    attempt: int
+    kind: OutcomeKind
+    result: JSONValue = None
+    error: str | None = None
+    retry_delay: float | None = None  # only for FAILED: seconds until the next attempt
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    """What one worker cycle (record outcomes, claim more) returns."""
+
+    claimed: list[ClaimedRun]
+    fenced_out: list[tuple[str, int]]  # outcomes the store refused: the attempt was taken over
+    cancel_requested: list[tuple[str, int]]  # this worker's attempts a user asked to cancel
+    next_due_in: float | None  # seconds until the next queued run falls due, when the claim ran dry
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """A run as shown to users and operators."""
+
+    id: str
+    task: str
+    queue: str
+    status: RunStatus
+    priority: int
+    args: dict[str, JSONValue]
+    tags: dict[str, str]
+    concurrency_key: str | None
+    attempt: int
+    max_attempts: int
+    submitted_at: datetime
+    scheduled_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    worker_id: str | None
+    lease_expires_at: datetime | None
+    cancel_requested: bool
+    result: JSONValue
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    id: int
+    run_id: str
+    step_key: str | None
+    type: str
+    metadata: dict[str, Any]
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SweepReport:
+    """What one sweep repaired; empty when nothing had expired."""
+
+    requeued: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.requeued or self.failed)

@@ -1,0 +1,54 @@
+"""Validation of the names users choose: tasks, queues, tags, concurrency keys.
+
+Names end up in SQL parameters, scope keys and CLI output, so a malformed one
+is refused at the door with an error that says which name and why.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tidegate.domain.errors import InvalidArgument
+
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:\-/]{0,199}$")
+
+
+def check_name(kind: str, value: Any) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise InvalidArgument(
+            f"{kind} name {value!r} is not valid: use 1-200 letters, digits, '_', '.', ':', '-' or '/'"
+        )
+    return value
+
+
+def check_tags(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"tags must be a dict of str to str, got {type(value).__name__}")
+    for key, item in value.items():
+        check_name("tag", key)
+        if not isinstance(item, str) or not item or "\n" in item or len(item) > 200:
+            raise InvalidArgument(f"tag {key!r}: value {item!r} must be a non-empty one-line string")
+    return dict(value)
+
+
+def check_priority(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
+        raise InvalidArgument(f"priority must be an integer, got {value!r}")
+    return value
+
+
+def check_max_attempts(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgument(f"max_attempts must be an integer >= 1, got {value!r}")
+    return value
+
+
+def check_concurrency_key(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or "\n" in value or len(value) > 200:
+        raise InvalidArgument(f"concurrency_key must be a non-empty one-line string, got {value!r}")
+    return value

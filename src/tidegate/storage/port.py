@@ -1,0 +1,96 @@
+"""The storage port: the domain verbs every adapter implements.
+
+Each verb is one transaction in the adapter, so the guarantees (all-or-none
+claims, fencing on (run id, attempt), at-least-once recovery) hold the same
+way on SQLite and PostgreSQL. Query names in each adapter's queries.sql match
+these method names. The behaviour suite in tests/ runs against both adapters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from tidegate.domain.model import (
+    CycleResult,
+    EventRecord,
+    NewRun,
+    Outcome,
+    RunRecord,
+    RunStatus,
+    SweepReport,
+    TaskDefinition,
+)
+
+Fence = tuple[str, int]  # (run id, attempt)
+
+
+class Listener(Protocol):
+    """A subscription to wake-ups; close it to stop the background listener."""
+
+    def close(self) -> None: ...
+
+
+class Store(Protocol):
+    url: str
+
+    # --- schema -----------------------------------------------------------
+    def migrate(self) -> list[int]:
+        """Apply pending migrations (serialized across processes); return the versions applied."""
+
+    def schema_version(self) -> int:
+        """The version recorded in the database (0 when none)."""
+
+    def check_schema(self) -> None:
+        """Raise SchemaError unless the schema is exactly the version this code needs."""
+
+    # --- tasks --------------------------------------------------------------
+    def register_tasks(self, tasks: Sequence[TaskDefinition]) -> None:
+        """Upsert task defaults so that a submit by name needs no code."""
+
+    def get_task(self, name: str) -> TaskDefinition | None: ...
+
+    # --- runs ---------------------------------------------------------------
+    def enqueue(self, runs: Sequence[NewRun]) -> None:
+        """Store runs as queued (with RunQueued events), all or none, and wake workers."""
+
+    def cycle(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        starts: Sequence[Fence],
+        outcomes: Sequence[Outcome],
+        claim_limit: int,
+        lease_seconds: float,
+    ) -> CycleResult:
+        """One worker round trip: record starts and outcomes (fenced), then claim up to `claim_limit`."""
+
+    def renew_leases(self, worker_id: str, held: Sequence[Fence], lease_seconds: float) -> list[Fence]:
+        """Extend the leases of attempts this worker still holds; return those it lost."""
+
+    def hand_back(self, worker_id: str, held: Sequence[Fence]) -> list[str]:
+        """Return unfinished attempts to the queue without counting them (graceful shutdown)."""
+
+    def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
+        """Re-queue or fail runs whose lease expired; None if another sweeper holds the turn."""
+
+    def cancel_run(self, run_id: str) -> RunStatus:
+        """Cancel a queued run now, or ask the worker of a running one; return the status after."""
+
+    def pending_count(self, queues: Sequence[str]) -> int:
+        """Runs still queued or running in these queues (for `worker --drain`)."""
+
+    # --- reading ------------------------------------------------------------
+    def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    def list_runs(
+        self, status: RunStatus | None = None, queue: str | None = None, limit: int = 100
+    ) -> list[RunRecord]: ...
+
+    def run_events(self, run_id: str) -> list[EventRecord]: ...
+
+    # --- wake-ups -----------------------------------------------------------
+    def listen(self, callback: Callable[[], None]) -> Listener:
+        """Call `callback` (from a background thread) whenever runs may be claimable or cancelable."""
+
+    def close(self) -> None: ...

@@ -1,0 +1,79 @@
+"""Turning rows into domain records, shared by both adapters.
+
+The adapters differ only in how a row holds times (epoch seconds on SQLite,
+timestamptz on PostgreSQL) and JSON (text or already decoded), so they pass
+those two conversions in and the mapping itself exists once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from tidegate.domain.model import EventRecord, RunRecord, RunStatus, TaskDefinition
+
+ToTime = Callable[[Any], datetime | None]
+ToJSON = Callable[[Any], Any]
+
+
+def run_record(row: Mapping[str, Any], to_time: ToTime, to_json: ToJSON) -> RunRecord:
+    return RunRecord(
+        id=row["id"],
+        task=row["task"],
+        queue=row["queue"],
+        status=RunStatus(row["status"]),
+        priority=row["priority"],
+        args=to_json(row["args"]),
+        tags=to_json(row["tags"]) or {},
+        concurrency_key=row["concurrency_key"],
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        submitted_at=to_time(row["submitted_at"]),  # type: ignore[arg-type]
+        scheduled_at=to_time(row["scheduled_at"]),  # type: ignore[arg-type]
+        started_at=to_time(row["started_at"]),
+        finished_at=to_time(row["finished_at"]),
+        worker_id=row["worker_id"],
+        lease_expires_at=to_time(row["lease_expires_at"]),
+        cancel_requested=bool(row["cancel_requested"]),
+        result=to_json(row["result"]),
+        error=row["error"],
+    )
+
+
+def event_record(row: Mapping[str, Any], to_time: ToTime, to_json: ToJSON) -> EventRecord:
+    return EventRecord(
+        id=row["id"],
+        run_id=row["run_id"],
+        step_key=row["step_key"],
+        type=row["type"],
+        metadata=to_json(row["metadata"]) or {},
+        at=to_time(row["at"]),  # type: ignore[arg-type]
+    )
+
+
+def task_definition(row: Mapping[str, Any], to_json: ToJSON) -> TaskDefinition:
+    return TaskDefinition(
+        name=row["name"],
+        queue=row["queue"],
+        priority=row["priority"],
+        tags=to_json(row["tags"]) or {},
+        max_attempts=row["max_attempts"],
+        retry_backoff=row["retry_backoff"],
+        timeout=row["timeout"],
+    )
+
+
+def outcome_status(kind: str, retry_delay: float | None) -> str:
+    """The status an outcome leads to: a failure with a retry delay goes back to the queue."""
+    if kind == "failed" and retry_delay is not None:
+        return "queued"
+    return kind
+
+
+EVENT_FOR_STATUS = {
+    "completed": "RunCompleted",
+    "failed": "RunFailed",
+    "canceled": "RunCanceled",
+    "queued": "RunRetried",
+}

@@ -1,0 +1,432 @@
+"""SQLite adapter of the storage port (the embedded default).
+
+Every write is one `BEGIN IMMEDIATE` transaction: SQLite has a single
+writer, which is what serializes claims (a deferred BEGIN that upgrades to a
+write fails with SQLITE_BUSY_SNAPSHOT under concurrency). WAL lets readers
+proceed meanwhile. Each thread gets its own connection.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tidegate.domain.errors import RunNotFound, StoreUnavailable
+from tidegate.domain.jsonvalue import dumps
+from tidegate.domain.model import (
+    ClaimedRun,
+    CycleResult,
+    EventRecord,
+    NewRun,
+    Outcome,
+    RunRecord,
+    RunStatus,
+    SweepReport,
+    TaskDefinition,
+)
+from tidegate.storage import records
+from tidegate.storage.migrations import Migration, check_current, load_migrations, pending
+from tidegate.storage.port import Fence
+from tidegate.storage.sqlfile import load_queries
+from tidegate.storage.sqlite.wakeups import DatagramListener, DatagramNotifier
+
+BUSY_TIMEOUT_MS = 30_000
+SWEEPER_LOCK = "sweeper"
+
+
+def _to_time(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+def _to_json(value: str | None) -> Any:
+    return None if value is None else json.loads(value)
+
+
+class SQLiteStore:
+    def __init__(self, url: str, path: Path) -> None:
+        self.url = url
+        self._path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StoreUnavailable(f"cannot create the folder for {path}: {error}") from error
+        self._queries = load_queries("tidegate.storage.sqlite")
+        self._migrations: list[Migration] = load_migrations("tidegate.storage.sqlite.migrations")
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+        self._wake_folder = path.with_name(path.name + ".wake")
+        self._wake_folder.mkdir(exist_ok=True)
+        self._notifier = DatagramNotifier(self._wake_folder)
+
+    # --- connections and transactions ------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            try:
+                connection = sqlite3.connect(
+                    self._path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+                )
+            except sqlite3.Error as error:
+                raise StoreUnavailable(f"cannot open {self._path}: {error}") from error
+            connection.row_factory = sqlite3.Row
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA synchronous = NORMAL")
+            self._local.connection = connection
+            with self._connections_lock:
+                self._connections.append(connection)
+        return connection
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        connection = self._connection()
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield connection
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+
+    def _q(self, name: str) -> str:
+        return self._queries[name]
+
+    # --- schema ---------------------------------------------------------------
+
+    def migrate(self) -> list[int]:
+        applied = []
+        with self._write() as connection:
+            connection.execute(
+                "CREATE TABLE IF NOT EXISTS tidegate_schema_version "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+            )
+            current = connection.execute(self._q("schema_version")).fetchone()[0]
+            for migration in pending(self._migrations, current):
+                for statement in _statements(migration.sql):
+                    connection.execute(statement)
+                connection.execute(
+                    self._q("record_migration"),
+                    {"version": migration.version, "name": migration.name, "now": time.time()},
+                )
+                applied.append(migration.version)
+        return applied
+
+    def schema_version(self) -> int:
+        connection = self._connection()
+        exists = connection.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tidegate_schema_version'"
+        ).fetchone()
+        if not exists:
+            return 0
+        return connection.execute(self._q("schema_version")).fetchone()[0]
+
+    def check_schema(self) -> None:
+        check_current(self._migrations, self.schema_version())
+
+    # --- tasks ----------------------------------------------------------------
+
+    def register_tasks(self, tasks: Sequence[TaskDefinition]) -> None:
+        now = time.time()
+        rows = [
+            {
+                "name": task.name,
+                "queue": task.queue,
+                "priority": task.priority,
+                "tags": dumps(task.tags),
+                "max_attempts": task.max_attempts,
+                "retry_backoff": task.retry_backoff,
+                "timeout": task.timeout,
+                "now": now,
+            }
+            for task in tasks
+        ]
+        with self._write() as connection:
+            connection.executemany(self._q("register_task"), rows)
+
+    def get_task(self, name: str) -> TaskDefinition | None:
+        row = self._connection().execute(self._q("get_task"), {"name": name}).fetchone()
+        return None if row is None else records.task_definition(row, _to_json)
+
+    # --- runs -------------------------------------------------------------------
+
+    def enqueue(self, runs: Sequence[NewRun]) -> None:
+        now = time.time()
+        rows = [
+            {
+                "id": run.id,
+                "task": run.task,
+                "queue": run.queue,
+                "priority": run.priority,
+                "args": dumps(run.args),
+                "tags": dumps(run.tags),
+                "concurrency_key": run.concurrency_key,
+                "max_attempts": run.max_attempts,
+                "retry_backoff": run.retry_backoff,
+                "timeout": run.timeout,
+                "delay": run.delay,
+                "now": now,
+            }
+            for run in runs
+        ]
+        events = [
+            {"run_id": run.id, "type": "RunQueued", "metadata": dumps({"queue": run.queue}), "now": now}
+            for run in runs
+        ]
+        with self._write() as connection:
+            connection.executemany(self._q("enqueue"), rows)
+            connection.executemany(self._q("insert_event"), events)
+        self._notifier.notify()
+
+    def cycle(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        starts: Sequence[Fence],
+        outcomes: Sequence[Outcome],
+        claim_limit: int,
+        lease_seconds: float,
+    ) -> CycleResult:
+        now = time.time()
+        events: list[dict[str, Any]] = []
+        fenced_out: list[Fence] = []
+        claimed: list[ClaimedRun] = []
+        queue_list = json.dumps(list(queues))
+        with self._write() as connection:
+            if starts:
+                for run_id, attempt in connection.execute(
+                    self._q("record_starts"), {"fences": json.dumps(starts), "worker": worker_id, "now": now}
+                ).fetchall():
+                    events.append(_event(run_id, "RunStarted", {"attempt": attempt, "worker": worker_id}, now))
+            if outcomes:
+                fenced_out = self._record_outcomes(connection, worker_id, outcomes, events, now)
+            cancel_requested = [
+                (row[0], row[1]) for row in connection.execute(self._q("cancel_requests"), {"worker": worker_id})
+            ]
+            next_due_in = None
+            if claim_limit > 0:
+                claimed = self._claim(connection, worker_id, queue_list, claim_limit, lease_seconds, events, now)
+                if len(claimed) < claim_limit:
+                    next_due_in = connection.execute(
+                        self._q("next_due"), {"queues": queue_list, "now": now}
+                    ).fetchone()[0]
+            if events:
+                connection.executemany(self._q("insert_event"), events)
+        if outcomes:
+            self._notifier.notify()  # finished runs may be waited on, and free capacity
+        return CycleResult(claimed, fenced_out, cancel_requested, next_due_in)
+
+    def _record_outcomes(
+        self,
+        connection: sqlite3.Connection,
+        worker_id: str,
+        outcomes: Sequence[Outcome],
+        events: list[dict[str, Any]],
+        now: float,
+    ) -> list[Fence]:
+        payload = []
+        by_fence = {}
+        for outcome in outcomes:
+            status = records.outcome_status(outcome.kind.value, outcome.retry_delay)
+            payload.append(
+                {
+                    "id": outcome.run_id,
+                    "attempt": outcome.attempt,
+                    "status": status,
+                    "result": None if outcome.result is None else dumps(outcome.result),
+                    "error": outcome.error,
+                    "delay": outcome.retry_delay,
+                }
+            )
+            by_fence[(outcome.run_id, outcome.attempt)] = (status, outcome)
+        applied = {
+            (row[0], row[1])
+            for row in connection.execute(
+                self._q("record_outcomes"), {"outcomes": json.dumps(payload), "worker": worker_id, "now": now}
+            )
+        }
+        for fence, (status, outcome) in by_fence.items():
+            if fence in applied:
+                metadata: dict[str, Any] = {"attempt": outcome.attempt}
+                if outcome.error is not None:
+                    metadata["error"] = outcome.error
+                if status == "queued":
+                    metadata["retry_in"] = round(outcome.retry_delay or 0.0, 3)
+                events.append(_event(outcome.run_id, records.EVENT_FOR_STATUS[status], metadata, now))
+        return [fence for fence in by_fence if fence not in applied]
+
+    def _claim(
+        self,
+        connection: sqlite3.Connection,
+        worker_id: str,
+        queue_list: str,
+        limit: int,
+        lease_seconds: float,
+        events: list[dict[str, Any]],
+        now: float,
+    ) -> list[ClaimedRun]:
+        candidates = [
+            row[0]
+            for row in connection.execute(
+                self._q("claim_candidates"), {"queues": queue_list, "now": now, "limit": limit}
+            )
+        ]
+        if not candidates:
+            return []
+        rows = connection.execute(
+            self._q("claim_runs"),
+            {"ids": json.dumps(candidates), "worker": worker_id, "now": now, "lease": lease_seconds},
+        ).fetchall()
+        order = {run_id: index for index, run_id in enumerate(candidates)}
+        claimed = sorted((_claimed_run(row) for row in rows), key=lambda run: order[run.id])
+        for run in claimed:
+            events.append(_event(run.id, "RunDequeued", {"attempt": run.attempt, "worker": worker_id}, now))
+        return claimed
+
+    def renew_leases(self, worker_id: str, held: Sequence[Fence], lease_seconds: float) -> list[Fence]:
+        if not held:
+            return []
+        with self._write() as connection:
+            renewed = {
+                (row[0], row[1])
+                for row in connection.execute(
+                    self._q("renew_leases"),
+                    {"fences": json.dumps(held), "worker": worker_id, "now": time.time(), "lease": lease_seconds},
+                )
+            }
+        return [tuple(fence) for fence in held if tuple(fence) not in renewed]  # type: ignore[misc]
+
+    def hand_back(self, worker_id: str, held: Sequence[Fence]) -> list[str]:
+        if not held:
+            return []
+        now = time.time()
+        with self._write() as connection:
+            rows = connection.execute(
+                self._q("hand_back"), {"fences": json.dumps(held), "worker": worker_id, "now": now}
+            ).fetchall()
+            events = [
+                _event(
+                    run_id,
+                    "RunRequeued" if status == "queued" else "RunCanceled",
+                    {"attempt": attempt, "reason": "worker shutting down", "worker": worker_id},
+                    now,
+                )
+                for run_id, attempt, status in rows
+            ]
+            connection.executemany(self._q("insert_event"), events)
+        self._notifier.notify()
+        return [row[0] for row in rows]
+
+    def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
+        now = time.time()
+        with self._write() as connection:
+            turn = connection.execute(
+                self._q("take_lock"), {"name": SWEEPER_LOCK, "holder": sweeper_id, "now": now, "ttl": 3 * interval}
+            ).fetchone()
+            if turn is None:
+                return None
+            expired = {row["id"]: row["worker_id"] for row in connection.execute(self._q("expired_leases"), {"now": now})}
+            if not expired:
+                return SweepReport()
+            rows = connection.execute(
+                self._q("recover_expired"), {"ids": json.dumps(list(expired)), "now": now}
+            ).fetchall()
+            report = SweepReport()
+            events = []
+            for run_id, attempt, status in rows:
+                metadata = {"attempt": attempt, "reason": "lease expired", "worker": expired[run_id]}
+                if status == "queued":
+                    report.requeued.append(run_id)
+                    events.append(_event(run_id, "RunRequeued", metadata, now))
+                else:
+                    report.failed.append(run_id)
+                    events.append(_event(run_id, records.EVENT_FOR_STATUS[status], metadata, now))
+            connection.executemany(self._q("insert_event"), events)
+        self._notifier.notify()
+        return report
+
+    def cancel_run(self, run_id: str) -> RunStatus:
+        now = time.time()
+        with self._write() as connection:
+            if connection.execute(self._q("cancel_queued"), {"id": run_id, "now": now}).fetchone():
+                connection.execute(
+                    self._q("insert_event"),
+                    _event(run_id, "RunCanceled", {"reason": "canceled while queued"}, now),
+                )
+            elif connection.execute(self._q("request_cancel"), {"id": run_id}).fetchone():
+                pass  # the worker running it is told, and ends it
+            row = connection.execute(self._q("run_status"), {"id": run_id}).fetchone()
+        if row is None:
+            raise RunNotFound(f"no run with id {run_id!r}")
+        self._notifier.notify()
+        return RunStatus(row[0])
+
+    def pending_count(self, queues: Sequence[str]) -> int:
+        return self._connection().execute(
+            self._q("pending_count"), {"queues": json.dumps(list(queues))}
+        ).fetchone()[0]
+
+    # --- reading ----------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        row = self._connection().execute(self._q("get_run"), {"id": run_id}).fetchone()
+        return None if row is None else records.run_record(row, _to_time, _to_json)
+
+    def list_runs(
+        self, status: RunStatus | None = None, queue: str | None = None, limit: int = 100
+    ) -> list[RunRecord]:
+        rows = self._connection().execute(
+            self._q("list_runs"),
+            {"status": status.value if status else None, "queue": queue, "limit": limit},
+        )
+        return [records.run_record(row, _to_time, _to_json) for row in rows]
+
+    def run_events(self, run_id: str) -> list[EventRecord]:
+        rows = self._connection().execute(self._q("run_events"), {"run_id": run_id})
+        return [records.event_record(row, _to_time, _to_json) for row in rows]
+
+    # --- wake-ups ----------------------------------------------------------------
+
+    def listen(self, callback: Callable[[], None]) -> DatagramListener:
+        return DatagramListener(self._wake_folder, self._path, callback)
+
+    def close(self) -> None:
+        with self._connections_lock:
+            for connection in self._connections:
+                connection.close()
+            self._connections.clear()
+        self._local = threading.local()
+        self._notifier.close()
+
+
+def _event(run_id: str, type_: str, metadata: dict[str, Any], now: float) -> dict[str, Any]:
+    return {"run_id": run_id, "type": type_, "metadata": dumps(metadata), "now": now}
+
+
+def _claimed_run(row: sqlite3.Row) -> ClaimedRun:
+    return ClaimedRun(
+        id=row["id"],
+        task=row["task"],
+        queue=row["queue"],
+        args=json.loads(row["args"]),
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        retry_backoff=row["retry_backoff"],
+        timeout=row["timeout"],
+    )
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a migration into statements (our migrations hold no ';' inside literals)."""
+    for statement in script.split(";"):
+        body = "\n".join(line for line in statement.splitlines() if not line.strip().startswith("--")).strip()
+        if body:
+            yield body

@@ -1,0 +1,1 @@
+"""The worker: wake, claim, execute, report; plus leases and the sweeper."""

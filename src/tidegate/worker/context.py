@@ -1,0 +1,68 @@
+"""What a running task may know about itself: `tidegate.Context`.
+
+A task declares a parameter annotated `tidegate.Context` to receive one. The
+run id and attempt number are the idempotency keys of an at-least-once
+system; the cancellation signal lets long work stop early and cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+
+class Cancelled(Exception):
+    """Raised by `Context.raise_if_cancelled()` once the attempt was asked to stop."""
+
+
+class Context:
+    def __init__(self, run_id: str, attempt: int, task: str, queue: str) -> None:
+        self.run_id = run_id
+        self.attempt = attempt
+        self.task = task
+        self.queue = queue
+        self.cancel_reason: str | None = None
+        self._cancelled = threading.Event()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the run was canceled, timed out, lost its lease or its worker is leaving."""
+        return self._cancelled.is_set()
+
+    def raise_if_cancelled(self) -> None:
+        if self._cancelled.is_set():
+            raise Cancelled(self.cancel_reason or "canceled")
+
+    def wait_cancelled_sync(self, timeout: float | None = None) -> bool:
+        """Block a sync task until cancellation (or `timeout`); True if it was cancelled."""
+        return self._cancelled.wait(timeout)
+
+    async def wait_cancelled(self) -> None:
+        """Await cancellation, e.g. raced against the work in an async task."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._cancelled.is_set():
+                return
+            future: asyncio.Future[None] = loop.create_future()
+            self._waiters.append((loop, future))
+        await future
+
+    def _cancel(self, reason: str) -> None:
+        with self._lock:
+            if self._cancelled.is_set():
+                return
+            self.cancel_reason = reason
+            self._cancelled.set()
+            waiters, self._waiters = self._waiters, []
+        for loop, future in waiters:
+            loop.call_soon_threadsafe(_resolve, future)
+
+    def __repr__(self) -> str:
+        return f"Context(run_id={self.run_id!r}, attempt={self.attempt}, task={self.task!r})"
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

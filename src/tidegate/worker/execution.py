@@ -1,0 +1,97 @@
+"""Executing one attempt of a run: the callable, its context and its ending.
+
+Sync tasks run on the worker's threads and async tasks on its event loop.
+An attempt is *settled* exactly once (its outcome reported, or dropped when
+the store took it away); a sync thread that ignores a stop request still
+occupies its slot of the worker's capacity until it really returns, so a
+worker never runs more than `max_workers` things at once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import inspect
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tidegate.domain.model import ClaimedRun
+from tidegate.worker.context import Cancelled, Context
+
+MAX_ERROR_CHARS = 8000
+
+
+class AttemptInterrupted(BaseException):
+    """Raised inside a sync task's thread to stop it (cancel, timeout, shutdown).
+
+    A BaseException so that a task's `except Exception` does not swallow it.
+    """
+
+
+@dataclass(frozen=True)
+class TaskFunction:
+    """A registered callable as the worker needs it."""
+
+    name: str
+    fn: Callable[..., Any]
+    context_param: str | None
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.fn)
+
+    def call_args(self, args: dict[str, Any], context: Context) -> dict[str, Any]:
+        if self.context_param is None:
+            return args
+        return {**args, self.context_param: context}
+
+
+class Attempt:
+    """One attempt in flight on this worker."""
+
+    def __init__(self, run: ClaimedRun, task: TaskFunction | None) -> None:
+        self.run = run
+        self.task = task
+        self.context = Context(run.id, run.attempt, run.task, run.queue)
+        self.settled = False
+        self.stop_reason: str | None = None  # why the worker asked it to stop
+        self.thread_ident: int | None = None
+        self.async_task: Any = None  # asyncio.Task for async tasks
+        self.timers: list[Any] = []
+        self._thread_lock = threading.Lock()
+
+    def enter_thread(self) -> None:
+        with self._thread_lock:
+            self.thread_ident = threading.get_ident()
+
+    def leave_thread(self) -> None:
+        """After this, `interrupt` no longer targets the thread (which moves on to other work)."""
+        with self._thread_lock:
+            self.thread_ident = None
+
+    @property
+    def fence(self) -> tuple[str, int]:
+        return self.run.fence
+
+    def interrupt(self) -> None:
+        """Stop the attempt's code now: cancel its asyncio task or raise in its thread."""
+        if self.async_task is not None:
+            self.async_task.cancel()
+            return
+        with self._thread_lock:
+            if self.thread_ident is not None:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(self.thread_ident), ctypes.py_object(AttemptInterrupted)
+                )
+
+
+def describe_error(error: BaseException) -> str:
+    """'Type: message' then the traceback, bounded so a huge one cannot bloat the store."""
+    if isinstance(error, (AttemptInterrupted, Cancelled)):
+        return f"{type(error).__name__}: {error}"
+    text = "".join(traceback.format_exception(error)).strip()
+    head = f"{type(error).__name__}: {error}"
+    full = f"{head}\n\n{text}"
+    return full if len(full) <= MAX_ERROR_CHARS else full[: MAX_ERROR_CHARS - 3] + "..."
