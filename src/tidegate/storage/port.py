@@ -89,6 +89,9 @@ class Store(Protocol):
 
     def run_events(self, run_id: str) -> list[EventRecord]: ...
 
+    def status_counts(self, queue: str | None = None) -> dict[RunStatus, int]:
+        """How many runs are in each status (every status present, zeros included)."""
+
     # --- wake-ups -----------------------------------------------------------
     def listen(self, callback: Callable[[], None]) -> Listener:
         """Call `callback` (from a background thread) whenever runs may be claimable or cancelable."""

@@ -161,3 +161,6 @@ LIMIT :limit;
 -- name: run_events
 SELECT id, run_id, step_key, type, metadata, at FROM tidegate_events
 WHERE run_id = :run_id ORDER BY id;
+
+-- name: status_counts
+SELECT status, count(*) FROM tidegate_runs WHERE (:queue IS NULL OR queue = :queue) GROUP BY status;

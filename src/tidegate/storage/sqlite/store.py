@@ -393,6 +393,12 @@ class SQLiteStore:
         rows = self._connection().execute(self._q("run_events"), {"run_id": run_id})
         return [records.event_record(row, _to_time, _to_json) for row in rows]
 
+    def status_counts(self, queue: str | None = None) -> dict[RunStatus, int]:
+        counts = dict.fromkeys(RunStatus, 0)
+        for status, count in self._connection().execute(self._q("status_counts"), {"queue": queue}):
+            counts[RunStatus(status)] = count
+        return counts
+
     # --- wake-ups ----------------------------------------------------------------
 
     def listen(self, callback: Callable[[], None]) -> DatagramListener:
