@@ -38,7 +38,7 @@ UPDATE tidegate_runs SET started_at = :now
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
       FROM json_each(:fences)) AS f
 WHERE tidegate_runs.id = f.id AND tidegate_runs.attempt = f.attempt
-  AND tidegate_runs.status = 'running' AND tidegate_runs.worker_id = :worker
+  AND +tidegate_runs.status = 'running' AND +tidegate_runs.worker_id = :worker
 RETURNING tidegate_runs.id, tidegate_runs.attempt;
 
 -- name: record_outcomes
@@ -62,7 +62,7 @@ FROM (SELECT json_extract(value, '$.id') AS id,
              coalesce(json_extract(value, '$.delay'), 0) AS delay
       FROM json_each(:outcomes)) AS o
 WHERE tidegate_runs.id = o.id AND tidegate_runs.attempt = o.attempt
-  AND tidegate_runs.status = 'running' AND tidegate_runs.worker_id = :worker
+  AND +tidegate_runs.status = 'running' AND +tidegate_runs.worker_id = :worker
 RETURNING tidegate_runs.id, tidegate_runs.attempt;
 
 -- name: cancel_requests
@@ -70,8 +70,10 @@ SELECT id, attempt FROM tidegate_runs
 WHERE worker_id = :worker AND status = 'running' AND cancel_requested = 1;
 
 -- name: claim_candidates
-SELECT id FROM tidegate_runs
-WHERE status = 'queued' AND queue IN (SELECT value FROM json_each(:queues)) AND scheduled_at <= :now
+-- One queue at a time so that the claim index delivers rows in order: the
+-- cost is the batch size, not the backlog.
+SELECT id, priority, scheduled_at FROM tidegate_runs
+WHERE status = 'queued' AND queue = :queue AND +scheduled_at <= :now
 ORDER BY priority DESC, scheduled_at, id
 LIMIT :limit;
 
@@ -79,19 +81,18 @@ LIMIT :limit;
 UPDATE tidegate_runs SET
     status = 'running', attempt = attempt + 1, worker_id = :worker,
     lease_expires_at = :now + :lease, started_at = NULL
-WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'queued'
+WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'queued'
 RETURNING id, task, queue, args, attempt, max_attempts, retry_backoff, timeout;
 
 -- name: next_due
-SELECT min(scheduled_at) - :now FROM tidegate_runs
-WHERE status = 'queued' AND queue IN (SELECT value FROM json_each(:queues));
+SELECT min(scheduled_at) - :now FROM tidegate_runs WHERE status = 'queued' AND queue = :queue;
 
 -- name: renew_leases
 UPDATE tidegate_runs SET lease_expires_at = :now + :lease
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
       FROM json_each(:fences)) AS f
 WHERE tidegate_runs.id = f.id AND tidegate_runs.attempt = f.attempt
-  AND tidegate_runs.status = 'running' AND tidegate_runs.worker_id = :worker
+  AND +tidegate_runs.status = 'running' AND +tidegate_runs.worker_id = :worker
 RETURNING tidegate_runs.id, tidegate_runs.attempt;
 
 -- name: hand_back
@@ -105,7 +106,7 @@ UPDATE tidegate_runs SET
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
       FROM json_each(:fences)) AS f
 WHERE tidegate_runs.id = f.id AND tidegate_runs.attempt = f.attempt
-  AND tidegate_runs.status = 'running' AND tidegate_runs.worker_id = :worker
+  AND +tidegate_runs.status = 'running' AND +tidegate_runs.worker_id = :worker
 RETURNING tidegate_runs.id, tidegate_runs.attempt, tidegate_runs.status;
 
 -- name: take_lock
@@ -129,7 +130,7 @@ UPDATE tidegate_runs SET
                  ELSE error END,
     finished_at = CASE WHEN cancel_requested = 1 OR attempt >= max_attempts THEN :now ELSE NULL END,
     queued_at = :now, scheduled_at = :now, worker_id = NULL, lease_expires_at = NULL
-WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'running' AND lease_expires_at < :now
+WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'running' AND +lease_expires_at < :now
 RETURNING id, attempt, status;
 
 -- name: cancel_queued
@@ -146,8 +147,8 @@ RETURNING id;
 SELECT status FROM tidegate_runs WHERE id = :id;
 
 -- name: pending_count
-SELECT count(*) FROM tidegate_runs
-WHERE status IN ('queued', 'running') AND queue IN (SELECT value FROM json_each(:queues));
+SELECT (SELECT count(*) FROM tidegate_runs WHERE status = 'queued' AND queue = :queue)
+     + (SELECT count(*) FROM tidegate_runs WHERE status = 'running' AND queue = :queue);
 
 -- name: get_run
 SELECT * FROM tidegate_runs WHERE id = :id;

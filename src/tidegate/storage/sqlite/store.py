@@ -199,7 +199,6 @@ class SQLiteStore:
         events: list[dict[str, Any]] = []
         fenced_out: list[Fence] = []
         claimed: list[ClaimedRun] = []
-        queue_list = json.dumps(list(queues))
         with self._write() as connection:
             if starts:
                 for run_id, attempt in connection.execute(
@@ -213,11 +212,9 @@ class SQLiteStore:
             ]
             next_due_in = None
             if claim_limit > 0:
-                claimed = self._claim(connection, worker_id, queue_list, claim_limit, lease_seconds, events, now)
+                claimed = self._claim(connection, worker_id, queues, claim_limit, lease_seconds, events, now)
                 if len(claimed) < claim_limit:
-                    next_due_in = connection.execute(
-                        self._q("next_due"), {"queues": queue_list, "now": now}
-                    ).fetchone()[0]
+                    next_due_in = self._next_due_in(connection, queues, now)
             if events:
                 connection.executemany(self._q("insert_event"), events)
         if outcomes:
@@ -267,18 +264,21 @@ class SQLiteStore:
         self,
         connection: sqlite3.Connection,
         worker_id: str,
-        queue_list: str,
+        queues: Sequence[str],
         limit: int,
         lease_seconds: float,
         events: list[dict[str, Any]],
         now: float,
     ) -> list[ClaimedRun]:
-        candidates = [
-            row[0]
+        rows = [
+            row
+            for queue in queues
             for row in connection.execute(
-                self._q("claim_candidates"), {"queues": queue_list, "now": now, "limit": limit}
+                self._q("claim_candidates"), {"queue": queue, "now": now, "limit": limit}
             )
         ]
+        rows.sort(key=lambda row: (-row["priority"], row["scheduled_at"], row["id"]))
+        candidates = [row["id"] for row in rows[:limit]]
         if not candidates:
             return []
         rows = connection.execute(
@@ -290,6 +290,13 @@ class SQLiteStore:
         for run in claimed:
             events.append(_event(run.id, "RunDequeued", {"attempt": run.attempt, "worker": worker_id}, now))
         return claimed
+
+    def _next_due_in(self, connection: sqlite3.Connection, queues: Sequence[str], now: float) -> float | None:
+        dues = [
+            connection.execute(self._q("next_due"), {"queue": queue, "now": now}).fetchone()[0] for queue in queues
+        ]
+        known = [due for due in dues if due is not None]
+        return min(known) if known else None
 
     def renew_leases(self, worker_id: str, held: Sequence[Fence], lease_seconds: float) -> list[Fence]:
         if not held:
@@ -370,9 +377,8 @@ class SQLiteStore:
         return RunStatus(row[0])
 
     def pending_count(self, queues: Sequence[str]) -> int:
-        return self._connection().execute(
-            self._q("pending_count"), {"queues": json.dumps(list(queues))}
-        ).fetchone()[0]
+        connection = self._connection()
+        return sum(connection.execute(self._q("pending_count"), {"queue": queue}).fetchone()[0] for queue in queues)
 
     # --- reading ----------------------------------------------------------------
 

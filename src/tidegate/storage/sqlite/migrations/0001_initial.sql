@@ -32,7 +32,7 @@ CREATE INDEX tidegate_runs_claim ON tidegate_runs (queue, priority DESC, schedul
 CREATE INDEX tidegate_runs_due ON tidegate_runs (queue, scheduled_at) WHERE status = 'queued';
 CREATE INDEX tidegate_runs_lease ON tidegate_runs (lease_expires_at) WHERE status = 'running';
 CREATE INDEX tidegate_runs_worker ON tidegate_runs (worker_id) WHERE status = 'running';
-CREATE INDEX tidegate_runs_status ON tidegate_runs (status, queue);
+CREATE INDEX tidegate_runs_listing ON tidegate_runs (queue, status);
 
 CREATE TABLE tidegate_events (
     id       INTEGER PRIMARY KEY AUTOINCREMENT,
