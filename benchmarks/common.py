@@ -1,0 +1,54 @@
+"""Shared benchmark plumbing: fresh databases, medians, the results table.
+
+Every figure is the median of several runs, and each benchmark also measures
+a baseline in the same run so that results are reported as ratios too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+
+PG_SERVER = os.environ.get("TIDEGATE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
+RESULTS = Path(__file__).parent / "results"
+
+
+@contextlib.contextmanager
+def fresh_database(backend: str) -> Iterator[str]:
+    """A database URL nobody has used: a temp SQLite file or a new PostgreSQL schema."""
+    if backend == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="tidegate-bench-") as folder:
+            yield f"sqlite:///{folder}/bench.db"
+        return
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(PG_SERVER, autocommit=True) as connection:
+        connection.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield f"{PG_SERVER}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(PG_SERVER, autocommit=True) as connection:
+            connection.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def write_markdown(name: str, title: str, header: list[str], rows: list[list[str]], notes: list[str]) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    lines = [f"# {title}", ""]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join("---" for _ in header) + "|")
+    lines.extend("| " + " | ".join(row) + " |" for row in rows)
+    lines.append("")
+    lines.extend(notes)
+    path = RESULTS / f"{name}.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
