@@ -10,8 +10,11 @@ from tidegate.storage.port import Store
 from tidegate.storage.urls import parse_database_url
 
 
-def open_store(url: str, *, migrate: bool = True) -> Store:
-    """Open the store for `url`, then migrate it (or, if not allowed, check it is current)."""
+def open_store(url: str, *, migrate: bool = True, check: bool = True) -> Store:
+    """Open the store for `url`, then migrate it, or (if not allowed) check it is current.
+
+    `check=False` skips both, for `tidegate db migrate`, which reports versions itself.
+    """
     parsed = parse_database_url(url)
     store: Store
     if parsed.kind == "sqlite":
@@ -26,7 +29,7 @@ def open_store(url: str, *, migrate: bool = True) -> Store:
     try:
         if migrate:
             store.migrate()
-        else:
+        elif check:
             store.check_schema()
     except BaseException:
         store.close()

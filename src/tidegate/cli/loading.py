@@ -1,0 +1,47 @@
+"""Finding the user's `tidegate.App` from a `MODULE:APP` string.
+
+The worker runs the user's code, so it imports it the way the user would:
+the current directory comes first on `sys.path`. Every way this can go wrong
+(no such module, the module itself fails, no such attribute, not an App)
+becomes one sentence that says which.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+from tidegate.app import App
+from tidegate.cli.errors import CommandError
+from tidegate.domain.errors import TidegateError
+
+
+def load_app(target: str) -> App:
+    module_name, _, attribute = target.partition(":")
+    attribute = attribute or "app"
+    if not module_name or not all(part.isidentifier() for part in module_name.split(".")):
+        raise CommandError(f"{target!r} is not MODULE:APP (e.g. tasks:app or myproject.jobs:app)")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and (module_name == error.name or module_name.startswith(error.name + ".")):
+            raise CommandError(
+                f"cannot import {module_name!r}: no such module (looked in {cwd} and the environment)"
+            ) from None
+        raise CommandError(f"importing {module_name!r} failed: {error}") from None
+    except TidegateError:
+        raise  # e.g. the module builds an App with a malformed URL: already a clear message
+    except Exception as error:
+        raise CommandError(f"importing {module_name!r} failed: {type(error).__name__}: {error}") from None
+    found: object = module
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            raise CommandError(f"module {module_name!r} has no attribute {attribute!r}")
+        found = getattr(found, part)
+    if not isinstance(found, App):
+        raise CommandError(f"{module_name}:{attribute} is a {type(found).__name__}, not a tidegate.App")
+    return found

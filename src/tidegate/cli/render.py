@@ -1,0 +1,110 @@
+"""Rendering shared by the commands: consoles, times, statuses, JSON.
+
+Kept apart from the commands so that every table shows a run the same way
+(same colours, same time format) and the commands stay about what they do.
+Text from the store is always wrapped in `Text`, never parsed as Rich markup:
+a task name or an error message with `[brackets]` must print as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from rich.console import Console
+from rich.text import Text
+
+from tidegate.domain.model import RunStatus
+
+stdout = Console(highlight=False)
+stderr = Console(stderr=True, highlight=False)
+
+STATUS_STYLES = {
+    RunStatus.QUEUED: "yellow",
+    RunStatus.RUNNING: "cyan",
+    RunStatus.COMPLETED: "green",
+    RunStatus.FAILED: "bold red",
+    RunStatus.CANCELED: "magenta",
+}
+
+
+def status_text(status: RunStatus) -> Text:
+    return Text(status.value, style=STATUS_STYLES[status])
+
+
+def local(moment: datetime) -> datetime:
+    """Stored times are UTC; people read their own clock."""
+    return moment.astimezone()
+
+
+def short_time(moment: datetime | None, now: datetime | None = None) -> str:
+    """A time for a table cell: clock time today, the date otherwise."""
+    if moment is None:
+        return "-"
+    moment = local(moment)
+    now = now or datetime.now().astimezone()
+    if moment.date() == now.date():
+        return moment.strftime("%H:%M:%S")
+    if moment.year == now.year:
+        return moment.strftime("%b %d %H:%M")
+    return moment.strftime("%Y-%m-%d")
+
+
+def long_time(moment: datetime | None) -> str:
+    """A full local time, to the millisecond, for one run's details."""
+    if moment is None:
+        return "-"
+    moment = local(moment)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} {moment.strftime('%Z')}"
+
+
+def clock_time(moment: datetime) -> str:
+    """Time of day with milliseconds: events of one run are close together."""
+    moment = local(moment)
+    return moment.strftime("%H:%M:%S.") + f"{moment.microsecond // 1000:03d}"
+
+
+def seconds_text(seconds: float) -> str:
+    """12ms, 1.25s, 3m04s: precise when short, readable when long."""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 60:
+        return f"{seconds:.2f}s"
+    minutes, rest = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{rest:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def compact_metadata(metadata: dict[str, Any]) -> str:
+    """`key=value` pairs on one line, text values last; a traceback shows only its first line."""
+    parts = []
+    for key in sorted(metadata, key=lambda name: (isinstance(metadata[name], str) and len(metadata[name]) > 40, name)):
+        value = metadata[key]
+        if isinstance(value, str):
+            lines = value.strip().splitlines() or [""]
+            text = lines[0] + (" …" if len(lines) > 1 else "")
+        else:
+            text = compact_json(value)
+        parts.append(f"{key}={text}")
+    return " ".join(parts)
+
+
+def safe_url(url: str) -> str:
+    """The database URL with its password masked: it is printed, and logs and screens are shared."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -1,0 +1,87 @@
+"""`tidegate worker MODULE:APP`: run a worker in the foreground.
+
+The database: an app built with `App()` reads $TIDEGATE_DATABASE when its
+module is imported, so `--database` is exported to the environment before the
+import and the app picks it up. An app built with an explicit URL keeps it;
+if `--database` (or the variable) names another one, the worker refuses to
+start rather than serve one database while the operator believes another.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from tidegate.cli.errors import CommandError
+from tidegate.cli.loading import load_app
+from tidegate.cli.options import DATABASE_HELP
+from tidegate.cli.render import safe_url, stdout
+from tidegate.storage.urls import DATABASE_ENV
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def worker(
+    target: Annotated[
+        str, typer.Argument(metavar="MODULE:APP", help="Where your tidegate.App is, e.g. tasks:app.")
+    ],
+    queue: Annotated[
+        list[str] | None,
+        typer.Option("--queue", "-q", metavar="QUEUE", help="Serve this queue (repeatable; default: all the app's)."),
+    ] = None,
+    max_workers: Annotated[int, typer.Option(min=1, metavar="N", help="Capacity: runs executed at once.")] = 10,
+    drain: Annotated[bool, typer.Option("--drain", help="Exit once the queues are empty.")] = False,
+    log_level: Annotated[
+        str, typer.Option(metavar="LEVEL", help="Log level (debug, info, warning, error) of the worker and your tasks.")
+    ] = "info",
+    database: Annotated[
+        str | None,
+        typer.Option(
+            "--database",
+            "-d",
+            envvar=DATABASE_ENV,
+            metavar="URL",
+            help=DATABASE_HELP,
+            show_default="the app's own database",
+        ),
+    ] = None,
+) -> None:
+    """Run a worker for the app's tasks until SIGTERM/SIGINT (or, with --drain, until idle)."""
+    _configure_logging(log_level)
+    if database:
+        os.environ[DATABASE_ENV] = database  # read by App() when the module is imported
+    app = load_app(target)
+    if database and app.database != database:
+        raise CommandError(
+            f"{target} was built with database {safe_url(app.database)!r}, "
+            f"but --database/{DATABASE_ENV} is {safe_url(database)!r}: "
+            "build the app with App() to take it from the command line, or drop the option"
+        )
+    runner = app.worker(queues=queue or None, max_workers=max_workers, drain=drain)
+    settings = runner.settings
+    stdout.print(
+        Text.assemble(
+            ("worker ", "bold"), (runner.id, "bold cyan"), " started: queues ", (", ".join(settings.queues), "bold"),
+            f", capacity {settings.max_workers}, database ", safe_url(app.database), " (drain)" if drain else "",
+        ),
+        soft_wrap=True,
+    )
+    sys.stdout.flush()  # a supervisor reading a pipe sees the line now
+    try:
+        runner.run()
+    finally:
+        app.close()
+    stopped = Text.assemble(("worker ", "bold"), runner.id, f" stopped after {runner.completed} attempts")
+    stdout.print(stopped, soft_wrap=True)
+
+
+def _configure_logging(level: str) -> None:
+    number = logging.getLevelName(level.upper())
+    if not isinstance(number, int):
+        raise CommandError(f"--log-level {level!r}: use debug, info, warning or error")
+    logging.basicConfig(level=number, format=LOG_FORMAT, stream=sys.stderr)
