@@ -76,6 +76,7 @@ class Worker:
         self._loop_thread: int | None = None
         self._wake: asyncio.Event | None = None
         self._stopping = False
+        self._external_wake = False
         self._stop_deadline: float | None = None
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
@@ -138,7 +139,7 @@ class Worker:
         if install_signals:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, self._on_signal)
-        listener = self._store.listen(self._wake_threadsafe)
+        listener = self._store.listen(self._on_notification)
         maintenance = Maintenance(self._store, self, self.settings)
         maintenance.start()
         self._started.set()
@@ -157,12 +158,13 @@ class Worker:
     async def _turns(self) -> None:
         assert self._wake is not None
         poll = self.settings.poll_interval
+        look = True  # read the store this turn even with no free slot: a cancel may wait there
         while True:
             self._wake.clear()
             reports = self._take_reports()
             free = 0 if self._stopping else self.settings.max_workers - len(self._busy)
             result: CycleResult | None = None
-            if reports[0] or reports[1] or free > 0:
+            if reports[0] or reports[1] or free > 0 or look:
                 result = await self._call_store(
                     self._store.cycle,
                     self.id,
@@ -183,17 +185,21 @@ class Worker:
             elif self.settings.drain and not self._busy and not self._has_reports():
                 if await self._call_store(self._store.pending_count, self.settings.queues) == 0:
                     return
+            if self._has_reports():
+                look = False
+                continue
             timeout = poll
             if result is not None and result.next_due_in is not None:
                 timeout = min(timeout, max(0.0, result.next_due_in) + 0.001)
             if self._stopping and self._stop_deadline is not None:
                 timeout = min(timeout, max(0.0, self._stop_deadline - time.monotonic()))
-            if self._has_reports():
-                continue
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout)
+                timed_out = False
             except TimeoutError:
-                pass
+                timed_out = True  # the backstop poll
+            look = timed_out or self._external_wake
+            self._external_wake = False
 
     async def _call_store(self, fn: Callable[..., Any], *args: Any) -> Any:
         assert self._loop is not None
@@ -401,6 +407,11 @@ class Worker:
         starts = [item for kind, item in reports if kind == "start"]
         outcomes = [item for kind, item in reports if kind == "outcome"]
         return starts, outcomes
+
+    def _on_notification(self) -> None:
+        """From the store's listener thread: something changed that this worker may act on."""
+        self._external_wake = True
+        self._wake_threadsafe()
 
     def _wake_now(self) -> None:
         if self._wake is not None:

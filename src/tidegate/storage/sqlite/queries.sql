@@ -43,14 +43,18 @@ RETURNING tidegate_runs.id, tidegate_runs.attempt;
 
 -- name: record_outcomes
 -- Fenced on (id, attempt, running): an outcome from an attempt that was taken
--- over matches no row and is reported back as fenced out.
+-- over matches no row and is reported back as fenced out. A run whose cancel
+-- was requested ends canceled unless it completed: a retry must not undo it.
 UPDATE tidegate_runs SET
-    status = o.status,
+    status = CASE WHEN tidegate_runs.cancel_requested = 1 AND o.status IN ('queued', 'failed') THEN 'canceled'
+                  ELSE o.status END,
     result = o.result,
     error = o.error,
-    finished_at = CASE WHEN o.status = 'queued' THEN NULL ELSE :now END,
-    queued_at = CASE WHEN o.status = 'queued' THEN :now ELSE tidegate_runs.queued_at END,
-    scheduled_at = CASE WHEN o.status = 'queued' THEN :now + o.delay ELSE tidegate_runs.scheduled_at END,
+    finished_at = CASE WHEN o.status = 'queued' AND tidegate_runs.cancel_requested = 0 THEN NULL ELSE :now END,
+    queued_at = CASE WHEN o.status = 'queued' AND tidegate_runs.cancel_requested = 0 THEN :now
+                     ELSE tidegate_runs.queued_at END,
+    scheduled_at = CASE WHEN o.status = 'queued' AND tidegate_runs.cancel_requested = 0 THEN :now + o.delay
+                        ELSE tidegate_runs.scheduled_at END,
     worker_id = NULL,
     lease_expires_at = NULL,
     cancel_requested = 0
@@ -63,7 +67,7 @@ FROM (SELECT json_extract(value, '$.id') AS id,
       FROM json_each(:outcomes)) AS o
 WHERE tidegate_runs.id = o.id AND tidegate_runs.attempt = o.attempt
   AND +tidegate_runs.status = 'running' AND +tidegate_runs.worker_id = :worker
-RETURNING tidegate_runs.id, tidegate_runs.attempt;
+RETURNING tidegate_runs.id, tidegate_runs.attempt, tidegate_runs.status;
 
 -- name: cancel_requests
 SELECT id, attempt FROM tidegate_runs

@@ -245,19 +245,20 @@ class SQLiteStore:
             )
             by_fence[(outcome.run_id, outcome.attempt)] = (status, outcome)
         applied = {
-            (row[0], row[1])
+            (row[0], row[1]): row[2]
             for row in connection.execute(
                 self._q("record_outcomes"), {"outcomes": json.dumps(payload), "worker": worker_id, "now": now}
             )
         }
         for fence, (status, outcome) in by_fence.items():
             if fence in applied:
+                final = applied[fence]  # "canceled" when a cancel was requested meanwhile
                 metadata: dict[str, Any] = {"attempt": outcome.attempt}
                 if outcome.error is not None:
                     metadata["error"] = outcome.error
-                if status == "queued":
+                if final == "queued":
                     metadata["retry_in"] = round(outcome.retry_delay or 0.0, 3)
-                events.append(_event(outcome.run_id, records.EVENT_FOR_STATUS[status], metadata, now))
+                events.append(_event(outcome.run_id, records.EVENT_FOR_STATUS[final], metadata, now))
         return [fence for fence in by_fence if fence not in applied]
 
     def _claim(
