@@ -138,9 +138,10 @@ class App:
         concurrency_key: str | None = None,
     ) -> RunHandle:
         """Submit by task name: the code need not be importable here."""
-        return self.options_for(
+        options = self.options_for(
             task, priority=priority, tags=tags, queue=queue, run_at=run_at, concurrency_key=concurrency_key
-        ).submit(**dict(args or {}))
+        )
+        return options.submit_many([{} if args is None else args])[0]
 
     def options_for(
         self,

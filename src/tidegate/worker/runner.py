@@ -30,8 +30,11 @@ from tidegate.domain.retry import retry_delay
 from tidegate.storage.port import Fence, Store
 from tidegate.worker.execution import Attempt, AttemptInterrupted, TaskFunction, describe_error
 from tidegate.worker.maintenance import Maintenance
+from tidegate.worker.threads import DaemonThreadPool
 
 log = logging.getLogger("tidegate.worker")
+
+STORE_RETRY_FIRST = 0.05  # seconds before retrying a failed store cycle; doubles up to the poll interval
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ class Worker:
         self._started = threading.Event()
         self._finished = threading.Event()
         self._error: BaseException | None = None
-        self._threads = ThreadPoolExecutor(settings.max_workers, thread_name_prefix="tidegate-task")
+        self._threads = DaemonThreadPool(settings.max_workers, "tidegate-task")
         self._db = ThreadPoolExecutor(1, thread_name_prefix="tidegate-db")
         self.completed = 0  # attempts this worker reported (for summaries and tests)
 
@@ -151,13 +154,14 @@ class Worker:
             maintenance.stop()
             listener.close()
             await self._hand_back_unsettled()
-            self._threads.shutdown(wait=False, cancel_futures=True)
+            self._threads.shutdown()
             self._db.shutdown(wait=True)
             self._finished.set()
 
     async def _turns(self) -> None:
         assert self._wake is not None
         poll = self.settings.poll_interval
+        backoff = STORE_RETRY_FIRST
         look = True  # read the store this turn even with no free slot: a cancel may wait there
         while True:
             self._wake.clear()
@@ -165,15 +169,26 @@ class Worker:
             free = 0 if self._stopping else self.settings.max_workers - len(self._busy)
             result: CycleResult | None = None
             if reports[0] or reports[1] or free > 0 or look:
-                result = await self._call_store(
-                    self._store.cycle,
-                    self.id,
-                    self.settings.queues,
-                    reports[0],
-                    reports[1],
-                    free,
-                    self.settings.lease_duration,
-                )
+                try:
+                    result = await self._call_store(
+                        self._store.cycle,
+                        self.id,
+                        self.settings.queues,
+                        reports[0],
+                        reports[1],
+                        free,
+                        self.settings.lease_duration,
+                    )
+                except Exception:
+                    # The store is unreachable or failed: keep the reports, wait, try again.
+                    # Leases run out meanwhile if this lasts, and the sweeper recovers the runs.
+                    self._put_back(reports)
+                    log.exception("store cycle failed; retrying in %.2fs", backoff)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, max(poll, STORE_RETRY_FIRST))
+                    look = True
+                    continue
+                backoff = STORE_RETRY_FIRST
                 self._apply(result)
                 if free > 0 and len(result.claimed) == free:
                     continue  # a full batch: more may be waiting
@@ -183,8 +198,11 @@ class Worker:
                 if self._stop_deadline is not None and time.monotonic() >= self._stop_deadline:
                     return
             elif self.settings.drain and not self._busy and not self._has_reports():
-                if await self._call_store(self._store.pending_count, self.settings.queues) == 0:
-                    return
+                try:
+                    if await self._call_store(self._store.pending_count, self.settings.queues) == 0:
+                        return
+                except Exception:
+                    log.exception("could not count pending runs; will ask again")
             if self._has_reports():
                 look = False
                 continue
@@ -231,29 +249,34 @@ class Worker:
         if task.is_async:
             attempt.async_task = self._loop.create_task(self._run_async(attempt, task))
         else:
-            future = self._threads.submit(self._run_sync, attempt, task)
-            future.add_done_callback(lambda _f, a=attempt: self._threadsafe(self._release, a))
+            self._threads.submit(self._run_sync, attempt, task)
 
     def _run_sync(self, attempt: Attempt, task: TaskFunction) -> None:
-        """On a task thread: execute, then hand the outcome to the loop.
+        """On a task thread: execute, hand the outcome to the loop, then free the slot.
 
         An interrupt (AttemptInterrupted) only ever arrives after the loop has
         settled the attempt, so when it lands outside the task's code there is
         nothing left to report.
         """
         try:
-            attempt.enter_thread()
-            self._report(("start", attempt.fence))
             try:
-                value = task.fn(**task.call_args(attempt.run.args, attempt.context))
-            except BaseException as error:  # a task's exception never kills the worker
-                outcome = self._outcome_for_error(attempt, error)
-            else:
-                outcome = self._outcome_for_value(attempt, value)
-            attempt.leave_thread()
-            self._threadsafe(self._settle, attempt, outcome)
+                attempt.enter_thread()
+                self._report(("start", attempt.fence))
+                try:
+                    value = task.fn(**task.call_args(attempt.run.args, attempt.context))
+                except BaseException as error:  # a task's exception never kills the worker
+                    outcome = self._outcome_for_error(attempt, error)
+                else:
+                    outcome = self._outcome_for_value(attempt, value)
+                attempt.leave_thread()
+                self._threadsafe(self._settle, attempt, outcome)
+            except AttemptInterrupted:
+                attempt.leave_thread()
+            self._threadsafe(self._release, attempt)
         except AttemptInterrupted:
+            # Landed between leaving the task's code and the release: release still.
             attempt.leave_thread()
+            self._threadsafe(self._release, attempt)
 
     async def _run_async(self, attempt: Attempt, task: TaskFunction) -> None:
         self._report(("start", attempt.fence))
@@ -397,6 +420,10 @@ class Worker:
             self._reports.append(item)
         if item[0] == "outcome":
             self._wake_threadsafe()
+
+    def _put_back(self, reports: tuple[list[Fence], list[Outcome]]) -> None:
+        with self._reports_lock:
+            self._reports[:0] = [("start", fence) for fence in reports[0]] + [("outcome", o) for o in reports[1]]
 
     def _has_reports(self) -> bool:
         return bool(self._reports)

@@ -8,6 +8,7 @@ proceed meanwhile. Each thread gets its own connection.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -62,6 +63,7 @@ class SQLiteStore:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
+        self._enable_wal()
         self._wake_folder = path.with_name(path.name + ".wake")
         self._wake_folder.mkdir(exist_ok=True)
         self._notifier = DatagramNotifier(self._wake_folder)
@@ -78,13 +80,42 @@ class SQLiteStore:
             except sqlite3.Error as error:
                 raise StoreUnavailable(f"cannot open {self._path}: {error}") from error
             connection.row_factory = sqlite3.Row
-            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = NORMAL")
+            try:
+                connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                connection.execute("PRAGMA synchronous = NORMAL")
+            except sqlite3.Error as error:
+                connection.close()
+                raise StoreUnavailable(f"cannot use {self._path}: {error}") from error
             self._local.connection = connection
             with self._connections_lock:
                 self._connections.append(connection)
         return connection
+
+    def _enable_wal(self) -> None:
+        """Put the file in WAL mode (persistent), waiting out other openers.
+
+        Switching the journal mode does not honour busy_timeout: while another
+        connection writes to a fresh file, SQLite refuses at once (or quietly
+        keeps the old mode), so several processes opening a new database
+        together must retry until the mode really is WAL.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        pause = 0.005
+        while True:
+            try:
+                with contextlib.closing(sqlite3.connect(self._path, isolation_level=None, timeout=1)) as connection:
+                    mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if mode == "wal":
+                    return
+                problem = f"journal mode stayed {mode!r}"
+            except sqlite3.OperationalError as error:
+                problem = str(error)
+            except sqlite3.Error as error:
+                raise StoreUnavailable(f"cannot open {self._path}: {error}") from error
+            if time.monotonic() >= deadline:
+                raise StoreUnavailable(f"cannot put {self._path} in WAL mode: {problem}")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:

@@ -1,0 +1,256 @@
+"""Shared fixtures: one behaviour suite, run against both storage adapters.
+
+`database_url` is parametrized over SQLite (a temp file) and PostgreSQL (a
+fresh schema per test in database `test`). When PostgreSQL cannot be reached
+the postgres variants are skipped locally and *fail* in CI (`CI=true`), so a
+broken CI database never turns into a green run that tested nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tidegate
+from tidegate import App, RunStatus, Worker
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+POSTGRES_ADMIN_URL = os.environ.get("TIDEGATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+BACKENDS = ["sqlite", "postgres"]
+
+
+# --- databases -------------------------------------------------------------------------------
+
+
+def _postgres_unavailable(reason: str) -> None:
+    message = f"PostgreSQL is not reachable at {POSTGRES_ADMIN_URL}: {reason}"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message + " (CI=true: postgres tests must run in CI, not be skipped)", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh schema in the `test` database, selected through search_path, dropped afterwards."""
+    try:
+        import psycopg
+    except ImportError as error:  # pragma: no cover - psycopg is a dependency
+        _postgres_unavailable(f"psycopg is not importable ({error})")
+        raise
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    try:
+        admin = psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=5)
+    except Exception as error:
+        _postgres_unavailable(str(error).strip())
+        raise
+    with admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield f"{POSTGRES_ADMIN_URL}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=5) as admin:
+            admin.execute("SET lock_timeout = '20s'")
+            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/t.db"
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest) -> str:
+    """The same behaviour suite against each adapter."""
+    if request.param == "sqlite":
+        return request.getfixturevalue("sqlite_url")
+    return request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture
+def backend(database_url: str) -> str:
+    return "sqlite" if database_url.startswith("sqlite") else "postgres"
+
+
+def execute_sql(database_url: str, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Run one statement directly on the database (behind tidegate's back), committed.
+
+    Use `?` placeholders; they are translated for psycopg.
+    """
+    if database_url.startswith("sqlite"):
+        connection = sqlite3.connect(database_url[len("sqlite:///"):], timeout=30)
+        try:
+            cursor = connection.execute(statement, params)
+            rows = cursor.fetchall()
+            connection.commit()
+            return rows
+        finally:
+            connection.close()
+    import psycopg
+
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        cursor = connection.execute(statement.replace("?", "%s"), params)  # type: ignore[arg-type]
+        return cursor.fetchall() if cursor.description else []
+
+
+# --- apps and in-thread workers -----------------------------------------------------------------
+
+
+@pytest.fixture
+def app(database_url: str) -> Iterator[App]:
+    application = App(database_url)
+    try:
+        yield application
+    finally:
+        application.close()
+
+
+StartWorker = Callable[..., Worker]
+
+
+@pytest.fixture
+def start_worker(app: App) -> Iterator[StartWorker]:
+    """Start an in-thread worker (`app.worker(...).start()`); every one is stopped at teardown."""
+    workers: list[Worker] = []
+
+    def start(application: App | None = None, **options: Any) -> Worker:
+        worker = (application or app).worker(**options).start()
+        workers.append(worker)
+        assert worker._error is None, f"worker failed to start: {worker._error!r}"
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop(timeout=30, grace=0)
+    for worker in workers:
+        assert worker.join(30), "a worker did not stop within 30s"
+
+
+# --- worker processes -----------------------------------------------------------------------------
+
+
+class WorkerProcesses:
+    """Worker processes running `tests/apps/run_worker.py`; all killed (by pid) at teardown."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def spawn(
+        self,
+        target: str,
+        database_url: str,
+        *,
+        max_workers: int = 4,
+        drain: bool = False,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.Popen[bytes]:
+        environment = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+            "TIDEGATE_DATABASE": database_url,
+            **(env or {}),
+        }
+        command = [sys.executable, "-m", "tests.apps.run_worker", target, "--max-workers", str(max_workers)]
+        if drain:
+            command.append("--drain")
+        index = len(self.processes)
+        log = open(self.folder / f"worker-{index}.log", "wb")  # noqa: SIM115 - closed with the process
+        try:
+            process = subprocess.Popen(command, cwd=REPO_ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)
+        finally:
+            log.close()
+        self.processes.append(process)
+        return process
+
+    def kill(self, process: subprocess.Popen[bytes]) -> None:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+    def output(self, process: subprocess.Popen[bytes]) -> str:
+        index = self.processes.index(process)
+        return (self.folder / f"worker-{index}.log").read_text(errors="replace")
+
+    def close(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                os.kill(process.pid, signal.SIGKILL)
+        for process in self.processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                pass
+
+
+@pytest.fixture
+def worker_processes(tmp_path: Path) -> Iterator[WorkerProcesses]:
+    folder = tmp_path / "workers"
+    folder.mkdir()
+    processes = WorkerProcesses(folder)
+    try:
+        yield processes
+    finally:
+        processes.close()
+
+
+# --- waiting (no timing assertions: generous deadlines that only catch hangs) ----------------------
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.02, message: str = "") -> Any:
+    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {message or predicate}")
+        time.sleep(interval)
+
+
+def wait_status(app: App, run_id: str, status: RunStatus, timeout: float = 30.0) -> tidegate.RunHandle:
+    handle = app.run(run_id)
+    wait_until(lambda: handle.status() is status, timeout, message=f"run {run_id} to be {status.value}")
+    return handle
+
+
+def event_types(app: App, run_id: str) -> list[str]:
+    return [event.type for event in app.store.run_events(run_id)]
+
+
+def raw_store(database_url: str) -> Any:
+    """The adapter for `database_url`, opened without migrating or checking (as tests need)."""
+    from tidegate.storage.urls import parse_database_url
+
+    parsed = parse_database_url(database_url)
+    if parsed.kind == "sqlite":
+        from tidegate.storage.sqlite import SQLiteStore
+
+        assert parsed.path is not None
+        return SQLiteStore(database_url, parsed.path)
+    from tidegate.storage.postgres import PostgresStore
+
+    return PostgresStore(database_url)
+
+
+def read_execution_log(path: Path) -> list[tuple[str, str, int]]:
+    """Lines `start|end <run id> <attempt>` written by tests.apps.counted, parsed."""
+    if not path.exists():
+        return []
+    entries = []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        kind, run_id, attempt = line.split()
+        entries.append((kind, run_id, int(attempt)))
+    return entries

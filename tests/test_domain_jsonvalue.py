@@ -1,0 +1,85 @@
+"""`ensure_json`: only plain JSON crosses the store, and a bad value is reported by its path."""
+
+import json
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tidegate import InvalidArgument
+from tidegate.domain.jsonvalue import dumps, ensure_json
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+json_values = st.recursive(
+    scalars,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+bad_leaves = st.sampled_from(
+    [set(), {1, 2}, frozenset(), b"bytes", bytearray(b"x"), float("nan"), float("inf"), float("-inf"), object(), 1j]
+)
+
+
+@given(json_values)
+def test_generated_json_is_accepted_and_serializable(value):
+    ensure_json(value, "root")
+    assert json.loads(dumps(value)) == json.loads(json.dumps(value))
+
+
+@st.composite
+def nested_bad(draw):
+    """A JSON value with one bad leaf somewhere inside, and the path ensure_json must report."""
+    bad = draw(bad_leaves)
+    value, path = bad, "root"
+    steps = []
+    for _ in range(draw(st.integers(min_value=0, max_value=4))):
+        if draw(st.booleans()):
+            siblings = draw(st.lists(json_values, max_size=3))
+            index = draw(st.integers(min_value=0, max_value=len(siblings)))
+            steps.append(("list", index, siblings))
+        else:
+            siblings = draw(st.dictionaries(st.text(max_size=6), json_values, max_size=3))
+            key = draw(st.text(max_size=6).filter(lambda k, s=siblings: k not in s))
+            steps.append(("dict", key, siblings))
+    for kind, where, siblings in steps:
+        if kind == "list":
+            container = list(siblings)
+            container.insert(where, value)
+        else:
+            container = dict(siblings)
+            container[where] = value
+        value = container
+    for kind, where, _ in reversed(steps):
+        path += f"[{where!r}]" if kind == "dict" else f"[{where}]"
+    return value, path, bad
+
+
+@given(nested_bad())
+def test_a_bad_value_nested_anywhere_is_rejected_naming_its_path(case):
+    value, path, bad = case
+    with pytest.raises(InvalidArgument) as caught:
+        ensure_json(value, "root")
+    message = str(caught.value)
+    assert message.startswith(path + ":"), (message, path)
+    if isinstance(bad, float):
+        assert not math.isfinite(bad)
+        assert "JSON number" in message
+    else:
+        assert type(bad).__name__ in message
+
+
+@given(json_values, st.one_of(st.integers(), st.none(), st.booleans(), st.tuples(st.integers())))
+def test_non_string_keys_are_rejected(value, key):
+    with pytest.raises(InvalidArgument, match="not a string"):
+        ensure_json({"outer": {key: value}}, "root")
+
+
+def test_tuples_count_as_arrays():
+    ensure_json((1, [2, (3,)]), "root")

@@ -1,0 +1,184 @@
+"""Versioned migrations: applied once, idempotent, serialized, and a mismatched schema is refused."""
+
+import contextlib
+import sqlite3
+import threading
+
+import pytest
+
+from tidegate import App, SchemaError
+from tidegate.bootstrap import open_store
+
+from .conftest import execute_sql, raw_store
+
+
+def test_a_fresh_database_migrates_and_rerunning_is_a_no_op(database_url):
+    store = raw_store(database_url)
+    try:
+        assert store.schema_version() == 0
+        with pytest.raises(SchemaError, match="tidegate db migrate"):
+            store.check_schema()
+        applied = store.migrate()
+        assert applied and applied == list(range(1, len(applied) + 1))
+        assert store.migrate() == []
+    finally:
+        store.close()
+    store = open_store(database_url)  # migrates (nothing left to do)
+    try:
+        version = store.schema_version()
+        assert version == applied[-1]
+        store.check_schema()  # current: no error
+        assert store.migrate() == []
+        assert store.schema_version() == version
+        rows = execute_sql(database_url, "SELECT version FROM tidegate_schema_version ORDER BY version")
+        assert [row[0] for row in rows] == list(range(1, version + 1))
+    finally:
+        store.close()
+    # opening again (a second process, a restart) applies nothing and keeps the data
+    with App(database_url) as app:
+
+        @app.task(name="t.keep")
+        def keep() -> int:
+            return 1
+
+        handle = keep.submit()
+        assert app.store.migrate() == []
+    with App(database_url) as again:
+        assert again.run(handle.id).info().task == "t.keep"
+
+
+def test_an_unmigrated_database_is_refused_when_migration_is_not_allowed(database_url):
+    app = App(database_url, migrate=False)
+    try:
+        with pytest.raises(SchemaError, match="tidegate db migrate"):
+            app.store  # noqa: B018 - first use opens the store
+        with pytest.raises(SchemaError, match="tidegate db migrate"):
+            open_store(database_url, migrate=False)
+    finally:
+        app.close()
+    # refusing migrated nothing behind the user's back: every migration is still pending
+    store = raw_store(database_url)
+    try:
+        assert store.schema_version() == 0
+        applied = store.migrate()
+        assert applied and applied == sorted(applied) and applied[0] == 1
+        store.check_schema()
+    finally:
+        store.close()
+    with App(database_url, migrate=False) as app:
+        assert app.store.schema_version() == applied[-1]
+
+
+def test_a_newer_schema_is_refused(database_url):
+    store = open_store(database_url)
+    store.close()
+    execute_sql(
+        database_url,
+        "INSERT INTO tidegate_schema_version (version, name, applied_at) "
+        "SELECT 999, 'from_the_future', applied_at FROM tidegate_schema_version ORDER BY version LIMIT 1",
+    )
+    with pytest.raises(SchemaError, match="999"):
+        open_store(database_url)
+    with pytest.raises(SchemaError, match="999"):
+        open_store(database_url, migrate=False)
+    with pytest.raises(SchemaError, match="upgrade tidegate"):
+        App(database_url).store  # noqa: B018
+    with pytest.raises(SchemaError):
+        App(database_url, migrate=False).store  # noqa: B018
+    # refusing changed nothing: the future version is still recorded
+    rows = execute_sql(database_url, "SELECT max(version) FROM tidegate_schema_version")
+    assert rows[0][0] == 999
+
+
+def test_concurrent_migrations_apply_each_version_once(database_url):
+    # open (and close) once first, so this test is about migrations racing, not first opens
+    # racing (that is test_many_stores_opening_a_fresh_sqlite_file_at_once_all_succeed)
+    first = raw_store(database_url)
+    assert first.schema_version() == 0
+    first.close()
+    results: list[list[int]] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def migrate():
+        try:
+            store = raw_store(database_url)
+            try:
+                barrier.wait(10)
+                results.append(store.migrate())
+            finally:
+                store.close()
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=migrate) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    applied = [versions for versions in results if versions]
+    assert len(results) == 4
+    assert len(applied) == 1, results
+    rows = execute_sql(database_url, "SELECT version, count(*) FROM tidegate_schema_version GROUP BY version")
+    assert all(count == 1 for _, count in rows)
+    assert sorted(version for version, _ in rows) == applied[0]
+
+
+def test_many_stores_opening_a_fresh_sqlite_file_at_once_all_succeed(tmp_path):
+    """Several workers started together on a new embedded database (e.g. a fleet on first run).
+
+    Every open must wait for the others (busy_timeout), never fail with 'database is locked'.
+    The race is short, so it is repeated on many fresh files.
+    """
+    failures: list[str] = []
+    for round_ in range(100):
+        url = f"sqlite:///{tmp_path}/fresh-{round_}.db"
+        barrier = threading.Barrier(8)
+        stores = []
+        lock = threading.Lock()
+
+        def open_one(url=url, barrier=barrier, stores=stores):
+            try:
+                barrier.wait(10)
+                store = open_store(url)
+                with lock:
+                    stores.append(store)
+            except Exception as error:  # noqa: BLE001 - collected and reported
+                with lock:
+                    failures.append(f"round {round_}: {type(error).__module__}.{type(error).__name__}: {error}")
+
+        threads = [threading.Thread(target=open_one) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        for store in stores:
+            store.close()
+    assert failures == []
+
+
+def test_opening_a_sqlite_file_waits_for_a_writer_instead_of_failing(tmp_path):
+    """Deterministic form of the race above: a connection is mid-write on a not-yet-WAL file.
+
+    The store must wait (busy_timeout) and then switch the file to WAL, not raise
+    'database is locked' at once.
+    """
+    path = tmp_path / "busy.db"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE unrelated (x)")
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO unrelated VALUES (1)")
+    release = threading.Timer(0.5, lambda: other.execute("COMMIT"))
+    release.start()
+    try:
+        store = open_store(f"sqlite:///{path}")
+        try:
+            assert store.schema_version() >= 1
+        finally:
+            store.close()
+        with contextlib.closing(sqlite3.connect(path)) as fresh:  # `other` caches the mode it opened with
+            assert fresh.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        release.join()
+        other.close()

@@ -1,0 +1,154 @@
+"""Recovery by lease: expired leases are re-queued (a rescue counts as an attempt) or failed when spent."""
+
+import time
+
+import pytest
+
+from tidegate import RunFailed, RunStatus
+
+from .conftest import event_types, wait_until
+
+QUEUE = "swept"
+
+
+def _claim(store, worker, lease):
+    return store.cycle(worker, [QUEUE], [], [], 1, lease).claimed
+
+
+def _sweep_until(store, predicate, sweeper="sweeper-1"):
+    def attempt():
+        report = store.sweep(sweeper, 0.05)
+        return report if report is not None and predicate(report) else None
+
+    return wait_until(attempt, 30, 0.05, message="the sweep to repair the expired lease")
+
+
+def test_sweeper_requeues_an_expired_run_then_fails_it_when_attempts_are_exhausted(app):
+    @app.task(name="t.orphan", queue=QUEUE, max_attempts=2)
+    def orphan() -> int:
+        return 1
+
+    store = app.store
+    handle = orphan.submit()
+
+    # not expired yet: nothing to do
+    [run] = _claim(store, "dead-worker-1", lease=0.3)
+    assert run.attempt == 1
+    report = store.sweep("sweeper-1", 0.05)
+    assert report is not None and not report
+    assert handle.status() is RunStatus.RUNNING
+
+    time.sleep(0.3)
+    report = _sweep_until(store, lambda r: handle.id in r.requeued)
+    assert report.failed == []
+    record = handle.info()
+    assert record.status is RunStatus.QUEUED
+    assert record.worker_id is None and record.lease_expires_at is None
+    assert record.attempt == 1  # the rescue counted the attempt; the next claim is attempt 2
+    requeued = [e for e in store.run_events(handle.id) if e.type == "RunRequeued"]
+    assert len(requeued) == 1
+    assert requeued[0].metadata["reason"] == "lease expired"
+    assert requeued[0].metadata["worker"] == "dead-worker-1"
+
+    [run] = _claim(store, "dead-worker-2", lease=0.3)
+    assert run.attempt == 2
+    time.sleep(0.3)
+    report = _sweep_until(store, lambda r: handle.id in r.failed)
+    assert report.requeued == []
+    record = handle.info()
+    assert record.status is RunStatus.FAILED
+    assert "lease expired" in record.error
+    assert record.finished_at is not None
+    with pytest.raises(RunFailed, match="lease expired"):
+        handle.wait(timeout=5)
+    assert event_types(app, handle.id)[-1] == "RunFailed"
+    # nothing left to claim: a poison run that kills its workers ends, it does not loop
+    assert _claim(store, "worker-3", lease=30) == []
+
+
+def test_only_one_sweeper_at_a_time(app):
+    store = app.store
+    assert store.sweep("sweeper-1", 10) is not None
+    assert store.sweep("sweeper-2", 10) is None  # sweeper-1 holds the turn
+    assert store.sweep("sweeper-1", 10) is not None  # the holder may sweep again
+
+
+def test_a_sweeper_turn_expires_when_its_holder_dies(app):
+    store = app.store
+    assert store.sweep("sweeper-1", 0.1) is not None
+    wait_until(lambda: store.sweep("sweeper-2", 0.1) is not None, 30, 0.05, message="the sweeper turn to expire")
+
+
+def test_a_canceled_run_whose_worker_died_ends_canceled(app):
+    @app.task(name="t.orphan_cancel", queue=QUEUE, max_attempts=5)
+    def orphan_cancel() -> int:
+        return 1
+
+    store = app.store
+    handle = orphan_cancel.submit()
+    _claim(store, "dead-worker", lease=0.3)
+    assert handle.cancel() is RunStatus.RUNNING  # asked; its (dead) worker never answers
+    time.sleep(0.3)
+    wait_until(lambda: store.sweep("sweeper-1", 0.05) and handle.status().finished, 30, 0.05)
+    assert handle.status() is RunStatus.CANCELED
+
+
+def test_a_run_whose_worker_died_is_recovered_within_lease_plus_sweep_interval(app, start_worker, monkeypatch):
+    """A worker claims and dies (it never renews); a live worker's sweeper rescues and runs the run.
+
+    Measured on the store's clock: from the dead lease's expiry to the RunRequeued
+    event is at most one sweep interval (plus slack for a busy machine).
+    """
+    monkeypatch.setenv("TIDEGATE_LEASE_DURATION", "1s")
+    executed = []
+
+    @app.task(name="t.rescued", queue=QUEUE, max_attempts=3)
+    def rescued(x: int) -> int:
+        executed.append(x)
+        return x * 10
+
+    store = app.store
+    handle = rescued.submit(x=4)
+    [run] = _claim(store, "dead-worker", lease=1.0)
+    store.cycle("dead-worker", [QUEUE], [(run.id, run.attempt)], [], 0, 1.0)
+    dead_lease = handle.info().lease_expires_at
+    worker = start_worker()
+    assert worker.settings.lease_duration == 1.0
+    sweep_interval = worker.settings.sweep_interval
+    assert handle.wait(timeout=30) == 40
+    assert executed == [4]  # the dead worker never ran it; the survivor did, once
+    record = handle.info()
+    assert record.attempt == 2
+    requeued = next(e for e in store.run_events(handle.id) if e.type == "RunRequeued")
+    assert requeued.metadata["reason"] == "lease expired"
+    assert requeued.at >= dead_lease  # never reaped before it expired
+    late_by = (requeued.at - dead_lease).total_seconds()
+    assert late_by <= sweep_interval + 3.0, f"re-queued {late_by:.2f}s after its lease expired"
+
+
+def test_a_live_worker_keeps_renewing_a_long_run_past_its_lease(app, start_worker, monkeypatch):
+    """Renewal runs off the task's thread: a task that blocks the CPU for 3 leases is not reaped."""
+    monkeypatch.setenv("TIDEGATE_LEASE_DURATION", "1s")
+
+    @app.task(name="t.long", queue=QUEUE)
+    def long() -> int:
+        deadline = time.monotonic() + 3
+        n = 0
+        while time.monotonic() < deadline:
+            n += 1  # busy, holding the GIL often
+        return 1
+
+    @app.task(name="t.long_async", queue=QUEUE)
+    async def long_async() -> int:
+        time.sleep(3)  # blocks its own event loop
+        return 2
+
+    start_worker()
+    first = long.submit()
+    second = long_async.submit()
+    assert first.wait(timeout=60) == 1
+    assert second.wait(timeout=60) == 2
+    for handle in (first, second):
+        types = event_types(app, handle.id)
+        assert "RunRequeued" not in types, types
+        assert handle.info().attempt == 1
