@@ -13,7 +13,8 @@ from tidegate.app.tasks import Task, TaskOptions
 from tidegate.bootstrap import open_store
 from tidegate.domain import names
 from tidegate.domain.durations import parse_duration
-from tidegate.domain.errors import ConfigurationError, UnknownTask
+from tidegate.domain.errors import ConfigurationError, InvalidArgument, UnknownTask
+from tidegate.domain.limits import Concurrency, Ordering, QueueConfig, RunQueueConfig
 from tidegate.domain.model import NewRun, TaskDefinition
 from tidegate.storage.port import Store
 from tidegate.storage.urls import parse_database_url, resolve_database_url
@@ -28,14 +29,21 @@ class App:
     `migrate=False`) on first use, so defining tasks costs nothing.
     """
 
-    def __init__(self, database: str | None = None, *, migrate: bool = True) -> None:
+    def __init__(
+        self, database: str | None = None, *, run_queue: RunQueueConfig | None = None, migrate: bool = True
+    ) -> None:
         self.database = resolve_database_url(database)
         parse_database_url(self.database)  # a malformed URL fails here, not at first use
+        if run_queue is not None and not isinstance(run_queue, RunQueueConfig):
+            raise ConfigurationError(f"run_queue must be a tidegate.RunQueueConfig, got {run_queue!r}")
+        self.run_queue = run_queue
+        self._queues: dict[str, QueueConfig] = {}
         self._migrate = migrate
         self._store: Store | None = None
         self._lock = threading.RLock()
         self._tasks: dict[str, Task] = {}
         self._registered: set[str] = set()
+        self._limits_registered = False
 
     # --- declaring tasks ------------------------------------------------------------
 
@@ -95,6 +103,38 @@ class App:
     def tasks(self) -> Mapping[str, Task]:
         return dict(self._tasks)
 
+    def queue(
+        self,
+        name: str,
+        *,
+        concurrency: Concurrency | None = None,
+        max_workers: int | None = None,
+        ordering: Ordering = "priority",
+    ) -> QueueConfig:
+        """Declare a queue and its limits; tasks (and `options(queue=...)`) may then use it.
+
+        Several tasks may share one queue, and so its limits. `max_workers` caps
+        how many of the queue's runs one worker takes at once.
+        """
+        config = QueueConfig(name, concurrency or Concurrency(), max_workers, ordering)
+        with self._lock:
+            self._queues[name] = config
+            self._limits_registered = False
+        return config
+
+    def queue_config(self, name: str) -> QueueConfig:
+        """The declaration of a queue: from this app, else as registered in the store by another."""
+        if name in self._queues:
+            return self._queues[name]
+        if any(task.definition.queue == name for task in self._tasks.values()):
+            return QueueConfig(name)
+        known = self.store.rules().queues.get(name)
+        if known is None:
+            raise InvalidArgument(
+                f"unknown queue {name!r}: declare it with app.queue({name!r}, ...) or use it in a task"
+            )
+        return known
+
     # --- the store --------------------------------------------------------------------
 
     @property
@@ -105,11 +145,16 @@ class App:
             return self._store
 
     def _register_tasks(self) -> None:
+        """Persist task defaults and limit declarations so other processes and the CLI see them."""
         with self._lock:
             new = [task.definition for name, task in self._tasks.items() if name not in self._registered]
             if new:
                 self.store.register_tasks(new)
                 self._registered.update(definition.name for definition in new)
+            if new or not self._limits_registered:
+                implied = sorted({task.definition.queue for task in self._tasks.values()} - set(self._queues))
+                self.store.register_limits(self.run_queue, list(self._queues.values()), implied)
+                self._limits_registered = True
 
     def close(self) -> None:
         with self._lock:
@@ -117,6 +162,7 @@ class App:
                 self._store.close()
                 self._store = None
                 self._registered.clear()
+                self._limits_registered = False
 
     def __enter__(self) -> App:
         return self

@@ -19,6 +19,7 @@ from tidegate.domain import names
 from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.jsonvalue import ensure_json
 from tidegate.domain.model import NewRun, TaskDefinition
+from tidegate.domain.scopes import partition_of
 from tidegate.worker.context import Context
 from tidegate.worker.execution import TaskFunction
 
@@ -118,6 +119,7 @@ class TaskOptions:
         return self.submit_many([args])[0]
 
     def submit_many(self, many_args: Iterable[Mapping[str, Any]]) -> list[RunHandle]:
+        self._queue_config = self._app.queue_config(self._queue)  # an undeclared queue fails here
         runs = [self._new_run(args) for args in many_args]
         return self._app._enqueue(runs)
 
@@ -134,6 +136,7 @@ class TaskOptions:
             id=str(ULID()),
             task=self._definition.name,
             queue=self._queue,
+            partition=partition_of(self._queue_config, self._definition.name, args, self._concurrency_key),
             args=dict(args),
             priority=self._priority,
             tags=self._tags,

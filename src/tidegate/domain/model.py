@@ -38,6 +38,9 @@ class EventType(str, enum.Enum):
     RUN_RETRIED = "RunRetried"
     RUN_CANCELED = "RunCanceled"
     RUN_REQUEUED = "RunRequeued"
+    RUN_BLOCKED = "RunBlocked"
+    LIMIT_CHANGED = "LimitChanged"
+    SLOT_LEAK_REPAIRED = "SlotLeakRepaired"
 
 
 class OutcomeKind(str, enum.Enum):
@@ -68,6 +71,7 @@ class NewRun:
     id: str
     task: str
     queue: str
+    partition: str  # '' unless the queue is partitioned or a concurrency key was given
     args: dict[str, JSONValue]
     priority: int
     tags: dict[str, str]
@@ -126,6 +130,7 @@ class RunRecord:
     id: str
     task: str
     queue: str
+    partition: str
     status: RunStatus
     priority: int
     args: dict[str, JSONValue]
@@ -142,6 +147,39 @@ class RunRecord:
     cancel_requested: bool
     result: JSONValue
     error: str | None
+    block_reason: list[dict[str, Any]] | None  # saturated scopes when last skipped: scope, used, limit
+
+
+@dataclass(frozen=True, slots=True)
+class HolderRecord:
+    """One holder row: `slots` of `scope` held by a run (or a step of it)."""
+
+    scope: str
+    holder: str
+    run_id: str
+    attempt: int
+    worker_id: str | None
+    slots: int
+    claimed_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LimitOverride:
+    target: str
+    limit: int | None  # None: unlimited
+    version: int
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LimitChange:
+    """What `set_limit` / `reset_limit` did: the effective limit before and after."""
+
+    target: str
+    old: int | None
+    new: int | None
+    version: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +198,7 @@ class SweepReport:
 
     requeued: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    leaks_repaired: int = 0
 
     def __bool__(self) -> bool:
-        return bool(self.requeued or self.failed)
+        return bool(self.requeued or self.failed or self.leaks_repaired)

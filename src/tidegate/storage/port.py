@@ -11,9 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from tidegate.domain.limits import QueueConfig, RunQueueConfig
 from tidegate.domain.model import (
     CycleResult,
     EventRecord,
+    HolderRecord,
+    LimitChange,
+    LimitOverride,
     NewRun,
     Outcome,
     RunRecord,
@@ -21,6 +25,8 @@ from tidegate.domain.model import (
     SweepReport,
     TaskDefinition,
 )
+
+from tidegate.domain.scopes import Rules
 
 Fence = tuple[str, int]  # (run id, attempt)
 
@@ -50,6 +56,34 @@ class Store(Protocol):
 
     def get_task(self, name: str) -> TaskDefinition | None: ...
 
+    # --- limits -----------------------------------------------------------
+    def register_limits(
+        self, run_queue: RunQueueConfig | None, queues: Sequence[QueueConfig], implied_queues: Sequence[str]
+    ) -> None:
+        """Persist code declarations (None leaves the stored run-queue config alone); bump the rules version."""
+
+    def rules(self) -> Rules:
+        """Declared limits plus live overrides, as the claim sees them."""
+
+    def set_limit(self, target: str, limit: int | None) -> LimitChange:
+        """Persist a live override (validated by the caller), with a LimitChanged event; wakes claimers."""
+
+    def reset_limit(self, target: str) -> LimitChange:
+        """Remove a live override: the code's limit is in force again."""
+
+    def limit_overrides(self) -> list[LimitOverride]: ...
+
+    def scope_usage(self) -> dict[str, int]:
+        """Slots in use per scope: the sum of its holder rows."""
+
+    def scope_holders(self, scope: str) -> list[HolderRecord]: ...
+
+    def list_queued(self, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
+        """Queued runs in claim order (priority desc, then queue time)."""
+
+    def queue_position(self, run_id: str) -> tuple[int, int]:
+        """(1-based position in its queue's claim order, runs queued in that queue)."""
+
     # --- runs ---------------------------------------------------------------
     def enqueue(self, runs: Sequence[NewRun]) -> None:
         """Store runs as queued (with RunQueued events), all or none, and wake workers."""
@@ -63,7 +97,9 @@ class Store(Protocol):
         claim_limit: int,
         lease_seconds: float,
     ) -> CycleResult:
-        """One worker round trip: record starts and outcomes (fenced), then claim up to `claim_limit`."""
+        """One worker round trip: record starts and outcomes (fenced, releasing their scopes),
+        then claim up to `claim_limit`: every scope of each claimed run is taken in the same
+        transaction (holder rows) or the run is skipped with its block reason recorded."""
 
     def renew_leases(self, worker_id: str, held: Sequence[Fence], lease_seconds: float) -> list[Fence]:
         """Extend the leases of attempts this worker still holds; return those it lost."""

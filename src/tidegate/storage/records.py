@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from tidegate.domain.model import EventRecord, RunRecord, RunStatus, TaskDefinition
+from tidegate.domain.model import EventRecord, HolderRecord, RunRecord, RunStatus, TaskDefinition
 
 ToTime = Callable[[Any], datetime | None]
 ToJSON = Callable[[Any], Any]
@@ -22,6 +22,7 @@ def run_record(row: Mapping[str, Any], to_time: ToTime, to_json: ToJSON) -> RunR
         id=row["id"],
         task=row["task"],
         queue=row["queue"],
+        partition=row["partition_key"],
         status=RunStatus(row["status"]),
         priority=row["priority"],
         args=to_json(row["args"]),
@@ -38,6 +39,20 @@ def run_record(row: Mapping[str, Any], to_time: ToTime, to_json: ToJSON) -> RunR
         cancel_requested=bool(row["cancel_requested"]),
         result=to_json(row["result"]),
         error=row["error"],
+        block_reason=to_json(row["block_reason"]),
+    )
+
+
+def holder_record(row: Mapping[str, Any], to_time: ToTime) -> HolderRecord:
+    return HolderRecord(
+        scope=row["scope"],
+        holder=row["holder"],
+        run_id=row["run_id"],
+        attempt=row["attempt"],
+        worker_id=row["worker_id"],
+        slots=row["slots"],
+        claimed_at=to_time(row["claimed_at"]),  # type: ignore[arg-type]
+        expires_at=to_time(row["expires_at"]),  # type: ignore[arg-type]
     )
 
 

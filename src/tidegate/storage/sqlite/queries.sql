@@ -23,10 +23,10 @@ FROM tidegate_tasks WHERE name = :name;
 
 -- name: enqueue
 INSERT INTO tidegate_runs (
-    id, task, queue, status, priority, args, tags, concurrency_key, attempt, max_attempts,
+    id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
     retry_backoff, timeout, submitted_at, queued_at, scheduled_at)
 VALUES (
-    :id, :task, :queue, 'queued', :priority, :args, :tags, :concurrency_key, 0, :max_attempts,
+    :id, :task, :queue, :partition_key, 'queued', :priority, :args, :tags, :concurrency_key, 0, :max_attempts,
     :retry_backoff, :timeout, :now, :now, :now + :delay);
 
 -- name: insert_event
@@ -73,18 +73,38 @@ RETURNING tidegate_runs.id, tidegate_runs.attempt, tidegate_runs.status;
 SELECT id, attempt FROM tidegate_runs
 WHERE worker_id = :worker AND status = 'running' AND cancel_requested = 1;
 
--- name: claim_candidates
+-- name: claim_window
 -- One queue at a time so that the claim index delivers rows in order: the
--- cost is the batch size, not the backlog.
-SELECT id, priority, scheduled_at FROM tidegate_runs
+-- cost is the window, not the backlog.
+SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason FROM tidegate_runs
 WHERE status = 'queued' AND queue = :queue AND +scheduled_at <= :now
+ORDER BY priority DESC, scheduled_at, id
+LIMIT :limit;
+
+-- name: claim_partitions
+-- The distinct partitions with queued runs, by skip-scan over the partition
+-- index (one seek per partition, however many runs each holds).
+WITH RECURSIVE parts(key) AS (
+    SELECT (SELECT partition_key FROM tidegate_runs
+            WHERE status = 'queued' AND queue = :queue ORDER BY partition_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT partition_key FROM tidegate_runs
+            WHERE status = 'queued' AND queue = :queue AND partition_key > parts.key
+            ORDER BY partition_key LIMIT 1)
+    FROM parts WHERE parts.key IS NOT NULL
+)
+SELECT key FROM parts WHERE key IS NOT NULL LIMIT :limit;
+
+-- name: claim_partition_head
+SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason FROM tidegate_runs
+WHERE status = 'queued' AND queue = :queue AND partition_key = :partition AND +scheduled_at <= :now
 ORDER BY priority DESC, scheduled_at, id
 LIMIT :limit;
 
 -- name: claim_runs
 UPDATE tidegate_runs SET
     status = 'running', attempt = attempt + 1, worker_id = :worker,
-    lease_expires_at = :now + :lease, started_at = NULL
+    lease_expires_at = :now + :lease, started_at = NULL, block_reason = NULL
 WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'queued'
 RETURNING id, task, queue, args, attempt, max_attempts, retry_backoff, timeout;
 
@@ -169,3 +189,103 @@ WHERE run_id = :run_id ORDER BY id;
 
 -- name: status_counts
 SELECT status, count(*) FROM tidegate_runs WHERE (:queue IS NULL OR queue = :queue) GROUP BY status;
+
+-- name: rules_version
+SELECT value FROM tidegate_settings WHERE name = 'rules_version';
+
+-- name: bump_rules_version
+UPDATE tidegate_settings SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT), updated_at = :now
+WHERE name = 'rules_version';
+
+-- name: load_run_queue
+SELECT value FROM tidegate_settings WHERE name = 'run_queue';
+
+-- name: load_queues
+SELECT config FROM tidegate_queues ORDER BY name;
+
+-- name: load_overrides
+SELECT target, "limit", version, updated_at FROM tidegate_limit_overrides ORDER BY target;
+
+-- name: register_queue
+INSERT INTO tidegate_queues (name, config, updated_at) VALUES (:name, :config, :now)
+ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at
+WHERE tidegate_queues.config <> excluded.config
+RETURNING name;
+
+-- name: register_implied_queue
+-- A queue a task uses without declaring it: known, with no limits, unless declared elsewhere.
+INSERT INTO tidegate_queues (name, config, updated_at) VALUES (:name, :config, :now)
+ON CONFLICT (name) DO NOTHING
+RETURNING name;
+
+-- name: register_run_queue
+INSERT INTO tidegate_settings (name, value, updated_at) VALUES ('run_queue', :value, :now)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
+WHERE tidegate_settings.value <> excluded.value
+RETURNING name;
+
+-- name: scope_usage
+SELECT scope, sum(slots) FROM tidegate_holders GROUP BY scope;
+
+-- name: local_usage
+SELECT queue, partition_key, count(*) FROM tidegate_runs
+WHERE worker_id = :worker AND status = 'running'
+GROUP BY queue, partition_key;
+
+-- name: insert_holders
+INSERT INTO tidegate_holders (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[1]'),
+       json_extract(value, '$[2]'), :worker, 1, :now, :now + :lease
+FROM json_each(:holders);
+
+-- name: release_holders
+DELETE FROM tidegate_holders WHERE run_id IN (SELECT value FROM json_each(:ids));
+
+-- name: renew_holders
+UPDATE tidegate_holders SET expires_at = :now + :lease
+WHERE run_id IN (SELECT value FROM json_each(:ids)) AND worker_id = :worker;
+
+-- name: set_block_reasons
+UPDATE tidegate_runs SET block_reason = json_extract(b.value, '$[1]')
+FROM json_each(:reasons) AS b
+WHERE tidegate_runs.id = json_extract(b.value, '$[0]') AND +tidegate_runs.status = 'queued';
+
+-- name: leaked_holders
+-- Holders whose run no longer runs that attempt. Releases happen in the same
+-- transaction as every status change, so this should always be empty.
+SELECT h.scope, h.holder, h.run_id, h.attempt, h.slots FROM tidegate_holders AS h
+LEFT JOIN tidegate_runs AS r ON r.id = h.run_id
+WHERE r.id IS NULL OR r.status <> 'running' OR r.attempt <> h.attempt;
+
+-- name: delete_holder
+DELETE FROM tidegate_holders WHERE scope = :scope AND holder = :holder;
+
+-- name: scope_holders
+SELECT scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at FROM tidegate_holders
+WHERE scope = :scope ORDER BY claimed_at, holder;
+
+-- name: list_queued
+SELECT * FROM tidegate_runs
+WHERE status = 'queued' AND (:queue IS NULL OR queue = :queue)
+ORDER BY priority DESC, scheduled_at, id
+LIMIT :limit;
+
+-- name: queue_position
+SELECT
+    (SELECT count(*) FROM tidegate_runs
+     WHERE status = 'queued' AND queue = :queue
+       AND (priority > :priority OR (priority = :priority
+            AND (scheduled_at < :scheduled_at OR (scheduled_at = :scheduled_at AND id < :id))))),
+    (SELECT count(*) FROM tidegate_runs WHERE status = 'queued' AND queue = :queue);
+
+-- name: get_override
+SELECT "limit", version FROM tidegate_limit_overrides WHERE target = :target;
+
+-- name: set_override
+INSERT INTO tidegate_limit_overrides (target, "limit", version, updated_at) VALUES (:target, :limit, 1, :now)
+ON CONFLICT (target) DO UPDATE SET
+    "limit" = excluded."limit", version = tidegate_limit_overrides.version + 1, updated_at = excluded.updated_at
+RETURNING version;
+
+-- name: reset_override
+DELETE FROM tidegate_limit_overrides WHERE target = :target RETURNING "limit", version;

@@ -19,12 +19,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tidegate.domain.admission import LocalUsage, admit
 from tidegate.domain.errors import RunNotFound, StoreUnavailable
 from tidegate.domain.jsonvalue import dumps
+from tidegate.domain.limits import (
+    QueueConfig,
+    RunQueueConfig,
+    queue_from_dict,
+    queue_to_dict,
+    run_queue_from_dict,
+    run_queue_to_dict,
+)
 from tidegate.domain.model import (
     ClaimedRun,
     CycleResult,
     EventRecord,
+    HolderRecord,
+    LimitChange,
+    LimitOverride,
     NewRun,
     Outcome,
     RunRecord,
@@ -32,7 +44,8 @@ from tidegate.domain.model import (
     SweepReport,
     TaskDefinition,
 )
-from tidegate.storage import records
+from tidegate.domain.scopes import Rules, effective_limit
+from tidegate.storage import claiming, records
 from tidegate.storage.migrations import Migration, check_current, load_migrations, pending
 from tidegate.storage.port import Fence
 from tidegate.storage.sqlfile import load_queries
@@ -63,6 +76,7 @@ class SQLiteStore:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
+        self._rules_cache: tuple[str, Rules] | None = None
         self._enable_wal()
         self._wake_folder = path.with_name(path.name + ".wake")
         self._wake_folder.mkdir(exist_ok=True)
@@ -196,6 +210,7 @@ class SQLiteStore:
                 "id": run.id,
                 "task": run.task,
                 "queue": run.queue,
+                "partition_key": run.partition,
                 "priority": run.priority,
                 "args": dumps(run.args),
                 "tags": dumps(run.tags),
@@ -281,6 +296,8 @@ class SQLiteStore:
                 self._q("record_outcomes"), {"outcomes": json.dumps(payload), "worker": worker_id, "now": now}
             )
         }
+        if applied:
+            connection.execute(self._q("release_holders"), {"ids": json.dumps([fence[0] for fence in applied])})
         for fence, (status, outcome) in by_fence.items():
             if fence in applied:
                 final = applied[fence]  # "canceled" when a cancel was requested meanwhile
@@ -302,26 +319,79 @@ class SQLiteStore:
         events: list[dict[str, Any]],
         now: float,
     ) -> list[ClaimedRun]:
-        rows = [
-            row
-            for queue in queues
-            for row in connection.execute(
-                self._q("claim_candidates"), {"queue": queue, "now": now, "limit": limit}
-            )
-        ]
-        rows.sort(key=lambda row: (-row["priority"], row["scheduled_at"], row["id"]))
-        candidates = [row["id"] for row in rows[:limit]]
-        if not candidates:
+        """Read candidates and usage, let the pure policy decide, write its decision.
+
+        BEGIN IMMEDIATE already serializes every claimer on SQLite, so the
+        usage read here cannot change before the holders are written.
+        """
+        rules = self._load_rules(connection)
+        usage = {scope: used for scope, used in connection.execute(self._q("scope_usage"))}
+        reader = claiming.CandidateReader(
+            window=lambda queue, size: connection.execute(
+                self._q("claim_window"), {"queue": queue, "now": now, "limit": size}
+            ).fetchall(),
+            partitions=lambda queue, size: [
+                row[0] for row in connection.execute(self._q("claim_partitions"), {"queue": queue, "limit": size})
+            ],
+            partition_head=lambda queue, partition, size: connection.execute(
+                self._q("claim_partition_head"), {"queue": queue, "partition": partition, "now": now, "limit": size}
+            ).fetchall(),
+        )
+        rows = claiming.candidate_rows(queues, limit, rules, usage, reader)
+        if not rows:
             return []
-        rows = connection.execute(
+        local = LocalUsage()
+        for queue, partition, count in connection.execute(self._q("local_usage"), {"worker": worker_id}):
+            local.per_queue[queue] = local.per_queue.get(queue, 0) + count
+            local.per_partition[(queue, partition)] = count
+        candidates = [claiming.to_candidate(row, rules, json.loads(row["tags"]), row["scheduled_at"]) for row in rows]
+        decision = admit(candidates, usage, rules, local, limit)
+        changed = claiming.changed_block_reasons(decision, {row["id"]: row["block_reason"] for row in rows})
+        if changed:
+            connection.execute(self._q("set_block_reasons"), {"reasons": json.dumps(list(changed.items()))})
+            for run_id, reason in changed.items():
+                events.append(_event(run_id, "RunBlocked", {"blocked_by": json.loads(reason)}, now))
+        if not decision.admitted:
+            return []
+        admitted_ids = [candidate.id for candidate, _ in decision.admitted]
+        claimed_rows = connection.execute(
             self._q("claim_runs"),
-            {"ids": json.dumps(candidates), "worker": worker_id, "now": now, "lease": lease_seconds},
+            {"ids": json.dumps(admitted_ids), "worker": worker_id, "now": now, "lease": lease_seconds},
         ).fetchall()
-        order = {run_id: index for index, run_id in enumerate(candidates)}
-        claimed = sorted((_claimed_run(row) for row in rows), key=lambda run: order[run.id])
+        order = {run_id: index for index, run_id in enumerate(admitted_ids)}
+        claimed = sorted((_claimed_run(row) for row in claimed_rows), key=lambda run: order[run.id])
+        attempts = {run.id: run.attempt for run in claimed}
+        holders = [
+            (need.key, candidate.id, attempts[candidate.id])
+            for candidate, needs in decision.admitted
+            for need in needs
+            if candidate.id in attempts
+        ]
+        if holders:
+            connection.execute(
+                self._q("insert_holders"),
+                {"holders": json.dumps(holders), "worker": worker_id, "now": now, "lease": lease_seconds},
+            )
         for run in claimed:
             events.append(_event(run.id, "RunDequeued", {"attempt": run.attempt, "worker": worker_id}, now))
         return claimed
+
+    def _load_rules(self, connection: sqlite3.Connection) -> Rules:
+        """The declared limits plus live overrides, re-read only when their version moved."""
+        version = connection.execute(self._q("rules_version")).fetchone()[0]
+        if self._rules_cache is not None and self._rules_cache[0] == version:
+            return self._rules_cache[1]
+        row = connection.execute(self._q("load_run_queue")).fetchone()
+        rules = Rules(
+            run_queue=run_queue_from_dict(json.loads(row[0])) if row else RunQueueConfig(),
+            queues={
+                config.name: config
+                for config in (queue_from_dict(json.loads(r[0])) for r in connection.execute(self._q("load_queues")))
+            },
+            overrides={r[0]: r[1] for r in connection.execute(self._q("load_overrides"))},
+        )
+        self._rules_cache = (version, rules)
+        return rules
 
     def _next_due_in(self, connection: sqlite3.Connection, queues: Sequence[str], now: float) -> float | None:
         dues = [
@@ -333,14 +403,19 @@ class SQLiteStore:
     def renew_leases(self, worker_id: str, held: Sequence[Fence], lease_seconds: float) -> list[Fence]:
         if not held:
             return []
+        now = time.time()
         with self._write() as connection:
             renewed = {
                 (row[0], row[1])
                 for row in connection.execute(
                     self._q("renew_leases"),
-                    {"fences": json.dumps(held), "worker": worker_id, "now": time.time(), "lease": lease_seconds},
+                    {"fences": json.dumps(held), "worker": worker_id, "now": now, "lease": lease_seconds},
                 )
             }
+            connection.execute(
+                self._q("renew_holders"),
+                {"ids": json.dumps([fence[0] for fence in renewed]), "worker": worker_id, "now": now, "lease": lease_seconds},
+            )
         return [tuple(fence) for fence in held if tuple(fence) not in renewed]  # type: ignore[misc]
 
     def hand_back(self, worker_id: str, held: Sequence[Fence]) -> list[str]:
@@ -351,6 +426,7 @@ class SQLiteStore:
             rows = connection.execute(
                 self._q("hand_back"), {"fences": json.dumps(held), "worker": worker_id, "now": now}
             ).fetchall()
+            connection.execute(self._q("release_holders"), {"ids": json.dumps([row[0] for row in rows])})
             events = [
                 _event(
                     run_id,
@@ -373,13 +449,14 @@ class SQLiteStore:
             if turn is None:
                 return None
             expired = {row["id"]: row["worker_id"] for row in connection.execute(self._q("expired_leases"), {"now": now})}
-            if not expired:
-                return SweepReport()
-            rows = connection.execute(
-                self._q("recover_expired"), {"ids": json.dumps(list(expired)), "now": now}
-            ).fetchall()
-            report = SweepReport()
-            events = []
+            rows = []
+            if expired:
+                rows = connection.execute(
+                    self._q("recover_expired"), {"ids": json.dumps(list(expired)), "now": now}
+                ).fetchall()
+                connection.execute(self._q("release_holders"), {"ids": json.dumps([row[0] for row in rows])})
+            events = self._repair_leaks(connection, now)
+            report = SweepReport(leaks_repaired=len(events))
             for run_id, attempt, status in rows:
                 metadata = {"attempt": attempt, "reason": "lease expired", "worker": expired[run_id]}
                 if status == "queued":
@@ -389,8 +466,18 @@ class SQLiteStore:
                     report.failed.append(run_id)
                     events.append(_event(run_id, records.EVENT_FOR_STATUS[status], metadata, now))
             connection.executemany(self._q("insert_event"), events)
-        self._notifier.notify()
+        if report:
+            self._notifier.notify()
         return report
+
+    def _repair_leaks(self, connection: sqlite3.Connection, now: float) -> list[dict[str, Any]]:
+        """Delete holders whose run no longer runs that attempt; one SlotLeakRepaired event each."""
+        events = []
+        for row in connection.execute(self._q("leaked_holders")).fetchall():
+            connection.execute(self._q("delete_holder"), {"scope": row["scope"], "holder": row["holder"]})
+            metadata = {"scope": row["scope"], "slots": row["slots"], "attempt": row["attempt"]}
+            events.append(_event(row["run_id"], "SlotLeakRepaired", metadata, now))
+        return events
 
     def cancel_run(self, run_id: str) -> RunStatus:
         now = time.time()
@@ -437,6 +524,94 @@ class SQLiteStore:
             counts[RunStatus(status)] = count
         return counts
 
+    # --- limits -------------------------------------------------------------------
+
+    def register_limits(
+        self, run_queue: RunQueueConfig | None, queues: Sequence[QueueConfig], implied_queues: Sequence[str]
+    ) -> None:
+        now = time.time()
+        with self._write() as connection:
+            changed = False
+            if run_queue is not None:
+                changed |= bool(
+                    connection.execute(
+                        self._q("register_run_queue"), {"value": dumps(run_queue_to_dict(run_queue)), "now": now}
+                    ).fetchone()
+                )
+            for queue in queues:
+                changed |= bool(
+                    connection.execute(
+                        self._q("register_queue"), {"name": queue.name, "config": dumps(queue_to_dict(queue)), "now": now}
+                    ).fetchone()
+                )
+            for name in implied_queues:
+                changed |= bool(
+                    connection.execute(
+                        self._q("register_implied_queue"),
+                        {"name": name, "config": dumps(queue_to_dict(QueueConfig(name))), "now": now},
+                    ).fetchone()
+                )
+            if changed:
+                connection.execute(self._q("bump_rules_version"), {"now": now})
+        if changed:
+            self._notifier.notify()  # a raised limit may unblock runs
+
+    def rules(self) -> Rules:
+        return self._load_rules(self._connection())
+
+    def set_limit(self, target: str, limit: int | None) -> LimitChange:
+        return self._change_limit(target, limit, reset=False)
+
+    def reset_limit(self, target: str) -> LimitChange:
+        return self._change_limit(target, None, reset=True)
+
+    def _change_limit(self, target: str, limit: int | None, *, reset: bool) -> LimitChange:
+        now = time.time()
+        with self._write() as connection:
+            before = self._load_rules(connection)
+            if reset:
+                row = connection.execute(self._q("reset_override"), {"target": target}).fetchone()
+                version = 0 if row is None else row[1]
+            else:
+                version = connection.execute(
+                    self._q("set_override"), {"target": target, "limit": limit, "now": now}
+                ).fetchone()[0]
+            connection.execute(self._q("bump_rules_version"), {"now": now})
+            after = self._load_rules(connection)
+            change = LimitChange(target, effective_limit(before, target), effective_limit(after, target), version)
+            metadata = {"target": target, "old": change.old, "new": change.new, "version": version, "reset": reset}
+            connection.execute(self._q("insert_event"), _event(None, "LimitChanged", metadata, now))
+        self._notifier.notify()
+        return change
+
+    def limit_overrides(self) -> list[LimitOverride]:
+        return [
+            LimitOverride(row[0], row[1], row[2], _to_time(row[3]))  # type: ignore[arg-type]
+            for row in self._connection().execute(self._q("load_overrides"))
+        ]
+
+    def scope_usage(self) -> dict[str, int]:
+        return {scope: used for scope, used in self._connection().execute(self._q("scope_usage"))}
+
+    def scope_holders(self, scope: str) -> list[HolderRecord]:
+        rows = self._connection().execute(self._q("scope_holders"), {"scope": scope})
+        return [records.holder_record(row, _to_time) for row in rows]  # type: ignore[arg-type]
+
+    def list_queued(self, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
+        rows = self._connection().execute(self._q("list_queued"), {"queue": queue, "limit": limit})
+        return [records.run_record(row, _to_time, _to_json) for row in rows]
+
+    def queue_position(self, run_id: str) -> tuple[int, int]:
+        connection = self._connection()
+        row = connection.execute(self._q("get_run"), {"id": run_id}).fetchone()
+        if row is None:
+            raise RunNotFound(f"no run with id {run_id!r}")
+        ahead, total = connection.execute(
+            self._q("queue_position"),
+            {"queue": row["queue"], "priority": row["priority"], "scheduled_at": row["scheduled_at"], "id": run_id},
+        ).fetchone()
+        return ahead + 1, total
+
     # --- wake-ups ----------------------------------------------------------------
 
     def listen(self, callback: Callable[[], None]) -> DatagramListener:
@@ -451,7 +626,7 @@ class SQLiteStore:
         self._notifier.close()
 
 
-def _event(run_id: str, type_: str, metadata: dict[str, Any], now: float) -> dict[str, Any]:
+def _event(run_id: str | None, type_: str, metadata: dict[str, Any], now: float) -> dict[str, Any]:
     return {"run_id": run_id, "type": type_, "metadata": dumps(metadata), "now": now}
 
 

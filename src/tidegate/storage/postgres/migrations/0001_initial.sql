@@ -38,7 +38,7 @@ CREATE INDEX tidegate_runs_status ON tidegate_runs (status, queue);
 
 CREATE TABLE tidegate_events (
     id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    run_id   text COLLATE "C" NOT NULL,
+    run_id   text COLLATE "C",  -- NULL for events about limits, not runs
     step_key text,
     type     text NOT NULL,
     metadata jsonb NOT NULL DEFAULT '{}',

@@ -36,7 +36,7 @@ CREATE INDEX tidegate_runs_listing ON tidegate_runs (queue, status);
 
 CREATE TABLE tidegate_events (
     id       INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id   TEXT NOT NULL,
+    run_id   TEXT,                 -- NULL for events about limits, not runs
     step_key TEXT,
     type     TEXT NOT NULL,
     metadata TEXT NOT NULL DEFAULT '{}',

@@ -1,0 +1,127 @@
+"""The claim decision: which candidate runs a worker may start now.
+
+`admit` is pure: the store hands it candidates (in priority-then-age order),
+the slots in use per scope and this worker's own running counts, all read in
+the claim transaction; the store then writes exactly what it admitted. A run
+whose scope is saturated is skipped, not waited on (no head-of-line
+blocking), and its block reason lists every saturated scope.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tidegate.domain.scopes import Rules, ScopeNeed
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: str
+    task: str
+    queue: str
+    partition: str
+    tags: Mapping[str, str]
+    priority: int
+    scheduled_at: float  # any monotonic ordering of queue time will do
+    ordering: str = "priority"  # the queue's ordering: "priority" or "fair"
+
+
+@dataclass(frozen=True)
+class Saturation:
+    """A scope that had no free slot for a candidate: part of its block reason."""
+
+    scope: str
+    used: int
+    limit: int
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.used}/{self.limit}"
+
+
+@dataclass
+class LocalUsage:
+    """What this worker already runs: per queue, and per (queue, partition)."""
+
+    per_queue: dict[str, int] = field(default_factory=dict)
+    per_partition: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Admission:
+    admitted: list[tuple[Candidate, list[ScopeNeed]]]
+    blocked: dict[str, tuple[Saturation, ...]]
+
+
+def claim_order(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Priority desc, then age; in a fair queue, partitions take turns within a priority level.
+
+    In a fair queue the n-th run of every partition comes before the (n+1)-th
+    run of any, so one tenant's backlog cannot take every free slot.
+    """
+    rank: dict[str, int] = {}
+    head: dict[str, float] = {}
+    lane_head: dict[tuple[str, int, str], float] = {}
+    lane_size: dict[tuple[str, int, str], int] = defaultdict(int)
+    for candidate in sorted(candidates, key=lambda c: (-c.priority, c.scheduled_at, c.id)):
+        if candidate.ordering == "fair":
+            lane = (candidate.queue, candidate.priority, candidate.partition)
+            rank[candidate.id] = lane_size[lane]
+            lane_size[lane] += 1
+            head[candidate.id] = lane_head.setdefault(lane, candidate.scheduled_at)
+        else:
+            rank[candidate.id] = 0
+            head[candidate.id] = candidate.scheduled_at
+    return sorted(candidates, key=lambda c: (-c.priority, rank[c.id], head[c.id], c.scheduled_at, c.id))
+
+
+def admit(
+    candidates: Sequence[Candidate],
+    usage: Mapping[str, int],
+    rules: Rules,
+    local: LocalUsage,
+    capacity: int,
+) -> Admission:
+    """Admit candidates in claim order while every scope and local cap has room."""
+    in_use = dict(usage)
+    per_queue = dict(local.per_queue)
+    per_partition = dict(local.per_partition)
+    admitted: list[tuple[Candidate, list[ScopeNeed]]] = []
+    blocked: dict[str, tuple[Saturation, ...]] = {}
+    for candidate in claim_order(candidates):
+        needs = rules.scopes_for(candidate.queue, candidate.partition, candidate.tags)
+        saturated = tuple(
+            Saturation(need.key, in_use.get(need.key, 0), need.limit)
+            for need in needs
+            if in_use.get(need.key, 0) + 1 > need.limit
+        )
+        if saturated:
+            blocked[candidate.id] = saturated
+            continue
+        if len(admitted) >= capacity:
+            continue  # this worker is full; another worker may take it
+        if not _local_room(candidate, rules, per_queue, per_partition):
+            continue
+        admitted.append((candidate, needs))
+        for need in needs:
+            in_use[need.key] = in_use.get(need.key, 0) + 1
+        per_queue[candidate.queue] = per_queue.get(candidate.queue, 0) + 1
+        lane = (candidate.queue, candidate.partition)
+        per_partition[lane] = per_partition.get(lane, 0) + 1
+    return Admission(admitted, blocked)
+
+
+def _local_room(
+    candidate: Candidate,
+    rules: Rules,
+    per_queue: Mapping[str, int],
+    per_partition: Mapping[tuple[str, str], int],
+) -> bool:
+    """This worker's own caps: max_workers per queue, local_limit per partition."""
+    max_workers = rules.max_workers(candidate.queue)
+    if max_workers is not None and per_queue.get(candidate.queue, 0) >= max_workers:
+        return False
+    local_limit = rules.local_limit(candidate.queue)
+    lane = (candidate.queue, candidate.partition)
+    return local_limit is None or per_partition.get(lane, 0) < local_limit

@@ -1,0 +1,208 @@
+"""Declarations of run-level limits: the global cap, tag limits and queues.
+
+These are what users write in code (`RunQueueConfig`, `TagConcurrencyLimit`,
+`Concurrency`, `Partition`, `QueueConfig`). Each validates itself on
+construction so a negative limit or a malformed override fails where it is
+written, not later inside a claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tidegate.domain.errors import ConfigurationError
+from tidegate.domain.names import check_name
+
+Ordering = Literal["priority", "fair"]
+
+
+def check_limit(what: str, value: object, *, allow_unlimited: bool = False) -> int | None:
+    """A limit is a positive int; `None` (and -1 where allowed) means unlimited."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(f"{what}: a limit must be a whole number, got {value!r}")
+    if value == -1 and allow_unlimited:
+        return None
+    if value < 1:
+        raise ConfigurationError(f"{what}: a limit must be at least 1, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class TagConcurrencyLimit:
+    """At most `limit` running runs carrying tag `key=value` (or per distinct value)."""
+
+    key: str
+    limit: int
+    value: str | None = None
+    per_unique_value: bool = False
+
+    def __post_init__(self) -> None:
+        check_name("tag", self.key)
+        check_limit(f"tag limit {self.key}", self.limit)
+        if self.limit is None:
+            raise ConfigurationError(f"tag limit {self.key}: a limit is required")
+        if self.value is None and not self.per_unique_value:
+            raise ConfigurationError(
+                f"tag limit {self.key}: give value=... (limit runs with that value) or per_unique_value=True"
+            )
+        if self.value is not None and self.per_unique_value:
+            raise ConfigurationError(f"tag limit {self.key}: value and per_unique_value exclude each other")
+
+    def scope_for(self, tags: Mapping[str, str]) -> str | None:
+        """The scope a run with these tags takes under this limit, if any."""
+        if self.key not in tags:
+            return None
+        if self.per_unique_value or tags[self.key] == self.value:
+            return f"tag:{self.key}={tags[self.key]}"
+        return None
+
+
+@dataclass(frozen=True)
+class RunQueueConfig:
+    """App-wide run gates: a cap on running runs and tag limits."""
+
+    max_concurrent_runs: int | None = None
+    tag_concurrency_limits: Sequence[TagConcurrencyLimit] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "max_concurrent_runs",
+            check_limit("max_concurrent_runs", self.max_concurrent_runs, allow_unlimited=True),
+        )
+        object.__setattr__(self, "tag_concurrency_limits", tuple(self.tag_concurrency_limits))
+        seen = set()
+        for limit in self.tag_concurrency_limits:
+            if not isinstance(limit, TagConcurrencyLimit):
+                raise ConfigurationError(f"tag_concurrency_limits: expected TagConcurrencyLimit, got {limit!r}")
+            marker = (limit.key, limit.value)
+            if marker in seen:
+                raise ConfigurationError(f"tag limit {limit.key}={limit.value or '*'} is declared twice")
+            seen.add(marker)
+
+
+@dataclass(frozen=True)
+class Partition:
+    """How a queue's limits split: by some arg keys (`[]` = all args), and/or by task kind."""
+
+    by_args: Sequence[str] | None = None
+    by_kind: bool = False
+
+    def __post_init__(self) -> None:
+        if self.by_args is not None:
+            if isinstance(self.by_args, str) or not all(isinstance(key, str) and key for key in self.by_args):
+                raise ConfigurationError(f"Partition.by_args must be a list of arg names, got {self.by_args!r}")
+            object.__setattr__(self, "by_args", tuple(self.by_args))
+
+    @property
+    def enabled(self) -> bool:
+        return self.by_args is not None or self.by_kind
+
+
+@dataclass(frozen=True)
+class Concurrency:
+    """A queue's limits: `global_limit` across all workers and `local_limit` per worker, per partition."""
+
+    global_limit: int | None = None
+    local_limit: int | None = None
+    partition: Partition = field(default_factory=Partition)
+    overrides: Mapping[str, int] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "global_limit", check_limit("global_limit", self.global_limit))
+        object.__setattr__(self, "local_limit", check_limit("local_limit", self.local_limit))
+        overrides = dict(self.overrides or {})
+        for key, value in overrides.items():
+            check_partition_form(key, self.partition)
+            check_limit(f"override {key!r}", value)
+        if overrides and self.global_limit is None:
+            raise ConfigurationError("overrides need a global_limit to override")
+        object.__setattr__(self, "overrides", overrides)
+
+
+def check_partition_form(key: str, partition: Partition) -> None:
+    """An override must name a partition in the form the queue produces: `customer_id=42`, `kind=task`."""
+    if not partition.enabled:
+        raise ConfigurationError(f"override {key!r}: the queue has no partition to override")
+    if not isinstance(key, str) or not key:
+        raise ConfigurationError(f"override {key!r}: expected 'name=value'")
+    allowed = set(partition.by_args or ()) | ({"kind"} if partition.by_kind else set())
+    for part in key.split(","):
+        name, equals, _ = part.partition("=")
+        if not equals:
+            raise ConfigurationError(f"override {key!r}: expected 'name=value' parts, got {part!r}")
+        if partition.by_args == () and name != "kind":
+            continue  # by_args=[] partitions by every arg: any arg name is valid
+        if name not in allowed:
+            raise ConfigurationError(
+                f"override {key!r}: {name!r} is not a partition key of this queue (expected {sorted(allowed)})"
+            )
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    """A declared queue: its limits, per-worker cap and ordering."""
+
+    name: str
+    concurrency: Concurrency = field(default_factory=Concurrency)
+    max_workers: int | None = None
+    ordering: Ordering = "priority"
+
+    def __post_init__(self) -> None:
+        check_name("queue", self.name)
+        object.__setattr__(self, "max_workers", check_limit(f"queue {self.name} max_workers", self.max_workers))
+        if self.ordering not in ("priority", "fair"):
+            raise ConfigurationError(f"queue {self.name}: ordering must be 'priority' or 'fair', got {self.ordering!r}")
+
+
+# --- persistence: plain dicts, so any process (and the CLI) sees the same declarations ---
+
+
+def run_queue_to_dict(config: RunQueueConfig) -> dict[str, object]:
+    return {
+        "max_concurrent_runs": config.max_concurrent_runs,
+        "tag_concurrency_limits": [
+            {"key": t.key, "limit": t.limit, "value": t.value, "per_unique_value": t.per_unique_value}
+            for t in config.tag_concurrency_limits
+        ],
+    }
+
+
+def run_queue_from_dict(data: Mapping[str, object]) -> RunQueueConfig:
+    tags = data.get("tag_concurrency_limits") or []
+    return RunQueueConfig(
+        max_concurrent_runs=data.get("max_concurrent_runs"),  # type: ignore[arg-type]
+        tag_concurrency_limits=[TagConcurrencyLimit(**tag) for tag in tags],  # type: ignore[union-attr]
+    )
+
+
+def queue_to_dict(config: QueueConfig) -> dict[str, object]:
+    concurrency = config.concurrency
+    return {
+        "name": config.name,
+        "global_limit": concurrency.global_limit,
+        "local_limit": concurrency.local_limit,
+        "by_args": None if concurrency.partition.by_args is None else list(concurrency.partition.by_args),
+        "by_kind": concurrency.partition.by_kind,
+        "overrides": dict(concurrency.overrides or {}),
+        "max_workers": config.max_workers,
+        "ordering": config.ordering,
+    }
+
+
+def queue_from_dict(data: Mapping[str, object]) -> QueueConfig:
+    return QueueConfig(
+        name=data["name"],  # type: ignore[arg-type]
+        concurrency=Concurrency(
+            global_limit=data.get("global_limit"),  # type: ignore[arg-type]
+            local_limit=data.get("local_limit"),  # type: ignore[arg-type]
+            partition=Partition(by_args=data.get("by_args"), by_kind=bool(data.get("by_kind"))),  # type: ignore[arg-type]
+            overrides=data.get("overrides") or None,  # type: ignore[arg-type]
+        ),
+        max_workers=data.get("max_workers"),  # type: ignore[arg-type]
+        ordering=data.get("ordering", "priority"),  # type: ignore[arg-type]
+    )

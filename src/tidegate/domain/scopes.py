@@ -1,0 +1,171 @@
+"""Scopes: every run-level limit as a key and a limit.
+
+A run needs one slot of each of its scopes: `global` (the cap on running
+runs), its queue's scope (`queue:api`, or `queue:api/customer_id=3` for a
+partitioned queue or an explicit concurrency key) and one per tag limit it
+falls under (`tag:env=prod`, `tag:tenant=acme`). The store counts slots in use
+from holder rows; this module only decides which scopes a run needs and
+their limits, including live overrides set by operators.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tidegate.domain.errors import ConfigurationError
+from tidegate.domain.limits import QueueConfig, RunQueueConfig, check_limit, check_partition_form
+
+GLOBAL = "global"
+
+
+def partition_of(queue: QueueConfig | None, task: str, args: Mapping[str, Any], concurrency_key: str | None) -> str:
+    """The partition a run falls in ('' when its queue is not partitioned).
+
+    An explicit concurrency key wins: one lane per key, each with the queue's
+    limit. Otherwise the queue's Partition decides: task kind and/or the named
+    args (JSON keys; a missing key is the empty value; `by_args=[]` = all args).
+    """
+    if concurrency_key is not None:
+        return f"key={concurrency_key}"
+    if queue is None or not queue.concurrency.partition.enabled:
+        return ""
+    partition = queue.concurrency.partition
+    parts = []
+    if partition.by_kind:
+        parts.append(f"kind={task}")
+    if partition.by_args is not None:
+        keys = partition.by_args or tuple(sorted(args))
+        parts.extend(f"{key}={_arg_text(args.get(key))}" for key in keys)
+    return ",".join(parts)
+
+
+def _arg_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def queue_scope(queue: str, partition: str) -> str:
+    return f"queue:{queue}/{partition}" if partition else f"queue:{queue}"
+
+
+@dataclass(frozen=True)
+class ScopeNeed:
+    key: str
+    limit: int
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Every run-level limit in force: the code's declarations plus live overrides.
+
+    `overrides` maps a target to a limit (None = unlimited): `global`,
+    `queue:NAME` (the queue's limit for every partition), `queue:NAME/PARTITION`,
+    `tag:KEY=VALUE`, or `tag:KEY` (every value of a per-unique-value tag limit).
+    """
+
+    run_queue: RunQueueConfig = field(default_factory=RunQueueConfig)
+    queues: Mapping[str, QueueConfig] = field(default_factory=dict)
+    overrides: Mapping[str, int | None] = field(default_factory=dict)
+
+    def global_limit(self) -> int | None:
+        if GLOBAL in self.overrides:
+            return self.overrides[GLOBAL]
+        return self.run_queue.max_concurrent_runs
+
+    def queue_limit(self, queue: str, partition: str) -> int | None:
+        """The shared (global) limit of one partition of a queue."""
+        exact = queue_scope(queue, partition)
+        if partition and exact in self.overrides:
+            return self.overrides[exact]
+        config = self.queues.get(queue)
+        if partition and config is not None and partition in (config.concurrency.overrides or {}):
+            return config.concurrency.overrides[partition]  # type: ignore[index]
+        if f"queue:{queue}" in self.overrides:
+            return self.overrides[f"queue:{queue}"]
+        return None if config is None else config.concurrency.global_limit
+
+    def local_limit(self, queue: str) -> int | None:
+        config = self.queues.get(queue)
+        return None if config is None else config.concurrency.local_limit
+
+    def max_workers(self, queue: str) -> int | None:
+        config = self.queues.get(queue)
+        return None if config is None else config.max_workers
+
+    def tag_limit(self, key: str, value: str) -> int | None:
+        exact = f"tag:{key}={value}"
+        if exact in self.overrides:
+            return self.overrides[exact]
+        for declared in self.run_queue.tag_concurrency_limits:
+            if declared.key != key:
+                continue
+            if declared.per_unique_value:
+                return self.overrides.get(f"tag:{key}", declared.limit)
+            if declared.value == value:
+                return declared.limit
+        return None
+
+    def scopes_for(self, queue: str, partition: str, tags: Mapping[str, str]) -> list[ScopeNeed]:
+        """The limited scopes a run needs one slot of each, in key order (the lock order)."""
+        needs: dict[str, int] = {}
+        cap = self.global_limit()
+        if cap is not None:
+            needs[GLOBAL] = cap
+        queue_limit = self.queue_limit(queue, partition)
+        if queue_limit is not None:
+            needs[queue_scope(queue, partition)] = queue_limit
+        for key, value in tags.items():
+            limit = self.tag_limit(key, value)
+            if limit is not None:
+                needs[f"tag:{key}={value}"] = limit
+        return [ScopeNeed(key, needs[key]) for key in sorted(needs)]
+
+
+def check_override_target(target: str, rules: Rules) -> str:
+    """Validate a live-limit target against the declared queues; return it normalised."""
+    if target == GLOBAL:
+        return target
+    kind, _, rest = target.partition(":")
+    if kind == "queue" and rest:
+        name, _, partition = rest.partition("/")
+        config = rules.queues.get(name)
+        if config is None:
+            raise ConfigurationError(f"limit target {target!r}: no queue named {name!r} is declared")
+        if partition and not partition.startswith("key="):
+            check_partition_form(partition, config.concurrency.partition)
+        return target
+    if kind == "tag" and rest:
+        key, equals, value = rest.partition("=")
+        if not key or (equals and not value):
+            raise ConfigurationError(f"limit target {target!r}: expected tag:KEY=VALUE or tag:KEY")
+        return target
+    raise ConfigurationError(
+        f"limit target {target!r} is not valid: use global, queue:NAME, queue:NAME/PARTITION, tag:KEY=VALUE or tag:KEY"
+    )
+
+
+def check_override_value(target: str, value: object) -> int | None:
+    return check_limit(f"limit for {target}", value, allow_unlimited=True)
+
+
+def effective_limit(rules: Rules, target: str) -> int | None:
+    """The limit in force for a live-limit target (None: unlimited)."""
+    if target == GLOBAL:
+        return rules.global_limit()
+    kind, _, rest = target.partition(":")
+    if kind == "queue":
+        name, _, partition = rest.partition("/")
+        return rules.queue_limit(name, partition)
+    key, equals, value = rest.partition("=")
+    if equals:
+        return rules.tag_limit(key, value)
+    if target in rules.overrides:
+        return rules.overrides[target]
+    declared = [t for t in rules.run_queue.tag_concurrency_limits if t.key == key and t.per_unique_value]
+    return declared[0].limit if declared else None

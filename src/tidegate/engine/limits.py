@@ -1,0 +1,77 @@
+"""Live limits: validate a change, preview its effect, apply it.
+
+A change is previewed by running the claim policy over the queued runs with
+the limits before and after (as if every worker had room), so `--dry-run`
+counts exactly the runs the new limit would let through or hold back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from tidegate.domain.admission import Candidate, LocalUsage, admit
+from tidegate.domain.model import LimitChange, RunRecord
+from tidegate.domain.scopes import Rules, check_override_target, check_override_value, effective_limit
+from tidegate.storage.port import Store
+
+PREVIEW_RUNS = 10_000
+
+
+@dataclass(frozen=True)
+class LimitPreview:
+    target: str
+    old: int | None
+    new: int | None
+    unblocked: int  # queued runs that could start now under the new limit and not the old
+    blocked: int  # queued runs that could start now under the old limit and not the new
+    considered: int  # queued runs looked at (the first PREVIEW_RUNS in claim order)
+
+
+def preview(store: Store, target: str, limit: int | None, *, reset: bool = False) -> LimitPreview:
+    rules = store.rules()
+    target = check_override_target(target, rules)
+    overrides = dict(rules.overrides)
+    if reset:
+        overrides.pop(target, None)
+    else:
+        overrides[target] = check_override_value(target, limit)
+    after = replace(rules, overrides=overrides)
+    queued = store.list_queued(limit=PREVIEW_RUNS)
+    usage = store.scope_usage()
+    before_ids = _startable(queued, usage, rules)
+    after_ids = _startable(queued, usage, after)
+    return LimitPreview(
+        target,
+        effective_limit(rules, target),
+        effective_limit(after, target),
+        unblocked=len(after_ids - before_ids),
+        blocked=len(before_ids - after_ids),
+        considered=len(queued),
+    )
+
+
+def set_limit(store: Store, target: str, limit: int | None) -> LimitChange:
+    target = check_override_target(target, store.rules())
+    return store.set_limit(target, check_override_value(target, limit))
+
+
+def reset_limit(store: Store, target: str) -> LimitChange:
+    return store.reset_limit(check_override_target(target, store.rules()))
+
+
+def _startable(queued: list[RunRecord], usage: dict[str, int], rules: Rules) -> set[str]:
+    candidates = [
+        Candidate(
+            id=run.id,
+            task=run.task,
+            queue=run.queue,
+            partition=run.partition,
+            tags=run.tags,
+            priority=run.priority,
+            scheduled_at=run.scheduled_at.timestamp(),
+            ordering=rules.queues[run.queue].ordering if run.queue in rules.queues else "priority",
+        )
+        for run in queued
+    ]
+    decision = admit(candidates, usage, rules, LocalUsage(), capacity=len(candidates))
+    return {candidate.id for candidate, _ in decision.admitted}
