@@ -13,6 +13,7 @@ from tidegate.domain.errors import (
     UnknownTask,
     WaitTimeout,
 )
+from tidegate.domain.limits import Concurrency, Partition, QueueConfig, RunQueueConfig, TagConcurrencyLimit
 from tidegate.domain.model import RunStatus
 from tidegate.worker.context import Cancelled, Context
 from tidegate.worker.runner import Worker
@@ -20,16 +21,21 @@ from tidegate.worker.runner import Worker
 __all__ = [
     "App",
     "Cancelled",
+    "Concurrency",
     "ConfigurationError",
     "Context",
     "InvalidArgument",
+    "Partition",
+    "QueueConfig",
     "RunCanceled",
     "RunFailed",
     "RunHandle",
     "RunNotFound",
+    "RunQueueConfig",
     "RunStatus",
     "SchemaError",
     "StoreUnavailable",
+    "TagConcurrencyLimit",
     "Task",
     "TaskOptions",
     "TidegateError",
