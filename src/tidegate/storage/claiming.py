@@ -62,10 +62,16 @@ def candidate_rows(
     return list(rows.values())
 
 
-def _partition_heads(queue: str, per_partition: int, saturated: set[str], read: CandidateReader) -> list[Row]:
+def _partition_heads(queue: str, claim_limit: int, saturated: set[str], read: CandidateReader) -> list[Row]:
+    """The first runs of each partition: enough of each to fill `claim_limit` taking turns.
+
+    A saturated partition still shows its head, so its block reason is recorded.
+    """
+    partitions = list(read.partitions(queue, MAX_PARTITIONS))
+    open_partitions = max(1, sum(1 for partition in partitions if partition not in saturated))
+    per_partition = min(claim_limit, -(-claim_limit // open_partitions) + 1)
     heads: list[Row] = []
-    for partition in read.partitions(queue, MAX_PARTITIONS):
-        # A saturated partition still shows its head, so its block reason is recorded.
+    for partition in partitions:
         heads.extend(read.partition_head(queue, partition, 1 if partition in saturated else per_partition))
     return heads
 
