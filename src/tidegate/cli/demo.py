@@ -25,6 +25,6 @@ def demo(
         ),
     ] = None,
 ) -> None:
-    """Run the demo: worker processes drain a burst of mixed runs, then a summary."""
+    """Run the demo: worker processes drain a burst of mixed runs under limits, then a summary."""
     ok = run_demo(DemoPlan(runs=runs, workers=workers, max_workers=max_workers, database=database))
     raise typer.Exit(0 if ok else 1)

@@ -30,6 +30,7 @@ from tidegate.cli.render import (
     status_text,
     stdout,
 )
+from tidegate.cli.scopes import reason_text
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import EventRecord, RunRecord, RunStatus
 from tidegate.storage.urls import DEFAULT_DATABASE
@@ -178,9 +179,16 @@ def events_table(run: RunRecord, events: list[EventRecord]) -> Table:
             clock_time(event.at),
             "+" + seconds_text(max(0.0, (event.at - run.submitted_at).total_seconds())),
             Text(event.type, style=_EVENT_STYLES.get(event.type, "")),
-            Text(compact_metadata(event.metadata), style="dim"),
+            Text(_event_details(event), style="dim"),
         )
     return table
+
+
+def _event_details(event: EventRecord) -> str:
+    """A block reason reads as `queue limits list` shows scopes; other details as key=value."""
+    if event.type == "RunBlocked" and isinstance(event.metadata.get("blocked_by"), list):
+        return "by " + reason_text(event.metadata["blocked_by"])
+    return compact_metadata(event.metadata)
 
 
 _EVENT_STYLES = {
@@ -189,6 +197,7 @@ _EVENT_STYLES = {
     "RunRetried": "yellow",
     "RunCanceled": "magenta",
     "RunRequeued": "yellow",
+    "RunBlocked": "yellow",
 }
 
 

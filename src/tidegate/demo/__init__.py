@@ -1,4 +1,4 @@
-"""The tidegate demo: worker processes drain a burst of mixed runs on a fresh embedded database.
+"""The tidegate demo: worker processes drain a burst of mixed runs, under limits, on a fresh embedded database.
 
 Run it with `tidegate demo` or `python -m tidegate.demo`. The tasks live in
 `tidegate.demo.tasks` so that worker processes can import them like any

@@ -1,8 +1,12 @@
 """The demo, start to finish: fresh database, worker processes, a burst of runs, a summary.
 
 It drives tidegate only through its public faces (the `tidegate worker`
-command, `Task.options(...).submit_many`, the store's read verbs), so what it
-shows is what a user gets. Progress is read from the store every 100 ms.
+command, `Task.options(...).submit_many`, the store's read verbs and
+`engine.why`), so what it shows is what a user gets. The live view is read
+from the store every 200 ms; the verdict that no limit was exceeded is
+replayed afterwards from the claim and release events the store recorded.
+It exits 0 only if every run completed and no scope ever held more runs
+than its limit.
 """
 
 from __future__ import annotations
@@ -20,23 +24,29 @@ from types import ModuleType
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.live import Live
 from rich.text import Text
 
 from tidegate.cli.render import safe_url
 from tidegate.demo import DEMO_DATABASE
+from tidegate.demo.concurrency import tally
 from tidegate.demo.fleet import DemoError, Fleet
-from tidegate.demo.summary import Summary, tasks_table, totals_table
-from tidegate.domain.model import FINISHED_STATUSES, RunStatus
+from tidegate.demo.live import LiveView, read_sample
+from tidegate.demo.summary import Summary, limits_table, tasks_table, totals_table
+from tidegate.domain.model import RunStatus
 from tidegate.storage.port import Store
 from tidegate.storage.urls import DATABASE_ENV, parse_database_url
 
-POLL_SECONDS = 0.1
+POLL_SECONDS = 0.2
 STALL_SECONDS = 60.0  # no run finished for this long: something is wrong, stop rather than hang
 PRIORITY = 10
 PRIORITY_SHARE = 0.1
 CHUNK = 50
 LOG_DIR = Path(".tidegate")
+TENANTS = [("acme", 4), ("globex", 2), ("initech", 2), ("umbrella", 2)]  # name, weight: acme is the busiest
+CUSTOMERS = [(1, 4), (2, 1), (3, 1), (4, 1), (5, 1), (6, 1)]  # customer 1 is big, on a higher API tier
+
+Planned = tuple[str, dict[str, Any], int, dict[str, str]]  # task, args, priority, tags
 
 
 @dataclass(frozen=True)
@@ -63,7 +73,7 @@ def run_demo(plan: DemoPlan, console: Console | None = None) -> bool:
         store = app.store
         if plan.database is not None and sum(store.status_counts().values()):
             raise DemoError(f"the demo needs an empty database, and {safe_url(url)} already has runs")
-        _intro(console, plan, url)
+        _intro(console, plan, url, tasks)
         fleet = Fleet(url, plan.workers, plan.max_workers, LOG_DIR)
         try:
             with console.status(f"starting {plan.workers} worker processes…"):
@@ -79,21 +89,28 @@ def run_demo(plan: DemoPlan, console: Console | None = None) -> bool:
                 f"submitted {plan.runs} runs in {(time.monotonic() - began) * 1000:.0f} ms, "
                 f"the last {prioritized} with priority {PRIORITY}",
             )
+            began = time.monotonic()
             peak = _follow(console, store, plan, fleet)
+            _step(console, f"{plan.runs} runs finished in {time.monotonic() - began:.1f}s")
         finally:
             with console.status("stopping workers (SIGTERM)…"):
                 codes = fleet.stop()
         clean = all(code == 0 for code in codes)
         _step(console, "workers stopped" + ("" if clean else f" (exit codes {codes})"), ok=clean)
         runs = store.list_runs(limit=plan.runs)
-        summary = Summary(runs, plan.runs, plan.capacity, plan.workers, plan.max_workers, peak)
+        with console.status("replaying claim and release events…"):
+            events = {run.id: store.run_events(run.id) for run in runs}
+            tallies = tally(runs, events, store.rules())
+        blocked_example = next((run.id for run in runs if any(e.type == "RunBlocked" for e in events[run.id])), None)
+        summary = Summary(runs, plan.runs, plan.capacity, plan.workers, plan.max_workers, peak, tallies)
     finally:
         app.close()
     console.print()
     console.print(totals_table(summary))
+    console.print(limits_table(summary, console.width))
     console.print(tasks_table(summary))
-    _outro(console, url, summary)
-    return summary.all_completed
+    _outro(console, url, summary, blocked_example)
+    return summary.all_completed and summary.limits_kept
 
 
 def _remove_sqlite_files(url: str) -> None:
@@ -115,23 +132,35 @@ def _load_tasks(url: str) -> ModuleType:
     return module if module.app.database == url else importlib.reload(module)
 
 
-def _plan_runs(count: int) -> Iterator[tuple[str, dict[str, Any], int]]:
-    """A fixed, varied mix: half images, 30% emails, 20% quotes; one in ten prioritized."""
+def _plan_runs(count: int) -> Iterator[Planned]:
+    """A fixed, varied mix; one run in ten prioritized.
+
+    35% sync_customer (the partitioned external_api queue; customer 1 sends
+    the most), 35% resize_image and 20% send_email (tagged with a tenant;
+    acme has as much work as the other three together), 10% fetch_quote.
+    """
     rng = random.Random(7)
     symbols = ["ACME", "GLOBX", "INITECH", "UMBR", "WAYNE", "STARK"]
+    tenants = [name for name, weight in TENANTS for _ in range(weight)]
+    customers = [number for number, weight in CUSTOMERS for _ in range(weight)]
     for number in range(count):
         roll = rng.random()
-        if roll < 0.5:
+        tags: dict[str, str] = {}
+        if roll < 0.35:
+            task, args = "sync_customer", {"customer_id": rng.choice(customers)}
+        elif roll < 0.70:
             task, args = "resize_image", {"image_id": number, "width": rng.choice([320, 640, 1280])}
-        elif roll < 0.8:
+            tags = {"tenant": rng.choice(tenants)}
+        elif roll < 0.90:
             task, args = "send_email", {"to": f"user{number}@example.com", "subject": "Your receipt"}
+            tags = {"tenant": rng.choice(tenants)}
         else:
             task, args = "fetch_quote", {"symbol": rng.choice(symbols)}
-        yield task, args, PRIORITY if rng.random() < PRIORITY_SHARE else 0
+        yield task, args, PRIORITY if rng.random() < PRIORITY_SHARE else 0, tags
 
 
 def _submit(tasks: ModuleType, plan: DemoPlan) -> int:
-    """Normal runs in chunks (one transaction per task per chunk), then the prioritized ones."""
+    """Normal runs in chunks (one transaction per task and tags per chunk), then the prioritized ones."""
     planned = list(_plan_runs(plan.runs))
     normal = [item for item in planned if item[2] == 0]
     urgent = [item for item in planned if item[2] != 0]
@@ -141,37 +170,29 @@ def _submit(tasks: ModuleType, plan: DemoPlan) -> int:
     return len(urgent)
 
 
-def _submit_batch(tasks: ModuleType, batch: list[tuple[str, dict[str, Any], int]]) -> None:
-    for name in dict.fromkeys(task for task, _, _ in batch):
-        items = [(args, priority) for task, args, priority in batch if task == name]
-        getattr(tasks, name).options(priority=items[0][1]).submit_many(args for args, _ in items)
+def _submit_batch(tasks: ModuleType, batch: list[Planned]) -> None:
+    groups: dict[tuple[str, int, tuple[tuple[str, str], ...]], list[dict[str, Any]]] = {}
+    for task, args, priority, tags in batch:
+        groups.setdefault((task, priority, tuple(sorted(tags.items()))), []).append(args)
+    for (task, priority, tags), many in groups.items():
+        getattr(tasks, task).options(priority=priority, tags=dict(tags)).submit_many(many)
 
 
 def _follow(console: Console, store: Store, plan: DemoPlan, fleet: Fleet) -> int:
-    """Show finished/total until every run finished; return the most runs seen running at once."""
+    """Show progress and the limits at work until every run finished; return the most runs seen running."""
     peak = 0
-    columns = (
-        SpinnerColumn(),
-        TextColumn("[bold]runs"),
-        BarColumn(bar_width=36),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[detail]}"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console) as progress:
-        bar = progress.add_task("runs", total=plan.runs, detail="")
-        last_finished, last_change = -1, time.monotonic()
+    view = LiveView(plan.runs, plan.capacity)
+    last_finished, last_change = -1, time.monotonic()
+    with Live(view, console=console, auto_refresh=False, transient=True) as live:
         while True:
-            counts = store.status_counts()
-            finished = sum(counts[status] for status in FINISHED_STATUSES)
-            running = counts[RunStatus.RUNNING]
-            peak = max(peak, running)
-            detail = f"running [cyan]{running:>3}[/]/{plan.capacity}  queued [yellow]{counts[RunStatus.QUEUED]:>4}[/]"
-            progress.update(bar, completed=finished, detail=detail)
-            if finished >= plan.runs:
+            sample = read_sample(store)
+            peak = max(peak, sample.counts[RunStatus.RUNNING])
+            view.update(store, sample)
+            live.refresh()
+            if sample.finished >= plan.runs:
                 break
-            if finished != last_finished:
-                last_finished, last_change = finished, time.monotonic()
+            if sample.finished != last_finished:
+                last_finished, last_change = sample.finished, time.monotonic()
             elif time.monotonic() - last_change > STALL_SECONDS:
                 raise DemoError(f"no run finished for {STALL_SECONDS:.0f}s; worker logs are in {LOG_DIR}/")
             fleet.check_alive()
@@ -179,7 +200,7 @@ def _follow(console: Console, store: Store, plan: DemoPlan, fleet: Fleet) -> int
     return peak
 
 
-def _intro(console: Console, plan: DemoPlan, url: str) -> None:
+def _intro(console: Console, plan: DemoPlan, url: str, tasks: ModuleType) -> None:
     console.print(
         Text.assemble(
             ("tidegate demo  ", "bold cyan"),
@@ -190,10 +211,11 @@ def _intro(console: Console, plan: DemoPlan, url: str) -> None:
     )
     console.print(
         Text(
-            "tasks: resize_image (thread, 10-40 ms) · send_email (flaky, retried) · fetch_quote (async)",
+            "tasks: sync_customer (partner API) · resize_image · send_email (flaky) · fetch_quote (async)",
             style="dim",
         )
     )
+    console.print(Text(_limits_line(tasks), style="dim"))
     console.print()
 
 
@@ -201,15 +223,35 @@ def _step(console: Console, message: str, ok: bool = True) -> None:
     console.print(Text.assemble(("✓ " if ok else "✗ ", "green" if ok else "red"), message))
 
 
-def _outro(console: Console, url: str, summary: Summary) -> None:
-    verdict = (
-        Text("every run completed", style="bold green")
-        if summary.all_completed
-        else Text("not every run completed", style="bold red")
+def _limits_line(tasks: ModuleType) -> str:
+    return (
+        f"limits: {tasks.MAX_CONCURRENT_RUNS} runs at once · external_api: {tasks.API_LIMIT_PER_CUSTOMER} per "
+        f"customer_id ({tasks.BIG_CUSTOMER_LIMIT} for customer {tasks.BIG_CUSTOMER}) · "
+        f"{tasks.TENANT_LIMIT} per tenant"
     )
+
+
+def _outro(console: Console, url: str, summary: Summary, blocked_example: str | None) -> None:
+    verdict = Text()
+    if summary.all_completed:
+        verdict.append("every run completed", style="bold green")
+    else:
+        verdict.append("not every run completed", style="bold red")
+    verdict.append(", ")
+    exceeded = [item.scope for item in summary.tallies if not item.kept]
+    if exceeded:
+        verdict.append(f"limits exceeded: {', '.join(exceeded)}", style="bold red")
+    else:
+        verdict.append(f"no limit exceeded ({len(summary.tallies)} scopes)", style="bold green")
     console.print(verdict)
     console.print(Text("look closer:", style="dim"))
-    example = next((run.id for run in summary.runs if run.attempt > 1), summary.runs[0].id if summary.runs else "RUN")
+    example = blocked_example or next(
+        (run.id for run in summary.runs if run.attempt > 1), summary.runs[0].id if summary.runs else "RUN"
+    )
     shown = safe_url(url)
-    for command in (f"tidegate runs list -d {shown}", f"tidegate runs show {example} -d {shown}"):
+    for command in (
+        f"tidegate limits list -d {shown}",
+        f"tidegate runs show {example} -d {shown}",
+        f"tidegate runs list -d {shown}",
+    ):
         console.print(Text("  " + command, style="cyan"), soft_wrap=True)

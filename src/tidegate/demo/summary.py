@@ -1,14 +1,16 @@
 """What the demo measured, computed from the stored runs and rendered as tables.
 
 Numbers come from the store (submitted, started and finished times, attempt
-counts), not from the demo's own clock, so they describe what the workers
-did; only the peak concurrency is sampled live, because the store keeps no
-history of how many runs were running at once.
+counts, claim and release events), not from the demo's own clock, so they
+describe what the workers did. The most runs holding each limited scope at
+once is replayed from events (`demo.concurrency`); the "peak running" line is
+sampled live, as a cross-check that needs no replay.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import fmean
 
@@ -16,6 +18,8 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from tidegate.cli.scopes import slot_cells
+from tidegate.demo.concurrency import ScopeTally
 from tidegate.domain.model import RunRecord, RunStatus
 
 
@@ -27,6 +31,11 @@ class Summary:
     workers: int
     max_workers: int
     peak_running: int
+    tallies: Sequence[ScopeTally] = ()
+
+    @property
+    def limits_kept(self) -> bool:
+        return all(item.kept for item in self.tallies)
 
     @property
     def by_status(self) -> Counter[RunStatus]:
@@ -80,6 +89,29 @@ def totals_table(summary: Summary) -> Table:
     high, normal = summary.mean_wait(True), summary.mean_wait(False)
     if high is not None and normal is not None:
         table.add_row("mean wait", f"{_ms(high)} for priority runs (submitted last), {_ms(normal)} for the rest")
+    return table
+
+
+def limits_table(summary: Summary, width: int = 100) -> Table:
+    """Per limited scope: the most runs that ever held it at once, next to its limit."""
+    table = Table(box=box.ROUNDED, title="limits kept (most runs holding each scope at once, from the events)",
+                  title_justify="left", title_style="bold")
+    table.add_column("scope", overflow="fold")
+    table.add_column("max/limit", justify="right", no_wrap=True)
+    table.add_column("", no_wrap=True)  # the max as slot cells: a full row is a limit that bound
+    table.add_column("runs", justify="right", no_wrap=True)
+    table.add_column("held back", justify="right", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    cells = 12 if width >= 100 else 6
+    for item in summary.tallies:
+        table.add_row(
+            item.scope,
+            Text(f"{item.max_seen}/{item.limit}", style="bold" if item.kept else "bold red"),
+            slot_cells(item.max_seen, item.limit, width=cells),
+            str(item.runs),
+            Text(str(item.held_back) if item.held_back else "-", style="yellow" if item.held_back else "dim"),
+            Text("✓", style="bold green") if item.kept else Text("✗ exceeded", style="bold red"),
+        )
     return table
 
 

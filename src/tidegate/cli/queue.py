@@ -1,0 +1,138 @@
+"""`tidegate queue list|why|cancel`: the runs that wait, and what they wait for.
+
+`list` shows queued runs in claim order with the block reason the last claim
+recorded; `why` recomputes the answer now, the way a claim decides it
+(`engine.why.explain`), and names the runs holding the blocking slots.
+Positions are per queue, as `why` counts them, so the two always agree.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from tidegate.cli.connect import existing_store
+from tidegate.cli.errors import CommandError
+from tidegate.cli.options import Database
+from tidegate.cli.render import safe_url, status_text, stdout
+from tidegate.cli.scopes import (
+    age_text,
+    explanation_body,
+    headline,
+    now_utc,
+    reason_text,
+    waiting_seconds,
+)
+from tidegate.domain.errors import RunNotFound
+from tidegate.domain.model import RunRecord, RunStatus
+from tidegate.engine.why import explain
+from tidegate.storage.urls import DEFAULT_DATABASE
+
+app = typer.Typer(help="Look at queued runs: claim order, what blocks them; cancel one.", no_args_is_help=True)
+
+RunId = Annotated[str, typer.Argument(metavar="RUN", help="The run id (as printed by submit or queue list).")]
+
+
+@app.command("list")
+def list_queued(
+    queue: Annotated[
+        str | None, typer.Option("--queue", "-q", metavar="QUEUE", help="Only runs of this queue.")
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, metavar="N", help="At most this many, in claim order.")
+    ] = 50,
+    database: Database = DEFAULT_DATABASE,
+) -> None:
+    """List queued runs in claim order (priority, then age), with what holds each back."""
+    with existing_store(database) as store:
+        runs = store.list_queued(queue=queue, limit=limit)
+        total = store.status_counts(queue=queue)[RunStatus.QUEUED]
+    if not runs:
+        stdout.print(Text("no queued runs" + (f" in queue {queue}" if queue else ""), style="dim"))
+        return
+    stdout.print(queued_table(runs, total, queue))
+
+
+def queued_table(runs: list[RunRecord], total: int, queue: str | None) -> Table:
+    now = now_utc()
+    positions: Counter[str] = Counter()  # claim order within each queue: the first N of any queue are all here
+    blocked = not_due = 0
+    gap = 1 if stdout.width >= 100 else 0
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, gap, 0, 0), caption_justify="left",
+                  caption_style="dim")
+    table.add_column("pos", justify="right", no_wrap=True)
+    table.add_column("run", no_wrap=True, style="bold")
+    table.add_column("task", overflow="fold", min_width=6)
+    table.add_column("queue", overflow="fold", min_width=5)
+    table.add_column("prio", justify="right", no_wrap=True)
+    table.add_column("waiting", justify="right", no_wrap=True)
+    table.add_column("blocked by", overflow="fold", min_width=12, ratio=1)
+    for run in runs:
+        positions[run.queue] += 1
+        waited = waiting_seconds(run, now)
+        if waited < 0:
+            not_due += 1
+            waiting, reason = Text(f"in {age_text(-waited)}", style="dim"), Text("not yet due", style="dim")
+        else:
+            waiting, reason = Text(age_text(waited)), Text(reason_text(run.block_reason), style="yellow")
+            blocked += bool(run.block_reason)
+        table.add_row(str(positions[run.queue]), run.id, Text(run.task), Text(run.queue), str(run.priority),
+                      waiting, reason)
+    where = f" in queue {queue}" if queue else ""
+    caption = f"{len(runs)} of {total} queued runs{where}"
+    if blocked:
+        caption += f" · {blocked} held back by a limit at their last claim"
+    if not_due:
+        caption += f" · {not_due} not yet due"
+    if total > len(runs):
+        caption += " (more with --limit)"
+    table.caption = caption
+    return table
+
+
+@app.command("why")
+def why(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
+    """Explain why a run is still queued: its position and every limit it needs, with holders."""
+    with existing_store(database) as store:
+        try:
+            explanation = explain(store, run_id)
+        except RunNotFound:
+            raise RunNotFound(f"no run with id {run_id!r} in {safe_url(database)}") from None
+        rules = store.rules() if explanation.run.status is RunStatus.QUEUED else None
+    now = now_utc()
+    stdout.print(headline(explanation, now))
+    body = explanation_body(explanation, now, rules)
+    if body is not None:
+        stdout.print(body)
+
+
+@app.command("cancel")
+def cancel(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
+    """Cancel a queued run (refused if it is not queued: use 'runs cancel' for a running one)."""
+    with existing_store(database) as store:
+        run = store.get_run(run_id)
+        if run is None:
+            raise RunNotFound(f"no run with id {run_id!r} in {safe_url(database)}")
+        if run.status is RunStatus.RUNNING:
+            raise CommandError(
+                f"run {run_id} is running, not queued: 'tidegate runs cancel {run_id}' asks its worker to stop it"
+            )
+        if run.status is not RunStatus.QUEUED:
+            raise CommandError(f"run {run_id} is {run.status.value}, not queued: nothing to cancel")
+        position, total = store.queue_position(run_id)
+        status = store.cancel_run(run_id)
+    line = Text.assemble("run ", (run_id, "bold"), f" ({run.task}): ", status_text(status))
+    if status is RunStatus.CANCELED:
+        line.append(f"  (it was queued at position {position} of {total} in queue {run.queue})", style="dim")
+        stdout.print(line)
+        return
+    if status is RunStatus.RUNNING:  # a worker claimed it between our look and the cancel
+        line.append("  (it started just before the cancel: cancel requested, its worker will stop it)", style="yellow")
+        stdout.print(line)
+        return
+    raise CommandError(f"run {run_id} finished ({status.value}) before the cancel reached it")
