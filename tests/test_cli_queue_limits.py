@@ -295,11 +295,15 @@ def test_limits_list_marks_live_overrides_as_winning_over_code(scene: Scene) -> 
     assert _row(overrides, "tag:tenant=acme").split()[1:4] == ["unlimited", "1", "v1"]
 
 
-def test_limits_list_flags_a_tag_override_that_limits_nothing(scene: Scene) -> None:
+def test_a_tag_override_without_a_declaration_limits_each_value(scene: Scene) -> None:
     result = invoke("limits", "set", "tag:region", "2", "--database", scene.url)
     assert result.exit_code == 0, result.output
-    assert "note: no per-value limit on tag region is declared in code" in result.stdout
-    assert "limits nothing" in _row(invoke("limits", "list", "--database", scene.url).stdout, "tag:region")
+    assert "each value of tag region" in _row(invoke("limits", "list", "--database", scene.url).stdout, "tag:region")
+    rules = scene.app.store.rules()
+    assert rules.tag_limit("region", "eu") == 2
+    assert [need.key for need in rules.scopes_for("slow", "", {"region": "eu"}) if need.key.startswith("tag:")] == [
+        "tag:region=eu"
+    ]
 
 
 # --- limits set / reset ----------------------------------------------------------------------------

@@ -162,9 +162,8 @@ def _tag_rows(rules: Rules, usage: Mapping[str, int], versions: Mapping[str, int
             rows.append(Row(target, rules.tag_limit(key, value), usage.get(target, 0),
                             _source(rules, target, versions, "", "")))
         else:
-            note = Text.assemble(_source(rules, target, versions, "", ""),
-                                 (f" · limits nothing: no per-value limit on tag {key} in code", "yellow"))
-            rows.append(Row(target, rules.overrides[target], None, note))
+            rows.append(Row(target, rules.overrides[target], None,
+                            _source(rules, target, versions, "", f"each value of tag {key}")))
     return rows
 
 
@@ -267,14 +266,11 @@ def set_command(
             usage = store.scope_usage()
         else:
             change = set_limit(store, target, value)
-        note = inert_note(store.rules(), target)
     if dry_run:
         _print_preview(result, usage)
     else:
         stdout.print(Text.assemble((change.target, "bold"), ": ", _arrow(change.old, change.new),
                                    (f"  (live override, version {change.version})", "dim")))
-    if note:
-        stdout.print(Text(note, style="yellow"))
 
 
 @app.command("reset")
@@ -297,17 +293,6 @@ def reset_command(target: Target, dry_run: DryRun = False, database: Database = 
         return
     stdout.print(Text.assemble((change.target, "bold"), ": ", _arrow(change.old, change.new),
                                ("  (live override removed: the code's limit is in force)", "dim")))
-
-
-def inert_note(rules: Rules, target: str) -> str | None:
-    """Why a live limit on `tag:KEY` would change nothing: it only sets per-value limits declared in code."""
-    key, equals, _ = target[len("tag:"):].partition("=")
-    if not target.startswith("tag:") or equals:
-        return None
-    if any(declared.key == key and declared.per_unique_value for declared in rules.run_queue.tag_concurrency_limits):
-        return None
-    return (f"note: no per-value limit on tag {key} is declared in code, so {target} limits nothing; "
-            f"use tag:{key}=VALUE to limit one value")
 
 
 def _arrow(old: int | None, new: int | None) -> Text:

@@ -109,7 +109,8 @@ class Rules:
                 return self.overrides.get(f"tag:{key}", declared.limit)
             if declared.value == value:
                 return declared.limit
-        return None
+        # A live `tag:KEY` override with no declaration in code limits each value of KEY.
+        return self.overrides.get(f"tag:{key}")
 
     def scopes_for(self, queue: str, partition: str, tags: Mapping[str, str]) -> list[ScopeNeed]:
         """The limited scopes a run needs one slot of each, in key order (the lock order)."""
