@@ -54,12 +54,17 @@ class Admission:
     blocked: dict[str, tuple[Saturation, ...]]
 
 
-def claim_order(candidates: Sequence[Candidate]) -> list[Candidate]:
+def claim_order(
+    candidates: Sequence[Candidate], lane_load: Mapping[tuple[str, str], int] | None = None
+) -> list[Candidate]:
     """Priority desc, then age; in a fair queue, partitions take turns within a priority level.
 
-    In a fair queue the n-th run of every partition comes before the (n+1)-th
-    run of any, so one tenant's backlog cannot take every free slot.
+    In a fair queue a partition's next run ranks by how many of its runs are
+    already running (`lane_load`, per (queue, partition)) plus those ahead of
+    it here: the least-served partition goes first, so one tenant's backlog
+    cannot take every free slot, even when slots free one at a time.
     """
+    load = lane_load or {}
     rank: dict[str, int] = {}
     head: dict[str, float] = {}
     lane_head: dict[tuple[str, int, str], float] = {}
@@ -67,7 +72,7 @@ def claim_order(candidates: Sequence[Candidate]) -> list[Candidate]:
     for candidate in sorted(candidates, key=lambda c: (-c.priority, c.scheduled_at, c.id)):
         if candidate.ordering == "fair":
             lane = (candidate.queue, candidate.priority, candidate.partition)
-            rank[candidate.id] = lane_size[lane]
+            rank[candidate.id] = load.get((candidate.queue, candidate.partition), 0) + lane_size[lane]
             lane_size[lane] += 1
             head[candidate.id] = lane_head.setdefault(lane, candidate.scheduled_at)
         else:
@@ -82,14 +87,18 @@ def admit(
     rules: Rules,
     local: LocalUsage,
     capacity: int,
+    lane_load: Mapping[tuple[str, str], int] | None = None,
 ) -> Admission:
-    """Admit candidates in claim order while every scope and local cap has room."""
+    """Admit candidates in claim order while every scope and local cap has room.
+
+    `lane_load`: runs already running per (queue, partition), for fair queues.
+    """
     in_use = dict(usage)
     per_queue = dict(local.per_queue)
     per_partition = dict(local.per_partition)
     admitted: list[tuple[Candidate, list[ScopeNeed]]] = []
     blocked: dict[str, tuple[Saturation, ...]] = {}
-    for candidate in claim_order(candidates):
+    for candidate in claim_order(candidates, lane_load):
         needs = rules.scopes_for(candidate.queue, candidate.partition, candidate.tags)
         saturated = tuple(
             Saturation(need.key, in_use.get(need.key, 0), need.limit)

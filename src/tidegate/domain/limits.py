@@ -125,22 +125,40 @@ class Concurrency:
 
 
 def check_partition_form(key: str, partition: Partition) -> None:
-    """An override must name a partition in the form the queue produces: `customer_id=42`, `kind=task`."""
+    """An override must name a partition exactly as the queue produces it.
+
+    `kind=TASK` first when partitioned by kind, then the `by_args` names in
+    their declared order (sorted, for `by_args=[]`): `customer_id=42`,
+    `kind=sync,region=eu`. Anything else could never match a run and would be
+    silently ignored, so it is refused.
+    """
     if not partition.enabled:
         raise ConfigurationError(f"override {key!r}: the queue has no partition to override")
     if not isinstance(key, str) or not key:
         raise ConfigurationError(f"override {key!r}: expected 'name=value'")
-    allowed = set(partition.by_args or ()) | ({"kind"} if partition.by_kind else set())
+    names = []
     for part in key.split(","):
         name, equals, _ = part.partition("=")
-        if not equals:
+        if not equals or not name:
             raise ConfigurationError(f"override {key!r}: expected 'name=value' parts, got {part!r}")
-        if partition.by_args == () and name != "kind":
-            continue  # by_args=[] partitions by every arg: any arg name is valid
-        if name not in allowed:
-            raise ConfigurationError(
-                f"override {key!r}: {name!r} is not a partition key of this queue (expected {sorted(allowed)})"
-            )
+        names.append(name)
+    expected = ["kind"] if partition.by_kind else []
+    if partition.by_args == ():
+        arg_names = names[len(expected):]
+        if names[: len(expected)] == expected and arg_names == sorted(set(arg_names)) and "kind" not in arg_names:
+            return
+        form = "kind=TASK,NAME=VALUE,... (arg names sorted)" if partition.by_kind else "NAME=VALUE,... (arg names sorted)"
+        raise ConfigurationError(f"override {key!r} does not name a partition of this queue: expected {form}")
+    expected += list(partition.by_args or ())
+    unknown = [name for name in names if name not in expected]
+    if unknown:
+        form = ",".join(f"{name}=..." for name in expected)
+        raise ConfigurationError(
+            f"override {key!r}: {unknown[0]!r} is not a partition key of this queue (expected {form})"
+        )
+    if names != expected:
+        form = ",".join(f"{name}=..." for name in expected)
+        raise ConfigurationError(f"override {key!r} does not name a partition of this queue: expected {form}")
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,14 @@ from typing import Any
 from tidegate.domain.errors import InvalidArgument
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:\-/]{0,199}$")
+_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:\-]{0,199}$")  # '/' separates the partition in scope keys
 
 
 def check_name(kind: str, value: Any) -> str:
+    if kind == "queue":
+        if not isinstance(value, str) or not _QUEUE_NAME.match(value):
+            raise InvalidArgument(f"queue name {value!r} is not valid: use 1-200 letters, digits, '_', '.', ':' or '-'")
+        return value
     if not isinstance(value, str) or not _NAME.match(value):
         raise InvalidArgument(
             f"{kind} name {value!r} is not valid: use 1-200 letters, digits, '_', '.', ':', '-' or '/'"

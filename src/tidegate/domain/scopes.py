@@ -79,16 +79,25 @@ class Rules:
         return self.run_queue.max_concurrent_runs
 
     def queue_limit(self, queue: str, partition: str) -> int | None:
-        """The shared (global) limit of one partition of a queue."""
+        """The shared (global) limit of one partition of a queue.
+
+        Live overrides win over code: a partition's own live limit, else the
+        queue's live limit (for every partition, tiers included: an operator
+        lowering a queue in an incident means all of it), else the code's tier
+        for the partition, else the code's global limit.
+        """
         exact = queue_scope(queue, partition)
         if partition and exact in self.overrides:
             return self.overrides[exact]
-        config = self.queues.get(queue)
-        if partition and config is not None and partition in (config.concurrency.overrides or {}):
-            return config.concurrency.overrides[partition]  # type: ignore[index]
         if f"queue:{queue}" in self.overrides:
             return self.overrides[f"queue:{queue}"]
-        return None if config is None else config.concurrency.global_limit
+        config = self.queues.get(queue)
+        if config is None:
+            return None
+        tiers = config.concurrency.overrides or {}
+        if partition and partition in tiers:
+            return tiers[partition]
+        return config.concurrency.global_limit
 
     def local_limit(self, queue: str) -> int | None:
         config = self.queues.get(queue)
@@ -99,18 +108,28 @@ class Rules:
         return None if config is None else config.max_workers
 
     def tag_limit(self, key: str, value: str) -> int | None:
+        """The tightest limit on runs tagged key=value: a live override of that value, else
+        every declaration that applies (a fixed value, a per-value limit, a live `tag:KEY`)."""
         exact = f"tag:{key}={value}"
         if exact in self.overrides:
             return self.overrides[exact]
+        applicable = []
+        per_value = self.overrides.get(f"tag:{key}")
+        declared_per_value = False
         for declared in self.run_queue.tag_concurrency_limits:
             if declared.key != key:
                 continue
             if declared.per_unique_value:
-                return self.overrides.get(f"tag:{key}", declared.limit)
-            if declared.value == value:
-                return declared.limit
-        # A live `tag:KEY` override with no declaration in code limits each value of KEY.
-        return self.overrides.get(f"tag:{key}")
+                declared_per_value = True
+                applicable.append(per_value if f"tag:{key}" in self.overrides else declared.limit)
+            elif declared.value == value:
+                applicable.append(declared.limit)
+        if not declared_per_value and f"tag:{key}" in self.overrides:
+            applicable.append(per_value)  # a live per-value limit with no declaration in code
+        known = [limit for limit in applicable if limit is not None]
+        if known:
+            return min(known)
+        return None
 
     def scopes_for(self, queue: str, partition: str, tags: Mapping[str, str]) -> list[ScopeNeed]:
         """The limited scopes a run needs one slot of each, in key order (the lock order)."""

@@ -60,6 +60,18 @@ def reset_limit(store: Store, target: str) -> LimitChange:
 
 
 def _startable(queued: list[RunRecord], usage: dict[str, int], rules: Rules) -> set[str]:
+    """Runs the shared limits would let start now, were there workers enough.
+
+    Per-worker caps (max_workers, local_limit) are left out: other workers
+    could take what one worker may not.
+    """
+    rules = replace(
+        rules,
+        queues={
+            name: replace(config, max_workers=None, concurrency=replace(config.concurrency, local_limit=None))
+            for name, config in rules.queues.items()
+        },
+    )
     candidates = [
         Candidate(
             id=run.id,
