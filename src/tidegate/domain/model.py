@@ -121,6 +121,7 @@ class CycleResult:
     fenced_out: list[tuple[str, int]]  # outcomes the store refused: the attempt was taken over
     cancel_requested: list[tuple[str, int]]  # this worker's attempts a user asked to cancel
     next_due_in: float | None  # seconds until the next queued run falls due, when the claim ran dry
+    more: bool = False  # the claim took runs and its read came back full: claim again at once
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from tidegate.domain.admission import Admission, Candidate, Saturation
+from tidegate.domain.admission import Admission, Candidate, LocalUsage, Saturation
 from tidegate.domain.scopes import GLOBAL, Rules, queue_scope
 
 MIN_WINDOW = 32
@@ -25,44 +26,82 @@ Row = Mapping[str, Any]
 
 
 class CandidateReader:
-    """The three reads an adapter provides (inside its claim transaction)."""
+    """The reads an adapter provides (inside its claim transaction).
+
+    `window(queue, size, excluded_tags)` and `partition_head(queue, partition,
+    size, excluded_tags)` return queued, due runs in claim order, leaving out
+    runs that carry any (key, value) of `excluded_tags` (tags whose scope is
+    full: reading them would only fill the window with runs that must wait).
+    """
 
     def __init__(
         self,
-        window: Callable[[str, int], Sequence[Row]],
+        window: Callable[[str, int, Sequence[tuple[str, str]]], Sequence[Row]],
         partitions: Callable[[str, int], Sequence[str]],
-        partition_head: Callable[[str, str, int], Sequence[Row]],
+        partition_head: Callable[[str, str, int, Sequence[tuple[str, str]]], Sequence[Row]],
     ) -> None:
         self.window = window
         self.partitions = partitions
         self.partition_head = partition_head
 
 
+@dataclass
+class Candidates:
+    rows: list[Row]
+    exhausted: bool  # some window came back full: more runs may be claimable right after this claim
+
+
 def candidate_rows(
-    queues: Sequence[str], claim_limit: int, rules: Rules, usage: Mapping[str, int], read: CandidateReader
-) -> list[Row]:
-    """The rows worth deciding on, at most a window per queue plus partition heads."""
+    queues: Sequence[str],
+    claim_limit: int,
+    rules: Rules,
+    usage: Mapping[str, int],
+    read: CandidateReader,
+    local: LocalUsage | None = None,
+) -> Candidates:
+    """The rows worth deciding on, at most a window per queue plus partition heads.
+
+    While nothing is full the window is just the claim limit. Once something
+    is full it widens, runs of full tags are skipped in the read itself, and
+    partitions that are full (shared limit, or this worker's local limit) are
+    stepped over by reading the other partitions' heads.
+    """
+    local = local or LocalUsage()
     if claim_limit <= 0:
-        return []
-    window = max(MIN_WINDOW, WINDOW_FACTOR * claim_limit)
+        return Candidates([], False)
     global_full = _full(usage, GLOBAL, rules.global_limit())
+    excluded = saturated_tags(usage, rules)
     rows: dict[str, Row] = {}
+    exhausted = False
     for queue in queues:
+        max_workers = rules.max_workers(queue)
+        if max_workers is not None and local.per_queue.get(queue, 0) >= max_workers:
+            continue  # this worker may take no more of this queue
         config = rules.queues.get(queue)
-        saturated = saturated_partitions(queue, usage, rules)
+        saturated = saturated_partitions(queue, usage, rules) | locally_full_partitions(queue, local, rules)
         if config is not None and config.ordering == "fair":
-            found = _partition_heads(queue, claim_limit, saturated, read)
+            found = _partition_heads(queue, claim_limit, saturated, excluded, read)
         else:
-            found = list(read.window(queue, window))
-            useful = sum(1 for row in found if row["partition_key"] not in saturated)
-            if saturated and not global_full and len(found) == window and useful < claim_limit:
-                found += _partition_heads(queue, claim_limit, saturated, read)
+            crowded = global_full or bool(excluded) or bool(saturated)
+            window = max(MIN_WINDOW, WINDOW_FACTOR * claim_limit) if crowded else claim_limit
+            # The head of the queue as it is (its blocked runs get their block reasons) ...
+            found = list(read.window(queue, window, ()))
+            exhausted |= len(found) == window
+            useful = sum(1 for row in found if row["partition_key"] not in saturated and not _carries(row, excluded))
+            if len(found) == window and useful < claim_limit and not global_full:
+                # ... and, when that head is all waiting, what lies past it.
+                if excluded:
+                    found += read.window(queue, window, excluded)
+                if saturated:
+                    found += _partition_heads(queue, claim_limit, saturated, excluded, read)
         for row in found:
             rows.setdefault(row["id"], row)
-    return list(rows.values())
+    return Candidates(list(rows.values()), exhausted)
 
 
-def _partition_heads(queue: str, claim_limit: int, saturated: set[str], read: CandidateReader) -> list[Row]:
+def _partition_heads(
+    queue: str, claim_limit: int, saturated: set[str], excluded: Sequence[tuple[str, str]], read: CandidateReader
+) -> list[Row]:
     """The first runs of each partition: enough of each to fill `claim_limit` taking turns.
 
     A saturated partition still shows its head, so its block reason is recorded.
@@ -72,8 +111,41 @@ def _partition_heads(queue: str, claim_limit: int, saturated: set[str], read: Ca
     per_partition = min(claim_limit, -(-claim_limit // open_partitions) + 1)
     heads: list[Row] = []
     for partition in partitions:
-        heads.extend(read.partition_head(queue, partition, 1 if partition in saturated else per_partition))
+        size = 1 if partition in saturated else per_partition
+        heads.extend(read.partition_head(queue, partition, size, excluded))
     return heads
+
+
+def _carries(row: Row, tags: Sequence[tuple[str, str]]) -> bool:
+    if not tags:
+        return False
+    raw = row["tags"]
+    held = json.loads(raw) if isinstance(raw, str) else (raw or {})
+    return any(held.get(key) == value for key, value in tags)
+
+
+def locally_full_partitions(queue: str, local: LocalUsage, rules: Rules) -> set[str]:
+    """Partitions where this worker is at the queue's local limit."""
+    limit = rules.local_limit(queue)
+    if limit is None:
+        return set()
+    return {partition for (name, partition), count in local.per_partition.items() if name == queue and count >= limit}
+
+
+def saturated_tags(usage: Mapping[str, int], rules: Rules) -> list[tuple[str, str]]:
+    """(key, value) of every tag scope at its limit."""
+    full = []
+    for scope in usage:
+        if scope.startswith("tag:"):
+            key, _, value = scope[len("tag:"):].partition("=")
+            if _full(usage, scope, rules.tag_limit(key, value)):
+                full.append((key, value))
+    return sorted(full)
+
+
+def fair_lanes(queues: Sequence[str], rules: Rules) -> list[str]:
+    """The queues whose claims need per-partition running counts (lane_load)."""
+    return [queue for queue in queues if queue in rules.queues and rules.queues[queue].ordering == "fair"]
 
 
 def saturated_partitions(queue: str, usage: Mapping[str, int], rules: Rules) -> set[str]:

@@ -190,8 +190,8 @@ class Worker:
                     continue
                 backoff = STORE_RETRY_FIRST
                 self._apply(result)
-                if free > 0 and len(result.claimed) == free:
-                    continue  # a full batch: more may be waiting
+                if free > 0 and result.claimed and (len(result.claimed) == free or result.more):
+                    continue  # a full batch, or a full read: more may be claimable now
             if self._stopping:
                 if not self._unsettled() and not self._has_reports():
                     return

@@ -78,6 +78,9 @@ WHERE worker_id = :worker AND status = 'running' AND cancel_requested = 1;
 -- cost is the window, not the backlog.
 SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason FROM tidegate_runs
 WHERE status = 'queued' AND queue = :queue AND +scheduled_at <= :now
+  AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) AS x
+                  WHERE json_extract(tidegate_runs.tags, '$."' || json_extract(x.value, '$[0]') || '"')
+                        = json_extract(x.value, '$[1]'))
 ORDER BY priority DESC, scheduled_at, id
 LIMIT :limit;
 
@@ -98,6 +101,9 @@ SELECT key FROM parts WHERE key IS NOT NULL LIMIT :limit;
 -- name: claim_partition_head
 SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason FROM tidegate_runs
 WHERE status = 'queued' AND queue = :queue AND partition_key = :partition AND +scheduled_at <= :now
+  AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) AS x
+                  WHERE json_extract(tidegate_runs.tags, '$."' || json_extract(x.value, '$[0]') || '"')
+                        = json_extract(x.value, '$[1]'))
 ORDER BY priority DESC, scheduled_at, id
 LIMIT :limit;
 
@@ -109,7 +115,8 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'queued'
 RETURNING id, task, queue, args, attempt, max_attempts, retry_backoff, timeout;
 
 -- name: next_due
-SELECT min(scheduled_at) - :now FROM tidegate_runs WHERE status = 'queued' AND queue = :queue;
+-- Only runs not yet due: a due run that is blocked waits for a release (a wake-up), not a timer.
+SELECT min(scheduled_at) - :now FROM tidegate_runs WHERE status = 'queued' AND queue = :queue AND scheduled_at > :now;
 
 -- name: renew_leases
 UPDATE tidegate_runs SET lease_expires_at = :now + :lease
@@ -231,6 +238,10 @@ SELECT scope, sum(slots) FROM tidegate_holders GROUP BY scope;
 SELECT queue, partition_key, count(*) FROM tidegate_runs
 WHERE worker_id = :worker AND status = 'running'
 GROUP BY queue, partition_key;
+
+-- name: lane_load
+-- Running runs per partition of a fair queue: the least-served partition goes first.
+SELECT partition_key, count(*) FROM tidegate_runs WHERE status = 'running' AND queue = :queue GROUP BY partition_key;
 
 -- name: insert_holders
 INSERT INTO tidegate_holders (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)

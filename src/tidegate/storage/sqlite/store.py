@@ -132,11 +132,16 @@ class SQLiteStore:
             pause = min(pause * 2, 0.1)
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> Iterator[tuple[sqlite3.Connection, float]]:
+        """A write transaction and its time, read once the write lock is held.
+
+        Reading the clock before BEGIN IMMEDIATE would stamp a transaction that
+        waited for the lock earlier than one that committed before it.
+        """
         connection = self._connection()
         connection.execute("BEGIN IMMEDIATE")
         try:
-            yield connection
+            yield connection, time.time()
         except BaseException:
             connection.execute("ROLLBACK")
             raise
@@ -149,7 +154,7 @@ class SQLiteStore:
 
     def migrate(self) -> list[int]:
         applied = []
-        with self._write() as connection:
+        with self._write() as (connection, now):
             connection.execute(
                 "CREATE TABLE IF NOT EXISTS tidegate_schema_version "
                 "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
@@ -180,8 +185,7 @@ class SQLiteStore:
     # --- tasks ----------------------------------------------------------------
 
     def register_tasks(self, tasks: Sequence[TaskDefinition]) -> None:
-        now = time.time()
-        rows = [
+        rows: list[dict[str, Any]] = [
             {
                 "name": task.name,
                 "queue": task.queue,
@@ -190,11 +194,12 @@ class SQLiteStore:
                 "max_attempts": task.max_attempts,
                 "retry_backoff": task.retry_backoff,
                 "timeout": task.timeout,
-                "now": now,
             }
             for task in tasks
         ]
-        with self._write() as connection:
+        with self._write() as (connection, now):
+            for row in rows:
+                row["now"] = now
             connection.executemany(self._q("register_task"), rows)
 
     def get_task(self, name: str) -> TaskDefinition | None:
@@ -204,8 +209,7 @@ class SQLiteStore:
     # --- runs -------------------------------------------------------------------
 
     def enqueue(self, runs: Sequence[NewRun]) -> None:
-        now = time.time()
-        rows = [
+        rows: list[dict[str, Any]] = [
             {
                 "id": run.id,
                 "task": run.task,
@@ -219,15 +223,15 @@ class SQLiteStore:
                 "retry_backoff": run.retry_backoff,
                 "timeout": run.timeout,
                 "delay": run.delay,
-                "now": now,
             }
             for run in runs
         ]
-        events = [
-            {"run_id": run.id, "type": "RunQueued", "metadata": dumps({"queue": run.queue}), "now": now}
-            for run in runs
+        events: list[dict[str, Any]] = [
+            {"run_id": run.id, "type": "RunQueued", "metadata": dumps({"queue": run.queue})} for run in runs
         ]
-        with self._write() as connection:
+        with self._write() as (connection, now):
+            for row in rows + events:
+                row["now"] = now
             connection.executemany(self._q("enqueue"), rows)
             connection.executemany(self._q("insert_event"), events)
         self._notifier.notify()
@@ -241,11 +245,11 @@ class SQLiteStore:
         claim_limit: int,
         lease_seconds: float,
     ) -> CycleResult:
-        now = time.time()
         events: list[dict[str, Any]] = []
         fenced_out: list[Fence] = []
         claimed: list[ClaimedRun] = []
-        with self._write() as connection:
+        more = False
+        with self._write() as (connection, now):
             if starts:
                 for run_id, attempt in connection.execute(
                     self._q("record_starts"), {"fences": json.dumps(starts), "worker": worker_id, "now": now}
@@ -258,14 +262,14 @@ class SQLiteStore:
             ]
             next_due_in = None
             if claim_limit > 0:
-                claimed = self._claim(connection, worker_id, queues, claim_limit, lease_seconds, events, now)
+                claimed, more = self._claim(connection, worker_id, queues, claim_limit, lease_seconds, events, now)
                 if len(claimed) < claim_limit:
                     next_due_in = self._next_due_in(connection, queues, now)
             if events:
                 connection.executemany(self._q("insert_event"), events)
         if outcomes:
             self._notifier.notify()  # finished runs may be waited on, and free capacity
-        return CycleResult(claimed, fenced_out, cancel_requested, next_due_in)
+        return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more)
 
     def _record_outcomes(
         self,
@@ -318,41 +322,51 @@ class SQLiteStore:
         lease_seconds: float,
         events: list[dict[str, Any]],
         now: float,
-    ) -> list[ClaimedRun]:
+    ) -> tuple[list[ClaimedRun], bool]:
         """Read candidates and usage, let the pure policy decide, write its decision.
+
+        Returns the claimed runs and whether to claim again at once (the read
+        was full and not everything in it could be taken this time).
 
         BEGIN IMMEDIATE already serializes every claimer on SQLite, so the
         usage read here cannot change before the holders are written.
         """
         rules = self._load_rules(connection)
         usage = {scope: used for scope, used in connection.execute(self._q("scope_usage"))}
-        reader = claiming.CandidateReader(
-            window=lambda queue, size: connection.execute(
-                self._q("claim_window"), {"queue": queue, "now": now, "limit": size}
-            ).fetchall(),
-            partitions=lambda queue, size: [
-                row[0] for row in connection.execute(self._q("claim_partitions"), {"queue": queue, "limit": size})
-            ],
-            partition_head=lambda queue, partition, size: connection.execute(
-                self._q("claim_partition_head"), {"queue": queue, "partition": partition, "now": now, "limit": size}
-            ).fetchall(),
-        )
-        rows = claiming.candidate_rows(queues, limit, rules, usage, reader)
-        if not rows:
-            return []
         local = LocalUsage()
         for queue, partition, count in connection.execute(self._q("local_usage"), {"worker": worker_id}):
             local.per_queue[queue] = local.per_queue.get(queue, 0) + count
             local.per_partition[(queue, partition)] = count
+        reader = claiming.CandidateReader(
+            window=lambda queue, size, excluded: connection.execute(
+                self._q("claim_window"), {"queue": queue, "now": now, "limit": size, "excluded": json.dumps(excluded)}
+            ).fetchall(),
+            partitions=lambda queue, size: [
+                row[0] for row in connection.execute(self._q("claim_partitions"), {"queue": queue, "limit": size})
+            ],
+            partition_head=lambda queue, partition, size, excluded: connection.execute(
+                self._q("claim_partition_head"),
+                {"queue": queue, "partition": partition, "now": now, "limit": size, "excluded": json.dumps(excluded)},
+            ).fetchall(),
+        )
+        found = claiming.candidate_rows(queues, limit, rules, usage, reader, local)
+        rows = found.rows
+        if not rows:
+            return [], False
+        lane_load = {
+            (queue, partition): count
+            for queue in claiming.fair_lanes(queues, rules)
+            for partition, count in connection.execute(self._q("lane_load"), {"queue": queue})
+        }
         candidates = [claiming.to_candidate(row, rules, json.loads(row["tags"]), row["scheduled_at"]) for row in rows]
-        decision = admit(candidates, usage, rules, local, limit)
+        decision = admit(candidates, usage, rules, local, limit, lane_load)
         changed = claiming.changed_block_reasons(decision, {row["id"]: row["block_reason"] for row in rows})
         if changed:
             connection.execute(self._q("set_block_reasons"), {"reasons": json.dumps(list(changed.items()))})
             for run_id, reason in changed.items():
                 events.append(_event(run_id, "RunBlocked", {"blocked_by": json.loads(reason)}, now))
         if not decision.admitted:
-            return []
+            return [], False
         admitted_ids = [candidate.id for candidate, _ in decision.admitted]
         claimed_rows = connection.execute(
             self._q("claim_runs"),
@@ -374,7 +388,7 @@ class SQLiteStore:
             )
         for run in claimed:
             events.append(_event(run.id, "RunDequeued", {"attempt": run.attempt, "worker": worker_id}, now))
-        return claimed
+        return claimed, found.exhausted and len(claimed) < limit
 
     def _load_rules(self, connection: sqlite3.Connection) -> Rules:
         """The declared limits plus live overrides, re-read only when their version moved."""
@@ -403,8 +417,7 @@ class SQLiteStore:
     def renew_leases(self, worker_id: str, held: Sequence[Fence], lease_seconds: float) -> list[Fence]:
         if not held:
             return []
-        now = time.time()
-        with self._write() as connection:
+        with self._write() as (connection, now):
             renewed = {
                 (row[0], row[1])
                 for row in connection.execute(
@@ -421,8 +434,7 @@ class SQLiteStore:
     def hand_back(self, worker_id: str, held: Sequence[Fence]) -> list[str]:
         if not held:
             return []
-        now = time.time()
-        with self._write() as connection:
+        with self._write() as (connection, now):
             rows = connection.execute(
                 self._q("hand_back"), {"fences": json.dumps(held), "worker": worker_id, "now": now}
             ).fetchall()
@@ -441,8 +453,7 @@ class SQLiteStore:
         return [row[0] for row in rows]
 
     def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
-        now = time.time()
-        with self._write() as connection:
+        with self._write() as (connection, now):
             turn = connection.execute(
                 self._q("take_lock"), {"name": SWEEPER_LOCK, "holder": sweeper_id, "now": now, "ttl": 3 * interval}
             ).fetchone()
@@ -480,8 +491,7 @@ class SQLiteStore:
         return events
 
     def cancel_run(self, run_id: str) -> RunStatus:
-        now = time.time()
-        with self._write() as connection:
+        with self._write() as (connection, now):
             if connection.execute(self._q("cancel_queued"), {"id": run_id, "now": now}).fetchone():
                 connection.execute(
                     self._q("insert_event"),
@@ -529,8 +539,7 @@ class SQLiteStore:
     def register_limits(
         self, run_queue: RunQueueConfig | None, queues: Sequence[QueueConfig], implied_queues: Sequence[str]
     ) -> None:
-        now = time.time()
-        with self._write() as connection:
+        with self._write() as (connection, now):
             changed = False
             if run_queue is not None:
                 changed |= bool(
@@ -566,8 +575,7 @@ class SQLiteStore:
         return self._change_limit(target, None, reset=True)
 
     def _change_limit(self, target: str, limit: int | None, *, reset: bool) -> LimitChange:
-        now = time.time()
-        with self._write() as connection:
+        with self._write() as (connection, now):
             before = self._load_rules(connection)
             if reset:
                 row = connection.execute(self._q("reset_override"), {"target": target}).fetchone()
