@@ -27,6 +27,7 @@ class Maintenance:
         self._worker = worker
         self._settings = settings
         self._stop = threading.Event()
+        self._last_renewal = time.monotonic()
         self._thread = threading.Thread(target=self._loop, name="tidegate-maintenance", daemon=True)
 
     def start(self) -> None:
@@ -52,14 +53,27 @@ class Maintenance:
             self._stop.wait(max(0.0, min(next_renew, next_sweep) - time.monotonic()))
 
     def _renew(self) -> None:
+        """Heartbeat the registry and renew leases; give attempts up before the sweeper would.
+
+        If renewals keep failing for longer than (lease - renewal interval), the
+        lease may expire before the next try: the worker stops its attempts
+        itself so that no other worker ever runs them at the same time.
+        """
         held = self._worker.leased_fences()
-        if not held:
-            return
         try:
-            lost = self._store.renew_leases(self._worker.id, held, self._settings.lease_duration)
+            if not self._store.heartbeat_worker(self._worker.id, self._settings.lease_duration):
+                self._worker.register()  # the row was swept while we were away
+            lost = self._store.renew_leases(self._worker.id, held, self._settings.lease_duration) if held else []
         except Exception:
-            log.exception("lease renewal failed; will retry")
+            silent = time.monotonic() - self._last_renewal
+            allowed = self._settings.lease_duration - self._settings.lease_duration / 3
+            if silent > allowed and held:
+                log.error("lease renewals failing for %.1fs: stopping %d attempts (heartbeat lost)", silent, len(held))
+                self._worker.lost_leases(held, reason="heartbeat lost")
+            else:
+                log.exception("lease renewal failed; will retry")
             return
+        self._last_renewal = time.monotonic()
         if lost:
             self._worker.lost_leases(lost)
 
