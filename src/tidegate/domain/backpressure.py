@@ -17,14 +17,16 @@ def retry_after(active: int, limit: int, incoming: int, completed_recently: int,
     """Seconds until enough runs should have finished for `incoming` more to fit under `limit`.
 
     Estimated from the queue's recent completion rate (`completed_recently`
-    runs finished in the last `window` seconds) and the backlog ahead; with
-    no recent completion there is no evidence of draining, so a whole window.
+    runs finished in the last `window` seconds) and the backlog ahead. With no
+    recent completion the rate is taken as below one per window, so the hint
+    is never shorter than for a slow drain.
     """
     excess = max(1, active + incoming - limit)
+    rate = max(completed_recently, 1) / window
+    wait = excess / rate
     if completed_recently <= 0:
-        return int(window)
-    rate = completed_recently / window
-    return max(1, min(MAX_RETRY_AFTER, math.ceil(excess / rate)))
+        wait += 1  # strictly longer than any observed drain of the same backlog
+    return max(1, min(MAX_RETRY_AFTER, math.ceil(wait)))
 
 
 @dataclass(frozen=True)
@@ -38,17 +40,16 @@ class WorkerSlot:
     queues: frozenset[str]
 
 
-def may_claim(me: WorkerSlot, others: Sequence[WorkerSlot]) -> bool:
-    """Leaky-bucket fill order: claim only when every lower-ranked worker sharing a queue is full.
+def claimable_queues(me: WorkerSlot, others: Sequence[WorkerSlot]) -> frozenset[str]:
+    """Leaky-bucket fill order, per queue: claim from a queue only when every lower-ranked
+    worker serving that queue is full.
 
     Load concentrates on the lowest ranks; higher ranks stay idle (and may
-    exit with --max-idle) until a burst fills the ones below them.
+    exit with --max-idle) until a burst fills the ones below them. Judged per
+    queue, so a queue no lower rank serves is never stranded.
     """
-    return all(
-        other.running >= other.capacity
-        for other in others
-        if other.rank < me.rank and other.queues & me.queues
-    )
+    lower = [other for other in others if other.rank < me.rank and other.running < other.capacity]
+    return frozenset(queue for queue in me.queues if not any(queue in other.queues for other in lower))
 
 
 def lowest_free_rank(taken: Sequence[int]) -> int:

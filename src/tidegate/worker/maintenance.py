@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tidegate.worker")
 
+HEARTBEAT_MARGIN = 0.05  # seconds of slack for the stop itself to take effect
+
 
 class Maintenance:
     def __init__(self, store: Store, worker: Worker, settings: WorkerSettings) -> None:
@@ -60,20 +62,23 @@ class Maintenance:
         itself so that no other worker ever runs them at the same time.
         """
         held = self._worker.leased_fences()
+        started = time.monotonic()  # the store stamps the lease no earlier than this
         try:
             if not self._store.heartbeat_worker(self._worker.id, self._settings.lease_duration):
                 self._worker.register()  # the row was swept while we were away
             lost = self._store.renew_leases(self._worker.id, held, self._settings.lease_duration) if held else []
         except Exception:
+            # The next try comes one interval from now; if the lease could run out
+            # before it, stop the attempts now, while they are still ours alone.
+            interval = self._settings.lease_duration / 3
             silent = time.monotonic() - self._last_renewal
-            allowed = self._settings.lease_duration - self._settings.lease_duration / 3
-            if silent > allowed and held:
+            if silent + interval >= self._settings.lease_duration - HEARTBEAT_MARGIN and held:
                 log.error("lease renewals failing for %.1fs: stopping %d attempts (heartbeat lost)", silent, len(held))
                 self._worker.lost_leases(held, reason="heartbeat lost")
             else:
                 log.exception("lease renewal failed; will retry")
             return
-        self._last_renewal = time.monotonic()
+        self._last_renewal = started
         if lost:
             self._worker.lost_leases(lost)
 

@@ -315,7 +315,8 @@ RETURNING id, error;
 -- name: register_worker
 INSERT INTO tidegate_workers (id, rank, capacity, queues, fill_order, started_at, heartbeat_at, expires_at)
 VALUES (:id, :rank, :capacity, :queues, :fill_order, :now, :now, :now + :ttl)
-ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at;
+ON CONFLICT (id) DO UPDATE SET
+    rank = excluded.rank, heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at;
 
 -- name: live_worker_ranks
 SELECT id, rank FROM tidegate_workers WHERE expires_at >= :now;

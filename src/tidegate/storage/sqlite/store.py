@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tidegate.domain.admission import LocalUsage, admit
-from tidegate.domain.backpressure import RATE_WINDOW_SECONDS, WorkerSlot, lowest_free_rank, may_claim, retry_after
+from tidegate.domain.backpressure import RATE_WINDOW_SECONDS, WorkerSlot, claimable_queues, lowest_free_rank, retry_after
 from tidegate.domain.errors import AdmissionRejected, RunNotFound, StoreUnavailable
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.limits import (
@@ -284,16 +284,19 @@ class SQLiteStore:
                 (row[0], row[1]) for row in connection.execute(self._q("cancel_requests"), {"worker": worker_id})
             ]
             next_due_in = None
-            if claim_limit > 0 and not self._fill_order_allows(connection, worker_id, now):
-                claim_limit = 0
+            if claim_limit > 0:
+                queues = self._fill_order_queues(connection, worker_id, queues, now)
+                claim_limit = claim_limit if queues else 0
             if claim_limit > 0:
                 claimed = self._claim(connection, worker_id, queues, claim_limit, lease_seconds, events, now)
                 if len(claimed) < claim_limit:
                     next_due_in = self._next_due_in(connection, queues, now)
             if events:
                 connection.executemany(self._q("insert_event"), events)
-        if outcomes:
-            self._notifier.notify()  # finished runs may be waited on, and free capacity
+        if outcomes or (claimed and len(claimed) == claim_limit):
+            # Finished runs free capacity and may be waited on; a full claim may leave work
+            # for the next worker in the fill order, which only looks when told.
+            self._notifier.notify()
         return CycleResult(claimed, fenced_out, cancel_requested, next_due_in)
 
     def _record_outcomes(
@@ -405,8 +408,8 @@ class SQLiteStore:
             events.append(_event(run.id, "RunDequeued", {"attempt": run.attempt, "worker": worker_id}, now))
         return claimed
 
-    def _fill_order_allows(self, connection: sqlite3.Connection, worker_id: str, now: float) -> bool:
-        """With fill order on, claim only when every lower-ranked worker sharing a queue is full."""
+    def _fill_order_queues(self, connection: sqlite3.Connection, worker_id: str, queues: Sequence[str], now: float) -> list[str]:
+        """The queues this worker may claim from now: all of them, unless it is in the fill order."""
         slots = {
             row["id"]: (
                 bool(row["fill_order"]),
@@ -416,8 +419,9 @@ class SQLiteStore:
         }
         mine = slots.get(worker_id)
         if mine is None or not mine[0]:
-            return True
-        return may_claim(mine[1], [slot for fill, slot in slots.values() if fill])
+            return list(queues)
+        allowed = claimable_queues(mine[1], [slot for fill, slot in slots.values() if fill])
+        return [queue for queue in queues if queue in allowed]
 
     def _load_rules(self, connection: sqlite3.Connection) -> Rules:
         """The declared limits plus live overrides, re-read only when their version moved."""
