@@ -61,10 +61,11 @@ def candidate_rows(
 ) -> Candidates:
     """The rows worth deciding on, at most a window per queue plus partition heads.
 
-    While nothing is full the window is just the claim limit. Once something
-    is full it widens, runs of full tags are skipped in the read itself, and
-    partitions that are full (shared limit, or this worker's local limit) are
-    stepped over by reading the other partitions' heads.
+    For a queue no limit applies to, the window is just the claim limit.
+    Otherwise it is wider, and when its head is all waiting, runs of full tags
+    are skipped in a second read and partitions that are full (shared limit,
+    or this worker's local limit) are stepped over by reading the other
+    partitions' heads.
     """
     local = local or LocalUsage()
     if claim_limit <= 0:
@@ -82,8 +83,9 @@ def candidate_rows(
         if config is not None and config.ordering == "fair":
             found = _partition_heads(queue, claim_limit, saturated, excluded, read)
         else:
-            crowded = global_full or bool(excluded) or bool(saturated)
-            window = max(MIN_WINDOW, WINDOW_FACTOR * claim_limit) if crowded else claim_limit
+            # Where no limit applies nothing can be skipped, so reading past the claim limit
+            # would be waste; where one does, the wider window also records block reasons.
+            window = max(MIN_WINDOW, WINDOW_FACTOR * claim_limit) if limited(queue, rules) else claim_limit
             # The head of the queue as it is (its blocked runs get their block reasons) ...
             found = list(read.window(queue, window, ()))
             exhausted |= len(found) == window
@@ -97,6 +99,24 @@ def candidate_rows(
         for row in found:
             rows.setdefault(row["id"], row)
     return Candidates(list(rows.values()), exhausted)
+
+
+def limited(queue: str, rules: Rules) -> bool:
+    """Whether any run-level limit can hold back a run of this queue."""
+    config = rules.queues.get(queue)
+    return bool(
+        rules.global_limit() is not None
+        or rules.run_queue.tag_concurrency_limits
+        or rules.overrides
+        or (
+            config is not None
+            and (
+                config.concurrency.global_limit is not None
+                or config.concurrency.local_limit is not None
+                or config.max_workers is not None
+            )
+        )
+    )
 
 
 def _partition_heads(
