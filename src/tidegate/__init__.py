@@ -2,7 +2,6 @@
 
 from tidegate.app import App, RunHandle, Task, TaskOptions
 from tidegate.domain.errors import (
-    AdmissionRejected,
     ConfigurationError,
     InvalidArgument,
     RunCanceled,
@@ -20,7 +19,6 @@ from tidegate.worker.context import Cancelled, Context
 from tidegate.worker.runner import Worker
 
 __all__ = [
-    "AdmissionRejected",
     "App",
     "Cancelled",
     "Concurrency",
