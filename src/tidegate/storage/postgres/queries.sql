@@ -47,14 +47,14 @@ FROM tidegate_tasks WHERE name = %(name)s::text;
 -- Runs and their RunQueued events, all or none, in submission order.
 WITH new AS (
     SELECT * FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
-        n integer, id text, task text, queue text, priority integer, args jsonb, tags jsonb,
-        concurrency_key text, max_attempts integer, retry_backoff double precision,
+        n integer, id text, task text, queue text, partition_key text, priority integer, args jsonb,
+        tags jsonb, concurrency_key text, max_attempts integer, retry_backoff double precision,
         timeout double precision, delay double precision)
 ), stored AS (
     INSERT INTO tidegate_runs (
-        id, task, queue, status, priority, args, tags, concurrency_key, attempt, max_attempts,
+        id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
         retry_backoff, timeout, submitted_at, queued_at, scheduled_at)
-    SELECT id, task, queue, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
+    SELECT id, task, queue, partition_key, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
            retry_backoff, timeout, now(), now(), now() + make_interval(secs => delay)
     FROM new ORDER BY n
 )
@@ -75,6 +75,8 @@ LISTEN tidegate;
 -- Fenced on (id, attempt, running, worker): a report about an attempt that
 -- was taken over matches no row; an outcome not returned is fenced out.
 -- The event type and metadata of each outcome come computed by the adapter.
+-- An attempt that ended releases its scopes (deletes its holder rows) here,
+-- in the same statement as its status change, so no slot can outlive it.
 -- The rows are locked in id order before they are written, as in every verb
 -- that writes several of a worker's attempts (renew_leases, hand_back): so
 -- two such transactions (a worker's cycle, its lease renewal) never wait on
@@ -116,6 +118,9 @@ WITH starts AS (
     WHERE r.id = p.id AND l.id = p.id AND r.attempt = p.attempt
       AND r.status = 'running' AND r.worker_id = %(worker)s::text
     RETURNING r.id, r.attempt, r.status, p.start_n, p.outcome_n, p.event, p.metadata
+), released AS (
+    DELETE FROM tidegate_holders AS h USING applied AS a
+    WHERE h.run_id = a.id AND a.outcome_n IS NOT NULL
 ), events AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL, type, metadata, now()
@@ -137,66 +142,220 @@ SELECT id, attempt FROM applied WHERE outcome_n IS NOT NULL;
 SELECT id, attempt FROM tidegate_runs
 WHERE worker_id = %(worker)s::text AND status = 'running' AND cancel_requested;
 
--- name: claim_candidates
--- The best due runs of each queue, locked; rows another claimer holds are
--- skipped, not waited on. One index walk per queue (queue leads the claim
--- index), merged here: `queue = ANY(...)` would sort every due run instead.
--- With several queues up to `limit` rows per queue are locked until commit.
-SELECT c.id
-FROM unnest(%(queues)s::text[]) AS q(name)
+-- name: claim_fence
+-- Every claiming cycle takes this (shared) before it reads the rules, and every
+-- change of the rules takes it exclusive (rules_fence): so the rules a claim
+-- read stay in force until it commits, and once a lowered limit is set nobody
+-- is admitted under the old one. It also turns enable_sort off for the rest of
+-- the transaction, whose statements either need no sort or cannot avoid one:
+-- each claim read then walks the index whose order it asks for, whatever the
+-- statistics say. Without statistics (a table just filled) every partial index
+-- looks empty, and the planner would take the smallest (the due index) and
+-- sort the queue's whole backlog, once per partition head. JIT goes off with
+-- it: the cost a disabled sort adds to a plan that cannot avoid one would
+-- otherwise pass jit_above_cost and compile every such statement (~200 ms).
+-- Claim statements stamp with statement_timestamp(), not now(): the time after
+-- this fence and the scope locks were granted, so a claim that waited is never
+-- stamped before the release it followed (now() is when the transaction began).
+SELECT pg_advisory_xact_lock_shared(hashtext('tidegate:rules'), hashtext(coalesce(current_schema(), ''))),
+       set_config('enable_sort', 'off', true), set_config('jit', 'off', true);
+
+-- name: claim_turn
+-- One claimer at a time per queue that a limit applies to, or that is fair
+-- (see _Claim._take_turns); held until commit. A 64-bit key, so two queues
+-- practically never share one, and claimers take them in queue-name order.
+SELECT pg_advisory_xact_lock(hashtextextended('tidegate:claim/' || coalesce(current_schema(), '') || '/' || %(queue)s::text, 0));
+
+-- name: due_now
+-- "Look again at once", as a next-due answer.
+SELECT 0.0::double precision;
+
+-- name: rules_fence
+SELECT pg_advisory_xact_lock(hashtext('tidegate:rules'), hashtext(coalesce(current_schema(), '')));
+
+-- name: claim_window
+-- The first due runs of each queue in claim order, locked; rows another
+-- claimer holds are skipped, not waited on. One walk of the claim index per
+-- queue (queue leads it), each with its own size: `queue = ANY(...)` would sort
+-- every due run instead; the cost is the window, not the backlog. Runs that
+-- carry a tag of `excluded` (a list of {"key": "value"} objects: full tag
+-- scopes) are left out. Tags are read only when some tag limit exists (`tags`):
+-- otherwise no scope depends on them. Rows come grouped by queue, unsorted
+-- across queues; every row read stays locked until commit.
+SELECT c.id, c.task, c.queue, c.partition_key, c.tags, c.priority, c.scheduled_at, c.block_reason
+FROM unnest(%(queues)s::text[], %(sizes)s::integer[]) AS q(name, size)
 CROSS JOIN LATERAL (
-    SELECT id, priority, scheduled_at FROM tidegate_runs
-    WHERE status = 'queued' AND queue = q.name AND scheduled_at <= now()
+    SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
+           priority, scheduled_at, block_reason FROM tidegate_runs AS r
+    WHERE status = 'queued' AND queue = q.name AND scheduled_at <= statement_timestamp()
+      AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
     ORDER BY priority DESC, scheduled_at, id
-    LIMIT %(limit)s::integer
+    LIMIT q.size
     FOR UPDATE SKIP LOCKED
-) AS c
-ORDER BY c.priority DESC, c.scheduled_at, c.id
-LIMIT %(limit)s::integer;
+) AS c;
+
+-- name: claim_partitions
+-- The distinct partitions with queued runs, by a loose index scan over the
+-- partition index (a recursive CTE: one seek per partition, however many runs
+-- each holds), each with its head in claim order, read and locked like the
+-- window in the same statement: one run of a partition that is full
+-- (`saturated`: so its block reason is recorded), enough of the others for
+-- the claim limit taking turns. A partition with no run to show (all locked,
+-- excluded or not yet due) still appears, with a NULL id. Unsorted: the
+-- adapter groups the rows by partition.
+WITH RECURSIVE parts(key) AS (
+    (SELECT partition_key FROM tidegate_runs
+     WHERE status = 'queued' AND queue = %(queue)s::text
+     ORDER BY partition_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT r.partition_key FROM tidegate_runs AS r
+            WHERE r.status = 'queued' AND r.queue = %(queue)s::text AND r.partition_key > p.key
+            ORDER BY r.partition_key LIMIT 1)
+    FROM parts AS p WHERE p.key IS NOT NULL
+), found AS (
+    SELECT key FROM parts WHERE key IS NOT NULL LIMIT %(limit)s::integer
+), turns AS (
+    -- As claiming._partition_heads: min(claim limit, ceil(claim limit / open partitions) + 1).
+    SELECT least(%(claim_limit)s::integer,
+                 ceil(%(claim_limit)s::numeric
+                      / greatest(1, count(*) FILTER (WHERE NOT key = ANY(%(saturated)s::text[]))))::integer + 1)
+           AS per_partition
+    FROM found
+)
+SELECT f.key, t.per_partition, h.id, h.task, h.queue, h.partition_key, h.tags, h.priority, h.scheduled_at,
+       h.block_reason
+FROM found AS f
+CROSS JOIN turns AS t
+LEFT JOIN LATERAL (
+    SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
+           priority, scheduled_at, block_reason FROM tidegate_runs AS r
+    WHERE status = 'queued' AND queue = %(queue)s::text AND partition_key = f.key
+      AND scheduled_at <= statement_timestamp()
+      AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
+    ORDER BY priority DESC, scheduled_at, id
+    LIMIT CASE WHEN f.key = ANY(%(saturated)s::text[]) THEN 1 ELSE t.per_partition END
+    FOR UPDATE SKIP LOCKED
+) AS h ON true;
+
+-- name: claim_partition_head
+-- The head of one partition, when claim_partitions did not read what is asked.
+SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
+       priority, scheduled_at, block_reason FROM tidegate_runs AS r
+WHERE status = 'queued' AND queue = %(queue)s::text AND partition_key = %(partition)s::text
+  AND scheduled_at <= statement_timestamp()
+  AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
+ORDER BY priority DESC, scheduled_at, id
+LIMIT %(limit)s::integer
+FOR UPDATE SKIP LOCKED;
+
+-- name: upsert_scopes
+-- Lock rows for the scopes the candidates need, created on first use, in key
+-- order (two claimers inserting the same new keys then wait in the same order).
+INSERT INTO tidegate_scopes (key)
+SELECT k.key FROM unnest(%(keys)s::text[]) AS k(key) ORDER BY k.key COLLATE "C"
+ON CONFLICT (key) DO NOTHING;
+
+-- name: lock_scopes
+-- The scopes of every candidate, locked in key order (rows are locked after
+-- the ordered index scan): claimers that share a scope queue up here instead of
+-- both seeing its last free slot, and the common order rules out deadlocks.
+-- Only the statements after this one read usage: under READ COMMITTED each
+-- sees every claim committed before it, so the sum is exact while the lock is held.
+SELECT key FROM tidegate_scopes WHERE key = ANY(%(keys)s::text[]) ORDER BY key FOR UPDATE;
+
+-- name: scope_usage_of
+SELECT scope, sum(slots)::integer FROM tidegate_holders
+WHERE scope = ANY(%(keys)s::text[])
+GROUP BY scope;
+
+-- name: local_usage
+SELECT queue, partition_key, count(*)::integer FROM tidegate_runs
+WHERE worker_id = %(worker)s::text AND status = 'running'
+GROUP BY queue, partition_key;
+
+-- name: lane_load
+-- Running runs per partition of fair queues: the least-served partition goes first.
+SELECT queue, partition_key, count(*)::integer FROM tidegate_runs
+WHERE status = 'running' AND queue = ANY(%(queues)s::text[])
+GROUP BY queue, partition_key;
+
+-- name: set_block_reasons
+-- Only reasons that changed arrive here, each with its RunBlocked event.
+WITH reasons AS (
+    SELECT * FROM jsonb_to_recordset(%(reasons)s::jsonb) AS b(n integer, id text, reason jsonb)
+), blocked AS (
+    UPDATE tidegate_runs AS r SET block_reason = b.reason
+    FROM reasons AS b
+    WHERE r.id = b.id AND r.status = 'queued'
+)
+INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+SELECT id, NULL, 'RunBlocked', jsonb_build_object('blocked_by', reason), statement_timestamp()
+FROM reasons ORDER BY n;
 
 -- name: claim_runs
--- Claims the locked candidates, in candidate order, with their RunDequeued events.
+-- Claims the admitted candidates (locked), in admission order, with their
+-- RunDequeued events and one holder row per (scope, run), carrying the new
+-- attempt and the lease expiry. A holder left behind by an earlier attempt
+-- of the same run (a leak the sweep has not repaired yet) is taken over.
 WITH claimed AS (
     UPDATE tidegate_runs AS r SET
         status = 'running', attempt = r.attempt + 1, worker_id = %(worker)s::text,
-        lease_expires_at = now() + make_interval(secs => %(lease)s::double precision),
-        started_at = NULL
+        lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s::double precision),
+        started_at = NULL, block_reason = NULL
     FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS c(id, n)
     WHERE r.id = c.id AND r.status = 'queued'
     RETURNING c.n, r.id, r.task, r.queue, r.args, r.attempt, r.max_attempts, r.retry_backoff, r.timeout
 ), dequeued AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-    SELECT id, NULL, 'RunDequeued', jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text), now()
+    SELECT id, NULL, 'RunDequeued', jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text),
+           statement_timestamp()
     FROM claimed ORDER BY n
+), held AS (
+    INSERT INTO tidegate_holders AS t (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)
+    SELECT h.scope, c.id, c.id, c.attempt, %(worker)s::text, 1, statement_timestamp(),
+           statement_timestamp() + make_interval(secs => %(lease)s::double precision)
+    FROM unnest(%(holder_scopes)s::text[], %(holder_runs)s::text[]) AS h(scope, run_id)
+    JOIN claimed AS c ON c.id = h.run_id
+    ON CONFLICT (scope, holder) DO UPDATE SET
+        run_id = excluded.run_id, attempt = excluded.attempt, worker_id = excluded.worker_id,
+        slots = excluded.slots, claimed_at = excluded.claimed_at, expires_at = excluded.expires_at
 )
 SELECT id, task, queue, args, attempt, max_attempts, retry_backoff, timeout
 FROM claimed ORDER BY n;
 
 -- name: next_due
--- Seconds until the earliest queued run falls due (one index probe per queue).
-SELECT extract(epoch FROM min(d.scheduled_at) - now())::double precision
+-- Seconds until the earliest queued run not yet due falls due (one index probe
+-- per queue). A due run that is blocked waits for a release (a wake-up), not a timer.
+SELECT extract(epoch FROM min(d.scheduled_at) - statement_timestamp())::double precision
 FROM unnest(%(queues)s::text[]) AS q(name)
 CROSS JOIN LATERAL (
     SELECT scheduled_at FROM tidegate_runs
-    WHERE status = 'queued' AND queue = q.name
+    WHERE status = 'queued' AND queue = q.name AND scheduled_at > statement_timestamp()
     ORDER BY scheduled_at
     LIMIT 1
 ) AS d;
 
 -- name: renew_leases
 -- Only the server's clock sets a lease, so a just-renewed lease is never reaped.
--- Locks in id order first, like cycle_reports.
+-- Locks in id order first, like cycle_reports. The holder rows of a renewed
+-- attempt are renewed with it.
 WITH locked AS (
     SELECT id FROM tidegate_runs
     WHERE id = ANY(%(ids)s::text[]) AND status = 'running' AND worker_id = %(worker)s::text
     ORDER BY id
     FOR UPDATE
+), renewed AS (
+    UPDATE tidegate_runs AS r SET lease_expires_at = now() + make_interval(secs => %(lease)s::double precision)
+    FROM unnest(%(ids)s::text[], %(attempts)s::integer[]) AS f(id, attempt), locked AS l
+    WHERE r.id = f.id AND l.id = f.id AND r.attempt = f.attempt
+      AND r.status = 'running' AND r.worker_id = %(worker)s::text
+    RETURNING r.id, r.attempt
+), holders AS (
+    UPDATE tidegate_holders AS h SET expires_at = now() + make_interval(secs => %(lease)s::double precision)
+    FROM renewed AS n
+    WHERE h.run_id = n.id AND h.worker_id = %(worker)s::text
 )
-UPDATE tidegate_runs AS r SET lease_expires_at = now() + make_interval(secs => %(lease)s::double precision)
-FROM unnest(%(ids)s::text[], %(attempts)s::integer[]) AS f(id, attempt), locked AS l
-WHERE r.id = f.id AND l.id = f.id AND r.attempt = f.attempt
-  AND r.status = 'running' AND r.worker_id = %(worker)s::text
-RETURNING r.id, r.attempt;
+SELECT id, attempt FROM renewed;
 
 -- name: hand_back
 -- A handed-back attempt does not count against max_attempts: the worker is
@@ -217,6 +376,8 @@ WITH locked AS (
     WHERE r.id = f.id AND l.id = f.id AND r.attempt = f.attempt
       AND r.status = 'running' AND r.worker_id = %(worker)s::text
     RETURNING f.n, r.id, r.attempt, r.status
+), released AS (
+    DELETE FROM tidegate_holders AS h USING back AS b WHERE h.run_id = b.id
 ), events AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL,
@@ -259,6 +420,8 @@ WITH expired AS (
     FROM expired AS e
     WHERE r.id = e.id AND r.status = 'running' AND r.lease_expires_at < now()
     RETURNING r.id, r.attempt, r.status, e.worker_id
+), released AS (
+    DELETE FROM tidegate_holders AS h USING recovered AS v WHERE h.run_id = v.id
 ), events AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL,
@@ -268,6 +431,28 @@ WITH expired AS (
     FROM recovered ORDER BY id
 )
 SELECT id, status FROM recovered ORDER BY id;
+
+-- name: sweep_leaks
+-- Holders whose run no longer runs that attempt. Releases happen in the same
+-- transaction as every status change, so this should always be empty; each
+-- one repaired gets a SlotLeakRepaired event. A holder row some transaction
+-- holds is skipped (it is being released or renewed right now).
+WITH leaked AS (
+    SELECT h.scope, h.holder FROM tidegate_holders AS h
+    LEFT JOIN tidegate_runs AS r ON r.id = h.run_id
+    WHERE r.id IS NULL OR r.status <> 'running' OR r.attempt <> h.attempt
+    FOR UPDATE OF h SKIP LOCKED
+), repaired AS (
+    DELETE FROM tidegate_holders AS h USING leaked AS l
+    WHERE h.scope = l.scope AND h.holder = l.holder
+    RETURNING h.scope, h.holder, h.run_id, h.attempt, h.slots
+), events AS (
+    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+    SELECT run_id, NULL, 'SlotLeakRepaired',
+           jsonb_build_object('scope', scope, 'slots', slots, 'attempt', attempt), now()
+    FROM repaired ORDER BY scope, holder
+)
+SELECT count(*)::integer FROM repaired;
 
 -- name: cancel_queued
 WITH canceled AS (
@@ -295,15 +480,15 @@ WHERE status IN ('queued', 'running') AND queue = ANY(%(queues)s::text[]);
 -- Columns are named, not *, so a later migration that adds one cannot break
 -- the statements other processes have prepared ("cached plan must not change
 -- result type").
-SELECT id, task, queue, status, priority, args, tags, concurrency_key, attempt, max_attempts,
+SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
        submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
-       cancel_requested, result, error
+       cancel_requested, result, error, block_reason
 FROM tidegate_runs WHERE id = %(id)s::text;
 
 -- name: list_runs
-SELECT id, task, queue, status, priority, args, tags, concurrency_key, attempt, max_attempts,
+SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
        submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
-       cancel_requested, result, error
+       cancel_requested, result, error, block_reason
 FROM tidegate_runs
 WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
@@ -318,3 +503,94 @@ WHERE run_id = %(run_id)s::text ORDER BY id;
 SELECT status, count(*) FROM tidegate_runs
 WHERE (%(queue)s::text IS NULL OR queue = %(queue)s::text)
 GROUP BY status;
+
+-- name: insert_event
+INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+VALUES (%(run_id)s::text, NULL, %(type)s::text, %(metadata)s::jsonb, now());
+
+-- name: load_rules
+-- The declared limits and live overrides in one snapshot, with their version;
+-- only the version when it equals `known` (what the adapter has cached).
+SELECT v.value,
+       CASE WHEN v.value = %(known)s::text THEN NULL
+            ELSE (SELECT value FROM tidegate_settings WHERE name = 'run_queue') END,
+       CASE WHEN v.value = %(known)s::text THEN NULL
+            ELSE (SELECT coalesce(jsonb_agg(config ORDER BY name), '[]'::jsonb) FROM tidegate_queues) END,
+       CASE WHEN v.value = %(known)s::text THEN NULL
+            ELSE (SELECT coalesce(jsonb_agg(jsonb_build_array(target, "limit") ORDER BY target), '[]'::jsonb)
+                  FROM tidegate_limit_overrides) END
+FROM tidegate_settings AS v WHERE v.name = 'rules_version';
+
+-- name: register_limits
+-- Code declarations, in one statement: the run-queue config (unless NULL), the
+-- declared queues (replaced when they differ) and the queues tasks use without
+-- declaring them (known with no limits, unless declared elsewhere). When any
+-- of these changed, the rules version moves and workers are woken (a raised
+-- limit may unblock runs).
+WITH run_queue AS (
+    INSERT INTO tidegate_settings (name, value, updated_at)
+    SELECT 'run_queue', %(run_queue)s::text, now() WHERE %(run_queue)s::text IS NOT NULL
+    ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
+    WHERE tidegate_settings.value <> excluded.value
+    RETURNING name
+), declared AS (
+    INSERT INTO tidegate_queues (name, config, updated_at)
+    SELECT q.name, q.config, now() FROM jsonb_to_recordset(%(queues)s::jsonb) AS q(name text, config jsonb)
+    ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at
+    WHERE tidegate_queues.config <> excluded.config
+    RETURNING name
+), implied AS (
+    INSERT INTO tidegate_queues (name, config, updated_at)
+    SELECT q.name, q.config, now() FROM jsonb_to_recordset(%(implied)s::jsonb) AS q(name text, config jsonb)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING name
+), bumped AS (
+    UPDATE tidegate_settings SET value = (value::bigint + 1)::text, updated_at = now()
+    WHERE name = 'rules_version'
+      AND EXISTS (SELECT 1 FROM run_queue UNION ALL SELECT 1 FROM declared UNION ALL SELECT 1 FROM implied)
+    RETURNING value
+)
+SELECT pg_notify('tidegate', '') FROM bumped;
+
+-- name: bump_rules_version
+UPDATE tidegate_settings SET value = (value::bigint + 1)::text, updated_at = now()
+WHERE name = 'rules_version';
+
+-- name: load_overrides
+SELECT target, "limit", version, updated_at FROM tidegate_limit_overrides ORDER BY target;
+
+-- name: set_override
+INSERT INTO tidegate_limit_overrides (target, "limit", version, updated_at)
+VALUES (%(target)s::text, %(limit)s::integer, 1, now())
+ON CONFLICT (target) DO UPDATE SET
+    "limit" = excluded."limit", version = tidegate_limit_overrides.version + 1, updated_at = excluded.updated_at
+RETURNING version;
+
+-- name: reset_override
+DELETE FROM tidegate_limit_overrides WHERE target = %(target)s::text RETURNING "limit", version;
+
+-- name: scope_usage
+SELECT scope, sum(slots)::integer FROM tidegate_holders GROUP BY scope ORDER BY scope;
+
+-- name: scope_holders
+SELECT scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at FROM tidegate_holders
+WHERE scope = %(scope)s::text ORDER BY claimed_at, holder;
+
+-- name: list_queued
+SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
+       submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
+       cancel_requested, result, error, block_reason
+FROM tidegate_runs
+WHERE status = 'queued' AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+ORDER BY priority DESC, scheduled_at, id
+LIMIT %(limit)s::integer;
+
+-- name: queue_position
+-- (runs ahead of it in its queue's claim order, runs queued in that queue); no row: no such run.
+SELECT
+    (SELECT count(*)::integer FROM tidegate_runs AS o
+     WHERE o.status = 'queued' AND o.queue = r.queue
+       AND (o.priority > r.priority OR (o.priority = r.priority
+            AND (o.scheduled_at < r.scheduled_at OR (o.scheduled_at = r.scheduled_at AND o.id < r.id))))),
+    (SELECT count(*)::integer FROM tidegate_runs AS o WHERE o.status = 'queued' AND o.queue = r.queue)
+FROM tidegate_runs AS r WHERE r.id = %(id)s::text;
