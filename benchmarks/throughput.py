@@ -43,6 +43,8 @@ def make_app(url: str) -> tidegate.App:
     import bench_app
 
     app = tidegate.App(url)
+    for queue in ("single", "baseline"):  # side queues for the single-submit and baseline figures
+        app.queue(queue)
     app.task(queue="bench", name=bench_app.noop.name)(bench_app.noop.fn)
     return app
 
