@@ -334,9 +334,11 @@ class SQLiteStore:
         rules = self._load_rules(connection)
         usage = {scope: used for scope, used in connection.execute(self._q("scope_usage"))}
         local = LocalUsage()
-        for queue, partition, count in connection.execute(self._q("local_usage"), {"worker": worker_id}):
-            local.per_queue[queue] = local.per_queue.get(queue, 0) + count
-            local.per_partition[(queue, partition)] = count
+        if any(rules.local_limit(queue) is not None or rules.max_workers(queue) is not None for queue in queues):
+            # Only per-worker caps read this worker's own counts; skip the query on the hot path otherwise.
+            for queue, partition, count in connection.execute(self._q("local_usage"), {"worker": worker_id}):
+                local.per_queue[queue] = local.per_queue.get(queue, 0) + count
+                local.per_partition[(queue, partition)] = count
         reader = claiming.CandidateReader(
             window=lambda queue, size, excluded: connection.execute(
                 self._q("claim_window"), {"queue": queue, "now": now, "limit": size, "excluded": json.dumps(excluded)}
