@@ -19,7 +19,7 @@ def test_a_fresh_database_migrates_and_rerunning_is_a_no_op(database_url):
         with pytest.raises(SchemaError, match="tidegate db migrate"):
             store.check_schema()
         applied = store.migrate()
-        assert applied and applied == list(range(1, len(applied) + 1))
+        assert applied and applied[0] == 1 and applied == sorted(set(applied))  # in order; gaps are allowed
         assert store.migrate() == []
     finally:
         store.close()
@@ -31,7 +31,7 @@ def test_a_fresh_database_migrates_and_rerunning_is_a_no_op(database_url):
         assert store.migrate() == []
         assert store.schema_version() == version
         rows = execute_sql(database_url, "SELECT version FROM tidegate_schema_version ORDER BY version")
-        assert [row[0] for row in rows] == list(range(1, version + 1))
+        assert [row[0] for row in rows] == applied
     finally:
         store.close()
     # opening again (a second process, a restart) applies nothing and keeps the data

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from tidegate.domain.durations import parse_duration
+from tidegate.engine.pools import ClaimPolicy
 
 DEFAULTS = {
     "TIDEGATE_LEASE_DURATION": "30s",
@@ -16,6 +17,9 @@ DEFAULTS = {
     "TIDEGATE_SWEEP_INTERVAL": "",  # default: a third of the lease duration
     "TIDEGATE_CANCEL_GRACE": "5s",
     "TIDEGATE_SHUTDOWN_GRACE": "30s",
+    "TIDEGATE_CLAIM_TIMEOUT": "10m",  # how long a step waits for its pool slots
+    "TIDEGATE_CLAIM_POLL_INTERVAL": "1s",  # the fallback poll when no wake-up comes
+    "TIDEGATE_CLAIM_POLL_JITTER": "500ms",  # random extra on each poll, so waiters do not march in step
 }
 
 
@@ -29,3 +33,12 @@ def sweep_interval(lease_duration: float) -> float:
     if raw:
         return parse_duration(raw, name="TIDEGATE_SWEEP_INTERVAL")
     return lease_duration / 3
+
+
+def claim_policy() -> ClaimPolicy:
+    """How the PoolGuard waits for pool slots, from TIDEGATE_CLAIM_* (read now, not at import)."""
+    return ClaimPolicy(
+        timeout=duration_setting("TIDEGATE_CLAIM_TIMEOUT"),
+        poll_interval=duration_setting("TIDEGATE_CLAIM_POLL_INTERVAL"),
+        poll_jitter=duration_setting("TIDEGATE_CLAIM_POLL_JITTER"),
+    )

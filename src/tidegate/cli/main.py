@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from tidegate.cli import db, demo, limits, queue, runs, submit, worker
+from tidegate.cli import db, demo, limits, pools, queue, runs, submit, worker
 from tidegate.cli.errors import ReportingGroup
 
 app = typer.Typer(
@@ -24,6 +24,7 @@ app.command("submit")(submit.submit)
 app.add_typer(runs.app, name="runs")
 app.add_typer(queue.app, name="queue")
 app.add_typer(limits.app, name="limits")
+app.add_typer(pools.app, name="pools")
 app.add_typer(db.app, name="db")
 app.command("demo")(demo.demo)
 

@@ -57,3 +57,19 @@ class RunCanceled(RunFailed):
 
     def __str__(self) -> str:
         return f"run {self.run_id} was canceled"
+
+
+class PoolRequestTooLarge(TidegateError, ValueError):
+    """A step asks more slots of a pool than its limit: waiting could never satisfy it."""
+
+    def __init__(self, pool: str, slots: int, limit: int) -> None:
+        self.pool, self.slots, self.limit = pool, slots, limit
+        super().__init__(f"step asks {slots} slots of pool {pool!r}, whose limit is {limit}: it can never run")
+
+
+class PoolClaimTimeout(TidegateError, TimeoutError):
+    """A step waited TIDEGATE_CLAIM_TIMEOUT for its pool slots and gave up; `blocking` says why."""
+
+
+class StepFencedOut(TidegateError):
+    """This attempt no longer owns its run (it was taken over), so its step writes are refused."""

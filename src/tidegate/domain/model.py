@@ -41,6 +41,14 @@ class EventType(str, enum.Enum):
     RUN_BLOCKED = "RunBlocked"
     LIMIT_CHANGED = "LimitChanged"
     SLOT_LEAK_REPAIRED = "SlotLeakRepaired"
+    STEP_SLOT_WAITING = "StepSlotWaiting"
+    STEP_SLOT_CLAIMED = "StepSlotClaimed"
+    STEP_SLOT_RENEWED = "StepSlotRenewed"
+    STEP_SLOT_RELEASED = "StepSlotReleased"
+    STEP_STARTED = "StepStarted"
+    STEP_COMPLETED = "StepCompleted"
+    STEP_FAILED = "StepFailed"
+    POOL_UNCONFIGURED = "PoolUnconfigured"
 
 
 class OutcomeKind(str, enum.Enum):
@@ -164,6 +172,12 @@ class HolderRecord:
     claimed_at: datetime
     expires_at: datetime
 
+    @property
+    def step_key(self) -> str | None:
+        """The step holding these slots (holder `RUN/STEPKEY`); None for a run's own holder."""
+        _, slash, key = self.holder.partition("/")
+        return key if slash else None
+
 
 @dataclass(frozen=True, slots=True)
 class LimitOverride:
@@ -200,6 +214,7 @@ class SweepReport:
     requeued: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     leaks_repaired: int = 0
+    step_slots_expired: int = 0  # step holders whose pool lease lapsed (freed, all of a step's at once)
 
     def __bool__(self) -> bool:
-        return bool(self.requeued or self.failed or self.leaks_repaired)
+        return bool(self.requeued or self.failed or self.leaks_repaired or self.step_slots_expired)

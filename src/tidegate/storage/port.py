@@ -8,7 +8,7 @@ these method names. The behaviour suite in tests/ runs against both adapters.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
@@ -25,8 +25,8 @@ from tidegate.domain.model import (
     SweepReport,
     TaskDefinition,
 )
-
 from tidegate.domain.scopes import Rules
+from tidegate.domain.steps import PoolConfig, PoolStatus, SlotGrant, StepRecord, StepUpdate
 
 Fence = tuple[str, int]  # (run id, attempt)
 
@@ -74,7 +74,7 @@ class Store(Protocol):
     def limit_overrides(self) -> list[LimitOverride]: ...
 
     def scope_usage(self) -> dict[str, int]:
-        """Slots in use per scope: the sum of its holder rows."""
+        """Slots in use per run-level scope: the sum of its runs' holder rows (step slots: `pools`)."""
 
     def scope_holders(self, scope: str) -> list[HolderRecord]: ...
 
@@ -108,7 +108,9 @@ class Store(Protocol):
         """Return unfinished attempts to the queue without counting them (graceful shutdown)."""
 
     def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
-        """Re-queue or fail runs whose lease expired; None if another sweeper holds the turn."""
+        """Re-queue or fail runs whose lease expired and free step holders whose pool lease
+        expired (every holder of such a step, StepSlotReleased); None if another sweeper
+        holds the turn."""
 
     def cancel_run(self, run_id: str) -> RunStatus:
         """Cancel a queued run now, or ask the worker of a running one; return the status after."""
@@ -127,6 +129,64 @@ class Store(Protocol):
 
     def status_counts(self, queue: str | None = None) -> dict[RunStatus, int]:
         """How many runs are in each status (every status present, zeros included)."""
+
+    # --- pools and steps ------------------------------------------------------
+    # Step holders live in tidegate_holders (scope `pool:NAME` or `fanout:RUN/MAP`,
+    # holder `RUN/STEPKEY`); every write is fenced on the run's (id, attempt): a
+    # stale attempt's acquire, renew, release or record changes nothing.
+
+    def set_pool_limit(self, pool: str, limit: int, lease_seconds: float) -> PoolConfig:
+        """Upsert a pool (validated by the caller), with a LimitChanged event; wakes waiters."""
+
+    def pools(self) -> list[PoolStatus]:
+        """Configured pools, plus unconfigured ones that are held or waited for, by name."""
+
+    def pool_holders(self, pool: str) -> list[HolderRecord]:
+        """The holders of a pool's slots, oldest claim first."""
+
+    def acquire_slots(
+        self,
+        fence: Fence,
+        worker_id: str,
+        step_key: str,
+        needs: Mapping[str, int],
+        fixed_limits: Mapping[str, int],
+    ) -> SlotGrant:
+        """Take every scope of `needs` ({scope: slots}) for this step, or none, in one transaction.
+
+        Limits of pool scopes come from tidegate_pools (an unconfigured pool is
+        unlimited and gets one PoolUnconfigured event per run); `fixed_limits`
+        gives the others (fan-out windows). Raises PoolRequestTooLarge when a
+        pool's limit is below the slots asked. A grant writes StepSlotClaimed;
+        the first refusal writes StepSlotWaiting and marks the step as waiting.
+        Re-asking for what this step already holds is a grant."""
+
+    def renew_slots(self, fence: Fence, step_key: str) -> bool:
+        """Extend each pool holder of this step by its pool's lease (StepSlotRenewed); False if lost."""
+
+    def release_slots(self, fence: Fence, step_key: str) -> None:
+        """Delete this step's pool holders (StepSlotReleased) and wake waiters."""
+
+    def record_step(self, fence: Fence, step: StepUpdate) -> bool:
+        """Upsert a step row and write its StepStarted/Completed/Failed event; False if fenced out."""
+
+    def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
+        """`record_step` for many in one transaction (a map's items recorded up front).
+
+        A completed step is a checkpoint and is never overwritten. Recording a
+        step completed or failed also frees every slot it still holds (its
+        fan-out window slot included)."""
+
+    def run_steps(self, run_id: str) -> list[StepRecord]:
+        """A run's step checkpoints, in the order they were first recorded."""
+
+    def next_map_item(self, fence: Fence, worker_id: str, map_key: str, window: int) -> StepRecord | None:
+        """Atomically take the next item of a map if its window (scope `fanout:RUN/MAP`) has room.
+
+        The lowest-index item that is pending, or was taken by an earlier
+        attempt and not finished, gets its window holder and is marked running
+        (no event: record_step(RUNNING) writes StepStarted when it starts).
+        None when the window is full, nothing is left, or the attempt is fenced out."""
 
     # --- wake-ups -----------------------------------------------------------
     def listen(self, callback: Callable[[], None]) -> Listener:

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from tidegate.domain.model import EventRecord, HolderRecord, RunRecord, RunStatus, TaskDefinition
+from tidegate.domain.steps import StepRecord, StepStatus
 
 ToTime = Callable[[Any], datetime | None]
 ToJSON = Callable[[Any], Any]
@@ -64,6 +65,22 @@ def event_record(row: Mapping[str, Any], to_time: ToTime, to_json: ToJSON) -> Ev
         type=row["type"],
         metadata=to_json(row["metadata"]) or {},
         at=to_time(row["at"]),  # type: ignore[arg-type]
+    )
+
+
+def step_record(row: Mapping[str, Any], to_time: ToTime, to_json: ToJSON) -> StepRecord:
+    return StepRecord(
+        run_id=row["run_id"],
+        step_key=row["step_key"],
+        map_key=row["map_key"],
+        item_index=row["item_index"],
+        status=StepStatus(row["status"]),
+        output=to_json(row["output"]),
+        error=row["error"],
+        attempt=row["attempt"],
+        started_at=to_time(row["started_at"]),
+        finished_at=to_time(row["finished_at"]),
+        waiting_for=to_json(row["waiting_for"]),
     )
 
 

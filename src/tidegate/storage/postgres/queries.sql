@@ -351,9 +351,11 @@ WITH locked AS (
       AND r.status = 'running' AND r.worker_id = %(worker)s::text
     RETURNING r.id, r.attempt
 ), holders AS (
+    -- A run's own holders and its fan-out window slots share its lease; pool
+    -- holders keep their pool's lease, renewed by their step (renew_slots).
     UPDATE tidegate_holders AS h SET expires_at = now() + make_interval(secs => %(lease)s::double precision)
     FROM renewed AS n
-    WHERE h.run_id = n.id AND h.worker_id = %(worker)s::text
+    WHERE h.run_id = n.id AND h.worker_id = %(worker)s::text AND NOT (h.scope >= 'pool:' AND h.scope < 'pool;')
 )
 SELECT id, attempt FROM renewed;
 
@@ -570,7 +572,9 @@ RETURNING version;
 DELETE FROM tidegate_limit_overrides WHERE target = %(target)s::text RETURNING "limit", version;
 
 -- name: scope_usage
-SELECT scope, sum(slots)::integer FROM tidegate_holders GROUP BY scope ORDER BY scope;
+-- Run-level scopes only: a run's own holders (holder = its id); steps' pool
+-- and window slots are shown by `pools`.
+SELECT scope, sum(slots)::integer FROM tidegate_holders WHERE holder = run_id GROUP BY scope ORDER BY scope;
 
 -- name: scope_holders
 SELECT scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at FROM tidegate_holders
@@ -594,3 +598,333 @@ SELECT
             AND (o.scheduled_at < r.scheduled_at OR (o.scheduled_at = r.scheduled_at AND o.id < r.id))))),
     (SELECT count(*)::integer FROM tidegate_runs AS o WHERE o.status = 'queued' AND o.queue = r.queue)
 FROM tidegate_runs AS r WHERE r.id = %(id)s::text;
+
+-- --- pools and steps ----------------------------------------------------------
+-- Step holders: scope 'pool:NAME' or 'fanout:RUN/MAP', holder 'RUN/STEPKEY'.
+-- Pool scopes are the key range ['pool:', 'pool;') (';' follows ':'; keys are
+-- COLLATE "C"), which the primary key (scope, holder) serves. Every write is
+-- fenced on the run's (id, attempt): `step_fence` share-locks the run row of a
+-- running attempt first, so no takeover can commit in between, and a statement
+-- that follows it writes nothing when it found no row.
+
+-- name: step_fence
+SELECT lease_expires_at FROM tidegate_runs
+WHERE id = %(run_id)s::text AND attempt = %(attempt)s::integer AND status = 'running'
+FOR SHARE;
+
+-- name: insert_step_event
+INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+VALUES (%(run_id)s::text, %(step_key)s::text, %(type)s::text, %(metadata)s::jsonb, statement_timestamp());
+
+-- name: set_pool_limit
+-- After the pool's scope row is locked (upsert_scopes, lock_scopes): no claim
+-- judged by the old limit is in flight meanwhile. Wakes waiters.
+WITH before AS (
+    SELECT "limit" FROM tidegate_pools WHERE name = %(name)s::text
+), saved AS (
+    INSERT INTO tidegate_pools (name, "limit", lease_seconds, updated_at)
+    VALUES (%(name)s::text, %(limit)s::integer, %(lease)s::double precision, now())
+    ON CONFLICT (name) DO UPDATE SET
+        "limit" = excluded."limit", lease_seconds = excluded.lease_seconds, updated_at = excluded.updated_at
+    RETURNING name, "limit", lease_seconds, updated_at
+), changed AS (
+    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+    SELECT NULL, NULL, 'LimitChanged',
+           jsonb_build_object('target', 'pool:' || name, 'old', (SELECT "limit" FROM before), 'new', "limit",
+                              'lease_seconds', lease_seconds),
+           now()
+    FROM saved
+)
+SELECT name, "limit", lease_seconds, updated_at, pg_notify('tidegate', '') FROM saved;
+
+-- name: pools
+-- Configured pools, and unconfigured ones that are held or waited for. Pending
+-- counts steps waiting for the pool whose attempt still owns its run.
+WITH claimed AS (
+    SELECT substr(scope, 6) AS name, sum(slots)::integer AS claimed FROM tidegate_holders
+    WHERE scope >= 'pool:' AND scope < 'pool;'
+    GROUP BY scope
+), pending AS (
+    SELECT substr(w.key, 6) AS name, count(*)::integer AS pending
+    FROM tidegate_steps AS s
+    JOIN tidegate_runs AS r ON r.id = s.run_id AND r.status = 'running' AND r.attempt = s.attempt
+    CROSS JOIN LATERAL jsonb_each(s.waiting_for) AS w
+    WHERE s.waiting_for IS NOT NULL AND w.key >= 'pool:' AND w.key < 'pool;'
+    GROUP BY w.key
+), named AS (
+    SELECT name FROM tidegate_pools UNION SELECT name FROM claimed UNION SELECT name FROM pending
+)
+SELECT n.name, p."limit", p.lease_seconds, coalesce(c.claimed, 0), coalesce(w.pending, 0)
+FROM named AS n
+LEFT JOIN tidegate_pools AS p ON p.name = n.name
+LEFT JOIN claimed AS c ON c.name = n.name
+LEFT JOIN pending AS w ON w.name = n.name
+ORDER BY n.name COLLATE "C";
+
+-- name: pool_holders
+SELECT scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at FROM tidegate_holders
+WHERE scope = 'pool:' || %(pool)s::text ORDER BY claimed_at, holder;
+
+-- name: acquire_slots_limits
+-- Read after the scope rows are locked, so a limit changed meanwhile is seen.
+SELECT name, "limit", lease_seconds FROM tidegate_pools
+WHERE name = ANY(%(pools)s::text[]);
+
+-- name: acquire_slots_usage
+-- Slots in use per scope asked for (every holder, this one's included), and
+-- what this holder holds of each. Exact while the scope rows stay locked.
+SELECT scope, sum(slots)::integer, sum(CASE WHEN holder = %(holder)s::text THEN slots ELSE 0 END)::integer
+FROM tidegate_holders
+WHERE scope = ANY(%(scopes)s::text[])
+GROUP BY scope;
+
+-- name: acquire_slots
+-- One holder row per scope (a row this holder already has is taken over),
+-- leased for its pool's lease, or for the run's lease when `lease` is NULL
+-- (fan-out windows); then the step waits no more, and the events.
+WITH wanted AS (
+    SELECT * FROM jsonb_to_recordset(%(holders)s::jsonb) AS h(scope text, slots integer, lease double precision)
+), held AS (
+    INSERT INTO tidegate_holders AS t (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)
+    SELECT w.scope, %(holder)s::text, %(run_id)s::text, %(attempt)s::integer, %(worker)s::text, w.slots,
+           statement_timestamp(),
+           coalesce(statement_timestamp() + make_interval(secs => w.lease),
+                    (SELECT lease_expires_at FROM tidegate_runs WHERE id = %(run_id)s::text))
+    FROM wanted AS w ORDER BY w.scope
+    ON CONFLICT (scope, holder) DO UPDATE SET
+        run_id = excluded.run_id, attempt = excluded.attempt, worker_id = excluded.worker_id,
+        slots = excluded.slots, claimed_at = excluded.claimed_at, expires_at = excluded.expires_at
+), granted AS (
+    UPDATE tidegate_steps SET waiting_for = NULL
+    WHERE run_id = %(run_id)s::text AND step_key = %(step_key)s::text AND waiting_for IS NOT NULL
+)
+INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+SELECT %(run_id)s::text, %(step_key)s::text, type, metadata, statement_timestamp()
+FROM (
+    SELECT 0 AS n, 'StepSlotClaimed' AS type, %(claimed)s::jsonb AS metadata
+    UNION ALL
+    -- An unconfigured pool is unlimited: said once per run, the first time a step uses it.
+    SELECT 1, 'PoolUnconfigured',
+           jsonb_build_object('pool', u.pool, 'limit', NULL, 'note', %(note)s::text)
+    FROM unnest(%(unconfigured)s::text[]) AS u(pool)
+    WHERE NOT EXISTS (SELECT 1 FROM tidegate_events AS e
+                      WHERE e.run_id = %(run_id)s::text AND e.type = 'PoolUnconfigured'
+                        AND e.metadata ->> 'pool' = u.pool)
+) AS e
+ORDER BY n;
+
+-- name: acquire_slots_granted
+-- A grant of what the step already held: it waits no more, nothing else changes.
+UPDATE tidegate_steps SET waiting_for = NULL
+WHERE run_id = %(run_id)s::text AND step_key = %(step_key)s::text AND waiting_for IS NOT NULL;
+
+-- name: acquire_slots_waiting
+-- Mark the step waiting (creating its row if needed); only the first wait
+-- under this attempt (or for other slots) gets the StepSlotWaiting event.
+WITH marked AS (
+    INSERT INTO tidegate_steps (run_id, step_key, status, waiting_for, attempt)
+    VALUES (%(run_id)s::text, %(step_key)s::text, 'pending', %(needs)s::jsonb, %(attempt)s::integer)
+    ON CONFLICT (run_id, step_key) DO UPDATE SET waiting_for = excluded.waiting_for, attempt = excluded.attempt
+    WHERE tidegate_steps.waiting_for IS NULL OR tidegate_steps.attempt <> excluded.attempt
+       OR tidegate_steps.waiting_for <> excluded.waiting_for
+    RETURNING step_key
+)
+INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+SELECT %(run_id)s::text, step_key, 'StepSlotWaiting', %(metadata)s::jsonb, statement_timestamp() FROM marked;
+
+-- name: renew_slots
+-- Each pool holder of the step, by its pool's lease (an unconfigured pool's
+-- default), locked in scope order like every writer of a step's holders.
+WITH run AS (
+    SELECT id FROM tidegate_runs
+    WHERE id = %(run_id)s::text AND attempt = %(attempt)s::integer AND status = 'running'
+    FOR SHARE
+), locked AS (
+    SELECT scope, holder FROM tidegate_holders
+    WHERE holder = %(holder)s::text AND attempt = %(attempt)s::integer AND scope >= 'pool:' AND scope < 'pool;'
+      AND EXISTS (SELECT 1 FROM run)
+    ORDER BY scope
+    FOR UPDATE
+), renewed AS (
+    UPDATE tidegate_holders AS h
+    SET expires_at = now() + make_interval(secs => coalesce(
+        (SELECT lease_seconds FROM tidegate_pools WHERE name = substr(h.scope, 6)), %(default_lease)s::double precision))
+    FROM locked AS l
+    WHERE h.scope = l.scope AND h.holder = l.holder
+    RETURNING h.scope
+), event AS (
+    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+    SELECT %(run_id)s::text, %(step_key)s::text, 'StepSlotRenewed',
+           jsonb_build_object('attempt', %(attempt)s::integer,
+                              'pools', (SELECT jsonb_agg(substr(scope, 6) ORDER BY scope) FROM renewed)),
+           now()
+    WHERE EXISTS (SELECT 1 FROM renewed)
+)
+SELECT count(*)::integer FROM renewed;
+
+-- name: release_slots
+-- The step's pool holders (locked in scope order first), its event, and a
+-- wake-up for whoever waits for them.
+WITH run AS (
+    SELECT id FROM tidegate_runs
+    WHERE id = %(run_id)s::text AND attempt = %(attempt)s::integer AND status = 'running'
+    FOR SHARE
+), locked AS (
+    SELECT scope, holder FROM tidegate_holders
+    WHERE holder = %(holder)s::text AND attempt = %(attempt)s::integer AND scope >= 'pool:' AND scope < 'pool;'
+      AND EXISTS (SELECT 1 FROM run)
+    ORDER BY scope
+    FOR UPDATE
+), freed AS (
+    DELETE FROM tidegate_holders AS h USING locked AS l
+    WHERE h.scope = l.scope AND h.holder = l.holder
+    RETURNING h.scope, h.slots
+), event AS (
+    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+    SELECT %(run_id)s::text, %(step_key)s::text, 'StepSlotReleased',
+           jsonb_build_object('attempt', %(attempt)s::integer,
+                              'pools', (SELECT jsonb_object_agg(substr(scope, 6), slots) FROM freed),
+                              'reason', 'released'),
+           now()
+    WHERE EXISTS (SELECT 1 FROM freed)
+)
+SELECT pg_notify('tidegate', '') WHERE EXISTS (SELECT 1 FROM freed);
+
+-- name: record_steps
+-- Upsert each step (a completed step is a checkpoint and stays as it is); a
+-- step recorded finished frees every holder it still has (its window slot
+-- too), with StepSlotReleased for its pools; then each written step's own
+-- event (computed by the adapter). Returns whether the fence held and whether
+-- anything was freed (then waiters are woken).
+WITH run AS (
+    SELECT id FROM tidegate_runs
+    WHERE id = %(run_id)s::text AND attempt = %(attempt)s::integer AND status = 'running'
+    FOR SHARE
+), input AS (
+    SELECT * FROM jsonb_to_recordset(%(steps)s::jsonb) AS s(
+        n integer, step_key text, map_key text, item_index integer, status text, output jsonb, error text,
+        event text, metadata jsonb)
+), written AS (
+    INSERT INTO tidegate_steps AS t (
+        run_id, step_key, map_key, item_index, status, output, error, waiting_for, attempt, started_at, finished_at)
+    SELECT %(run_id)s::text, i.step_key, i.map_key, i.item_index, i.status, i.output, i.error, NULL,
+           %(attempt)s::integer,
+           CASE WHEN i.status = 'running' THEN now() END,
+           CASE WHEN i.status IN ('completed', 'failed') THEN now() END
+    FROM input AS i WHERE EXISTS (SELECT 1 FROM run)
+    ORDER BY i.n
+    ON CONFLICT (run_id, step_key) DO UPDATE SET
+        map_key = coalesce(excluded.map_key, t.map_key),
+        item_index = coalesce(excluded.item_index, t.item_index),
+        status = excluded.status, output = excluded.output, error = excluded.error,
+        waiting_for = CASE WHEN excluded.status = 'pending' AND t.attempt = excluded.attempt THEN t.waiting_for END,
+        attempt = excluded.attempt,
+        started_at = CASE excluded.status WHEN 'running' THEN excluded.started_at WHEN 'pending' THEN NULL
+                          ELSE t.started_at END,
+        finished_at = excluded.finished_at
+    WHERE t.status <> 'completed'
+    RETURNING t.step_key, t.status
+), locked AS (
+    SELECT h.scope, h.holder FROM tidegate_holders AS h
+    JOIN written AS w ON h.holder = %(run_id)s::text || '/' || w.step_key
+    WHERE w.status IN ('completed', 'failed') AND h.attempt = %(attempt)s::integer
+    ORDER BY h.holder, h.scope
+    FOR UPDATE OF h
+), freed AS (
+    DELETE FROM tidegate_holders AS h USING locked AS l
+    WHERE h.scope = l.scope AND h.holder = l.holder
+    RETURNING h.holder, h.scope, h.slots
+), events AS (
+    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+    SELECT %(run_id)s::text, step_key, type, metadata, now()
+    FROM (
+        SELECT i.n, 0 AS part, i.step_key, 'StepSlotReleased' AS type,
+               jsonb_build_object('attempt', %(attempt)s::integer,
+                                  'pools', (SELECT jsonb_object_agg(substr(f.scope, 6), f.slots) FROM freed AS f
+                                            WHERE f.holder = %(run_id)s::text || '/' || w.step_key
+                                              AND f.scope >= 'pool:' AND f.scope < 'pool;'),
+                                  'reason', 'step ' || w.status) AS metadata
+        FROM written AS w JOIN input AS i ON i.step_key = w.step_key
+        WHERE EXISTS (SELECT 1 FROM freed AS f
+                      WHERE f.holder = %(run_id)s::text || '/' || w.step_key
+                        AND f.scope >= 'pool:' AND f.scope < 'pool;')
+        UNION ALL
+        SELECT i.n, 1, i.step_key, i.event, i.metadata
+        FROM written AS w JOIN input AS i ON i.step_key = w.step_key
+        WHERE i.event IS NOT NULL
+    ) AS e
+    ORDER BY n, part
+)
+SELECT EXISTS (SELECT 1 FROM run), (SELECT count(pg_notify('tidegate', '')) FROM freed);
+
+-- name: run_steps
+SELECT run_id, step_key, map_key, item_index, status, output, error, waiting_for, attempt, started_at, finished_at
+FROM tidegate_steps WHERE run_id = %(run_id)s::text ORDER BY recorded;
+
+-- name: next_map_item
+-- After the run's fence and the window's scope row are locked: if the window
+-- has room, the lowest-index item not finished and not taken by this attempt
+-- is marked running and gets its window holder, leased with the run.
+WITH run AS (
+    SELECT lease_expires_at FROM tidegate_runs
+    WHERE id = %(run_id)s::text AND attempt = %(attempt)s::integer AND status = 'running'
+), item AS (
+    SELECT step_key FROM tidegate_steps
+    WHERE run_id = %(run_id)s::text AND map_key = %(map_key)s::text
+      AND (status = 'pending' OR (status = 'running' AND attempt <> %(attempt)s::integer))
+      AND EXISTS (SELECT 1 FROM run)
+      AND (SELECT coalesce(sum(slots), 0) FROM tidegate_holders WHERE scope = %(scope)s::text) < %(window)s::integer
+    ORDER BY item_index
+    LIMIT 1
+    FOR UPDATE
+), taken AS (
+    UPDATE tidegate_steps AS s SET status = 'running', attempt = %(attempt)s::integer, started_at = NULL,
+        finished_at = NULL, output = NULL, error = NULL, waiting_for = NULL
+    FROM item
+    WHERE s.run_id = %(run_id)s::text AND s.step_key = item.step_key
+    RETURNING s.run_id, s.step_key, s.map_key, s.item_index, s.status, s.output, s.error, s.waiting_for,
+              s.attempt, s.started_at, s.finished_at
+), held AS (
+    INSERT INTO tidegate_holders (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)
+    SELECT %(scope)s::text, %(run_id)s::text || '/' || step_key, %(run_id)s::text, %(attempt)s::integer,
+           %(worker)s::text, 1, statement_timestamp(), (SELECT lease_expires_at FROM run)
+    FROM taken
+    ON CONFLICT (scope, holder) DO UPDATE SET
+        attempt = excluded.attempt, worker_id = excluded.worker_id, claimed_at = excluded.claimed_at,
+        expires_at = excluded.expires_at
+)
+SELECT * FROM taken;
+
+-- name: sweep_step_holders
+-- Every holder of each step that has a holder whose lease expired: a step that
+-- lost one of its pools lost its claim, so it never keeps only part of them.
+-- A step whose rows some transaction holds (a renewal, a release) is skipped,
+-- not waited on, and looked at again next sweep; the lock re-reads a row a
+-- renewal just committed, so a just-renewed lease is never reaped.
+WITH candidates AS (
+    SELECT DISTINCT holder FROM tidegate_holders WHERE expires_at < now() AND holder <> run_id
+), locked AS (
+    SELECT h.scope, h.holder, h.expires_at FROM tidegate_holders AS h
+    WHERE h.holder IN (SELECT holder FROM candidates)
+    ORDER BY h.holder, h.scope
+    FOR UPDATE SKIP LOCKED
+), whole AS (
+    SELECT l.holder FROM locked AS l
+    GROUP BY l.holder
+    HAVING bool_or(l.expires_at < now())
+       AND count(*) = (SELECT count(*) FROM tidegate_holders AS t WHERE t.holder = l.holder)
+), freed AS (
+    DELETE FROM tidegate_holders AS h USING whole AS w
+    WHERE h.holder = w.holder
+    RETURNING h.scope, h.holder, h.run_id, h.attempt, h.slots
+), events AS (
+    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+    SELECT run_id, substr(holder, length(run_id) + 2), 'StepSlotReleased',
+           jsonb_build_object('attempt', attempt, 'pools', jsonb_object_agg(substr(scope, 6), slots),
+                              'reason', %(reason)s::text),
+           now()
+    FROM freed WHERE scope >= 'pool:' AND scope < 'pool;'
+    GROUP BY holder, run_id, attempt
+    ORDER BY holder
+)
+SELECT count(*)::integer FROM freed;

@@ -33,7 +33,7 @@ from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.pq import ConnStatus, TransactionStatus
+from psycopg.pq import ConnStatus
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -69,6 +69,8 @@ from tidegate.storage import claiming, records
 from tidegate.storage.migrations import Migration, check_current, load_migrations, pending
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres.listener import NotifyListener
+from tidegate.storage.postgres.pipeline import transaction
+from tidegate.storage.postgres.steps import PostgresStepVerbs
 from tidegate.storage.sqlfile import load_queries
 
 CONNECT_TIMEOUT = 5.0
@@ -109,7 +111,7 @@ def _configure(connection: psycopg.Connection[Any]) -> None:
     set_json_loads(_sorted_loads, connection)
 
 
-class PostgresStore:
+class PostgresStore(PostgresStepVerbs):
     def __init__(self, url: str, *, min_size: int = POOL_MIN_SIZE, max_size: int = POOL_MAX_SIZE) -> None:
         self.url = url
         self._where = _describe(url)
@@ -241,7 +243,7 @@ class PostgresStore:
             }
             for task in latest.values()
         ]
-        with self._connection() as connection, _transaction(connection):
+        with self._connection() as connection, transaction(connection):
             connection.execute(self._q("register_tasks"), {"tasks": _payload_json(rows)})
 
     def get_task(self, name: str) -> TaskDefinition | None:
@@ -254,7 +256,7 @@ class PostgresStore:
         if not runs:
             return
         payload = _enqueue_payload(runs)
-        with self._connection() as connection, _transaction(connection):
+        with self._connection() as connection, transaction(connection):
             connection.execute(self._q("enqueue"), {"runs": payload})
             connection.execute(self._q("notify"))
 
@@ -281,7 +283,7 @@ class PostgresStore:
         queue_list = list(queues)
         reported, outcome_payload = _outcome_payload(outcomes)
         with self._connection() as connection:
-            with _transaction(connection, b"BEGIN ISOLATION LEVEL READ COMMITTED"):
+            with transaction(connection, b"BEGIN ISOLATION LEVEL READ COMMITTED"):
                 applied = None
                 if starts or outcomes:
                     applied = connection.execute(
@@ -339,7 +341,7 @@ class PostgresStore:
         if not held:
             return []
         with self._connection() as connection:
-            with _transaction(connection):
+            with transaction(connection):
                 back = connection.execute(
                     self._q("hand_back"),
                     {**_fence_arrays(held), "worker": worker_id, "reason": WORKER_SHUTTING_DOWN},
@@ -348,7 +350,7 @@ class PostgresStore:
             return [row[0] for row in back.fetchall()]
 
     def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
-        with self._connection() as connection, _transaction(connection):
+        with self._connection() as connection, transaction(connection):
             turn = connection.execute(
                 self._q("take_lock"), {"name": SWEEPER_LOCK, "holder": sweeper_id, "ttl": 3 * interval}
             ).fetchone()
@@ -356,7 +358,11 @@ class PostgresStore:
                 return None
             recovered = connection.execute(self._q("sweep_recover"), {"reason": LEASE_EXPIRED})
             leaks = connection.execute(self._q("sweep_leaks"))
-            report = SweepReport(leaks_repaired=leaks.fetchone()[0])  # type: ignore[index]
+            expired_steps = self._sweep_step_holders(connection)
+            report = SweepReport(
+                leaks_repaired=leaks.fetchone()[0],  # type: ignore[index]
+                step_slots_expired=expired_steps.fetchone()[0],  # type: ignore[index]
+            )
             for run_id, status in recovered.fetchall():
                 (report.requeued if status == "queued" else report.failed).append(run_id)
             if report:
@@ -371,7 +377,7 @@ class PostgresStore:
         """
         params = {"id": run_id, "reason": CANCELED_WHILE_QUEUED}
         with self._connection() as connection:
-            with _transaction(connection):
+            with transaction(connection):
                 connection.execute(self._q("cancel_queued"), params)
                 connection.execute(self._q("request_cancel"), params)
                 status = connection.execute(self._q("run_status"), params)
@@ -421,7 +427,7 @@ class PostgresStore:
                 [{"name": name, "config": queue_to_dict(QueueConfig(name))} for name in implied_queues]
             ),
         }
-        with self._connection() as connection, _transaction(connection):
+        with self._connection() as connection, transaction(connection):
             connection.execute(self._q("rules_fence"))  # waits for claims in flight; the next ones see the change
             connection.execute(self._q("register_limits"), params)
 
@@ -440,7 +446,7 @@ class PostgresStore:
     def _change_limit(self, target: str, limit: int | None, *, reset: bool) -> LimitChange:
         """Change an override under the rules fence: no claim is in flight meanwhile, so
         `before` is what every claim used until now and `after` what every later one uses."""
-        with self._connection() as connection, _transaction(connection):
+        with self._connection() as connection, transaction(connection):
             connection.execute(self._q("rules_fence"))
             before_row = connection.execute(self._q("load_rules"), {"known": None})
             if reset:
@@ -775,37 +781,6 @@ def _lane_load(cursor: psycopg.Cursor[Any]) -> dict[tuple[str, str], int]:
 
 
 # --- transactions ----------------------------------------------------------------
-
-
-@contextmanager
-def _transaction(connection: psycopg.Connection[Any], begin: bytes = b"BEGIN") -> Iterator[None]:
-    """One transaction whose statements are pipelined: BEGIN ... COMMIT as plain statements.
-
-    Statements are sent without waiting for one another; a fetch inside the
-    block waits for everything sent before it (one round trip), and the
-    COMMIT travels with whatever is still unsent when the block ends. Read
-    the other cursors after the block, before the connection goes back to
-    the pool. psycopg's `connection.transaction()` would sync the pipeline
-    after BEGIN and again after COMMIT: two more round trips per verb.
-    """
-    try:
-        with connection.pipeline():
-            connection.execute(begin)
-            yield
-            connection.execute(b"COMMIT")
-    except BaseException:
-        _roll_back(connection)
-        raise
-
-
-def _roll_back(connection: psycopg.Connection[Any]) -> None:
-    """Leave no failed transaction behind; a broken connection is the pool's to discard."""
-    if connection.closed or connection.info.transaction_status == TransactionStatus.IDLE:
-        return
-    try:
-        connection.rollback()
-    except psycopg.Error:
-        pass
 
 
 # --- payloads ------------------------------------------------------------------

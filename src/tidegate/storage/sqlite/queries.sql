@@ -232,7 +232,9 @@ WHERE tidegate_settings.value <> excluded.value
 RETURNING name;
 
 -- name: scope_usage
-SELECT scope, sum(slots) FROM tidegate_holders GROUP BY scope;
+-- Run-level scopes only: a run's own holders (holder = its id); steps' pool
+-- and window slots are shown by `pools`.
+SELECT scope, sum(slots) FROM tidegate_holders WHERE holder = run_id GROUP BY scope;
 
 -- name: local_usage
 SELECT queue, partition_key, count(*) FROM tidegate_runs
@@ -253,8 +255,11 @@ FROM json_each(:holders);
 DELETE FROM tidegate_holders WHERE run_id IN (SELECT value FROM json_each(:ids));
 
 -- name: renew_holders
+-- A run's own holders and its fan-out window slots share the run's lease; pool
+-- holders keep their pool's lease, renewed by their step (renew_slots).
 UPDATE tidegate_holders SET expires_at = :now + :lease
-WHERE run_id IN (SELECT value FROM json_each(:ids)) AND worker_id = :worker;
+WHERE run_id IN (SELECT value FROM json_each(:ids)) AND worker_id = :worker
+  AND NOT (scope >= 'pool:' AND scope < 'pool;');
 
 -- name: set_block_reasons
 UPDATE tidegate_runs SET block_reason = json_extract(b.value, '$[1]')
@@ -300,3 +305,172 @@ RETURNING version;
 
 -- name: reset_override
 DELETE FROM tidegate_limit_overrides WHERE target = :target RETURNING "limit", version;
+
+-- --- pools and steps ----------------------------------------------------------
+-- Step holders: scope 'pool:NAME' or 'fanout:RUN/MAP', holder 'RUN/STEPKEY'.
+-- Pool scopes are selected as the key range ['pool:', 'pool;') (';' follows ':'),
+-- which the primary key (scope, holder) serves.
+
+-- name: step_fence
+-- The run as this attempt sees it, only while the attempt still owns it.
+SELECT lease_expires_at FROM tidegate_runs WHERE id = :run_id AND attempt = :attempt AND status = 'running';
+
+-- name: insert_step_event
+INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+VALUES (:run_id, :step_key, :type, :metadata, :now);
+
+-- name: set_pool_limit
+INSERT INTO tidegate_pools (name, "limit", lease_seconds, updated_at) VALUES (:name, :limit, :lease, :now)
+ON CONFLICT (name) DO UPDATE SET
+    "limit" = excluded."limit", lease_seconds = excluded.lease_seconds, updated_at = excluded.updated_at;
+
+-- name: set_pool_limit_before
+SELECT "limit", lease_seconds FROM tidegate_pools WHERE name = :name;
+
+-- name: pools
+-- Configured pools, and unconfigured ones that are held or waited for. Pending
+-- counts steps waiting for the pool whose attempt still owns its run.
+WITH claimed AS (
+    SELECT substr(scope, 6) AS name, sum(slots) AS claimed FROM tidegate_holders
+    WHERE scope >= 'pool:' AND scope < 'pool;'
+    GROUP BY scope
+), pending AS (
+    SELECT substr(w.key, 6) AS name, count(*) AS pending
+    FROM tidegate_steps AS s
+    JOIN tidegate_runs AS r ON r.id = s.run_id AND r.status = 'running' AND r.attempt = s.attempt,
+         json_each(s.waiting_for) AS w
+    WHERE s.waiting_for IS NOT NULL AND w.key >= 'pool:' AND w.key < 'pool;'
+    GROUP BY w.key
+), named AS (
+    SELECT name FROM tidegate_pools UNION SELECT name FROM claimed UNION SELECT name FROM pending
+)
+SELECT n.name, p."limit", p.lease_seconds, coalesce(c.claimed, 0), coalesce(w.pending, 0)
+FROM named AS n
+LEFT JOIN tidegate_pools AS p ON p.name = n.name
+LEFT JOIN claimed AS c ON c.name = n.name
+LEFT JOIN pending AS w ON w.name = n.name
+ORDER BY n.name;
+
+-- name: pool_holders
+SELECT scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at FROM tidegate_holders
+WHERE scope = 'pool:' || :pool ORDER BY claimed_at, holder;
+
+-- name: acquire_slots_limits
+-- The configured pools among the scopes asked for: name, limit, lease.
+SELECT name, "limit", lease_seconds FROM tidegate_pools
+WHERE name IN (SELECT substr(value, 6) FROM json_each(:scopes) WHERE value >= 'pool:' AND value < 'pool;');
+
+-- name: acquire_slots_usage
+-- Slots in use per scope asked for (every holder, this one's included), and
+-- what this holder holds of each.
+SELECT scope, sum(slots), sum(CASE WHEN holder = :holder THEN slots ELSE 0 END) FROM tidegate_holders
+WHERE scope IN (SELECT value FROM json_each(:scopes))
+GROUP BY scope;
+
+-- name: acquire_slots
+-- One holder row per scope; a row this holder already has is taken over.
+INSERT INTO tidegate_holders (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)
+SELECT json_extract(value, '$[0]'), :holder, :run_id, :attempt, :worker, json_extract(value, '$[1]'),
+       :now, json_extract(value, '$[2]')
+FROM json_each(:holders) WHERE true
+ON CONFLICT (scope, holder) DO UPDATE SET
+    run_id = excluded.run_id, attempt = excluded.attempt, worker_id = excluded.worker_id,
+    slots = excluded.slots, claimed_at = excluded.claimed_at, expires_at = excluded.expires_at;
+
+-- name: acquire_slots_granted
+-- A granted step waits no more.
+UPDATE tidegate_steps SET waiting_for = NULL
+WHERE run_id = :run_id AND step_key = :step_key AND waiting_for IS NOT NULL;
+
+-- name: acquire_slots_waiting
+-- Mark the step waiting (creating its row if needed); returns a row only when
+-- it was not waiting yet under this attempt: the first wait gets the event.
+INSERT INTO tidegate_steps (run_id, step_key, status, waiting_for, attempt)
+VALUES (:run_id, :step_key, 'pending', :needs, :attempt)
+ON CONFLICT (run_id, step_key) DO UPDATE SET waiting_for = excluded.waiting_for, attempt = excluded.attempt
+WHERE tidegate_steps.waiting_for IS NULL OR tidegate_steps.attempt <> excluded.attempt
+   OR tidegate_steps.waiting_for <> excluded.waiting_for
+RETURNING step_key;
+
+-- name: acquire_slots_unconfigured_seen
+SELECT 1 FROM tidegate_events
+WHERE run_id = :run_id AND type = 'PoolUnconfigured' AND json_extract(metadata, '$.pool') = :pool
+LIMIT 1;
+
+-- name: renew_slots
+-- Each pool holder of the step, by its pool's lease (an unconfigured pool's default).
+UPDATE tidegate_holders SET expires_at = :now + coalesce(
+        (SELECT lease_seconds FROM tidegate_pools WHERE name = substr(tidegate_holders.scope, 6)), :default_lease)
+WHERE holder = :holder AND attempt = :attempt AND scope >= 'pool:' AND scope < 'pool;'
+RETURNING scope;
+
+-- name: release_slots
+DELETE FROM tidegate_holders
+WHERE holder = :holder AND attempt = :attempt AND scope >= 'pool:' AND scope < 'pool;'
+RETURNING scope, slots;
+
+-- name: record_steps
+-- Upsert each step; a completed step is a checkpoint and stays as it is.
+-- Returns the rows written (their events follow).
+INSERT INTO tidegate_steps (
+    run_id, step_key, map_key, item_index, status, output, error, waiting_for, attempt, started_at, finished_at)
+SELECT :run_id, json_extract(value, '$.step_key'), json_extract(value, '$.map_key'),
+       json_extract(value, '$.item_index'), json_extract(value, '$.status'), json_extract(value, '$.output'),
+       json_extract(value, '$.error'), NULL, :attempt,
+       CASE WHEN json_extract(value, '$.status') = 'running' THEN :now END,
+       CASE WHEN json_extract(value, '$.status') IN ('completed', 'failed') THEN :now END
+FROM json_each(:steps) WHERE true
+ON CONFLICT (run_id, step_key) DO UPDATE SET
+    map_key = coalesce(excluded.map_key, tidegate_steps.map_key),
+    item_index = coalesce(excluded.item_index, tidegate_steps.item_index),
+    status = excluded.status, output = excluded.output, error = excluded.error,
+    waiting_for = CASE WHEN excluded.status = 'pending' AND tidegate_steps.attempt = excluded.attempt
+                       THEN tidegate_steps.waiting_for END,
+    attempt = excluded.attempt,
+    started_at = CASE excluded.status WHEN 'running' THEN excluded.started_at WHEN 'pending' THEN NULL
+                      ELSE tidegate_steps.started_at END,
+    finished_at = excluded.finished_at
+WHERE tidegate_steps.status <> 'completed'
+RETURNING step_key, status, map_key, item_index, error;
+
+-- name: record_steps_release
+-- A finished step frees every slot it still holds (its window slot included).
+DELETE FROM tidegate_holders
+WHERE holder = :holder AND attempt = :attempt
+RETURNING scope, slots;
+
+-- name: run_steps
+SELECT run_id, step_key, map_key, item_index, status, output, error, waiting_for, attempt, started_at, finished_at
+FROM tidegate_steps WHERE run_id = :run_id ORDER BY rowid;
+
+-- name: next_map_item_used
+SELECT coalesce(sum(slots), 0) FROM tidegate_holders WHERE scope = :scope;
+
+-- name: next_map_item
+-- The lowest-index item not finished and not taken by this attempt.
+UPDATE tidegate_steps SET status = 'running', attempt = :attempt, started_at = NULL, finished_at = NULL,
+    output = NULL, error = NULL, waiting_for = NULL
+WHERE run_id = :run_id AND step_key = (
+    SELECT step_key FROM tidegate_steps
+    WHERE run_id = :run_id AND map_key = :map_key
+      AND (status = 'pending' OR (status = 'running' AND attempt <> :attempt))
+    ORDER BY item_index LIMIT 1)
+RETURNING run_id, step_key, map_key, item_index, status, output, error, waiting_for, attempt, started_at,
+          finished_at;
+
+-- name: next_map_item_hold
+INSERT INTO tidegate_holders (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)
+VALUES (:scope, :holder, :run_id, :attempt, :worker, 1, :now, :expires)
+ON CONFLICT (scope, holder) DO UPDATE SET
+    attempt = excluded.attempt, worker_id = excluded.worker_id, claimed_at = excluded.claimed_at,
+    expires_at = excluded.expires_at;
+
+-- name: sweep_step_holders
+-- Every holder of each step that has a holder whose lease expired: a step that
+-- lost one of its pools lost its claim, so it never keeps only part of them.
+SELECT scope, holder, run_id, attempt, slots FROM tidegate_holders
+WHERE holder IN (SELECT holder FROM tidegate_holders WHERE expires_at < :now AND holder <> run_id)
+ORDER BY holder, scope;
+
+-- name: sweep_step_holders_delete
+DELETE FROM tidegate_holders WHERE holder IN (SELECT value FROM json_each(:holders));

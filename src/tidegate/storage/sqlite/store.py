@@ -49,6 +49,7 @@ from tidegate.storage import claiming, records
 from tidegate.storage.migrations import Migration, check_current, load_migrations, pending
 from tidegate.storage.port import Fence
 from tidegate.storage.sqlfile import load_queries
+from tidegate.storage.sqlite.steps import SQLiteStepVerbs
 from tidegate.storage.sqlite.wakeups import DatagramListener, DatagramNotifier
 
 BUSY_TIMEOUT_MS = 30_000
@@ -63,7 +64,7 @@ def _to_json(value: str | None) -> Any:
     return None if value is None else json.loads(value)
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteStepVerbs):
     def __init__(self, url: str, path: Path) -> None:
         self.url = url
         self._path = path
@@ -469,7 +470,9 @@ class SQLiteStore:
                 ).fetchall()
                 connection.execute(self._q("release_holders"), {"ids": json.dumps([row[0] for row in rows])})
             events = self._repair_leaks(connection, now)
-            report = SweepReport(leaks_repaired=len(events))
+            expired_slots, step_events = self._sweep_step_holders(connection, now)
+            events += step_events
+            report = SweepReport(leaks_repaired=len(events) - len(step_events), step_slots_expired=expired_slots)
             for run_id, attempt, status in rows:
                 metadata = {"attempt": attempt, "reason": "lease expired", "worker": expired[run_id]}
                 if status == "queued":

@@ -1,0 +1,114 @@
+"""The records of step-level gates that cross the storage port: steps, pools, slot grants.
+
+A workflow run is made of steps (DAG nodes and mapped items); each may hold
+slots of pools and of its map's fan-out window. These plain frozen records
+let the workflow executor, the PoolGuard, the adapters and the CLI share one
+vocabulary without depending on how another layer stores things.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from tidegate.domain.jsonvalue import JSONValue
+
+POOL_PREFIX = "pool:"
+FANOUT_PREFIX = "fanout:"
+
+
+class StepStatus(str, enum.Enum):
+    PENDING = "pending"  # recorded (e.g. a map item up front), not taken yet
+    RUNNING = "running"  # taken by an attempt (a map item in its window, or a started step)
+    COMPLETED = "completed"  # a checkpoint: recovery never runs it again
+    FAILED = "failed"
+
+    @property
+    def finished(self) -> bool:
+        return self in (StepStatus.COMPLETED, StepStatus.FAILED)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolConfig:
+    """A configured pool: at most `limit` slots held at once, each claim leased for `lease_seconds`."""
+
+    name: str
+    limit: int
+    lease_seconds: float
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStatus:
+    """A pool as `pools list` shows it; `limit` None means never configured (unlimited)."""
+
+    name: str
+    limit: int | None
+    lease_seconds: float | None
+    claimed: int  # the sum of its live holder rows
+    pending: int  # steps of live attempts waiting for it
+
+    @property
+    def configured(self) -> bool:
+        return self.limit is not None
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeUse:
+    """A scope that keeps a step waiting: `used` slots of `limit` are held by others."""
+
+    scope: str
+    used: int
+    limit: int
+
+    @property
+    def name(self) -> str:
+        """The pool's name for a pool scope, else the scope key itself (fan-out windows)."""
+        return self.scope[len(POOL_PREFIX) :] if self.scope.startswith(POOL_PREFIX) else self.scope
+
+
+@dataclass(frozen=True, slots=True)
+class SlotGrant:
+    """What `acquire_slots` answered.
+
+    `granted`: every scope asked for is held now (all or none). Otherwise
+    `blocking` names the scopes without room. `lease_seconds` is the shortest
+    lease of the pools held (renew every third of it); None when nothing held
+    needs renewing of its own. `fenced_out`: the attempt no longer owns the
+    run, so nothing was written.
+    """
+
+    granted: bool
+    blocking: list[ScopeUse] = field(default_factory=list)
+    lease_seconds: float | None = None
+    fenced_out: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StepUpdate:
+    """A step row to record: its state, and its output or error once finished."""
+
+    step_key: str
+    status: StepStatus
+    map_key: str | None = None  # the map node a mapped item belongs to
+    item_index: int | None = None
+    output: JSONValue = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """A step's checkpoint as stored; `waiting_for` is set while it waits for slots."""
+
+    run_id: str
+    step_key: str
+    map_key: str | None
+    item_index: int | None
+    status: StepStatus
+    output: JSONValue
+    error: str | None
+    attempt: int
+    started_at: datetime | None
+    finished_at: datetime | None
+    waiting_for: dict[str, int] | None = None

@@ -1,0 +1,347 @@
+"""The PoolGuard: how a step gets, keeps and gives back its pool slots.
+
+The store decides every grant atomically (`Store.acquire_slots`); the guard
+only waits well between tries. It sleeps until the store says slots may have
+been freed (`Store.listen`: a release, a sweep or a raised limit), so a freed
+slot is re-used in milliseconds; a poll every TIDEGATE_CLAIM_POLL_INTERVAL plus
+random TIDEGATE_CLAIM_POLL_JITTER is only the safety net for a lost wake-up,
+and TIDEGATE_CLAIM_TIMEOUT bounds the wait with a `PoolClaimTimeout` that says
+which pools were full. While held, slots are renewed every third of their
+lease on a thread of the guard's own, so a step that blocks its thread or its
+event loop cannot starve its own lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+
+from tidegate.domain.durations import format_duration
+from tidegate.domain.errors import PoolClaimTimeout, StepFencedOut
+from tidegate.domain.steps import ScopeUse, SlotGrant
+from tidegate.storage.port import Fence, Listener, Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimPolicy:
+    """How long to wait for slots and how often to look again without a wake-up (seconds)."""
+
+    timeout: float = 600.0
+    poll_interval: float = 1.0
+    poll_jitter: float = 0.5
+
+
+@dataclass(eq=False)
+class SlotClaim:
+    """Slots a step holds; `lost` is set if a renewal found them gone (swept, or the run taken over)."""
+
+    fence: Fence
+    step_key: str
+    needs: Mapping[str, int]
+    lease_seconds: float | None
+    lost: threading.Event = field(default_factory=threading.Event)
+
+
+class _Wakeups:
+    """One store subscription shared by every waiter of a guard, sync or async.
+
+    A generation counter closes the gap between a refused try and the wait:
+    a waiter that saw generation g before trying waits only while it is still g.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._condition = threading.Condition()
+        self._generation = 0
+        self._loops: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self._listener: Listener | None = None
+
+    @property
+    def listening(self) -> bool:
+        return self._listener is not None
+
+    def listen(self) -> None:
+        """Subscribe on first use (PostgreSQL waits here for its LISTEN to be in place)."""
+        with self._condition:
+            if self._listener is None:
+                self._listener = self._store.listen(self._woken)
+
+    @property
+    def generation(self) -> int:
+        with self._condition:
+            return self._generation
+
+    def _woken(self) -> None:
+        with self._condition:
+            self._generation += 1
+            self._condition.notify_all()
+            waiters = list(self._loops)
+        for loop, event in waiters:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # that loop has closed; its waiter is gone
+                pass
+
+    def wait(self, seen: int, timeout: float) -> None:
+        with self._condition:
+            self._condition.wait_for(lambda: self._generation != seen, timeout)
+
+    async def wait_async(self, seen: int, timeout: float) -> None:
+        event = asyncio.Event()
+        entry = (asyncio.get_running_loop(), event)
+        with self._condition:
+            if self._generation != seen:
+                return
+            self._loops.add(entry)
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            with self._condition:
+                self._loops.discard(entry)
+
+    def close(self) -> None:
+        with self._condition:
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+
+
+class _Renewer:
+    """Renews every held claim each third of its lease, on one daemon thread per guard."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._condition = threading.Condition()
+        self._due: dict[SlotClaim, float] = {}  # claim -> monotonic time of its next renewal
+        self._wake_at = float("inf")  # when the thread's current wait ends
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def add(self, claim: SlotClaim) -> None:
+        if claim.lease_seconds is None:
+            return  # nothing of its own to renew: window slots share the run's lease
+        due = time.monotonic() + claim.lease_seconds / 3
+        with self._condition:
+            self._due[claim] = due
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="tidegate-pool-renewal", daemon=True)
+                self._thread.start()
+            elif due < self._wake_at:
+                self._condition.notify()  # only then: waking the thread for every claim costs a GIL hand-off each
+
+    def discard(self, claim: SlotClaim) -> None:
+        with self._condition:
+            self._due.pop(claim, None)
+
+    def _loop(self) -> None:
+        while True:
+            with self._condition:
+                while not self._closed:
+                    now = time.monotonic()
+                    ready = [claim for claim, due in self._due.items() if due <= now]
+                    if ready:
+                        break
+                    self._wake_at = min(self._due.values(), default=now + 60)
+                    self._condition.wait(self._wake_at - now)
+                self._wake_at = float("inf")
+                if self._closed:
+                    return
+                for claim in ready:
+                    self._due[claim] = now + claim.lease_seconds / 3  # type: ignore[operator]
+            for claim in ready:
+                self._renew(claim)
+
+    def _renew(self, claim: SlotClaim) -> None:
+        try:
+            kept = self._store.renew_slots(claim.fence, claim.step_key)
+        except Exception:  # a store hiccup: try again at the next turn, well within the lease
+            log.exception("renewing the pool slots of step %s failed; will retry", claim.step_key)
+            return
+        if kept:
+            return
+        with self._condition:
+            held = self._due.pop(claim, None) is not None  # not a claim released while it was being renewed
+        if held:
+            log.warning(
+                "step %s of run %s lost its pool slots (lease expired or run taken over)",
+                claim.step_key,
+                claim.fence[0],
+            )
+            claim.lost.set()
+
+    def close(self) -> None:
+        with self._condition:
+            self._closed = True
+            self._due.clear()
+            self._condition.notify()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+
+
+class PoolGuard:
+    """Acquire (wait for a wake-up, poll as the fallback, give up at the timeout), renew, release.
+
+    One guard serves a whole worker: it shares one store subscription and one
+    renewal thread between every step that waits or holds slots.
+    """
+
+    def __init__(
+        self, store: Store, policy: ClaimPolicy | None = None, *, jitter: Callable[[], float] = random.random
+    ) -> None:
+        self._store = store
+        self._policy = policy or ClaimPolicy()
+        self._jitter = jitter
+        self._wakeups = _Wakeups(store)
+        self._renewer = _Renewer(store)
+
+    # --- acquiring ----------------------------------------------------------------------
+
+    def acquire_sync(
+        self,
+        fence: Fence,
+        worker_id: str,
+        step_key: str,
+        needs: Mapping[str, int],
+        fixed_limits: Mapping[str, int] | None = None,
+    ) -> SlotClaim:
+        """Block until every slot of `needs` is held (all or none); see `acquire`."""
+        deadline = time.monotonic() + self._policy.timeout
+        self._wakeups.listen()
+        while True:
+            seen = self._wakeups.generation
+            grant = self._store.acquire_slots(fence, worker_id, step_key, needs, fixed_limits or {})
+            if grant.granted:
+                return self._held(fence, step_key, needs, grant)
+            self._wakeups.wait(seen, self._pause(fence, step_key, grant, deadline))
+
+    async def acquire(
+        self,
+        fence: Fence,
+        worker_id: str,
+        step_key: str,
+        needs: Mapping[str, int],
+        fixed_limits: Mapping[str, int] | None = None,
+    ) -> SlotClaim:
+        """Wait, without blocking the event loop, until every slot of `needs` ({scope: slots}) is held.
+
+        Raises PoolRequestTooLarge at once for a request no limit can satisfy,
+        PoolClaimTimeout after the policy's timeout, StepFencedOut if the
+        attempt no longer owns its run.
+        """
+        deadline = time.monotonic() + self._policy.timeout
+        if not self._wakeups.listening:
+            await asyncio.to_thread(self._wakeups.listen)
+        while True:
+            seen = self._wakeups.generation
+            grant = await self._try(fence, worker_id, step_key, needs, fixed_limits or {})
+            if grant.granted:
+                return self._held(fence, step_key, needs, grant)
+            await self._wakeups.wait_async(seen, self._pause(fence, step_key, grant, deadline))
+
+    async def _try(
+        self, fence: Fence, worker_id: str, step_key: str, needs: Mapping[str, int], fixed_limits: Mapping[str, int]
+    ) -> SlotGrant:
+        """One claim on a thread; cancelled meanwhile, it lets the claim finish and gives back what it got.
+
+        Abandoning the thread's transaction instead could leave slots granted
+        to no one, pinned until their lease expired.
+        """
+        call = asyncio.ensure_future(
+            asyncio.to_thread(self._store.acquire_slots, fence, worker_id, step_key, needs, fixed_limits)
+        )
+        try:
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):  # the cancel is what the caller must see
+                if (await call).granted:
+                    await asyncio.to_thread(self._store.release_slots, fence, step_key)
+            raise
+
+    def _held(self, fence: Fence, step_key: str, needs: Mapping[str, int], grant: SlotGrant) -> SlotClaim:
+        claim = SlotClaim(fence, step_key, dict(needs), grant.lease_seconds)
+        self._renewer.add(claim)
+        return claim
+
+    def _pause(self, fence: Fence, step_key: str, grant: SlotGrant, deadline: float) -> float:
+        """How long to wait for a wake-up before trying again; raises when there is no point."""
+        if grant.fenced_out:
+            raise StepFencedOut(
+                f"step {step_key}: run {fence[0]} attempt {fence[1]} was taken over; its slots are not claimed"
+            )
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise PoolClaimTimeout(_timeout_message(step_key, self._policy.timeout, grant.blocking))
+        return min(left, self._policy.poll_interval + self._jitter() * self._policy.poll_jitter)
+
+    # --- releasing ----------------------------------------------------------------------
+
+    def release(self, claim: SlotClaim) -> None:
+        """Give the slots back (waking whoever waits for them); safe to call twice."""
+        self._renewer.discard(claim)
+        self._store.release_slots(claim.fence, claim.step_key)
+
+    def forget(self, claim: SlotClaim) -> None:
+        """Stop renewing a claim the store already freed (recording a step finished frees its
+        slots in the same transaction), saving the release's write transaction."""
+        self._renewer.discard(claim)
+
+    async def release_async(self, claim: SlotClaim) -> None:
+        self._renewer.discard(claim)
+        await asyncio.to_thread(self._store.release_slots, claim.fence, claim.step_key)
+
+    @contextmanager
+    def holding(
+        self,
+        fence: Fence,
+        worker_id: str,
+        step_key: str,
+        needs: Mapping[str, int],
+        fixed_limits: Mapping[str, int] | None = None,
+    ) -> Iterator[SlotClaim]:
+        """`with guard.holding(...)`: the slots are held for the block and released after it."""
+        claim = self.acquire_sync(fence, worker_id, step_key, needs, fixed_limits)
+        try:
+            yield claim
+        finally:
+            self.release(claim)
+
+    @asynccontextmanager
+    async def holding_async(
+        self,
+        fence: Fence,
+        worker_id: str,
+        step_key: str,
+        needs: Mapping[str, int],
+        fixed_limits: Mapping[str, int] | None = None,
+    ) -> AsyncIterator[SlotClaim]:
+        """`async with guard.holding_async(...)`: as `holding`, without blocking the loop."""
+        claim = await self.acquire(fence, worker_id, step_key, needs, fixed_limits)
+        try:
+            yield claim
+        finally:
+            await self.release_async(claim)
+
+    def close(self) -> None:
+        """Stop the subscription and the renewal thread (held slots then lapse unless released)."""
+        self._wakeups.close()
+        self._renewer.close()
+
+
+def _timeout_message(step_key: str, timeout: float, blocking: list[ScopeUse]) -> str:
+    full = ", ".join(f"pool {use.name!r} ({use.used}/{use.limit} claimed)" for use in blocking) or "its pools"
+    return (
+        f"step {step_key} gave up waiting for pool slots after {format_duration(timeout)} "
+        f"(TIDEGATE_CLAIM_TIMEOUT): still full: {full}"
+    )

@@ -1,0 +1,45 @@
+"""Pipelined transactions, shared by the adapter's modules.
+
+Kept apart from store.py so that the step verbs (steps.py) use the same
+transaction shape as every other verb without importing the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+
+@contextmanager
+def transaction(connection: psycopg.Connection[Any], begin: bytes = b"BEGIN") -> Iterator[None]:
+    """One transaction whose statements are pipelined: BEGIN ... COMMIT as plain statements.
+
+    Statements are sent without waiting for one another; a fetch inside the
+    block waits for everything sent before it (one round trip), and the
+    COMMIT travels with whatever is still unsent when the block ends. Read
+    the other cursors after the block, before the connection goes back to
+    the pool. psycopg's `connection.transaction()` would sync the pipeline
+    after BEGIN and again after COMMIT: two more round trips per verb.
+    """
+    try:
+        with connection.pipeline():
+            connection.execute(begin)
+            yield
+            connection.execute(b"COMMIT")
+    except BaseException:
+        roll_back(connection)
+        raise
+
+
+def roll_back(connection: psycopg.Connection[Any]) -> None:
+    """Leave no failed transaction behind; a broken connection is the pool's to discard."""
+    if connection.closed or connection.info.transaction_status == TransactionStatus.IDLE:
+        return
+    try:
+        connection.rollback()
+    except psycopg.Error:
+        pass

@@ -1,0 +1,116 @@
+"""What both adapters share about step slots: limits and leases of the scopes a
+step asks for, the grant decision around them, and the metadata of Step* events.
+
+The adapters differ only in how they read usage and write rows; keeping the
+rest here means a StepSlotWaiting event or a lease reads the same on SQLite
+and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, check_request, decide_grant, pool_of
+from tidegate.domain.steps import ScopeUse, StepStatus, StepUpdate
+
+STEP_EVENTS = {
+    StepStatus.RUNNING: "StepStarted",
+    StepStatus.COMPLETED: "StepCompleted",
+    StepStatus.FAILED: "StepFailed",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A step's request with the limits and leases that apply to it, read in its transaction.
+
+    `pools` maps each configured pool asked for to (limit, lease seconds);
+    pools missing from it were never configured: unlimited, default lease.
+    """
+
+    needs: Mapping[str, int]
+    pools: Mapping[str, tuple[int, float]]
+    fixed_limits: Mapping[str, int]
+
+    def limits(self) -> dict[str, int | None]:
+        limits: dict[str, int | None] = {}
+        for scope in self.needs:
+            pool = pool_of(scope)
+            if pool is None:
+                limits[scope] = self.fixed_limits.get(scope)
+            else:
+                configured = self.pools.get(pool)
+                limits[scope] = None if configured is None else configured[0]
+        return limits
+
+    def decide(self, used: Mapping[str, int], held: Mapping[str, int]) -> list[ScopeUse]:
+        """The blocking scopes (empty: grant); raises PoolRequestTooLarge for a hopeless request."""
+        limits = self.limits()
+        check_request(self.needs, limits)
+        return decide_grant(self.needs, used, limits, held)
+
+    def lease_of(self, scope: str) -> float | None:
+        """Seconds a pool holder is leased for; None for other scopes (they share the run's lease)."""
+        pool = pool_of(scope)
+        if pool is None:
+            return None
+        configured = self.pools.get(pool)
+        return UNCONFIGURED_LEASE_SECONDS if configured is None else configured[1]
+
+    def lease_seconds(self) -> float | None:
+        """The shortest pool lease held: the PoolGuard renews every third of it."""
+        leases = [lease for lease in map(self.lease_of, self.needs) if lease is not None]
+        return min(leases) if leases else None
+
+    def unconfigured(self) -> list[str]:
+        return [pool for pool in map(pool_of, self.needs) if pool is not None and pool not in self.pools]
+
+
+def display(scope: str) -> str:
+    """A pool's name, or the scope key for any other scope (a fan-out window)."""
+    return pool_of(scope) or scope
+
+
+def claimed_metadata(attempt: int, needs: Mapping[str, int]) -> dict[str, Any]:
+    return {"attempt": attempt, "pools": {display(scope): slots for scope, slots in sorted(needs.items())}}
+
+
+def waiting_metadata(attempt: int, needs: Mapping[str, int], blocking: list[ScopeUse]) -> dict[str, Any]:
+    return {
+        "attempt": attempt,
+        "blocked_by": [
+            {"pool": use.name, "claimed": use.used, "limit": use.limit, "slots": needs[use.scope]} for use in blocking
+        ],
+    }
+
+
+def released_metadata(attempt: int, freed: Mapping[str, int], reason: str) -> dict[str, Any]:
+    return {
+        "attempt": attempt,
+        "pools": {display(scope): slots for scope, slots in sorted(freed.items())},
+        "reason": reason,
+    }
+
+
+UNCONFIGURED_NOTE = "pool never configured: unlimited (tidegate pools set POOL LIMIT)"
+
+
+def unconfigured_metadata(pool: str) -> dict[str, Any]:
+    return {"pool": pool, "limit": None, "note": UNCONFIGURED_NOTE}
+
+
+def step_metadata(attempt: int, step: StepUpdate) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"attempt": attempt}
+    if step.map_key is not None:
+        metadata["map_key"] = step.map_key
+        metadata["item_index"] = step.item_index
+    if step.error is not None:
+        metadata["error"] = step.error
+    return metadata
+
+
+def only_pools(freed: Mapping[str, int]) -> dict[str, int]:
+    """The pool scopes among freed holders: only those get StepSlotReleased events."""
+    return {scope: slots for scope, slots in freed.items() if pool_of(scope) is not None}
