@@ -4,6 +4,8 @@ from tidegate.app import App, RunHandle, Task, TaskOptions
 from tidegate.domain.errors import (
     ConfigurationError,
     InvalidArgument,
+    PoolClaimTimeout,
+    PoolRequestTooLarge,
     RunCanceled,
     RunFailed,
     RunNotFound,
@@ -17,6 +19,7 @@ from tidegate.domain.limits import Concurrency, Partition, QueueConfig, RunQueue
 from tidegate.domain.model import RunStatus
 from tidegate.worker.context import Cancelled, Context
 from tidegate.worker.runner import Worker
+from tidegate.workflow import Executor, Step, StepRef, Workflow, WorkflowError
 
 __all__ = [
     "App",
@@ -24,8 +27,11 @@ __all__ = [
     "Concurrency",
     "ConfigurationError",
     "Context",
+    "Executor",
     "InvalidArgument",
     "Partition",
+    "PoolClaimTimeout",
+    "PoolRequestTooLarge",
     "QueueConfig",
     "RunCanceled",
     "RunFailed",
@@ -34,6 +40,8 @@ __all__ = [
     "RunQueueConfig",
     "RunStatus",
     "SchemaError",
+    "Step",
+    "StepRef",
     "StoreUnavailable",
     "TagConcurrencyLimit",
     "Task",
@@ -42,4 +50,6 @@ __all__ = [
     "UnknownTask",
     "WaitTimeout",
     "Worker",
+    "Workflow",
+    "WorkflowError",
 ]

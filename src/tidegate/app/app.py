@@ -9,6 +9,7 @@ from typing import Any, overload
 
 from tidegate.app import settings
 from tidegate.app.handle import RunHandle
+from tidegate.app.steps import WorkflowTask, make_step
 from tidegate.app.tasks import Task, TaskOptions
 from tidegate.bootstrap import open_store
 from tidegate.domain import names
@@ -16,9 +17,12 @@ from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError, InvalidArgument, UnknownTask
 from tidegate.domain.limits import Concurrency, Ordering, QueueConfig, RunQueueConfig
 from tidegate.domain.model import NewRun, TaskDefinition
+from tidegate.domain.steps import PoolConfig
+from tidegate.engine import pool_config
 from tidegate.storage.port import Store
 from tidegate.storage.urls import parse_database_url, resolve_database_url
 from tidegate.worker.runner import Worker, WorkerSettings
+from tidegate.workflow import Executor, Step
 
 
 class App:
@@ -30,13 +34,23 @@ class App:
     """
 
     def __init__(
-        self, database: str | None = None, *, run_queue: RunQueueConfig | None = None, migrate: bool = True
+        self,
+        database: str | None = None,
+        *,
+        run_queue: RunQueueConfig | None = None,
+        executor: Executor | None = None,
+        migrate: bool = True,
     ) -> None:
         self.database = resolve_database_url(database)
         parse_database_url(self.database)  # a malformed URL fails here, not at first use
         if run_queue is not None and not isinstance(run_queue, RunQueueConfig):
             raise ConfigurationError(f"run_queue must be a tidegate.RunQueueConfig, got {run_queue!r}")
         self.run_queue = run_queue
+        if executor is not None and not isinstance(executor, Executor):
+            raise ConfigurationError(f"executor must be a tidegate.Executor, got {executor!r}")
+        # Workflows without an executor of their own use this one: serial in the worker unless
+        # asked, so a step needs no process start-up and need not pickle.
+        self.executor = executor or Executor.in_process()
         self._queues: dict[str, QueueConfig] = {}
         self._migrate = migrate
         self._store: Store | None = None
@@ -79,22 +93,70 @@ class App:
         """Register a sync or async function as a task (usable with or without arguments)."""
 
         def register(function: Callable[..., Any]) -> Task:
-            task_name = names.check_name("task", name or f"{function.__module__}.{function.__qualname__}")
-            definition = TaskDefinition(
-                name=task_name,
-                queue=names.check_name("queue", queue),
-                priority=names.check_priority(priority),
-                tags=names.check_tags(dict(tags) if tags is not None else None),
-                max_attempts=names.check_max_attempts(max_attempts),
-                retry_backoff=parse_duration(retry_backoff, name="retry_backoff"),
-                timeout=None if timeout is None else parse_duration(timeout, name="timeout"),
+            definition = _definition(function, name, queue, priority, tags, max_attempts, retry_backoff, timeout)
+            return self._add_task(Task(self, function, definition))
+
+        return register(fn) if fn is not None else register
+
+    def _add_task(self, task: Task) -> Task:
+        with self._lock:
+            self._tasks[task.name] = task
+            self._registered.discard(task.name)
+        return task
+
+    def step(
+        self,
+        fn: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        pool: str | None = None,
+        pool_slots: int | None = None,
+        pools: Mapping[str, int] | None = None,
+        max_attempts: int = 1,
+        retry_backoff: str | float = "1s",
+    ) -> Step | Callable[[Callable[..., Any]], Step]:
+        """Mark a function as a workflow step: its pool slots (`pool` + `pool_slots`, or `pools` with
+        weights, claimed all or none) and its own retries. Its key in a run is `name` (default: the
+        function's name), `name:2` for a second use, `name[3]` for item 3 of a map."""
+
+        def register(function: Callable[..., Any]) -> Step:
+            return make_step(
+                function,
+                name=name,
+                pool=pool,
+                pool_slots=pool_slots,
+                pools=pools,
+                max_attempts=max_attempts,
+                retry_backoff=retry_backoff,
             )
-            if definition.timeout is not None and definition.timeout <= 0:
-                raise ConfigurationError(f"timeout must be positive, got {timeout!r}")
-            task = Task(self, function, definition)
-            with self._lock:
-                self._tasks[task_name] = task
-                self._registered.discard(task_name)
+
+        return register(fn) if fn is not None else register
+
+    def workflow(
+        self,
+        fn: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        tags: Mapping[str, str] | None = None,
+        max_attempts: int = 1,
+        retry_backoff: str | float = "1s",
+        timeout: str | float | None = None,
+        executor: Executor | None = None,
+    ) -> WorkflowTask | Callable[[Callable[..., Any]], WorkflowTask]:
+        """Register a workflow: `fn(wf, **args)` builds its DAG with `wf.step` / `wf.map`.
+
+        It is a task (submit, limits, retries and recovery as for any run); its
+        steps run under `executor` (default: the app's).
+        """
+        if executor is not None and not isinstance(executor, Executor):
+            raise ConfigurationError(f"executor must be a tidegate.Executor, got {executor!r}")
+
+        def register(function: Callable[..., Any]) -> WorkflowTask:
+            definition = _definition(function, name, queue, priority, tags, max_attempts, retry_backoff, timeout)
+            task = WorkflowTask(self, function, definition, executor or self.executor)
+            self._add_task(task)
             return task
 
         return register(fn) if fn is not None else register
@@ -228,6 +290,11 @@ class App:
         """A handle on an existing run."""
         return RunHandle(self.store, run_id)
 
+    def set_pool_limit(self, pool: str, limit: int, lease_duration: str | float = "5m") -> PoolConfig:
+        """Create or change pool `pool`: at most `limit` slots held at once (0 pauses it), each
+        claim leased for `lease_duration` and renewed by its step. Bad input raises and changes nothing."""
+        return pool_config.set_pool_limit(self.store, pool, limit, lease_duration)
+
     # --- working --------------------------------------------------------------------
 
     def worker(
@@ -266,6 +333,32 @@ class App:
                 if shutdown_grace is None
                 else parse_duration(shutdown_grace, name="shutdown_grace")
             ),
+            claim_policy=settings.claim_policy(),
         )
         self._register_tasks()
         return Worker(self.store, {name: task.function for name, task in self._tasks.items()}, worker_settings)
+
+
+def _definition(
+    function: Callable[..., Any],
+    name: str | None,
+    queue: str,
+    priority: int,
+    tags: Mapping[str, str] | None,
+    max_attempts: int,
+    retry_backoff: str | float,
+    timeout: str | float | None,
+) -> TaskDefinition:
+    """A task's validated defaults (shared by tasks and workflows)."""
+    definition = TaskDefinition(
+        name=names.check_name("task", name or f"{function.__module__}.{function.__qualname__}"),
+        queue=names.check_name("queue", queue),
+        priority=names.check_priority(priority),
+        tags=names.check_tags(dict(tags) if tags is not None else None),
+        max_attempts=names.check_max_attempts(max_attempts),
+        retry_backoff=parse_duration(retry_backoff, name="retry_backoff"),
+        timeout=None if timeout is None else parse_duration(timeout, name="timeout"),
+    )
+    if definition.timeout is not None and definition.timeout <= 0:
+        raise ConfigurationError(f"timeout must be positive, got {timeout!r}")
+    return definition

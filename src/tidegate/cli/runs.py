@@ -33,6 +33,7 @@ from tidegate.cli.render import (
 from tidegate.cli.scopes import reason_text
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import EventRecord, RunRecord, RunStatus
+from tidegate.domain.steps import StepRecord, StepStatus
 from tidegate.storage.urls import DEFAULT_DATABASE
 
 app = typer.Typer(help="List, inspect and cancel runs.", no_args_is_help=True)
@@ -102,13 +103,16 @@ def runs_table(runs: list[RunRecord], total: int) -> Table:
 
 @app.command("show")
 def show(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
-    """Show one run: its fields, its result or error, and its events."""
+    """Show one run: its fields, its result or error, its steps (a workflow's) and its events."""
     with existing_store(database) as store:
         run = store.get_run(run_id)
         if run is None:
             raise RunNotFound(f"no run with id {run_id!r} in {safe_url(database)}")
+        steps = store.run_steps(run_id)
         events = store.run_events(run_id)
     stdout.print(run_details(run))
+    if steps:
+        stdout.print(steps_table(steps))
     stdout.print(events_table(run, events))
 
 
@@ -168,17 +172,55 @@ def _finished_line(run: RunRecord) -> str:
     return long_time(run.finished_at) + took
 
 
+def steps_table(steps: list[StepRecord]) -> Table:
+    """A workflow's steps as checkpointed: what is done, running, waiting for slots, or failed."""
+    now = datetime.now().astimezone()
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="steps", title_justify="left", title_style="bold")
+    table.add_column("step", no_wrap=True, style="bold")
+    table.add_column("status", no_wrap=True)
+    table.add_column("attempt", justify="right", no_wrap=True)
+    table.add_column("started", no_wrap=True)
+    table.add_column("finished", no_wrap=True)
+    table.add_column("details", overflow="fold")
+    for step in steps:
+        details = ""
+        if step.waiting_for:
+            details = "waiting for " + ", ".join(f"{scope} x{slots}" for scope, slots in sorted(step.waiting_for.items()))
+        elif step.error:
+            details = step.error.strip().splitlines()[0]
+        table.add_row(
+            Text(step.step_key),
+            Text(step.status.value, style=_STEP_STYLES[step.status]),
+            str(step.attempt),
+            short_time(step.started_at, now),
+            short_time(step.finished_at, now),
+            Text(details, style="dim"),
+        )
+    return table
+
+
+_STEP_STYLES = {
+    StepStatus.PENDING: "yellow",
+    StepStatus.RUNNING: "cyan",
+    StepStatus.COMPLETED: "green",
+    StepStatus.FAILED: "bold red",
+}
+
+
 def events_table(run: RunRecord, events: list[EventRecord]) -> Table:
+    """The run's events; a step's (its slot events included) name the step."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="events", title_justify="left", title_style="bold")
     table.add_column("time", no_wrap=True)
     table.add_column("after", justify="right", no_wrap=True, style="dim")
     table.add_column("event", no_wrap=True)
+    table.add_column("step", no_wrap=True)
     table.add_column("details", overflow="fold")
     for event in events:
         table.add_row(
             clock_time(event.at),
             "+" + seconds_text(max(0.0, (event.at - run.submitted_at).total_seconds())),
             Text(event.type, style=_EVENT_STYLES.get(event.type, "")),
+            Text(event.step_key or ""),
             Text(_event_details(event), style="dim"),
         )
     return table
@@ -194,6 +236,9 @@ def _event_details(event: EventRecord) -> str:
 _EVENT_STYLES = {
     "RunCompleted": "green",
     "RunFailed": "red",
+    "StepCompleted": "green",
+    "StepFailed": "red",
+    "StepSlotWaiting": "yellow",
     "RunRetried": "yellow",
     "RunCanceled": "magenta",
     "RunRequeued": "yellow",

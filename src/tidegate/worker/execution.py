@@ -12,16 +12,14 @@ from __future__ import annotations
 import ctypes
 import inspect
 import threading
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from tidegate.domain.model import ClaimedRun
 from tidegate.worker.context import Cancelled, Context
-
-MAX_ERROR_CHARS = 8000
-
+from tidegate.workflow import StepError, WorkflowDefinition
+from tidegate.workflow.errors import error_text
 
 class AttemptInterrupted(BaseException):
     """Raised inside a sync task's thread to stop it (cancel, timeout, shutdown).
@@ -32,15 +30,17 @@ class AttemptInterrupted(BaseException):
 
 @dataclass(frozen=True)
 class TaskFunction:
-    """A registered callable as the worker needs it."""
+    """A registered callable as the worker needs it; `workflow` is set for a workflow's builder."""
 
     name: str
     fn: Callable[..., Any]
     context_param: str | None
+    workflow: WorkflowDefinition | None = None
 
     @property
     def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.fn)
+        """Runs on the worker's loop: async tasks, and workflows (which await their steps)."""
+        return self.workflow is not None or inspect.iscoroutinefunction(self.fn)
 
     def call_args(self, args: dict[str, Any], context: Context) -> dict[str, Any]:
         if self.context_param is None:
@@ -88,10 +88,14 @@ class Attempt:
 
 
 def describe_error(error: BaseException) -> str:
-    """'Type: message' then the traceback, bounded so a huge one cannot bloat the store."""
+    """'Type: message' then the traceback, bounded so a huge one cannot bloat the store.
+
+    A workflow that failed on a step reads as that step's error
+    (`step heavy_query[3] failed: ValueError: ...` and the step's traceback):
+    the orchestrator's own traceback would only hide it.
+    """
     if isinstance(error, (AttemptInterrupted, Cancelled)):
         return f"{type(error).__name__}: {error}"
-    text = "".join(traceback.format_exception(error)).strip()
-    head = f"{type(error).__name__}: {error}"
-    full = f"{head}\n\n{text}"
-    return full if len(full) <= MAX_ERROR_CHARS else full[: MAX_ERROR_CHARS - 3] + "..."
+    if isinstance(error, StepError):
+        return str(error)
+    return error_text(error)

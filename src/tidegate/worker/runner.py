@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -27,10 +27,13 @@ from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.jsonvalue import ensure_json
 from tidegate.domain.model import ClaimedRun, CycleResult, Outcome, OutcomeKind
 from tidegate.domain.retry import retry_delay
+from tidegate.engine.pools import ClaimPolicy, PoolGuard
 from tidegate.storage.port import Fence, Store
 from tidegate.worker.execution import Attempt, AttemptInterrupted, TaskFunction, describe_error
 from tidegate.worker.maintenance import Maintenance
 from tidegate.worker.threads import DaemonThreadPool
+from tidegate.workflow import RunScope, execute_workflow
+from tidegate.workflow.executors import shutdown_process_pool
 
 log = logging.getLogger("tidegate.worker")
 
@@ -47,6 +50,7 @@ class WorkerSettings:
     sweep_interval: float = 10.0
     cancel_grace: float = 5.0
     shutdown_grace: float = 30.0
+    claim_policy: ClaimPolicy = ClaimPolicy()  # how workflow steps wait for pool slots
 
     def __post_init__(self) -> None:
         if not self.queues:
@@ -87,13 +91,23 @@ class Worker:
         self._error: BaseException | None = None
         self._threads = DaemonThreadPool(settings.max_workers, "tidegate-task")
         self._db = ThreadPoolExecutor(1, thread_name_prefix="tidegate-db")
+        self._pool_guard = PoolGuard(store, settings.claim_policy)  # shared by the steps of every workflow run here
         self.completed = 0  # attempts this worker reported (for summaries and tests)
 
     # --- public control ---------------------------------------------------------
 
     def run(self) -> None:
-        """Work until stopped (SIGTERM/SIGINT in the main thread), or until drained with `drain`."""
-        asyncio.run(self._serve(install_signals=threading.current_thread() is threading.main_thread()))
+        """Work until stopped (SIGTERM/SIGINT in the main thread), or until drained with `drain`.
+
+        In the main thread the worker owns its process: on the way out it also stops the
+        process's step pool, whose processes may still run steps of handed-back workflows.
+        """
+        owns_process = threading.current_thread() is threading.main_thread()
+        try:
+            asyncio.run(self._serve(install_signals=owns_process))
+        finally:
+            if owns_process:
+                shutdown_process_pool()
 
     def start(self) -> Worker:
         """Run in a background thread (for embedding and tests); returns once it is serving."""
@@ -155,6 +169,7 @@ class Worker:
             listener.close()
             await self._hand_back_unsettled()
             self._threads.shutdown()
+            self._pool_guard.close()
             self._db.shutdown(wait=True)
             self._finished.set()
 
@@ -281,7 +296,7 @@ class Worker:
     async def _run_async(self, attempt: Attempt, task: TaskFunction) -> None:
         self._report(("start", attempt.fence))
         try:
-            value = await task.fn(**task.call_args(attempt.run.args, attempt.context))
+            value = await self._coroutine(attempt, task)
         except asyncio.CancelledError as error:
             outcome = self._outcome_for_error(attempt, error)
         except Exception as error:
@@ -290,6 +305,13 @@ class Worker:
             outcome = self._outcome_for_value(attempt, value)
         self._settle(attempt, outcome)
         self._release(attempt)
+
+    def _coroutine(self, attempt: Attempt, task: TaskFunction) -> Coroutine[Any, Any, Any]:
+        """An async task's call, or a workflow's execution: its steps run under this attempt's fence."""
+        if task.workflow is not None:
+            scope = RunScope(self._store, attempt.fence, self.id)
+            return execute_workflow(task.workflow, attempt.run.args, scope, self._pool_guard)
+        return task.fn(**task.call_args(attempt.run.args, attempt.context))
 
     def _outcome_for_value(self, attempt: Attempt, value: Any) -> Outcome:
         if attempt.context.cancelled and attempt.stop_reason == "canceled":
@@ -341,8 +363,13 @@ class Worker:
         attempt.interrupt()
 
     def _stop_attempt(self, attempt: Attempt, reason: str, grace: float) -> None:
-        """Tell the attempt to stop (cooperatively), and stop it after `grace` seconds."""
+        """Tell the attempt to stop (cooperatively), and stop it after `grace` seconds.
+
+        A workflow stops at once: its steps see no Context, so waiting would only let them run on.
+        """
         assert self._loop is not None
+        if attempt.task is not None and attempt.task.workflow is not None:
+            grace = 0.0
         attempt.stop_reason = reason
         attempt.context._cancel(reason)
         attempt.timers.append(self._loop.call_later(grace, self._force_stop, attempt))

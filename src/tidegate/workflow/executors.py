@@ -1,0 +1,223 @@
+"""Executors: where a workflow's steps run, and how many of one run at once.
+
+`Executor.in_process()` runs one step at a time inside the worker (sync steps
+on a daemon thread, so the worker's loop stays free). `Executor.parallel()`
+runs sync steps on a loky process pool and async steps as tasks on the
+worker's loop. loky ships each function with cloudpickle in memory; nothing
+is ever stored pickled (outputs are JSON).
+
+Starting processes is slow, so there is one pool per worker process, reused
+by every run (and every worker thread) and grown to the largest cap seen;
+each run's cap is its own semaphore (`RunCaps`), so two runs on one worker
+each get their cap of the shared pool rather than a cap between them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import loky
+
+from tidegate.domain.errors import ConfigurationError
+
+
+@dataclass(frozen=True)
+class Executor:
+    """How a workflow run executes its steps (set per workflow, with an app-wide default)."""
+
+    kind: Literal["in_process", "parallel"]
+    max_workers: int | None = None
+    max_async_concurrent: int | None = None
+
+    @classmethod
+    def in_process(cls) -> Executor:
+        """Steps run one at a time in the worker: no processes, nothing needs to pickle."""
+        return cls("in_process")
+
+    @classmethod
+    def parallel(cls, max_workers: int | None = None, max_async_concurrent: int | None = None) -> Executor:
+        """Sync steps on up to `max_workers` processes (None: the CPUs this process may use),
+        async steps on the worker's loop, up to `max_async_concurrent` (None: no cap)."""
+        for name, value in (("max_workers", max_workers), ("max_async_concurrent", max_async_concurrent)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ConfigurationError(f"{name} must be an integer >= 1 or None, got {value!r}")
+        return cls("parallel", max_workers, max_async_concurrent)
+
+    @property
+    def process_slots(self) -> int:
+        """Sync steps of one run at once under this executor."""
+        if self.kind == "in_process":
+            return 1
+        return self.max_workers if self.max_workers is not None else loky.cpu_count()
+
+    def __repr__(self) -> str:
+        if self.kind == "in_process":
+            return "Executor.in_process()"
+        return f"Executor.parallel(max_workers={self.max_workers}, max_async_concurrent={self.max_async_concurrent})"
+
+
+IDLE_PROCESS_SECONDS = 300  # a pool process idle this long exits; the pool starts another when needed
+
+_pool_lock = threading.Lock()
+_pool: loky.ProcessPoolExecutor | None = None
+_pool_size = 0
+
+
+def process_pool(workers: int) -> loky.ProcessPoolExecutor:
+    """This process's loky pool, with at least `workers` processes (grown by replacing it).
+
+    Held here, not through `loky.get_reusable_executor`, whose executor is
+    per *thread*: every worker thread would start a pool of its own.
+    """
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool is None or workers > _pool_size:
+            _pool_size = max(workers, _pool_size)
+            _pool = _replace(_pool)
+        return _pool
+
+
+def _replace(old: loky.ProcessPoolExecutor | None) -> loky.ProcessPoolExecutor:
+    if old is not None:
+        old.shutdown(wait=False)  # its running steps finish; new ones go to the new pool
+    return loky.ProcessPoolExecutor(max_workers=_pool_size, timeout=IDLE_PROCESS_SECONDS)
+
+
+def shutdown_process_pool() -> None:
+    """Stop this process's pool now, killing its processes: a step abandoned by a hand-back
+    would otherwise keep the leaving process alive until it returned."""
+    global _pool
+    with _pool_lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.shutdown(wait=False, kill_workers=True)
+
+
+def submit(workers: int, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Future[Any]:
+    """Submit to the pool; a pool broken by a process that died (its step failed with
+    TerminatedWorkerError) is replaced once, so one crash does not fail every later step."""
+    global _pool
+    pool = process_pool(workers)
+    try:
+        return pool.submit(fn, *args, **kwargs)
+    except BrokenProcessPool:
+        with _pool_lock:
+            if _pool is pool:
+                _pool = _replace(pool)
+            pool = _pool
+        return pool.submit(fn, *args, **kwargs)
+
+
+class Slots:
+    """A semaphore whose urgent waiters go first.
+
+    A step that already holds pool slots waits for an executor slot as
+    urgent: were it queued behind steps that need no pool, the pool's slots
+    would sit idle, claimed, while those run.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._free = size
+        self._urgent: deque[asyncio.Future[None]] = deque()
+        self._normal: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self, urgent: bool) -> None:
+        if self._free > 0 and not self._urgent and not self._normal:
+            self._free -= 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        queue = self._urgent if urgent else self._normal
+        queue.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # handed a slot just as it was cancelled: pass it on
+            elif waiter in queue:
+                queue.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        for queue in (self._urgent, self._normal):
+            while queue:
+                waiter = queue.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+                    return
+        self._free += 1
+
+
+class RunCaps:
+    """One run's executor caps: how many of its steps may execute at once, and where they do."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        self._sync: Slots | None
+        self._async: Slots | None
+        if executor.kind == "in_process":
+            self._sync = self._async = Slots(1)  # serial: one step of any kind
+        else:
+            self._sync = Slots(executor.process_slots)
+            cap = executor.max_async_concurrent
+            self._async = Slots(cap) if cap is not None else None
+
+    @asynccontextmanager
+    async def slot(self, is_async: bool, urgent: bool = False) -> AsyncIterator[None]:
+        """Hold one of the run's executor slots for a step of this kind (`urgent`: it holds pool slots)."""
+        slots = self._async if is_async else self._sync
+        if slots is None:
+            yield
+            return
+        await slots.acquire(urgent)
+        try:
+            yield
+        finally:
+            slots.release()
+
+    async def call(self, fn: Callable[..., Any], is_async: bool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run the step function where this executor runs it; its exception propagates."""
+        if is_async:
+            return await fn(*args, **kwargs)
+        if self.executor.kind == "in_process":
+            return await _on_daemon_thread(fn, args, kwargs)
+        return await asyncio.wrap_future(submit(self.executor.process_slots, fn, args, kwargs))
+
+
+async def _on_daemon_thread(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run `fn` on a daemon thread: a step stuck in a C call must not keep a stopping worker alive."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(error: BaseException | None, value: Any) -> None:
+        if future.done():
+            return  # the step was abandoned (cancel, hand-back): its result goes nowhere
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def target() -> None:
+        try:
+            value = fn(*args, **kwargs)
+        except BaseException as error:  # handed to the awaiting step, never lost on this thread
+            _call_soon(loop, settle, error, None)
+        else:
+            _call_soon(loop, settle, None, value)
+
+    threading.Thread(target=target, name="tidegate-step", daemon=True).start()
+    return await future
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
+    try:
+        loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:
+        pass  # the worker's loop has closed: nobody waits for this step any more

@@ -1,0 +1,294 @@
+"""Executing one attempt of a workflow run: checkpoints, ready steps, pools and windows.
+
+The DAG is rebuilt on every attempt; the store holds the truth about it. On
+start the attempt reads the run's step rows: completed steps are checkpoints
+whose outputs are read back and never re-run; rows an earlier holder of the
+run left running or failed go back to pending. Then every step whose deps are
+done starts, each in its own task:
+
+1. it claims its pools (waiting here holds no executor slot, so steps of other
+   pools, or of none, keep the executor busy meanwhile);
+2. it takes one of the run's executor slots (`RunCaps`);
+3. it records itself running (StepStarted), executes, checks its output is
+   JSON and records it (StepCompleted), which also frees every slot it holds.
+
+A map records all its items up front, then takes them only through
+`Store.next_map_item`: the database picks the next item and holds its window
+slot, so no list in this process decides what runs next, and an item's
+completion (which frees its slot) is followed by taking the next one.
+
+Every write is fenced on (run id, attempt): if the run was taken over, the
+store refuses (`StepFencedOut`) and this attempt stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from tidegate.domain.errors import PoolClaimTimeout, PoolRequestTooLarge, StepFencedOut
+from tidegate.domain.jsonvalue import JSONValue, ensure_json
+from tidegate.domain.pools import fanout_scope
+from tidegate.domain.retry import retry_delay
+from tidegate.domain.steps import StepRecord, StepStatus, StepUpdate
+from tidegate.storage.port import Fence, Store
+from tidegate.workflow.builder import Dag, MapNode, Node, StepNode, StepRef, build_dag, resolve
+from tidegate.workflow.definitions import Step, WorkflowDefinition
+from tidegate.workflow.errors import StepError, error_text
+from tidegate.workflow.executors import RunCaps
+from tidegate.workflow.slots import SlotClaims
+
+if TYPE_CHECKING:
+    from tidegate.engine.pools import PoolGuard
+
+log = logging.getLogger("tidegate.workflow")
+
+T = TypeVar("T")
+
+STORE_THREADS = 4  # store calls of one run in flight at once (steps record and claim concurrently)
+STALLED_MAP_PAUSE = 0.5  # seconds before asking again for the items of a map whose window is held elsewhere
+_UNRETRIED = (PoolRequestTooLarge, PoolClaimTimeout)  # the step fails at once: retrying cannot help
+
+
+@dataclass(frozen=True)
+class Item:
+    """Item `index` of a map whose window lets `window` items be in flight."""
+
+    node: MapNode
+    index: int
+    window: int
+
+
+@dataclass(frozen=True)
+class RunScope:
+    """Which attempt of which run this is, on which worker: what every step write is fenced on."""
+
+    store: Store
+    fence: Fence
+    worker_id: str
+
+    @property
+    def run_id(self) -> str:
+        return self.fence[0]
+
+
+async def execute_workflow(
+    definition: WorkflowDefinition, args: Mapping[str, Any], scope: RunScope, guard: PoolGuard
+) -> JSONValue:
+    """Build the run's DAG and execute it; the output of the step the workflow returned."""
+    dag = build_dag(definition, args)
+    claims = SlotClaims(guard, scope.store, scope.fence, scope.worker_id)
+    db = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="tidegate-steps-db")
+    try:
+        return await WorkflowRun(dag, scope, RunCaps(definition.executor), claims, db).run()
+    finally:
+        db.shutdown(wait=False)  # a write of an abandoned step may still be on its way: it is fenced
+
+
+class WorkflowRun:
+    def __init__(self, dag: Dag, scope: RunScope, caps: RunCaps, claims: SlotClaims, db: ThreadPoolExecutor) -> None:
+        self._dag = dag
+        self._scope = scope
+        self._caps = caps
+        self._claims = claims
+        self._db = db
+        self._outputs: dict[str, Any] = {}
+        self._records: dict[str, StepRecord] = {}  # the checkpoints this attempt started from
+        self._recorded: set[str] = set()  # keys that have a step row
+
+    async def run(self) -> JSONValue:
+        await self._load_checkpoints()
+        running: dict[asyncio.Task[Any], str] = {}
+        started: set[str] = set(self._outputs)
+        try:
+            while True:
+                for key, node in self._dag.nodes.items():
+                    if key not in started and all(dep in self._outputs for dep in node.deps):
+                        started.add(key)
+                        running[asyncio.create_task(self._execute_node(node), name=f"step {key}")] = key
+                if not running:
+                    break
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    self._outputs[running.pop(task)] = task.result()
+        finally:
+            await _cancel_all(running)
+        result = self._dag.result
+        return None if result is None else self._outputs[result.key]
+
+    # --- checkpoints -----------------------------------------------------------------
+
+    async def _load_checkpoints(self) -> None:
+        records = await self._call(self._scope.store.run_steps, self._scope.run_id)
+        self._records = {record.step_key: record for record in records}
+        self._recorded = set(self._records)
+        updates = []
+        for record in records:
+            if record.status is not StepStatus.COMPLETED and record.status is not StepStatus.PENDING:
+                # Left by an attempt that is gone (crashed, handed back, failed): this attempt runs it again.
+                updates.append(StepUpdate(record.step_key, StepStatus.PENDING, record.map_key, record.item_index))
+        for key, node in self._dag.nodes.items():
+            if isinstance(node, StepNode):
+                record = self._records.get(key)
+                if record is None:
+                    updates.append(StepUpdate(key, StepStatus.PENDING))
+                elif record.status is StepStatus.COMPLETED:
+                    self._outputs[key] = record.output
+            elif not isinstance(node.items, StepRef):
+                updates.extend(self._new_items(node, node.items))
+        await self._write_many(updates)
+
+    def _new_items(self, node: MapNode, items: Any) -> list[StepUpdate]:
+        return [
+            StepUpdate(node.item_key(index), StepStatus.PENDING, node.key, index)
+            for index in range(len(items))
+            if node.item_key(index) not in self._recorded
+        ]
+
+    # --- nodes -----------------------------------------------------------------------
+
+    async def _execute_node(self, node: Node) -> Any:
+        if isinstance(node, StepNode):
+            args = resolve(node.args, self._outputs)
+            kwargs = resolve(node.kwargs, self._outputs)
+            return await self._execute_step(node.step, node.key, args, kwargs, None)
+        return await self._execute_map(node)
+
+    async def _execute_map(self, node: MapNode) -> list[Any]:
+        items = resolve(node.items, self._outputs)
+        if not isinstance(items, (list, tuple)):
+            raise StepError(
+                node.key, f"WorkflowError: wf.map({node.step.name}) needs a list of items, got {type(items).__name__}"
+            )
+        kwargs = resolve(node.kwargs, self._outputs)
+        await self._write_many(self._new_items(node, items))  # items of a step's output: recorded now
+        outputs: dict[int, Any] = {}
+        for index in range(len(items)):
+            record = self._records.get(node.item_key(index))
+            if record is not None and record.status is StepStatus.COMPLETED:
+                outputs[index] = record.output
+        window = node.concurrency or max(1, len(items))
+        in_flight: dict[asyncio.Task[Any], int] = {}
+        try:
+            while len(outputs) < len(items):
+                while (taken := await self._next_item(node, window)) is not None:
+                    index = _item_index(node, taken)
+                    key = node.item_key(index)
+                    task = asyncio.create_task(
+                        self._execute_step(node.step, key, (items[index],), kwargs, Item(node, index, window)),
+                        name=f"step {key}",
+                    )
+                    in_flight[task] = index
+                if not in_flight:
+                    # Nothing of ours holds the window, yet none was free: holders of a gone
+                    # attempt that the sweeper has not freed yet. Ask again shortly.
+                    log.warning("map %s of run %s: window held elsewhere; retrying", node.key, self._scope.run_id)
+                    await asyncio.sleep(STALLED_MAP_PAUSE)
+                    continue
+                done, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    outputs[in_flight.pop(task)] = task.result()
+        finally:
+            await _cancel_all(in_flight)
+        return [outputs[index] for index in range(len(items))]
+
+    async def _next_item(self, node: MapNode, window: int) -> StepRecord | None:
+        store, scope = self._scope.store, self._scope
+        return await self._call(store.next_map_item, scope.fence, scope.worker_id, node.key, window)
+
+    # --- one step ----------------------------------------------------------------------
+
+    async def _execute_step(
+        self,
+        step: Step,
+        key: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        item: Item | None,
+    ) -> Any:
+        """Run a step (or map item) with its own retries; StepError once they are spent."""
+        attempt = 1
+        while True:
+            # A retried item lost its window slot when its failure was recorded: it claims it again.
+            window = {} if item is None or attempt == 1 else {fanout_scope(self._scope.run_id, item.node.key): item.window}
+            try:
+                return await self._execute_once(step, key, args, kwargs, item, window)
+            except StepFencedOut:
+                raise
+            except _UNRETRIED as error:
+                raise StepError(key, f"{type(error).__name__}: {error}") from None
+            except Exception as error:
+                text = error_text(error)
+                delay = retry_delay(attempt, step.max_attempts, step.retry_backoff, random.random())
+                if delay is None:
+                    raise StepError(key, text) from None
+                log.info("step %s of run %s failed (try %d); retrying in %.2fs", key, self._scope.run_id, attempt, delay)
+                attempt += 1
+                await asyncio.sleep(delay)
+
+    async def _execute_once(
+        self,
+        step: Step,
+        key: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        item: Item | None,
+        window: dict[str, int],
+    ) -> Any:
+        """One try: claim pools (and a retried item's window slot), take an executor slot, run, record."""
+        map_key = None if item is None else item.node.key
+        index = None if item is None else item.index
+        needs = {**step.pool_needs, **{scope: 1 for scope in window}}
+        async with self._claims.holding(key, needs, window):
+            async with self._caps.slot(step.is_async, urgent=bool(needs)):
+                # The start is recorded while the function starts, not before: one store round trip
+                # less per step. It has landed (or refused us) before the outcome is recorded.
+                started = asyncio.create_task(self._write(StepUpdate(key, StepStatus.RUNNING, map_key, index)))
+                try:
+                    try:
+                        output = await self._caps.call(step.fn, step.is_async, args, kwargs)
+                    finally:
+                        await started
+                    ensure_json(output, f"step {key}: output")
+                except StepFencedOut:
+                    raise
+                except Exception as error:
+                    await self._write(StepUpdate(key, StepStatus.FAILED, map_key, index, error=error_text(error)))
+                    raise
+            await self._write(StepUpdate(key, StepStatus.COMPLETED, map_key, index, output=output))
+        return output
+
+    # --- the store ---------------------------------------------------------------------
+
+    async def _write(self, update: StepUpdate) -> None:
+        await self._write_many([update])
+
+    async def _write_many(self, updates: list[StepUpdate]) -> None:
+        if not updates:
+            return
+        if not await self._call(self._scope.store.record_steps, self._scope.fence, updates):
+            raise StepFencedOut(f"run {self._scope.run_id} attempt {self._scope.fence[1]} was taken over")
+        self._recorded.update(update.step_key for update in updates)
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
+
+
+def _item_index(node: MapNode, record: StepRecord) -> int:
+    if record.item_index is None or record.map_key != node.key:
+        raise RuntimeError(f"next_map_item({node.key}) returned {record.step_key}, not an item of this map")
+    return record.item_index
+
+
+async def _cancel_all(tasks: Mapping[asyncio.Task[Any], Any]) -> None:
+    """Cancel the tasks still running and wait until they have stopped (their results are dropped)."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks)
+
