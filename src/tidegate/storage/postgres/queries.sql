@@ -63,11 +63,13 @@ SELECT id, NULL, 'RunQueued', jsonb_build_object('queue', queue), now()
 FROM new ORDER BY n;
 
 -- name: notify
--- Delivered at commit, once per transaction however often it is called.
-SELECT pg_notify('tidegate', '');
+-- Delivered at commit, once per transaction however often it is called. One
+-- channel per schema (channel names are at most 63 bytes, so a digest of it):
+-- two tidegate databases in one PostgreSQL database never wake each other.
+SELECT pg_notify('tidegate_' || md5(current_schema()), '');
 
--- name: listen
-LISTEN tidegate;
+-- name: listen_channel
+SELECT 'tidegate_' || md5(current_schema());
 
 -- name: cycle_reports
 -- The starts and outcomes of one cycle, in one statement: a short attempt
@@ -550,7 +552,7 @@ WITH run_queue AS (
       AND EXISTS (SELECT 1 FROM run_queue UNION ALL SELECT 1 FROM declared UNION ALL SELECT 1 FROM implied)
     RETURNING value
 )
-SELECT pg_notify('tidegate', '') FROM bumped;
+SELECT pg_notify('tidegate_' || md5(current_schema()), '') FROM bumped;
 
 -- name: bump_rules_version
 UPDATE tidegate_settings SET value = (value::bigint + 1)::text, updated_at = now()

@@ -493,7 +493,7 @@ class PostgresStore:
     # --- wake-ups ----------------------------------------------------------------
 
     def listen(self, callback: Callable[[], None]) -> NotifyListener:
-        return NotifyListener(self.url, self._q("listen"), callback, connect_timeout=CONNECT_TIMEOUT)
+        return NotifyListener(self.url, self._q("listen_channel"), callback, connect_timeout=CONNECT_TIMEOUT)
 
     def close(self) -> None:
         self._pool.close()
