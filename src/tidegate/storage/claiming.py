@@ -18,8 +18,7 @@ from typing import Any
 from tidegate.domain.admission import Admission, Candidate, LocalUsage, Saturation
 from tidegate.domain.scopes import GLOBAL, Rules, queue_scope
 
-MIN_WINDOW = 32
-WINDOW_FACTOR = 4
+WINDOW_MARGIN = 32  # rows read past the claim limit where limits apply: blocked runs at the head
 MAX_PARTITIONS = 1000
 
 Row = Mapping[str, Any]
@@ -85,7 +84,7 @@ def candidate_rows(
         else:
             # Where no limit applies nothing can be skipped, so reading past the claim limit
             # would be waste; where one does, the wider window also records block reasons.
-            window = max(MIN_WINDOW, WINDOW_FACTOR * claim_limit) if limited(queue, rules) else claim_limit
+            window = window_size(queue, claim_limit, rules)
             # The head of the queue as it is (its blocked runs get their block reasons) ...
             found = list(read.window(queue, window, ()))
             exhausted |= len(found) == window
@@ -99,6 +98,27 @@ def candidate_rows(
         for row in found:
             rows.setdefault(row["id"], row)
     return Candidates(list(rows.values()), exhausted)
+
+
+def window_size(queue: str, claim_limit: int, rules: Rules) -> int:
+    """How many rows of a queue's head one claim reads.
+
+    Every row read is decided on (its scopes, its block reason), so reading
+    more than can matter costs throughput. Where no limit applies nothing can
+    be skipped: the claim limit. Where one does, a margin more, so that a few
+    blocked runs at the head do not leave the claim short; a head that is all
+    blocked is stepped over by the second read, not by a wider first one.
+    """
+    return claim_limit + WINDOW_MARGIN if limited(queue, rules) else claim_limit
+
+
+def scope_keys(rows: Sequence[Row], rules: Rules) -> list[str]:
+    """Every scope the rows' runs need, in key order (the order scope rows are locked in).
+
+    Rows of one partition with the same tags need the same scopes, so each
+    shape is resolved once."""
+    shapes = {(row["queue"], row["partition_key"], tuple(sorted((row["tags"] or {}).items()))) for row in rows}
+    return sorted({need.key for queue, partition, tags in shapes for need in rules.scopes_for(queue, partition, dict(tags))})
 
 
 def limited(queue: str, rules: Rules) -> bool:

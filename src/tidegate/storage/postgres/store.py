@@ -569,13 +569,7 @@ class _Claim:
             return None, self._next_due(), False
         keys: list[str] = []
         if any(claiming.limited(queue, rules) for queue in self.queues):
-            keys = sorted(
-                {
-                    need.key
-                    for row in rows
-                    for need in rules.scopes_for(row["queue"], row["partition_key"], row["tags"] or {})
-                }
-            )
+            keys = claiming.scope_keys(rows, rules)
         lanes_cursor = None
         fair = claiming.fair_lanes(self.queues, rules)
         if fair and self.lanes is None:
@@ -653,10 +647,7 @@ class _Claim:
         limited = [queue for queue in self.queues if claiming.limited(queue, rules)]
         plain = [queue for queue in self.queues if queue not in rules.queues or rules.queues[queue].ordering != "fair"]
         if plain:
-            sizes = [
-                max(claiming.MIN_WINDOW, claiming.WINDOW_FACTOR * self.limit) if queue in limited else self.limit
-                for queue in plain
-            ]
+            sizes = [claiming.window_size(queue, self.limit, rules) for queue in plain]
             cursor = connection.cursor(row_factory=dict_row).execute(
                 store._q("claim_window"),
                 {"queues": plain, "sizes": sizes, "tags": _uses_tags(rules), "excluded": "[]"},
