@@ -18,7 +18,7 @@ from typing import Any
 from tidegate.domain.admission import Admission, Candidate, LocalUsage, Saturation
 from tidegate.domain.scopes import GLOBAL, Rules, queue_scope
 
-WINDOW_MARGIN = 32  # rows read past the claim limit where limits apply: blocked runs at the head
+WINDOW_MARGIN = 32  # at most this many rows read past the claim limit where limits apply
 MAX_PARTITIONS = 1000
 
 Row = Mapping[str, Any]
@@ -104,12 +104,14 @@ def window_size(queue: str, claim_limit: int, rules: Rules) -> int:
     """How many rows of a queue's head one claim reads.
 
     Every row read is decided on (its scopes, its block reason), so reading
-    more than can matter costs throughput. Where no limit applies nothing can
-    be skipped: the claim limit. Where one does, a margin more, so that a few
-    blocked runs at the head do not leave the claim short; a head that is all
-    blocked is stepped over by the second read, not by a wider first one.
+    more than can matter costs throughput, most of all in the small claims a
+    busy worker makes as slots free one by one. Where no limit applies nothing
+    can be skipped: the claim limit. Where one does, up to twice it (at most
+    WINDOW_MARGIN more), so that a few blocked runs at the head do not leave
+    the claim short; a head that is all blocked is stepped over by the second
+    read, not by a wider first one.
     """
-    return claim_limit + WINDOW_MARGIN if limited(queue, rules) else claim_limit
+    return claim_limit + min(WINDOW_MARGIN, claim_limit) if limited(queue, rules) else claim_limit
 
 
 def scope_keys(rows: Sequence[Row], rules: Rules) -> list[str]:
