@@ -203,6 +203,71 @@ def test_concurrent_submitting_threads_never_pass_the_ceiling(database_url):
         assert rejected[0] > 0
 
 
+def test_concurrent_submitters_never_pass_overlapping_ceilings(database_url):
+    """A global and two queue ceilings at once, each submitter with its own store (its own connections).
+
+    A batch of one queue takes two ceiling locks (all queues, then its queue):
+    submitters of the two queues share one and each holds the other, so any
+    lock taken out of key order would deadlock, and any count taken before its
+    lock was granted would let a queue or the total past its ceiling.
+    """
+    total, per_queue, submitters, attempts = 14, 9, 8, 12
+    apps: list[App] = []
+
+    def make() -> App:
+        application = App(database_url, run_queue=RunQueueConfig(max_active=total))
+        application.queue("a", max_active=per_queue)
+        application.queue("b", max_active=per_queue)
+        for queue in ("a", "b"):
+            application.task(name=f"overlap.{queue}", queue=queue)(lambda n: n)
+        apps.append(application)
+        return application
+
+    try:
+        first = make()
+        first.tasks["overlap.a"].submit_many([])  # migrated, limits registered before the race
+        others = [make() for _ in range(submitters - 1)]
+        for application in others:
+            application.tasks["overlap.a"].submit_many([])
+        barrier = threading.Barrier(submitters)
+        lock = threading.Lock()
+        accepted: dict[str, list[str]] = {"a": [], "b": []}
+        errors: list[BaseException] = []
+
+        def submitter(index: int, application: App) -> None:
+            try:
+                barrier.wait(30)
+                for attempt in range(attempts):
+                    queue = "ab"[(index + attempt) % 2]
+                    batch = 1 + (index + attempt) % 3
+                    try:
+                        handles = application.tasks[f"overlap.{queue}"].submit_many([{"n": attempt}] * batch)
+                    except AdmissionRejected as rejected:
+                        assert rejected.retry_after >= 1
+                    else:
+                        with lock:
+                            accepted[queue].extend(handle.id for handle in handles)
+            except BaseException as error:
+                errors.append(error)
+
+        pool = [threading.Thread(target=submitter, args=(i, a)) for i, a in enumerate([first, *others])]
+        for thread in pool:
+            thread.start()
+        for thread in pool:
+            thread.join(120)
+        assert not errors, errors
+        counts = {
+            queue: sum(first.store.status_counts(queue).values()) for queue in ("a", "b")
+        }
+        assert counts["a"] <= per_queue and counts["b"] <= per_queue, counts
+        assert counts["a"] + counts["b"] <= total, counts
+        assert counts == {queue: len(ids) for queue, ids in accepted.items()}
+        assert counts["a"] + counts["b"] >= total - 2  # batches of up to 3 keep coming: the places get used
+    finally:
+        for application in apps:
+            application.close()
+
+
 def test_concurrent_submitting_processes_never_pass_the_ceiling(database_url, tmp_path):
     start = tmp_path / "start"
     with make_app(database_url) as app:

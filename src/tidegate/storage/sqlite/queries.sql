@@ -321,7 +321,7 @@ UPDATE tidegate_runs SET
     error = 'capacity: still queued ' || CAST(round(:now - submitted_at) AS INTEGER)
             || 's after submission, past its dispatch deadline; no worker could take it in time'
 WHERE id = :id AND status = 'queued'
-RETURNING id, error;
+RETURNING id, attempt, error;
 
 -- name: register_worker
 INSERT INTO tidegate_workers (id, rank, capacity, queues, fill_order, started_at, heartbeat_at, expires_at)

@@ -79,6 +79,9 @@ class SQLiteStore:
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         self._rules_cache: tuple[str, Rules] | None = None
+        # Rank of each worker that joined the fill order through this store: only such a
+        # worker above rank 0 reads the registry when it claims, so the order costs nothing when off.
+        self._fill_ranks: dict[str, int] = {}
         self._enable_wal()
         self._wake_folder = path.with_name(path.name + ".wake")
         self._wake_folder.mkdir(exist_ok=True)
@@ -288,7 +291,7 @@ class SQLiteStore:
                 (row[0], row[1]) for row in connection.execute(self._q("cancel_requests"), {"worker": worker_id})
             ]
             next_due_in = None
-            if claim_limit > 0:
+            if claim_limit > 0 and self._fill_ranks.get(worker_id, 0) > 0:
                 queues = self._fill_order_queues(connection, worker_id, queues, now)
                 claim_limit = claim_limit if queues else 0
             if claim_limit > 0:
@@ -297,9 +300,9 @@ class SQLiteStore:
                     next_due_in = self._next_due_in(connection, queues, now)
             if events:
                 connection.executemany(self._q("insert_event"), events)
-        if outcomes or (claimed and len(claimed) == claim_limit):
-            # Finished runs free capacity and may be waited on; a full claim may leave work
-            # for the next worker in the fill order, which only looks when told.
+        if outcomes or (worker_id in self._fill_ranks and claimed and len(claimed) == claim_limit):
+            # Finished runs free capacity and may be waited on; a full claim by a worker in the
+            # fill order may leave work for the next one, which only looks when told.
             self._notifier.notify()
         return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more)
 
@@ -555,7 +558,7 @@ class SQLiteStore:
             failed = connection.execute(self._q("fail_missed_deadline"), {"id": row["id"], "now": now}).fetchone()
             if failed is not None:
                 report.failed.append(row["id"])
-                events.append(_event(row["id"], "RunFailed", {"attempt": 0, "error": failed["error"]}, now))
+                events.append(_event(row["id"], "RunFailed", {"attempt": failed["attempt"], "error": failed["error"]}, now))
         return events
 
     def _repair_leaks(self, connection: sqlite3.Connection, now: float) -> list[dict[str, Any]]:
@@ -633,6 +636,10 @@ class SQLiteStore:
                     "ttl": ttl,
                 },
             )
+        if fill_order:
+            self._fill_ranks[worker_id] = rank
+        else:
+            self._fill_ranks.pop(worker_id, None)
         return rank
 
     def heartbeat_worker(self, worker_id: str, ttl: float) -> bool:
@@ -644,6 +651,7 @@ class SQLiteStore:
         with self._write() as (connection, _):
             connection.execute(self._q("deregister_worker"), {"id": worker_id})
             connection.execute(self._q("release_locks"), {"id": worker_id})
+        self._fill_ranks.pop(worker_id, None)
         self._notifier.notify()  # higher-ranked workers may now claim
 
     def check_overflow(self, worker_id: str, queues: Sequence[str], interval: float) -> int | None:
