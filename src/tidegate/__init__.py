@@ -2,6 +2,7 @@
 
 from tidegate.app import App, RunHandle, Task, TaskOptions
 from tidegate.domain.errors import (
+    AdmissionRejected,
     ConfigurationError,
     InvalidArgument,
     RunCanceled,
@@ -19,6 +20,7 @@ from tidegate.worker.context import Cancelled, Context
 from tidegate.worker.runner import Worker
 
 __all__ = [
+    "AdmissionRejected",
     "App",
     "Cancelled",
     "Concurrency",

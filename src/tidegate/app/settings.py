@@ -16,6 +16,7 @@ DEFAULTS = {
     "TIDEGATE_SWEEP_INTERVAL": "",  # default: a third of the lease duration
     "TIDEGATE_CANCEL_GRACE": "5s",
     "TIDEGATE_SHUTDOWN_GRACE": "30s",
+    "TIDEGATE_OVERFLOW_INTERVAL": "30s",
 }
 
 
