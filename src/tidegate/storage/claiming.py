@@ -19,6 +19,7 @@ from tidegate.domain.admission import Admission, Candidate, LocalUsage, Saturati
 from tidegate.domain.scopes import GLOBAL, Rules, queue_scope
 
 WINDOW_MARGIN = 32  # at most this many rows read past the claim limit where limits apply
+MIN_MARGIN = 8  # at least this many, so that a claim of one still sees (and explains) the runs behind it
 MAX_PARTITIONS = 1000
 
 Row = Mapping[str, Any]
@@ -106,12 +107,12 @@ def window_size(queue: str, claim_limit: int, rules: Rules) -> int:
     Every row read is decided on (its scopes, its block reason), so reading
     more than can matter costs throughput, most of all in the small claims a
     busy worker makes as slots free one by one. Where no limit applies nothing
-    can be skipped: the claim limit. Where one does, up to twice it (at most
-    WINDOW_MARGIN more), so that a few blocked runs at the head do not leave
-    the claim short; a head that is all blocked is stepped over by the second
-    read, not by a wider first one.
+    can be skipped: the claim limit. Where one does, up to twice it (between
+    MIN_MARGIN and WINDOW_MARGIN more), so that a few blocked runs at the head
+    do not leave the claim short and get their block reasons; a head that is
+    all blocked is stepped over by the second read, not by a wider first one.
     """
-    return claim_limit + min(WINDOW_MARGIN, claim_limit) if limited(queue, rules) else claim_limit
+    return claim_limit + min(WINDOW_MARGIN, max(MIN_MARGIN, claim_limit)) if limited(queue, rules) else claim_limit
 
 
 def scope_keys(rows: Sequence[Row], rules: Rules) -> list[str]:
