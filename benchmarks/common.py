@@ -6,15 +6,17 @@ a baseline in the same run so that results are reported as ratios too.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import statistics
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
+from rich.console import Console
 
 PG_SERVER = os.environ.get("TIDEGATE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 RESULTS = Path(__file__).parent / "results"
@@ -39,6 +41,37 @@ def fresh_database(backend: str) -> Iterator[str]:
 
 def median(values: list[float]) -> float:
     return statistics.median(values)
+
+
+def parse_options(doc: str | None, runs: int | None, extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+    """The options every benchmark takes (--repeat, --backends, and --runs when it drains a count)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if runs is not None:
+        parser.add_argument("--runs", type=int, default=runs)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--backends", default="sqlite,postgres")
+    if extra is not None:
+        extra(parser)
+    return parser.parse_args()
+
+
+def repeated(
+    backends: str, repeat: int, measure: Callable[[str], dict[str, float]], console: Console
+) -> dict[str, list[dict[str, float]]]:
+    """Each backend measured `repeat` times (each in its own fresh database, as `measure` sees fit)."""
+    samples: dict[str, list[dict[str, float]]] = {}
+    for backend in backends.split(","):
+        samples[backend] = []
+        for attempt in range(repeat):
+            console.print(f"[dim]{backend}: run {attempt + 1} of {repeat}[/]")
+            samples[backend].append(measure(backend))
+            console.print(f"[dim]  {samples[backend][-1]}[/]")
+    return samples
+
+
+def medians(samples: list[dict[str, float]]) -> dict[str, float]:
+    """The median of every figure over the repeats."""
+    return {key: median([sample[key] for sample in samples]) for key in samples[0]}
 
 
 def write_markdown(name: str, title: str, header: list[str], rows: list[list[str]], notes: list[str]) -> Path:

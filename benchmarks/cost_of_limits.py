@@ -20,11 +20,10 @@ limits ever blocked (RunBlocked events, expected 0).
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
-from common import fresh_database, median, write_markdown
+from common import fresh_database, median, medians, parse_options, repeated, write_markdown
 from limits_apps import COST_PARTITIONS, COST_TENANTS, build, event_times, query, start_worker, stop_worker
 from rich.console import Console
 from rich.table import Table
@@ -84,19 +83,10 @@ def measure(backend: str, runs: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=10_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--backends", default="sqlite,postgres")
-    options = parser.parse_args()
+    options = parse_options(__doc__, runs=10_000)
     results: dict[str, dict[str, float]] = {}
-    for backend in options.backends.split(","):
-        samples = []
-        for attempt in range(options.repeat):
-            console.print(f"[dim]{backend}: run {attempt + 1} of {options.repeat}[/]")
-            samples.append(measure(backend, options.runs))
-            console.print(f"[dim]  {samples[-1]}[/]")
-        figures = {key: median([sample[key] for sample in samples]) for key in samples[0]}
+    for backend, samples in repeated(options.backends, options.repeat, lambda b: measure(b, options.runs), console).items():
+        figures = medians(samples)
         figures["limited_blocked"] = max(sample["limited_blocked"] for sample in samples)
         figures["ratio"] = median([s["limited_drain"] / s["unlimited_drain"] for s in samples])
         results[backend] = figures

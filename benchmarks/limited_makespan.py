@@ -18,12 +18,11 @@ Two worker processes (max_workers=8 each) drain a queue declared with
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
 
-from common import fresh_database, median, write_markdown
+from common import fresh_database, medians, parse_options, repeated, write_markdown
 from limits_apps import MAKESPAN_LIMIT, MAKESPAN_SLEEP, build, event_times, query, start_worker, stop_worker
 from rich.console import Console
 from rich.table import Table
@@ -89,20 +88,11 @@ def measure(backend: str, runs: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=400)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--backends", default="sqlite,postgres")
-    options = parser.parse_args()
+    options = parse_options(__doc__, runs=400)
     ideal = options.runs * MAKESPAN_SLEEP / MAKESPAN_LIMIT
     results: dict[str, dict[str, float]] = {}
-    for backend in options.backends.split(","):
-        samples = []
-        for attempt in range(options.repeat):
-            console.print(f"[dim]{backend}: run {attempt + 1} of {options.repeat}[/]")
-            samples.append(measure(backend, options.runs))
-            console.print(f"[dim]  {samples[-1]}[/]")
-        figures = {key: median([sample[key] for sample in samples]) for key in samples[0]}
+    for backend, samples in repeated(options.backends, options.repeat, lambda b: measure(b, options.runs), console).items():
+        figures = medians(samples)
         for key in ("slot_concurrency", "exec_concurrency", "baseline_concurrency"):
             figures[key] = max(sample[key] for sample in samples)
         results[backend] = figures

@@ -114,6 +114,7 @@ def start_worker(
     drain: bool = False,
     wakeups: bool = True,
     poll_interval: str | None = None,
+    fill_order: bool = False,
 ) -> subprocess.Popen[bytes]:
     """A worker process running `limits_worker.py`; it prints READY once serving."""
     env = {**os.environ, "TIDEGATE_DATABASE": url}
@@ -130,6 +131,8 @@ def start_worker(
         command.append("--no-wakeups")
     if poll_interval is not None:
         command += ["--poll-interval", poll_interval]
+    if fill_order:
+        command.append("--fill-order")
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE)
 
 

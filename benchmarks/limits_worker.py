@@ -1,6 +1,7 @@
 """A worker process for the limit benchmarks.
 
     python benchmarks/limits_worker.py SCENARIO QUEUES MAX_WORKERS [--drain] [--no-wakeups] [--poll-interval 1s]
+        [--fill-order]
 
 The database comes from $TIDEGATE_DATABASE. It prints READY on stdout once
 serving, and stops on SIGTERM (or when drained, with --drain).
@@ -45,6 +46,7 @@ def main() -> None:
     parser.add_argument("--drain", action="store_true")
     parser.add_argument("--no-wakeups", action="store_true")
     parser.add_argument("--poll-interval")
+    parser.add_argument("--fill-order", action="store_true")
     options = parser.parse_args()
     app = build(options.scenario, os.environ["TIDEGATE_DATABASE"])
     store = app.store
@@ -68,6 +70,7 @@ def main() -> None:
         queues=options.queues.split(","),
         max_workers=options.max_workers,
         drain=options.drain,
+        fill_order=options.fill_order,
         poll_interval=options.poll_interval or duration_setting("TIDEGATE_POLL_INTERVAL"),
     )
     # Worker's on_ready hook (its constructor argument; App.worker does not pass one on).

@@ -13,7 +13,6 @@ Reports, per backend, the median over --repeat fresh databases of:
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 import sqlite3
@@ -23,7 +22,7 @@ import time
 from pathlib import Path
 
 import psycopg
-from common import fresh_database, median, write_markdown
+from common import fresh_database, medians, parse_options, repeated, write_markdown
 from rich.console import Console
 from rich.table import Table
 
@@ -129,18 +128,9 @@ def measure(backend: str, runs: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=10_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--backends", default="sqlite,postgres")
-    options = parser.parse_args()
-    results: dict[str, dict[str, float]] = {}
-    for backend in options.backends.split(","):
-        samples = []
-        for attempt in range(options.repeat):
-            console.print(f"[dim]{backend}: run {attempt + 1} of {options.repeat}[/]")
-            samples.append(measure(backend, options.runs))
-        results[backend] = {key: median([sample[key] for sample in samples]) for key in samples[0]}
+    options = parse_options(__doc__, runs=10_000)
+    samples = repeated(options.backends, options.repeat, lambda backend: measure(backend, options.runs), console)
+    results = {backend: medians(found) for backend, found in samples.items()}
     header = [
         "backend",
         "submit/s (1 per call)",

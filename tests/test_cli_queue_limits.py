@@ -135,6 +135,7 @@ def test_queue_list_shows_claim_order_positions_and_block_reasons(scene: Scene) 
     assert "queue:api/customer_id=3" not in rows[2]  # the partition (1/2) had room: not a block reason
     assert "3 of 3 queued runs" in result.stdout
     assert "3 held back by a limit" in result.stdout
+    assert "fair ordering" not in result.stdout  # no queue here takes turns
 
 
 def test_queue_list_filters_by_queue_and_says_when_there_is_more(scene: Scene) -> None:
@@ -152,6 +153,23 @@ def test_queue_list_marks_runs_not_yet_due(scene: Scene) -> None:
     row = next(line for line in result.stdout.splitlines() if later in line)
     assert "not yet due" in row and re.search(r"in 4m5\ds", row)
     assert "1 not yet due" in result.stdout
+
+
+def test_queue_list_says_positions_in_a_fair_queue_are_not_the_claim_order(sqlite_url: str) -> None:
+    app = App(sqlite_url)
+    app.queue("shared", ordering="fair", concurrency=Concurrency(partition=Partition(by_args=["tenant"])))
+
+    @app.task(name="work", queue="shared")
+    def work(tenant: str) -> None:
+        return None
+
+    try:
+        work.submit_many([{"tenant": "a"}, {"tenant": "a"}, {"tenant": "b"}])
+        fair = invoke("queue", "list", "--database", sqlite_url)
+    finally:
+        app.close()
+    assert fair.exit_code == 0, fair.output
+    assert "fair ordering in shared: partitions take turns" in fair.stdout
 
 
 def test_queue_list_on_an_empty_queue(scene: Scene) -> None:

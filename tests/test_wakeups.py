@@ -30,3 +30,44 @@ def test_an_idle_worker_in_another_process_is_woken_by_a_submit(database_url, wo
             handle = ping.submit()
             assert handle.wait(timeout=10) == "pong", worker_processes.output(process)
             assert process.poll() is None
+
+
+def test_postgres_wake_ups_stay_within_their_schema(postgres_url):
+    """Two tidegate databases in one PostgreSQL database (two schemas) must not wake each other's workers."""
+    import threading
+    import uuid
+
+    import psycopg
+
+    from tests.conftest import POSTGRES_ADMIN_URL, raw_store
+    from tidegate import App
+
+    other_schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{other_schema}"')
+    other_url = f"{POSTGRES_ADMIN_URL}?options=-csearch_path%3D{other_schema}"
+    app = App(postgres_url)
+
+    @app.task(name="noop")
+    def noop() -> None: ...
+
+    app.store  # migrates
+    other = raw_store(other_url)
+    other.migrate()
+    woken = {"mine": threading.Event(), "other": threading.Event()}
+    listeners = [app.store.listen(woken["mine"].set), other.listen(woken["other"].set)]
+    try:
+        time.sleep(0.5)  # each listener wakes once when its LISTEN starts: let that pass
+        for event in woken.values():
+            event.clear()
+        noop.submit()
+        assert woken["mine"].wait(5), "a submit did not wake a listener on its own schema"
+        time.sleep(0.5)
+        assert not woken["other"].is_set(), "a submit in one schema woke a listener on another"
+    finally:
+        for listener in listeners:
+            listener.close()
+        other.close()
+        app.close()
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA IF EXISTS "{other_schema}" CASCADE')

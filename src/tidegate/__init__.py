@@ -2,6 +2,7 @@
 
 from tidegate.app import App, RunHandle, Task, TaskOptions
 from tidegate.domain.errors import (
+    AdmissionRejected,
     ConfigurationError,
     InvalidArgument,
     PoolClaimTimeout,
@@ -22,6 +23,7 @@ from tidegate.worker.runner import Worker
 from tidegate.workflow import Executor, Step, StepRef, Workflow, WorkflowError
 
 __all__ = [
+    "AdmissionRejected",
     "App",
     "Cancelled",
     "Concurrency",

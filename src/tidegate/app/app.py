@@ -58,6 +58,7 @@ class App:
         self._tasks: dict[str, Task] = {}
         self._registered: set[str] = set()
         self._limits_registered = False
+        self._overflow_callbacks: list[Callable[[int], None]] = []
 
     # --- declaring tasks ------------------------------------------------------------
 
@@ -76,6 +77,7 @@ class App:
         max_attempts: int = 1,
         retry_backoff: str | float = "1s",
         timeout: str | float | None = None,
+        dispatch_deadline: str | float | None = None,
     ) -> Callable[[Callable[..., Any]], Task]: ...
 
     def task(
@@ -89,11 +91,14 @@ class App:
         max_attempts: int = 1,
         retry_backoff: str | float = "1s",
         timeout: str | float | None = None,
+        dispatch_deadline: str | float | None = None,
     ) -> Task | Callable[[Callable[..., Any]], Task]:
         """Register a sync or async function as a task (usable with or without arguments)."""
 
         def register(function: Callable[..., Any]) -> Task:
-            definition = _definition(function, name, queue, priority, tags, max_attempts, retry_backoff, timeout)
+            definition = _definition(
+                function, name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline
+            )
             return self._add_task(Task(self, function, definition))
 
         return register(fn) if fn is not None else register
@@ -143,6 +148,7 @@ class App:
         max_attempts: int = 1,
         retry_backoff: str | float = "1s",
         timeout: str | float | None = None,
+        dispatch_deadline: str | float | None = None,
         executor: Executor | None = None,
     ) -> WorkflowTask | Callable[[Callable[..., Any]], WorkflowTask]:
         """Register a workflow: `fn(wf, **args)` builds its DAG with `wf.step` / `wf.map`.
@@ -154,12 +160,24 @@ class App:
             raise ConfigurationError(f"executor must be a tidegate.Executor, got {executor!r}")
 
         def register(function: Callable[..., Any]) -> WorkflowTask:
-            definition = _definition(function, name, queue, priority, tags, max_attempts, retry_backoff, timeout)
+            definition = _definition(
+                function, name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline
+            )
             task = WorkflowTask(self, function, definition, executor or self.executor)
             self._add_task(task)
             return task
 
         return register(fn) if fn is not None else register
+
+    def on_overflow(self, callback: Callable[[int], None]) -> Callable[[int], None]:
+        """Call `callback(backlog)` when runs wait because every worker is full (an autoscaler hook).
+
+        Raised at most once per `TIDEGATE_OVERFLOW_INTERVAL` across all workers,
+        in the worker process that noticed; a failing callback is logged and
+        never breaks dispatch. Usable as a decorator.
+        """
+        self._overflow_callbacks.append(callback)
+        return callback
 
     @property
     def tasks(self) -> Mapping[str, Task]:
@@ -172,13 +190,18 @@ class App:
         concurrency: Concurrency | None = None,
         max_workers: int | None = None,
         ordering: Ordering = "priority",
+        max_active: int | None = None,
+        dispatch_deadline: str | float | None = None,
     ) -> QueueConfig:
         """Declare a queue and its limits; tasks (and `options(queue=...)`) may then use it.
 
         Several tasks may share one queue, and so its limits. `max_workers` caps
-        how many of the queue's runs one worker takes at once.
+        how many of the queue's runs one worker takes at once; `max_active` is
+        the admission ceiling on its queued + running runs; `dispatch_deadline`
+        fails a run still queued that long after submission.
         """
-        config = QueueConfig(name, concurrency or Concurrency(), max_workers, ordering)
+        deadline = None if dispatch_deadline is None else parse_duration(dispatch_deadline, name="dispatch_deadline")
+        config = QueueConfig(name, concurrency or Concurrency(), max_workers, ordering, max_active, deadline)
         with self._lock:
             self._queues[name] = config
             self._limits_registered = False
@@ -306,8 +329,15 @@ class App:
         lease_duration: str | float | None = None,
         poll_interval: str | float | None = None,
         shutdown_grace: str | float | None = None,
+        fill_order: bool = False,
+        max_idle: str | float | None = None,
     ) -> Worker:
-        """A worker for this app's tasks; `run()` blocks, `start()` runs it in a thread."""
+        """A worker for this app's tasks; `run()` blocks, `start()` runs it in a thread.
+
+        `fill_order=True` joins the leaky-bucket fill order (claim only when every
+        lower-ranked worker is full); `max_idle` lets the worker exit after being
+        idle that long.
+        """
         lease = (
             settings.duration_setting("TIDEGATE_LEASE_DURATION")
             if lease_duration is None
@@ -334,9 +364,17 @@ class App:
                 else parse_duration(shutdown_grace, name="shutdown_grace")
             ),
             claim_policy=settings.claim_policy(),
+            fill_order=fill_order,
+            max_idle=None if max_idle is None else parse_duration(max_idle, name="max_idle"),
+            overflow_interval=settings.duration_setting("TIDEGATE_OVERFLOW_INTERVAL"),
         )
         self._register_tasks()
-        return Worker(self.store, {name: task.function for name, task in self._tasks.items()}, worker_settings)
+        return Worker(
+            self.store,
+            {name: task.function for name, task in self._tasks.items()},
+            worker_settings,
+            on_overflow=list(self._overflow_callbacks),
+        )
 
 
 def _definition(
@@ -348,6 +386,7 @@ def _definition(
     max_attempts: int,
     retry_backoff: str | float,
     timeout: str | float | None,
+    dispatch_deadline: str | float | None,
 ) -> TaskDefinition:
     """A task's validated defaults (shared by tasks and workflows)."""
     definition = TaskDefinition(
@@ -358,6 +397,9 @@ def _definition(
         max_attempts=names.check_max_attempts(max_attempts),
         retry_backoff=parse_duration(retry_backoff, name="retry_backoff"),
         timeout=None if timeout is None else parse_duration(timeout, name="timeout"),
+        dispatch_deadline=(
+            None if dispatch_deadline is None else parse_duration(dispatch_deadline, name="dispatch_deadline")
+        ),
     )
     if definition.timeout is not None and definition.timeout <= 0:
         raise ConfigurationError(f"timeout must be positive, got {timeout!r}")

@@ -20,6 +20,7 @@ DEFAULTS = {
     "TIDEGATE_CLAIM_TIMEOUT": "10m",  # how long a step waits for its pool slots
     "TIDEGATE_CLAIM_POLL_INTERVAL": "1s",  # the fallback poll when no wake-up comes
     "TIDEGATE_CLAIM_POLL_JITTER": "500ms",  # random extra on each poll, so waiters do not march in step
+    "TIDEGATE_OVERFLOW_INTERVAL": "30s",
 }
 
 

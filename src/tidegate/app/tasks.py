@@ -145,6 +145,11 @@ class TaskOptions:
             retry_backoff=self._definition.retry_backoff,
             timeout=self._definition.timeout,
             delay=_delay_until(self._run_at),
+            deadline=(
+                self._definition.dispatch_deadline
+                if self._definition.dispatch_deadline is not None
+                else self._queue_config.dispatch_deadline
+            ),
         )
 
 

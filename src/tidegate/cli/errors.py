@@ -16,7 +16,10 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from tidegate.cli.render import stderr
-from tidegate.domain.errors import RunCanceled, RunFailed, TidegateError
+from tidegate.domain.errors import AdmissionRejected, RunCanceled, RunFailed, TidegateError
+
+
+EX_TEMPFAIL = 75  # sysexits.h: temporary failure, the caller should retry
 
 
 class CommandError(TidegateError):
@@ -44,6 +47,9 @@ class ReportingGroup(TyperGroup):
     def invoke(self, ctx: typer.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except AdmissionRejected as error:
+            report(error)
+            raise typer.Exit(EX_TEMPFAIL) from None  # a temporary failure: retry after the hint
         except TidegateError as error:
             report(error)
             raise typer.Exit(1) from None

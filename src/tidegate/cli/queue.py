@@ -52,13 +52,15 @@ def list_queued(
     with existing_store(database) as store:
         runs = store.list_queued(queue=queue, limit=limit)
         total = store.status_counts(queue=queue)[RunStatus.QUEUED]
+        rules = store.rules()
     if not runs:
         stdout.print(Text("no queued runs" + (f" in queue {queue}" if queue else ""), style="dim"))
         return
-    stdout.print(queued_table(runs, total, queue))
+    fair = sorted({run.queue for run in runs if run.queue in rules.queues and rules.queues[run.queue].ordering == "fair"})
+    stdout.print(queued_table(runs, total, queue, fair))
 
 
-def queued_table(runs: list[RunRecord], total: int, queue: str | None) -> Table:
+def queued_table(runs: list[RunRecord], total: int, queue: str | None, fair: list[str] | None = None) -> Table:
     now = now_utc()
     positions: Counter[str] = Counter()  # claim order within each queue: the first N of any queue are all here
     blocked = not_due = 0
@@ -91,6 +93,9 @@ def queued_table(runs: list[RunRecord], total: int, queue: str | None) -> Table:
         caption += f" · {not_due} not yet due"
     if total > len(runs):
         caption += " (more with --limit)"
+    if fair:
+        # Positions rank by priority and age; a fair queue's claim also rotates partitions.
+        caption += f"\nfair ordering in {', '.join(fair)}: partitions take turns, so a run may start before one above it"
     table.caption = caption
     return table
 

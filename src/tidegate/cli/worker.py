@@ -36,6 +36,12 @@ def worker(
     ] = None,
     max_workers: Annotated[int, typer.Option(min=1, metavar="N", help="Capacity: runs executed at once.")] = 10,
     drain: Annotated[bool, typer.Option("--drain", help="Exit once the queues are empty.")] = False,
+    fill_order: Annotated[
+        bool, typer.Option("--fill-order", help="Claim only when every lower-ranked worker is full (leaky bucket).")
+    ] = False,
+    max_idle: Annotated[
+        str | None, typer.Option(metavar="DURATION", help="Exit after being idle this long, e.g. 10m.")
+    ] = None,
     log_level: Annotated[
         str, typer.Option(metavar="LEVEL", help="Log level (debug, info, warning, error) of the worker and your tasks.")
     ] = "info",
@@ -62,7 +68,9 @@ def worker(
             f"but --database/{DATABASE_ENV} is {safe_url(database)!r}: "
             "build the app with App() to take it from the command line, or drop the option"
         )
-    runner = app.worker(queues=queue or None, max_workers=max_workers, drain=drain)
+    runner = app.worker(
+        queues=queue or None, max_workers=max_workers, drain=drain, fill_order=fill_order, max_idle=max_idle
+    )
     settings = runner.settings
     stdout.print(
         Text.assemble(

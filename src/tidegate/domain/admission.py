@@ -98,8 +98,13 @@ def admit(
     per_partition = dict(local.per_partition)
     admitted: list[tuple[Candidate, list[ScopeNeed]]] = []
     blocked: dict[str, tuple[Saturation, ...]] = {}
+    # Runs of one partition with the same tags need the same scopes; a window holds many of them.
+    known_needs: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[ScopeNeed]] = {}
     for candidate in claim_order(candidates, lane_load):
-        needs = rules.scopes_for(candidate.queue, candidate.partition, candidate.tags)
+        shape = (candidate.queue, candidate.partition, tuple(sorted(candidate.tags.items())))
+        needs = known_needs.get(shape)
+        if needs is None:
+            needs = known_needs[shape] = rules.scopes_for(candidate.queue, candidate.partition, candidate.tags)
         saturated = tuple(
             Saturation(need.key, in_use.get(need.key, 0), need.limit)
             for need in needs

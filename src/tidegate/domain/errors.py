@@ -19,6 +19,19 @@ class InvalidArgument(TidegateError, ValueError):
     """Input to submit (args, options) is not acceptable; nothing was stored."""
 
 
+class AdmissionRejected(TidegateError):
+    """Submit refused: the backlog reached its ceiling. Nothing was stored; retry after `retry_after` s."""
+
+    def __init__(self, scope: str, active: int, limit: int, retry_after: int) -> None:
+        self.scope = scope
+        self.active = active
+        self.limit = limit
+        self.retry_after = retry_after
+        super().__init__(
+            f"admission ceiling reached for {scope}: {active} active runs of {limit}; retry after {retry_after}s"
+        )
+
+
 class UnknownTask(TidegateError, LookupError):
     """A task name that no app has registered."""
 

@@ -67,8 +67,10 @@ class RunQueueConfig:
 
     max_concurrent_runs: int | None = None
     tag_concurrency_limits: Sequence[TagConcurrencyLimit] = ()
+    max_active: int | None = None  # admission ceiling: queued + running runs, all queues
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "max_active", check_limit("max_active", self.max_active))
         object.__setattr__(
             self,
             "max_concurrent_runs",
@@ -169,9 +171,14 @@ class QueueConfig:
     concurrency: Concurrency = field(default_factory=Concurrency)
     max_workers: int | None = None
     ordering: Ordering = "priority"
+    max_active: int | None = None  # admission ceiling for this queue
+    dispatch_deadline: float | None = None  # seconds a run may stay queued before it fails "capacity:"
 
     def __post_init__(self) -> None:
         check_name("queue", self.name)
+        object.__setattr__(self, "max_active", check_limit(f"queue {self.name} max_active", self.max_active))
+        if self.dispatch_deadline is not None and not self.dispatch_deadline > 0:
+            raise ConfigurationError(f"queue {self.name}: dispatch_deadline must be positive")
         object.__setattr__(self, "max_workers", check_limit(f"queue {self.name} max_workers", self.max_workers))
         if self.ordering not in ("priority", "fair"):
             raise ConfigurationError(f"queue {self.name}: ordering must be 'priority' or 'fair', got {self.ordering!r}")
@@ -187,6 +194,7 @@ def run_queue_to_dict(config: RunQueueConfig) -> dict[str, object]:
             {"key": t.key, "limit": t.limit, "value": t.value, "per_unique_value": t.per_unique_value}
             for t in config.tag_concurrency_limits
         ],
+        "max_active": config.max_active,
     }
 
 
@@ -195,6 +203,7 @@ def run_queue_from_dict(data: Mapping[str, object]) -> RunQueueConfig:
     return RunQueueConfig(
         max_concurrent_runs=data.get("max_concurrent_runs"),  # type: ignore[arg-type]
         tag_concurrency_limits=[TagConcurrencyLimit(**tag) for tag in tags],  # type: ignore[union-attr]
+        max_active=data.get("max_active"),  # type: ignore[arg-type]
     )
 
 
@@ -209,6 +218,8 @@ def queue_to_dict(config: QueueConfig) -> dict[str, object]:
         "overrides": dict(concurrency.overrides or {}),
         "max_workers": config.max_workers,
         "ordering": config.ordering,
+        "max_active": config.max_active,
+        "dispatch_deadline": config.dispatch_deadline,
     }
 
 
@@ -223,4 +234,6 @@ def queue_from_dict(data: Mapping[str, object]) -> QueueConfig:
         ),
         max_workers=data.get("max_workers"),  # type: ignore[arg-type]
         ordering=data.get("ordering", "priority"),  # type: ignore[arg-type]
+        max_active=data.get("max_active"),  # type: ignore[arg-type]
+        dispatch_deadline=data.get("dispatch_deadline"),  # type: ignore[arg-type]
     )

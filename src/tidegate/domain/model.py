@@ -70,6 +70,7 @@ class TaskDefinition:
     max_attempts: int = 1
     retry_backoff: float = 1.0
     timeout: float | None = None
+    dispatch_deadline: float | None = None  # seconds a run may wait queued before failing "capacity:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,7 @@ class NewRun:
     retry_backoff: float
     timeout: float | None
     delay: float  # seconds from the store's now until the run is due
+    deadline: float | None = None  # seconds from submission until it fails "capacity:" if still queued
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,6 +103,10 @@ class Rules:
         config = self.queues.get(queue)
         return None if config is None else config.concurrency.local_limit
 
+    def max_active(self, queue: str) -> int | None:
+        config = self.queues.get(queue)
+        return None if config is None else config.max_active
+
     def max_workers(self, queue: str) -> int | None:
         config = self.queues.get(queue)
         return None if config is None else config.max_workers

@@ -18,8 +18,8 @@ from typing import Any
 from tidegate.domain.admission import Admission, Candidate, LocalUsage, Saturation
 from tidegate.domain.scopes import GLOBAL, Rules, queue_scope
 
-MIN_WINDOW = 32
-WINDOW_FACTOR = 4
+WINDOW_MARGIN = 32  # at most this many rows read past the claim limit where limits apply
+MIN_MARGIN = 8  # at least this many, so that a claim of one still sees (and explains) the runs behind it
 MAX_PARTITIONS = 1000
 
 Row = Mapping[str, Any]
@@ -85,7 +85,7 @@ def candidate_rows(
         else:
             # Where no limit applies nothing can be skipped, so reading past the claim limit
             # would be waste; where one does, the wider window also records block reasons.
-            window = max(MIN_WINDOW, WINDOW_FACTOR * claim_limit) if limited(queue, rules) else claim_limit
+            window = window_size(queue, claim_limit, rules)
             # The head of the queue as it is (its blocked runs get their block reasons) ...
             found = list(read.window(queue, window, ()))
             exhausted |= len(found) == window
@@ -99,6 +99,29 @@ def candidate_rows(
         for row in found:
             rows.setdefault(row["id"], row)
     return Candidates(list(rows.values()), exhausted)
+
+
+def window_size(queue: str, claim_limit: int, rules: Rules) -> int:
+    """How many rows of a queue's head one claim reads.
+
+    Every row read is decided on (its scopes, its block reason), so reading
+    more than can matter costs throughput, most of all in the small claims a
+    busy worker makes as slots free one by one. Where no limit applies nothing
+    can be skipped: the claim limit. Where one does, up to twice it (between
+    MIN_MARGIN and WINDOW_MARGIN more), so that a few blocked runs at the head
+    do not leave the claim short and get their block reasons; a head that is
+    all blocked is stepped over by the second read, not by a wider first one.
+    """
+    return claim_limit + min(WINDOW_MARGIN, max(MIN_MARGIN, claim_limit)) if limited(queue, rules) else claim_limit
+
+
+def scope_keys(rows: Sequence[Row], rules: Rules) -> list[str]:
+    """Every scope the rows' runs need, in key order (the order scope rows are locked in).
+
+    Rows of one partition with the same tags need the same scopes, so each
+    shape is resolved once."""
+    shapes = {(row["queue"], row["partition_key"], tuple(sorted((row["tags"] or {}).items()))) for row in rows}
+    return sorted({need.key for queue, partition, tags in shapes for need in rules.scopes_for(queue, partition, dict(tags))})
 
 
 def limited(queue: str, rules: Rules) -> bool:

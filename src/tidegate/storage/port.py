@@ -56,6 +56,20 @@ class Store(Protocol):
 
     def get_task(self, name: str) -> TaskDefinition | None: ...
 
+    # --- workers ----------------------------------------------------------
+    def register_worker(
+        self, worker_id: str, capacity: int, queues: Sequence[str], fill_order: bool, ttl: float
+    ) -> int:
+        """Add (or refresh) this worker in the registry; return its stable rank (lowest free)."""
+
+    def heartbeat_worker(self, worker_id: str, ttl: float) -> bool:
+        """Extend the registry row; False if it was gone (the caller registers again)."""
+
+    def deregister_worker(self, worker_id: str) -> None: ...
+
+    def check_overflow(self, worker_id: str, queues: Sequence[str], interval: float) -> int | None:
+        """Raise CapacityOverflow (once per interval) if eligible runs wait while every worker is full."""
+
     # --- limits -----------------------------------------------------------
     def register_limits(
         self, run_queue: RunQueueConfig | None, queues: Sequence[QueueConfig], implied_queues: Sequence[str]
@@ -86,7 +100,9 @@ class Store(Protocol):
 
     # --- runs ---------------------------------------------------------------
     def enqueue(self, runs: Sequence[NewRun]) -> None:
-        """Store runs as queued (with RunQueued events), all or none, and wake workers."""
+        """Store runs as queued (with RunQueued events), all or none, and wake workers.
+
+        Raises AdmissionRejected, storing nothing, if a ceiling (max_active) would be passed."""
 
     def cycle(
         self,

@@ -93,6 +93,7 @@ def task_definition(row: Mapping[str, Any], to_json: ToJSON) -> TaskDefinition:
         max_attempts=row["max_attempts"],
         retry_backoff=row["retry_backoff"],
         timeout=row["timeout"],
+        dispatch_deadline=row["dispatch_deadline"],
     )
 
 

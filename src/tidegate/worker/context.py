@@ -8,7 +8,10 @@ system; the cancellation signal lets long work stop early and cleanly.
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 import threading
+from pathlib import Path
 
 
 class Cancelled(Exception):
@@ -25,6 +28,25 @@ class Context:
         self._cancelled = threading.Event()
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._lock = threading.Lock()
+        self._workdir: Path | None = None
+
+    @property
+    def workdir(self) -> Path:
+        """A scratch directory of this attempt alone, removed when it ends.
+
+        Two attempts of one run (a retry, or a rescue while a stuck thread
+        lingers) never share files, so neither can corrupt the other's.
+        """
+        with self._lock:
+            if self._workdir is None:
+                self._workdir = Path(tempfile.mkdtemp(prefix=f"tidegate-{self.run_id}-{self.attempt}-"))
+            return self._workdir
+
+    def _remove_workdir(self) -> None:
+        with self._lock:
+            workdir, self._workdir = self._workdir, None
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
 
     @property
     def cancelled(self) -> bool:

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tidegate.worker")
 
+HEARTBEAT_MARGIN = 0.05  # seconds of slack for the stop itself to take effect
+
 
 class Maintenance:
     def __init__(self, store: Store, worker: Worker, settings: WorkerSettings) -> None:
@@ -27,6 +29,7 @@ class Maintenance:
         self._worker = worker
         self._settings = settings
         self._stop = threading.Event()
+        self._last_renewal = time.monotonic()
         self._thread = threading.Thread(target=self._loop, name="tidegate-maintenance", daemon=True)
 
     def start(self) -> None:
@@ -52,14 +55,30 @@ class Maintenance:
             self._stop.wait(max(0.0, min(next_renew, next_sweep) - time.monotonic()))
 
     def _renew(self) -> None:
+        """Heartbeat the registry and renew leases; give attempts up before the sweeper would.
+
+        If renewals keep failing for longer than (lease - renewal interval), the
+        lease may expire before the next try: the worker stops its attempts
+        itself so that no other worker ever runs them at the same time.
+        """
         held = self._worker.leased_fences()
-        if not held:
-            return
+        started = time.monotonic()  # the store stamps the lease no earlier than this
         try:
-            lost = self._store.renew_leases(self._worker.id, held, self._settings.lease_duration)
+            if not self._store.heartbeat_worker(self._worker.id, self._settings.lease_duration):
+                self._worker.register()  # the row was swept while we were away
+            lost = self._store.renew_leases(self._worker.id, held, self._settings.lease_duration) if held else []
         except Exception:
-            log.exception("lease renewal failed; will retry")
+            # The next try comes one interval from now; if the lease could run out
+            # before it, stop the attempts now, while they are still ours alone.
+            interval = self._settings.lease_duration / 3
+            silent = time.monotonic() - self._last_renewal
+            if silent + interval >= self._settings.lease_duration - HEARTBEAT_MARGIN and held:
+                log.error("lease renewals failing for %.1fs: stopping %d attempts (heartbeat lost)", silent, len(held))
+                self._worker.lost_leases(held, reason="heartbeat lost")
+            else:
+                log.exception("lease renewal failed; will retry")
             return
+        self._last_renewal = started
         if lost:
             self._worker.lost_leases(lost)
 

@@ -31,6 +31,7 @@ from tidegate.engine.pools import ClaimPolicy, PoolGuard
 from tidegate.storage.port import Fence, Store
 from tidegate.worker.execution import Attempt, AttemptInterrupted, TaskFunction, describe_error
 from tidegate.worker.maintenance import Maintenance
+from tidegate.worker.metrics import OVERFLOW_SIGNALS
 from tidegate.worker.threads import DaemonThreadPool
 from tidegate.workflow import RunScope, execute_workflow
 from tidegate.workflow.executors import shutdown_process_pool
@@ -51,6 +52,9 @@ class WorkerSettings:
     cancel_grace: float = 5.0
     shutdown_grace: float = 30.0
     claim_policy: ClaimPolicy = ClaimPolicy()  # how workflow steps wait for pool slots
+    fill_order: bool = False
+    max_idle: float | None = None  # exit after this long with nothing to do
+    overflow_interval: float = 30.0
 
     def __post_init__(self) -> None:
         if not self.queues:
@@ -70,8 +74,11 @@ class Worker:
         tasks: Mapping[str, TaskFunction],
         settings: WorkerSettings,
         on_ready: Callable[[], None] | None = None,
+        on_overflow: Sequence[Callable[[int], None]] = (),
     ) -> None:
         self._store = store
+        self._on_overflow = list(on_overflow)
+        self.rank: int | None = None
         self._tasks = tasks
         self.settings = settings
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -84,6 +91,7 @@ class Worker:
         self._wake: asyncio.Event | None = None
         self._stopping = False
         self._external_wake = False
+        self._idle_since = time.monotonic()
         self._stop_deadline: float | None = None
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
@@ -156,6 +164,7 @@ class Worker:
         if install_signals:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, self._on_signal)
+        self.rank = await self._call_store(self.register)
         listener = self._store.listen(self._on_notification)
         maintenance = Maintenance(self._store, self, self.settings)
         maintenance.start()
@@ -168,6 +177,10 @@ class Worker:
             maintenance.stop()
             listener.close()
             await self._hand_back_unsettled()
+            try:
+                await self._call_store(self._store.deregister_worker, self.id)
+            except Exception:
+                log.exception("could not deregister; the registry row expires by itself")
             self._threads.shutdown()
             self._pool_guard.close()
             self._db.shutdown(wait=True)
@@ -205,6 +218,8 @@ class Worker:
                     continue
                 backoff = STORE_RETRY_FIRST
                 self._apply(result)
+                if free == 0 and look and not self._stopping:
+                    await self._check_overflow()
                 if free > 0 and result.claimed and (len(result.claimed) == free or result.more):
                     continue  # a full batch, or a full read: more may be claimable now
             if self._stopping:
@@ -212,6 +227,9 @@ class Worker:
                     return
                 if self._stop_deadline is not None and time.monotonic() >= self._stop_deadline:
                     return
+            elif self._idle_too_long():
+                log.info("idle for %.0fs (max idle): exiting", self.settings.max_idle)
+                return
             elif self.settings.drain and not self._busy and not self._has_reports():
                 try:
                     if await self._call_store(self._store.pending_count, self.settings.queues) == 0:
@@ -233,6 +251,38 @@ class Worker:
                 timed_out = True  # the backstop poll
             look = timed_out or self._external_wake
             self._external_wake = False
+
+    def register(self) -> int:
+        """Join the worker registry (rank for the fill order, liveness for orphan recovery)."""
+        return self._store.register_worker(
+            self.id, self.settings.max_workers, self.settings.queues, self.settings.fill_order, self.settings.lease_duration
+        )
+
+    def _idle_too_long(self) -> bool:
+        if self._busy or self._has_reports():
+            self._idle_since = time.monotonic()
+            return False
+        max_idle = self.settings.max_idle
+        return max_idle is not None and time.monotonic() - self._idle_since >= max_idle
+
+    async def _check_overflow(self) -> None:
+        """Full, and woken or polled: if eligible runs wait for a worker, tell the autoscaler."""
+        try:
+            backlog = await self._call_store(
+                self._store.check_overflow, self.id, self.settings.queues, self.settings.overflow_interval
+            )
+        except Exception:
+            log.exception("overflow check failed")
+            return
+        if backlog is None:
+            return
+        OVERFLOW_SIGNALS.inc()
+        log.warning("capacity overflow: %d eligible runs wait while every worker is full", backlog)
+        for callback in self._on_overflow:
+            try:
+                callback(backlog)
+            except Exception:  # an autoscaler's failure never breaks dispatch
+                log.exception("on_overflow callback failed")
 
     async def _call_store(self, fn: Callable[..., Any], *args: Any) -> Any:
         assert self._loop is not None
@@ -350,6 +400,7 @@ class Worker:
 
     def _release(self, attempt: Attempt) -> None:
         """The attempt's code has returned: its slot of capacity is free."""
+        attempt.context._remove_workdir()
         self._busy.pop(attempt.fence, None)
         self._wake_now()
 
@@ -380,17 +431,17 @@ class Worker:
         self._settle(attempt, self._outcome_for_error(attempt, AttemptInterrupted(attempt.stop_reason or "stopped")))
         attempt.interrupt()
 
-    def lost_leases(self, fences: Sequence[Fence]) -> None:
-        """Called (threadsafe) by maintenance: the store gave these attempts to someone else."""
-        self._threadsafe(self._drop_lost, list(fences))
+    def lost_leases(self, fences: Sequence[Fence], reason: str = "lease lost") -> None:
+        """Called (threadsafe) by maintenance: these attempts are, or are about to be, someone else's."""
+        self._threadsafe(self._drop_lost, list(fences), reason)
 
-    def _drop_lost(self, fences: list[Fence]) -> None:
+    def _drop_lost(self, fences: list[Fence], reason: str) -> None:
         for fence in fences:
             attempt = self._busy.get(fence)
             if attempt is not None and not attempt.settled:
-                log.warning("run %s attempt %s lost its lease; stopping it", *fence)
-                attempt.stop_reason = "lease lost"
-                attempt.context._cancel("lease lost")
+                log.warning("run %s attempt %s: %s; stopping it", fence[0], fence[1], reason)
+                attempt.stop_reason = reason
+                attempt.context._cancel(reason)
                 self._settle(attempt, None)
                 attempt.interrupt()
 

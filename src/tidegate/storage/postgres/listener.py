@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 
 import psycopg
+from psycopg import sql
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, 
 
 
 class NotifyListener:
-    """Calls `callback` (on its own thread) after notifications on the tidegate channel.
+    """Calls `callback` (on its own thread) after notifications on this schema's channel.
 
     A burst of notifications that arrived together gives one callback: the
     callback means "look again", and looking once covers all of them. Each
@@ -36,12 +37,12 @@ class NotifyListener:
     def __init__(
         self,
         url: str,
-        listen_sql: str,
+        channel_sql: str,
         callback: Callable[[], None],
         connect_timeout: float = 5.0,
     ) -> None:
         self._url = url
-        self._listen_sql = listen_sql
+        self._channel_sql = channel_sql
         self._callback = callback
         self._connect_timeout = connect_timeout
         self._closed = threading.Event()
@@ -86,7 +87,8 @@ class NotifyListener:
             self._url, autocommit=True, connect_timeout=max(2, round(self._connect_timeout)), **KEEPALIVES
         )
         try:
-            connection.execute(self._listen_sql)
+            (channel,) = connection.execute(self._channel_sql).fetchone() or ("",)
+            connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
         except BaseException:
             connection.close()
             raise

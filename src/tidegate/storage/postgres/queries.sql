@@ -29,45 +29,107 @@ INSERT INTO tidegate_schema_version (version, name, applied_at)
 VALUES (%(version)s::integer, %(name)s::text, now());
 
 -- name: register_tasks
-INSERT INTO tidegate_tasks (name, queue, priority, tags, max_attempts, retry_backoff, timeout, updated_at)
-SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, now()
+INSERT INTO tidegate_tasks (
+    name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, updated_at)
+SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, now()
 FROM jsonb_to_recordset(%(tasks)s::jsonb) AS t(
     name text, queue text, priority integer, tags jsonb, max_attempts integer,
-    retry_backoff double precision, timeout double precision)
+    retry_backoff double precision, timeout double precision, dispatch_deadline double precision)
 ON CONFLICT (name) DO UPDATE SET
     queue = excluded.queue, priority = excluded.priority, tags = excluded.tags,
     max_attempts = excluded.max_attempts, retry_backoff = excluded.retry_backoff,
-    timeout = excluded.timeout, updated_at = excluded.updated_at;
+    timeout = excluded.timeout, dispatch_deadline = excluded.dispatch_deadline, updated_at = excluded.updated_at;
 
 -- name: get_task
-SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout
+SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline
 FROM tidegate_tasks WHERE name = %(name)s::text;
 
+-- name: enqueue_fence
+-- The rules fence, shared (as claims take it): the admission ceilings read
+-- by enqueue_lock and enqueue stay those in force until this submit commits.
+SELECT pg_advisory_xact_lock_shared(hashtext('tidegate:rules'), hashtext(coalesce(current_schema(), '')));
+
+-- name: enqueue_lock
+-- One submitter at a time per admission ceiling this batch meets (`admission:*`
+-- for the global max_active, `admission:QUEUE` for a queue's), locks taken in
+-- key order so that two submitters never wait on each other in a circle. Only
+-- the next statement counts: under READ COMMITTED it sees every submit that
+-- committed before the lock was granted, so two can never take the last place.
+-- A batch that meets no ceiling takes no lock and submits in parallel.
+SELECT pg_advisory_xact_lock(hashtextextended('tidegate:' || coalesce(current_schema(), '') || '/' || c.key, 0))
+FROM (
+    SELECT key FROM (
+        SELECT 'admission:*' AS key FROM tidegate_settings
+        WHERE name = 'run_queue' AND (value::jsonb ->> 'max_active') IS NOT NULL
+        UNION ALL
+        SELECT 'admission:' || name FROM tidegate_queues
+        WHERE name = ANY(%(queues)s::text[]) AND (config ->> 'max_active') IS NOT NULL
+    ) AS u
+    ORDER BY key COLLATE "C"
+) AS c;
+
 -- name: enqueue
--- Runs and their RunQueued events, all or none, in submission order.
+-- Runs and their RunQueued events, all or none, in submission order; none if
+-- the batch would push the active runs (queued + running) of a ceiling past
+-- it (`max_active` of the declarations, as domain.scopes.Rules reads it).
+-- Then the one ceiling refused, in the order SQLite checks them (all queues,
+-- then queues as they first appear), with its count, what the batch adds and
+-- the completions of the last `window` seconds: the adapter raises with them.
 WITH new AS (
     SELECT * FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
         n integer, id text, task text, queue text, partition_key text, priority integer, args jsonb,
         tags jsonb, concurrency_key text, max_attempts integer, retry_backoff double precision,
-        timeout double precision, delay double precision)
+        timeout double precision, delay double precision, deadline double precision)
+), ceilings AS (
+    SELECT NULL::text AS queue, (s.value::jsonb ->> 'max_active')::integer AS ceiling,
+           (SELECT count(*)::integer FROM new) AS incoming, -1 AS first
+    FROM tidegate_settings AS s
+    WHERE s.name = 'run_queue' AND (s.value::jsonb ->> 'max_active') IS NOT NULL
+    UNION ALL
+    SELECT q.name, (q.config ->> 'max_active')::integer, b.incoming, b.first
+    FROM (SELECT queue, count(*)::integer AS incoming, min(n) AS first FROM new GROUP BY queue) AS b
+    JOIN tidegate_queues AS q ON q.name = b.queue
+    WHERE (q.config ->> 'max_active') IS NOT NULL
+), refused AS (
+    SELECT c.queue, c.ceiling, c.incoming, a.active
+    FROM ceilings AS c
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN c.queue IS NULL
+                    THEN (SELECT count(*)::integer FROM tidegate_runs WHERE status IN ('queued', 'running'))
+                    ELSE (SELECT count(*)::integer FROM tidegate_runs
+                          WHERE status IN ('queued', 'running') AND queue = c.queue)
+               END AS active
+    ) AS a
+    WHERE a.active + c.incoming > c.ceiling
+    ORDER BY c.first
+    LIMIT 1
 ), stored AS (
     INSERT INTO tidegate_runs (
         id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
-        retry_backoff, timeout, submitted_at, queued_at, scheduled_at)
+        retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at)
     SELECT id, task, queue, partition_key, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
-           retry_backoff, timeout, now(), now(), now() + make_interval(secs => delay)
-    FROM new ORDER BY n
+           retry_backoff, timeout, now(), now(), now() + make_interval(secs => delay),
+           now() + make_interval(secs => deadline)
+    FROM new WHERE NOT EXISTS (SELECT 1 FROM refused) ORDER BY n
+), queued AS (
+    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+    SELECT id, NULL, 'RunQueued', jsonb_build_object('queue', queue), now()
+    FROM new WHERE NOT EXISTS (SELECT 1 FROM refused) ORDER BY n
 )
-INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-SELECT id, NULL, 'RunQueued', jsonb_build_object('queue', queue), now()
-FROM new ORDER BY n;
+SELECT f.queue, f.active, f.ceiling, f.incoming,
+       (SELECT count(*)::integer FROM tidegate_runs AS r
+        WHERE r.finished_at >= now() - make_interval(secs => %(window)s::double precision)
+          AND r.status IN ('completed', 'failed', 'canceled') AND (f.queue IS NULL OR r.queue = f.queue))
+FROM refused AS f;
 
 -- name: notify
--- Delivered at commit, once per transaction however often it is called.
-SELECT pg_notify('tidegate', '');
+-- Delivered at commit, once per transaction however often it is called. One
+-- channel per schema (channel names are at most 63 bytes, so a digest of it):
+-- two tidegate databases in one PostgreSQL database never wake each other.
+SELECT pg_notify('tidegate_' || md5(current_schema()), '');
 
--- name: listen
-LISTEN tidegate;
+-- name: listen_channel
+SELECT 'tidegate_' || md5(current_schema());
 
 -- name: cycle_reports
 -- The starts and outcomes of one cycle, in one statement: a short attempt
@@ -188,6 +250,7 @@ CROSS JOIN LATERAL (
     SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
            priority, scheduled_at, block_reason FROM tidegate_runs AS r
     WHERE status = 'queued' AND queue = q.name AND scheduled_at <= statement_timestamp()
+      AND (deadline_at IS NULL OR deadline_at > statement_timestamp())
       AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
     ORDER BY priority DESC, scheduled_at, id
     LIMIT q.size
@@ -230,7 +293,7 @@ LEFT JOIN LATERAL (
     SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
            priority, scheduled_at, block_reason FROM tidegate_runs AS r
     WHERE status = 'queued' AND queue = %(queue)s::text AND partition_key = f.key
-      AND scheduled_at <= statement_timestamp()
+      AND scheduled_at <= statement_timestamp() AND (deadline_at IS NULL OR deadline_at > statement_timestamp())
       AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
     ORDER BY priority DESC, scheduled_at, id
     LIMIT CASE WHEN f.key = ANY(%(saturated)s::text[]) THEN 1 ELSE t.per_partition END
@@ -242,7 +305,7 @@ LEFT JOIN LATERAL (
 SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
        priority, scheduled_at, block_reason FROM tidegate_runs AS r
 WHERE status = 'queued' AND queue = %(queue)s::text AND partition_key = %(partition)s::text
-  AND scheduled_at <= statement_timestamp()
+  AND scheduled_at <= statement_timestamp() AND (deadline_at IS NULL OR deadline_at > statement_timestamp())
   AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
 ORDER BY priority DESC, scheduled_at, id
 LIMIT %(limit)s::integer
@@ -400,39 +463,79 @@ RETURNING holder;
 
 -- name: sweep_recover
 -- Rescue counts as an attempt: a run that keeps killing its worker ends failed.
--- The expired rows are locked first so the worker id reported is the one
--- whose lease lapsed; a row some transaction holds (a renewal, an outcome)
--- is skipped, not waited on, and swept next time if it is still expired.
+-- Two ways a running run is known lost: its lease lapsed, or its worker's
+-- registry heartbeat stopped (an orphan: the worker is gone whatever its
+-- leases say, started or claimed-but-never-started alike). The rows are
+-- locked first so the worker id reported is the one that lost them; a row
+-- some transaction holds (a renewal, an outcome) is skipped, not waited on,
+-- and swept next time if it is still lost. submitted_at and deadline_at are
+-- kept: a recovered run's dispatch deadline still counts from submission.
 WITH expired AS (
-    SELECT id, worker_id FROM tidegate_runs
-    WHERE status = 'running' AND lease_expires_at < now()
-    FOR UPDATE SKIP LOCKED
+    SELECT r.id, r.worker_id, r.lease_expires_at < now() AS lapsed FROM tidegate_runs AS r
+    WHERE r.status = 'running'
+      AND (r.lease_expires_at < now()
+           OR EXISTS (SELECT 1 FROM tidegate_workers AS w WHERE w.id = r.worker_id AND w.expires_at < now()))
+    FOR UPDATE OF r SKIP LOCKED
 ), recovered AS (
     UPDATE tidegate_runs AS r SET
         status = CASE WHEN r.cancel_requested THEN 'canceled'
                       WHEN r.attempt >= r.max_attempts THEN 'failed'
                       ELSE 'queued' END,
         error = CASE WHEN r.cancel_requested THEN r.error
-                     WHEN r.attempt >= r.max_attempts
+                     WHEN r.attempt >= r.max_attempts AND e.lapsed
                      THEN 'lease expired: the worker stopped renewing it (attempt '
                           || r.attempt || ' of ' || r.max_attempts || ')'
+                     WHEN r.attempt >= r.max_attempts
+                     THEN 'orphaned: its worker is gone (attempt ' || r.attempt || ' of ' || r.max_attempts || ')'
                      ELSE r.error END,
         finished_at = CASE WHEN r.cancel_requested OR r.attempt >= r.max_attempts THEN now() ELSE NULL END,
         queued_at = now(), scheduled_at = now(), worker_id = NULL, lease_expires_at = NULL
     FROM expired AS e
-    WHERE r.id = e.id AND r.status = 'running' AND r.lease_expires_at < now()
-    RETURNING r.id, r.attempt, r.status, e.worker_id
+    WHERE r.id = e.id AND r.status = 'running'
+    RETURNING r.id, r.attempt, r.status, e.worker_id, e.lapsed
 ), released AS (
     DELETE FROM tidegate_holders AS h USING recovered AS v WHERE h.run_id = v.id
 ), events AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL,
            CASE status WHEN 'queued' THEN 'RunRequeued' WHEN 'failed' THEN 'RunFailed' ELSE 'RunCanceled' END,
-           jsonb_build_object('attempt', attempt, 'reason', %(reason)s::text, 'worker', worker_id),
+           jsonb_build_object('attempt', attempt,
+                              'reason', CASE WHEN lapsed THEN 'lease expired' ELSE 'worker gone' END,
+                              'worker', worker_id),
            now()
     FROM recovered ORDER BY id
 )
 SELECT id, status FROM recovered ORDER BY id;
+
+-- name: sweep_deadlines
+-- Queued runs past their dispatch deadline fail "capacity: ..." (claims no
+-- longer see them). A row a claimer holds is skipped: it is being taken, or
+-- is failed at the next sweep.
+WITH late AS (
+    SELECT id FROM tidegate_runs
+    WHERE status = 'queued' AND deadline_at <= now()
+    FOR UPDATE SKIP LOCKED
+), failed AS (
+    UPDATE tidegate_runs AS r SET
+        status = 'failed', finished_at = now(), block_reason = NULL,
+        error = 'capacity: still queued ' || round(extract(epoch FROM now() - r.submitted_at))::bigint
+                || 's after submission, past its dispatch deadline; no worker could take it in time'
+    FROM late AS l
+    WHERE r.id = l.id AND r.status = 'queued'
+    RETURNING r.id, r.attempt, r.error
+), events AS (
+    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+    SELECT id, NULL, 'RunFailed', jsonb_build_object('attempt', attempt, 'error', error), now()
+    FROM failed ORDER BY id
+)
+SELECT id FROM failed ORDER BY id;
+
+-- name: forget_dead_workers
+-- Registry rows whose heartbeat stopped and who hold no running run any more
+-- (sweep_recover, earlier in the same transaction, took their runs back).
+DELETE FROM tidegate_workers AS w
+WHERE w.expires_at < now()
+  AND NOT EXISTS (SELECT 1 FROM tidegate_runs AS r WHERE r.worker_id = w.id AND r.status = 'running');
 
 -- name: sweep_leaks
 -- Holders whose run no longer runs that attempt. Releases happen in the same
@@ -552,7 +655,7 @@ WITH run_queue AS (
       AND EXISTS (SELECT 1 FROM run_queue UNION ALL SELECT 1 FROM declared UNION ALL SELECT 1 FROM implied)
     RETURNING value
 )
-SELECT pg_notify('tidegate', '') FROM bumped;
+SELECT pg_notify('tidegate_' || md5(current_schema()), '') FROM bumped;
 
 -- name: bump_rules_version
 UPDATE tidegate_settings SET value = (value::bigint + 1)::text, updated_at = now()
@@ -635,7 +738,7 @@ WITH before AS (
            now()
     FROM saved
 )
-SELECT name, "limit", lease_seconds, updated_at, pg_notify('tidegate', '') FROM saved;
+SELECT name, "limit", lease_seconds, updated_at, pg_notify('tidegate_' || md5(current_schema()), '') FROM saved;
 
 -- name: pools
 -- Configured pools, and unconfigured ones that are held or waited for. Pending
@@ -788,7 +891,7 @@ WITH run AS (
            now()
     WHERE EXISTS (SELECT 1 FROM freed)
 )
-SELECT pg_notify('tidegate', '') WHERE EXISTS (SELECT 1 FROM freed);
+SELECT pg_notify('tidegate_' || md5(current_schema()), '') WHERE EXISTS (SELECT 1 FROM freed);
 
 -- name: record_steps
 -- Upsert each step (a completed step is a checkpoint and stays as it is); a
@@ -855,7 +958,7 @@ WITH run AS (
     ) AS e
     ORDER BY n, part
 )
-SELECT EXISTS (SELECT 1 FROM run), (SELECT count(pg_notify('tidegate', '')) FROM freed);
+SELECT EXISTS (SELECT 1 FROM run), (SELECT count(pg_notify('tidegate_' || md5(current_schema()), '')) FROM freed);
 
 -- name: run_steps
 SELECT run_id, step_key, map_key, item_index, status, output, error, waiting_for, attempt, started_at, finished_at
@@ -928,3 +1031,58 @@ WITH candidates AS (
     ORDER BY holder
 )
 SELECT count(*)::integer FROM freed;
+
+-- name: register_worker_lock
+-- Workers registering at once take ranks one at a time, so no two get the same.
+SELECT pg_advisory_xact_lock(hashtext('tidegate:workers'), hashtext(coalesce(current_schema(), '')));
+
+-- name: live_worker_ranks
+SELECT id, rank FROM tidegate_workers WHERE expires_at >= now();
+
+-- name: register_worker
+INSERT INTO tidegate_workers AS w (id, rank, capacity, queues, fill_order, started_at, heartbeat_at, expires_at)
+VALUES (%(id)s::text, %(rank)s::integer, %(capacity)s::integer, %(queues)s::jsonb, %(fill_order)s::boolean,
+        now(), now(), now() + make_interval(secs => %(ttl)s::double precision))
+ON CONFLICT (id) DO UPDATE SET
+    rank = excluded.rank, heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at;
+
+-- name: heartbeat_worker
+UPDATE tidegate_workers SET heartbeat_at = now(), expires_at = now() + make_interval(secs => %(ttl)s::double precision)
+WHERE id = %(id)s::text
+RETURNING rank;
+
+-- name: deregister_worker
+DELETE FROM tidegate_workers WHERE id = %(id)s::text;
+
+-- name: release_locks
+-- A leaving worker hands its duties (the sweeper's turn) to the others at once.
+DELETE FROM tidegate_locks WHERE holder = %(id)s::text;
+
+-- name: worker_fill_state
+-- Live workers with their running runs, for the fill order and the overflow check.
+SELECT w.id, w.rank, w.capacity, w.queues, w.fill_order,
+       (SELECT count(*)::integer FROM tidegate_runs AS r WHERE r.worker_id = w.id AND r.status = 'running')
+       AS running
+FROM tidegate_workers AS w
+WHERE w.expires_at >= now();
+
+-- name: check_overflow_window
+-- The first due runs of each queue in claim order, as claim_window reads them
+-- but without locking them: looking must not hide runs from claimers.
+SELECT c.id, c.task, c.queue, c.partition_key, c.tags, c.priority, c.scheduled_at, c.block_reason
+FROM unnest(%(queues)s::text[]) AS q(name)
+CROSS JOIN LATERAL (
+    SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason FROM tidegate_runs
+    WHERE status = 'queued' AND queue = q.name AND scheduled_at <= now()
+      AND (deadline_at IS NULL OR deadline_at > now())
+    ORDER BY priority DESC, scheduled_at, id
+    LIMIT %(limit)s::integer
+) AS c;
+
+-- name: take_turn
+-- A duty done at most once per interval across all workers (unlike take_lock, the holder does not renew).
+INSERT INTO tidegate_locks (name, holder, expires_at)
+VALUES (%(name)s::text, %(holder)s::text, now() + make_interval(secs => %(ttl)s::double precision))
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE tidegate_locks.expires_at < now()
+RETURNING holder;

@@ -20,6 +20,14 @@ commits; `admit` decides; the same transaction writes the claims, their
 holder rows and the block reasons. That costs one more round trip, taken
 only when some candidate needs a scope: with no limits declared the cycle
 is the same two round trips as before.
+
+Admission ceilings (`max_active`) are checked in the submit's own
+transaction, still one round trip: the batch takes one advisory lock per
+ceiling it meets, in key order, and only the next statement counts the
+active runs and inserts (or inserts nothing), so two submitters can never
+both take the last place. The worker registry (`tidegate_workers`) gives
+ranks for the fill order and lets the sweep recover the runs of a worker
+whose heartbeat stopped.
 """
 
 from __future__ import annotations
@@ -39,7 +47,14 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tidegate.domain.admission import LocalUsage, admit
-from tidegate.domain.errors import ConfigurationError, InvalidArgument, RunNotFound, StoreUnavailable
+from tidegate.domain.backpressure import RATE_WINDOW_SECONDS, WorkerSlot, claimable_queues, lowest_free_rank, retry_after
+from tidegate.domain.errors import (
+    AdmissionRejected,
+    ConfigurationError,
+    InvalidArgument,
+    RunNotFound,
+    StoreUnavailable,
+)
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.limits import (
     QueueConfig,
@@ -77,9 +92,10 @@ CONNECT_TIMEOUT = 5.0
 POOL_MIN_SIZE = 1
 POOL_MAX_SIZE = 8
 SWEEPER_LOCK = "sweeper"
+OVERFLOW_TURN = "overflow"
+OVERFLOW_SAMPLE = 100  # queued runs looked at per queue when deciding whether runs wait for a worker
 CANCELED_WHILE_QUEUED = "canceled while queued"
 WORKER_SHUTTING_DOWN = "worker shutting down"
-LEASE_EXPIRED = "lease expired"
 _JSON_NUL = "\\u0000"  # how json.dumps writes U+0000, which jsonb and text refuse
 
 
@@ -119,6 +135,10 @@ class PostgresStore(PostgresStepVerbs):
         self._queries = load_queries("tidegate.storage.postgres")
         self._migrations: list[Migration] = load_migrations("tidegate.storage.postgres.migrations")
         self._rules_cache: tuple[str, Rules] | None = None  # (rules_version, rules)
+        # Rank of each worker that joined the fill order through this store: the
+        # cycle of any other worker (or of rank 0, which nobody ranks below) then
+        # skips reading the registry, so the fill order costs nothing when off.
+        self._fill_ranks: dict[str, int] = {}
         self._probe()
         self._pool = ConnectionPool(
             url,
@@ -240,6 +260,7 @@ class PostgresStore(PostgresStepVerbs):
                 "max_attempts": task.max_attempts,
                 "retry_backoff": task.retry_backoff,
                 "timeout": task.timeout,
+                "dispatch_deadline": task.dispatch_deadline,
             }
             for task in latest.values()
         ]
@@ -256,9 +277,24 @@ class PostgresStore(PostgresStepVerbs):
         if not runs:
             return
         payload = _enqueue_payload(runs)
-        with self._connection() as connection, transaction(connection):
-            connection.execute(self._q("enqueue"), {"runs": payload})
-            connection.execute(self._q("notify"))
+        queues = sorted({run.queue for run in runs})
+        with self._connection() as connection:
+            # READ COMMITTED whatever the server's default: the count must see every submit
+            # committed before the ceiling's lock was granted.
+            with transaction(connection, b"BEGIN ISOLATION LEVEL READ COMMITTED"):
+                connection.execute(self._q("enqueue_fence"))
+                connection.execute(self._q("enqueue_lock"), {"queues": queues})
+                refused = connection.execute(self._q("enqueue"), {"runs": payload, "window": RATE_WINDOW_SECONDS})
+                connection.execute(self._q("notify"))  # a refused batch stored nothing: a spare wake-up at worst
+            row = refused.fetchone()
+        if row is not None:
+            queue, active, ceiling, incoming, recent = row
+            raise AdmissionRejected(
+                "all queues" if queue is None else f"queue {queue}",
+                active,
+                ceiling,
+                retry_after(active, ceiling, incoming, recent),
+            )
 
     def cycle(
         self,
@@ -278,7 +314,9 @@ class PostgresStore(PostgresStepVerbs):
         writes what `admit` decided (and, when the claim fell short, asks when
         the next run falls due) and commits. The transaction is READ COMMITTED
         whatever the server's default: the usage read must see every claim
-        committed before the scope lock was granted.
+        committed before the scope lock was granted. A worker in the fill
+        order above rank 0 first reads the registry (one more round trip) to
+        learn which of its queues it may claim from; no other worker does.
         """
         queue_list = list(queues)
         reported, outcome_payload = _outcome_payload(outcomes)
@@ -294,7 +332,9 @@ class PostgresStore(PostgresStepVerbs):
                     connection.execute(self._q("notify"))  # finished runs may be waited on, and free capacity
                 cancels = connection.execute(self._q("cancel_requests"), {"worker": worker_id})
                 claim, due, more = None, None, False
-                if claim_limit > 0:
+                if claim_limit > 0 and self._fill_ranks.get(worker_id, 0) > 0:
+                    queue_list = self._fill_order_queues(connection, worker_id, queue_list)
+                if claim_limit > 0 and queue_list:
                     connection.execute(self._q("claim_fence"))
                     claim, due, more = _Claim(self, connection, worker_id, queue_list, claim_limit, lease_seconds).run()
             applied_fences = set() if applied is None else {(row[0], row[1]) for row in applied.fetchall()}
@@ -303,6 +343,18 @@ class PostgresStore(PostgresStepVerbs):
             next_due_in = None if due is None else due.fetchone()[0]  # type: ignore[index]
         fenced_out = [fence for fence in reported if fence not in applied_fences]
         return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more)
+
+    def _fill_order_queues(
+        self, connection: psycopg.Connection[Any], worker_id: str, queues: list[str]
+    ) -> list[str]:
+        """The queues a worker in the fill order may claim from now (a round trip: the registry)."""
+        rows = connection.cursor(row_factory=dict_row).execute(self._q("worker_fill_state")).fetchall()
+        slots = {row["id"]: (row["fill_order"], _worker_slot(row)) for row in rows}
+        mine = slots.get(worker_id)
+        if mine is None or not mine[0]:
+            return queues
+        allowed = claimable_queues(mine[1], [slot for fill, slot in slots.values() if fill])
+        return [queue for queue in queues if queue in allowed]
 
     def _rules_from_row(self, row: Sequence[Any] | None) -> Rules | None:
         """The rules a `load_rules` row describes: the cached ones when it says they did not
@@ -356,13 +408,16 @@ class PostgresStore(PostgresStepVerbs):
             ).fetchone()
             if turn is None:
                 return None
-            recovered = connection.execute(self._q("sweep_recover"), {"reason": LEASE_EXPIRED})
+            recovered = connection.execute(self._q("sweep_recover"))
+            connection.execute(self._q("forget_dead_workers"))
             leaks = connection.execute(self._q("sweep_leaks"))
             expired_steps = self._sweep_step_holders(connection)
+            late = connection.execute(self._q("sweep_deadlines"))
             report = SweepReport(
                 leaks_repaired=leaks.fetchone()[0],  # type: ignore[index]
                 step_slots_expired=expired_steps.fetchone()[0],  # type: ignore[index]
             )
+            report.failed.extend(row[0] for row in late.fetchall())
             for run_id, status in recovered.fetchall():
                 (report.requeued if status == "queued" else report.failed).append(run_id)
             if report:
@@ -414,6 +469,79 @@ class PostgresStore(PostgresStepVerbs):
             for status, count in connection.execute(self._q("status_counts"), {"queue": queue}).fetchall():
                 counts[RunStatus(status)] = count
         return counts
+
+    # --- workers ------------------------------------------------------------------
+
+    def register_worker(
+        self, worker_id: str, capacity: int, queues: Sequence[str], fill_order: bool, ttl: float
+    ) -> int:
+        with self._connection() as connection, transaction(connection):
+            connection.execute(self._q("register_worker_lock"))
+            live = dict(connection.execute(self._q("live_worker_ranks")).fetchall())
+            rank = live.get(worker_id)
+            if rank is None:
+                rank = lowest_free_rank(list(live.values()))
+            params = {
+                "id": worker_id,
+                "rank": rank,
+                "capacity": capacity,
+                "queues": dumps(sorted(queues)),
+                "fill_order": fill_order,
+                "ttl": ttl,
+            }
+            connection.execute(self._q("register_worker"), params)
+        if fill_order:
+            self._fill_ranks[worker_id] = rank
+        else:
+            self._fill_ranks.pop(worker_id, None)
+        return rank
+
+    def heartbeat_worker(self, worker_id: str, ttl: float) -> bool:
+        with self._connection() as connection:  # one statement: its own transaction
+            row = connection.execute(self._q("heartbeat_worker"), {"id": worker_id, "ttl": ttl}).fetchone()
+        return row is not None
+
+    def deregister_worker(self, worker_id: str) -> None:
+        with self._connection() as connection, transaction(connection):
+            connection.execute(self._q("deregister_worker"), {"id": worker_id})
+            connection.execute(self._q("release_locks"), {"id": worker_id})
+            connection.execute(self._q("notify"))  # higher-ranked workers may now claim
+        self._fill_ranks.pop(worker_id, None)
+
+    def check_overflow(self, worker_id: str, queues: Sequence[str], interval: float) -> int | None:
+        """Raise the overflow signal (once per interval, across workers) when eligible runs wait for a worker.
+
+        Eligible means the claim policy would admit it were there room: runs
+        held back by a limit do not count. Only when every live worker serving
+        these queues is full; returns the backlog when this call raised it.
+        Called only by a full worker, so its round trips stay off the hot path.
+        """
+        with self._connection() as connection, transaction(connection):
+            workers = connection.cursor(row_factory=dict_row).execute(self._q("worker_fill_state")).fetchall()
+            serving = [row for row in workers if set(row["queues"]) & set(queues)]
+            if not serving or any(row["running"] < row["capacity"] for row in serving):
+                return None
+            rules = self._parse_rules(connection.execute(self._q("load_rules"), {"known": None}).fetchone())
+            usage = dict(connection.execute(self._q("scope_usage")).fetchall())
+            rows = connection.cursor(row_factory=dict_row).execute(
+                self._q("check_overflow_window"), {"queues": list(queues), "limit": OVERFLOW_SAMPLE}
+            ).fetchall()
+            candidates = [
+                claiming.to_candidate(row, rules, row["tags"], row["scheduled_at"].timestamp()) for row in rows
+            ]
+            eligible = len(admit(candidates, usage, rules, LocalUsage(), len(candidates)).admitted)
+            if eligible == 0:
+                return None
+            turn = connection.execute(
+                self._q("take_turn"), {"name": OVERFLOW_TURN, "holder": worker_id, "ttl": interval}
+            ).fetchone()
+            if turn is None:
+                return None
+            metadata = {"backlog": eligible, "workers": len(serving), "queues": sorted(queues)}
+            connection.execute(
+                self._q("insert_event"), {"run_id": None, "type": "CapacityOverflow", "metadata": dumps(metadata)}
+            )
+        return eligible
 
     # --- limits -------------------------------------------------------------------
 
@@ -499,7 +627,7 @@ class PostgresStore(PostgresStepVerbs):
     # --- wake-ups ----------------------------------------------------------------
 
     def listen(self, callback: Callable[[], None]) -> NotifyListener:
-        return NotifyListener(self.url, self._q("listen"), callback, connect_timeout=CONNECT_TIMEOUT)
+        return NotifyListener(self.url, self._q("listen_channel"), callback, connect_timeout=CONNECT_TIMEOUT)
 
     def close(self) -> None:
         self._pool.close()
@@ -575,13 +703,7 @@ class _Claim:
             return None, self._next_due(), False
         keys: list[str] = []
         if any(claiming.limited(queue, rules) for queue in self.queues):
-            keys = sorted(
-                {
-                    need.key
-                    for row in rows
-                    for need in rules.scopes_for(row["queue"], row["partition_key"], row["tags"] or {})
-                }
-            )
+            keys = claiming.scope_keys(rows, rules)
         lanes_cursor = None
         fair = claiming.fair_lanes(self.queues, rules)
         if fair and self.lanes is None:
@@ -605,6 +727,9 @@ class _Claim:
             connection.execute(store._q("set_block_reasons"), {"reasons": _payload_json(reasons)})
         if not decision.admitted:
             return None, self._next_due(), False
+        if len(decision.admitted) == self.limit and self.worker_id in store._fill_ranks:
+            # A full claim may leave work for the next worker in the fill order, which only looks when told.
+            connection.execute(store._q("notify"))
         holders = [(need.key, candidate.id) for candidate, needs in decision.admitted for need in needs]
         claim = connection.execute(
             store._q("claim_runs"),
@@ -659,10 +784,7 @@ class _Claim:
         limited = [queue for queue in self.queues if claiming.limited(queue, rules)]
         plain = [queue for queue in self.queues if queue not in rules.queues or rules.queues[queue].ordering != "fair"]
         if plain:
-            sizes = [
-                max(claiming.MIN_WINDOW, claiming.WINDOW_FACTOR * self.limit) if queue in limited else self.limit
-                for queue in plain
-            ]
+            sizes = [claiming.window_size(queue, self.limit, rules) for queue in plain]
             cursor = connection.cursor(row_factory=dict_row).execute(
                 store._q("claim_window"),
                 {"queues": plain, "sizes": sizes, "tags": _uses_tags(rules), "excluded": "[]"},
@@ -828,6 +950,7 @@ def _new_run_row(index: int, run: NewRun) -> dict[str, Any]:
         "retry_backoff": run.retry_backoff,
         "timeout": run.timeout,
         "delay": run.delay,
+        "deadline": run.deadline,
     }
 
 
@@ -899,6 +1022,10 @@ def _holds_nul(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return any(_holds_nul(item) for item in value)
     return False
+
+
+def _worker_slot(row: Mapping[str, Any]) -> WorkerSlot:
+    return WorkerSlot(row["id"], row["rank"], row["capacity"], row["running"], frozenset(row["queues"]))
 
 
 def _claimed_run(row: tuple[Any, ...]) -> ClaimedRun:

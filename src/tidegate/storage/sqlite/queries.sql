@@ -10,24 +10,25 @@ SELECT coalesce(max(version), 0) FROM tidegate_schema_version;
 INSERT INTO tidegate_schema_version (version, name, applied_at) VALUES (:version, :name, :now);
 
 -- name: register_task
-INSERT INTO tidegate_tasks (name, queue, priority, tags, max_attempts, retry_backoff, timeout, updated_at)
-VALUES (:name, :queue, :priority, :tags, :max_attempts, :retry_backoff, :timeout, :now)
+INSERT INTO tidegate_tasks (
+    name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, updated_at)
+VALUES (:name, :queue, :priority, :tags, :max_attempts, :retry_backoff, :timeout, :dispatch_deadline, :now)
 ON CONFLICT (name) DO UPDATE SET
     queue = excluded.queue, priority = excluded.priority, tags = excluded.tags,
     max_attempts = excluded.max_attempts, retry_backoff = excluded.retry_backoff,
-    timeout = excluded.timeout, updated_at = excluded.updated_at;
+    timeout = excluded.timeout, dispatch_deadline = excluded.dispatch_deadline, updated_at = excluded.updated_at;
 
 -- name: get_task
-SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout
+SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline
 FROM tidegate_tasks WHERE name = :name;
 
 -- name: enqueue
 INSERT INTO tidegate_runs (
     id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
-    retry_backoff, timeout, submitted_at, queued_at, scheduled_at)
+    retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at)
 VALUES (
     :id, :task, :queue, :partition_key, 'queued', :priority, :args, :tags, :concurrency_key, 0, :max_attempts,
-    :retry_backoff, :timeout, :now, :now, :now + :delay);
+    :retry_backoff, :timeout, :now, :now, :now + :delay, :now + :deadline);
 
 -- name: insert_event
 INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
@@ -78,6 +79,7 @@ WHERE worker_id = :worker AND status = 'running' AND cancel_requested = 1;
 -- cost is the window, not the backlog.
 SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason FROM tidegate_runs
 WHERE status = 'queued' AND queue = :queue AND +scheduled_at <= :now
+  AND (deadline_at IS NULL OR deadline_at > :now)
   AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) AS x
                   WHERE json_extract(tidegate_runs.tags, '$."' || json_extract(x.value, '$[0]') || '"')
                         = json_extract(x.value, '$[1]'))
@@ -101,6 +103,7 @@ SELECT key FROM parts WHERE key IS NOT NULL LIMIT :limit;
 -- name: claim_partition_head
 SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason FROM tidegate_runs
 WHERE status = 'queued' AND queue = :queue AND partition_key = :partition AND +scheduled_at <= :now
+  AND (deadline_at IS NULL OR deadline_at > :now)
   AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) AS x
                   WHERE json_extract(tidegate_runs.tags, '$."' || json_extract(x.value, '$[0]') || '"')
                         = json_extract(x.value, '$[1]'))
@@ -474,3 +477,80 @@ ORDER BY holder, scope;
 
 -- name: sweep_step_holders_delete
 DELETE FROM tidegate_holders WHERE holder IN (SELECT value FROM json_each(:holders));
+
+-- name: active_runs
+SELECT count(*) FROM tidegate_runs WHERE status IN ('queued', 'running') AND (:queue IS NULL OR queue = :queue);
+
+-- name: recent_completions
+SELECT count(*) FROM tidegate_runs
+WHERE finished_at >= :since AND status IN ('completed', 'failed', 'canceled') AND (:queue IS NULL OR queue = :queue);
+
+-- name: missed_deadlines
+SELECT id, queue, submitted_at, deadline_at FROM tidegate_runs
+WHERE status = 'queued' AND deadline_at IS NOT NULL AND deadline_at <= :now;
+
+-- name: fail_missed_deadline
+UPDATE tidegate_runs SET
+    status = 'failed', finished_at = :now, block_reason = NULL,
+    error = 'capacity: still queued ' || CAST(round(:now - submitted_at) AS INTEGER)
+            || 's after submission, past its dispatch deadline; no worker could take it in time'
+WHERE id = :id AND status = 'queued'
+RETURNING id, attempt, error;
+
+-- name: register_worker
+INSERT INTO tidegate_workers (id, rank, capacity, queues, fill_order, started_at, heartbeat_at, expires_at)
+VALUES (:id, :rank, :capacity, :queues, :fill_order, :now, :now, :now + :ttl)
+ON CONFLICT (id) DO UPDATE SET
+    rank = excluded.rank, heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at;
+
+-- name: live_worker_ranks
+SELECT id, rank FROM tidegate_workers WHERE expires_at >= :now;
+
+-- name: heartbeat_worker
+UPDATE tidegate_workers SET heartbeat_at = :now, expires_at = :now + :ttl WHERE id = :id RETURNING rank;
+
+-- name: deregister_worker
+DELETE FROM tidegate_workers WHERE id = :id;
+
+-- name: release_locks
+-- A leaving worker hands its duties (the sweeper's turn) to the others at once.
+DELETE FROM tidegate_locks WHERE holder = :id;
+
+-- name: worker_fill_state
+-- Live workers with their running runs, for the fill order.
+SELECT w.id, w.rank, w.capacity, w.queues, w.fill_order,
+       (SELECT count(*) FROM tidegate_runs AS r WHERE r.worker_id = w.id AND r.status = 'running') AS running
+FROM tidegate_workers AS w
+WHERE w.expires_at >= :now;
+
+-- name: forget_dead_workers
+-- Registry rows whose heartbeat stopped and who hold no running run any more.
+DELETE FROM tidegate_workers
+WHERE expires_at < :now
+  AND NOT EXISTS (SELECT 1 FROM tidegate_runs AS r WHERE r.worker_id = tidegate_workers.id AND r.status = 'running');
+
+-- name: orphaned_runs
+-- Running runs of a worker whose registry heartbeat stopped: it is gone, whatever its leases say.
+SELECT r.id, r.worker_id FROM tidegate_runs AS r
+JOIN tidegate_workers AS w ON w.id = r.worker_id
+WHERE r.status = 'running' AND w.expires_at < :now;
+
+-- name: recover_orphans
+UPDATE tidegate_runs SET
+    status = CASE WHEN cancel_requested = 1 THEN 'canceled'
+                  WHEN attempt >= max_attempts THEN 'failed'
+                  ELSE 'queued' END,
+    error = CASE WHEN cancel_requested = 1 THEN error
+                 WHEN attempt >= max_attempts THEN 'orphaned: its worker is gone (attempt ' || attempt || ' of ' || max_attempts || ')'
+                 ELSE error END,
+    finished_at = CASE WHEN cancel_requested = 1 OR attempt >= max_attempts THEN :now ELSE NULL END,
+    queued_at = :now, scheduled_at = :now, worker_id = NULL, lease_expires_at = NULL
+WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'running'
+RETURNING id, attempt, status;
+
+-- name: take_turn
+-- A duty done at most once per interval across all workers (unlike take_lock, the holder does not renew).
+INSERT INTO tidegate_locks (name, holder, expires_at) VALUES (:name, :holder, :now + :ttl)
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE tidegate_locks.expires_at < :now
+RETURNING holder;

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from tidegate.domain.admission import LocalUsage, admit
-from tidegate.domain.errors import RunNotFound, StoreUnavailable
+from tidegate.domain.backpressure import RATE_WINDOW_SECONDS, WorkerSlot, claimable_queues, lowest_free_rank, retry_after
+from tidegate.domain.errors import AdmissionRejected, RunNotFound, StoreUnavailable
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.limits import (
     QueueConfig,
@@ -54,6 +55,7 @@ from tidegate.storage.sqlite.wakeups import DatagramListener, DatagramNotifier
 
 BUSY_TIMEOUT_MS = 30_000
 SWEEPER_LOCK = "sweeper"
+OVERFLOW_SAMPLE = 100  # queued runs looked at per queue when deciding whether runs wait for a worker
 
 
 def _to_time(value: float | None) -> datetime | None:
@@ -78,6 +80,9 @@ class SQLiteStore(SQLiteStepVerbs):
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         self._rules_cache: tuple[str, Rules] | None = None
+        # Rank of each worker that joined the fill order through this store: only such a
+        # worker above rank 0 reads the registry when it claims, so the order costs nothing when off.
+        self._fill_ranks: dict[str, int] = {}
         self._enable_wal()
         self._wake_folder = path.with_name(path.name + ".wake")
         self._wake_folder.mkdir(exist_ok=True)
@@ -195,6 +200,7 @@ class SQLiteStore(SQLiteStepVerbs):
                 "max_attempts": task.max_attempts,
                 "retry_backoff": task.retry_backoff,
                 "timeout": task.timeout,
+                "dispatch_deadline": task.dispatch_deadline,
             }
             for task in tasks
         ]
@@ -224,6 +230,7 @@ class SQLiteStore(SQLiteStepVerbs):
                 "retry_backoff": run.retry_backoff,
                 "timeout": run.timeout,
                 "delay": run.delay,
+                "deadline": run.deadline,
             }
             for run in runs
         ]
@@ -233,9 +240,32 @@ class SQLiteStore(SQLiteStepVerbs):
         with self._write() as (connection, now):
             for row in rows + events:
                 row["now"] = now
+            self._check_admission(connection, runs, now)
             connection.executemany(self._q("enqueue"), rows)
             connection.executemany(self._q("insert_event"), events)
         self._notifier.notify()
+
+    def _check_admission(self, connection: sqlite3.Connection, runs: Sequence[NewRun], now: float) -> None:
+        """Refuse the batch if it would push active runs past a ceiling (counted in this transaction)."""
+        rules = self._load_rules(connection)
+        incoming: dict[str | None, int] = {None: len(runs)}
+        for run in runs:
+            incoming[run.queue] = incoming.get(run.queue, 0) + 1
+        for queue, count in incoming.items():
+            limit = rules.run_queue.max_active if queue is None else rules.max_active(queue)
+            if limit is None:
+                continue
+            active = connection.execute(self._q("active_runs"), {"queue": queue}).fetchone()[0]
+            if active + count > limit:
+                recent = connection.execute(
+                    self._q("recent_completions"), {"queue": queue, "since": now - RATE_WINDOW_SECONDS}
+                ).fetchone()[0]
+                raise AdmissionRejected(
+                    "all queues" if queue is None else f"queue {queue}",
+                    active,
+                    limit,
+                    retry_after(active, limit, count, recent),
+                )
 
     def cycle(
         self,
@@ -262,14 +292,19 @@ class SQLiteStore(SQLiteStepVerbs):
                 (row[0], row[1]) for row in connection.execute(self._q("cancel_requests"), {"worker": worker_id})
             ]
             next_due_in = None
+            if claim_limit > 0 and self._fill_ranks.get(worker_id, 0) > 0:
+                queues = self._fill_order_queues(connection, worker_id, queues, now)
+                claim_limit = claim_limit if queues else 0
             if claim_limit > 0:
                 claimed, more = self._claim(connection, worker_id, queues, claim_limit, lease_seconds, events, now)
                 if len(claimed) < claim_limit:
                     next_due_in = self._next_due_in(connection, queues, now)
             if events:
                 connection.executemany(self._q("insert_event"), events)
-        if outcomes:
-            self._notifier.notify()  # finished runs may be waited on, and free capacity
+        if outcomes or (worker_id in self._fill_ranks and claimed and len(claimed) == claim_limit):
+            # Finished runs free capacity and may be waited on; a full claim by a worker in the
+            # fill order may leave work for the next one, which only looks when told.
+            self._notifier.notify()
         return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more)
 
     def _record_outcomes(
@@ -393,6 +428,21 @@ class SQLiteStore(SQLiteStepVerbs):
             events.append(_event(run.id, "RunDequeued", {"attempt": run.attempt, "worker": worker_id}, now))
         return claimed, found.exhausted and len(claimed) < limit
 
+    def _fill_order_queues(self, connection: sqlite3.Connection, worker_id: str, queues: Sequence[str], now: float) -> list[str]:
+        """The queues this worker may claim from now: all of them, unless it is in the fill order."""
+        slots = {
+            row["id"]: (
+                bool(row["fill_order"]),
+                WorkerSlot(row["id"], row["rank"], row["capacity"], row["running"], frozenset(json.loads(row["queues"]))),
+            )
+            for row in connection.execute(self._q("worker_fill_state"), {"now": now})
+        }
+        mine = slots.get(worker_id)
+        if mine is None or not mine[0]:
+            return list(queues)
+        allowed = claimable_queues(mine[1], [slot for fill, slot in slots.values() if fill])
+        return [queue for queue in queues if queue in allowed]
+
     def _load_rules(self, connection: sqlite3.Connection) -> Rules:
         """The declared limits plus live overrides, re-read only when their version moved."""
         version = connection.execute(self._q("rules_version")).fetchone()[0]
@@ -469,10 +519,27 @@ class SQLiteStore(SQLiteStepVerbs):
                     self._q("recover_expired"), {"ids": json.dumps(list(expired)), "now": now}
                 ).fetchall()
                 connection.execute(self._q("release_holders"), {"ids": json.dumps([row[0] for row in rows])})
+            orphans = {row["id"]: row["worker_id"] for row in connection.execute(self._q("orphaned_runs"), {"now": now})}
+            orphan_rows = []
+            if orphans:
+                orphan_rows = connection.execute(
+                    self._q("recover_orphans"), {"ids": json.dumps(list(orphans)), "now": now}
+                ).fetchall()
+                connection.execute(self._q("release_holders"), {"ids": json.dumps([row[0] for row in orphan_rows])})
+            connection.execute(self._q("forget_dead_workers"), {"now": now})
             events = self._repair_leaks(connection, now)
             expired_slots, step_events = self._sweep_step_holders(connection, now)
+            report = SweepReport(leaks_repaired=len(events), step_slots_expired=expired_slots)
             events += step_events
-            report = SweepReport(leaks_repaired=len(events) - len(step_events), step_slots_expired=expired_slots)
+            events += self._fail_missed_deadlines(connection, report, now)
+            for run_id, attempt, status in orphan_rows:
+                metadata = {"attempt": attempt, "reason": "worker gone", "worker": orphans[run_id]}
+                if status == "queued":
+                    report.requeued.append(run_id)
+                    events.append(_event(run_id, "RunRequeued", metadata, now))
+                else:
+                    report.failed.append(run_id)
+                    events.append(_event(run_id, records.EVENT_FOR_STATUS[status], metadata, now))
             for run_id, attempt, status in rows:
                 metadata = {"attempt": attempt, "reason": "lease expired", "worker": expired[run_id]}
                 if status == "queued":
@@ -485,6 +552,17 @@ class SQLiteStore(SQLiteStepVerbs):
         if report:
             self._notifier.notify()
         return report
+
+    def _fail_missed_deadlines(
+        self, connection: sqlite3.Connection, report: SweepReport, now: float
+    ) -> list[dict[str, Any]]:
+        events = []
+        for row in connection.execute(self._q("missed_deadlines"), {"now": now}).fetchall():
+            failed = connection.execute(self._q("fail_missed_deadline"), {"id": row["id"], "now": now}).fetchone()
+            if failed is not None:
+                report.failed.append(row["id"])
+                events.append(_event(row["id"], "RunFailed", {"attempt": failed["attempt"], "error": failed["error"]}, now))
+        return events
 
     def _repair_leaks(self, connection: sqlite3.Connection, now: float) -> list[dict[str, Any]]:
         """Delete holders whose run no longer runs that attempt; one SlotLeakRepaired event each."""
@@ -538,6 +616,80 @@ class SQLiteStore(SQLiteStepVerbs):
         for status, count in self._connection().execute(self._q("status_counts"), {"queue": queue}):
             counts[RunStatus(status)] = count
         return counts
+
+    # --- workers ------------------------------------------------------------------
+
+    def register_worker(
+        self, worker_id: str, capacity: int, queues: Sequence[str], fill_order: bool, ttl: float
+    ) -> int:
+        with self._write() as (connection, now):
+            live = {row["id"]: row["rank"] for row in connection.execute(self._q("live_worker_ranks"), {"now": now})}
+            rank = live.get(worker_id)
+            if rank is None:
+                rank = lowest_free_rank(list(live.values()))
+            connection.execute(
+                self._q("register_worker"),
+                {
+                    "id": worker_id,
+                    "rank": rank,
+                    "capacity": capacity,
+                    "queues": json.dumps(sorted(queues)),
+                    "fill_order": int(fill_order),
+                    "now": now,
+                    "ttl": ttl,
+                },
+            )
+        if fill_order:
+            self._fill_ranks[worker_id] = rank
+        else:
+            self._fill_ranks.pop(worker_id, None)
+        return rank
+
+    def heartbeat_worker(self, worker_id: str, ttl: float) -> bool:
+        with self._write() as (connection, now):
+            row = connection.execute(self._q("heartbeat_worker"), {"id": worker_id, "now": now, "ttl": ttl})
+            return row.fetchone() is not None
+
+    def deregister_worker(self, worker_id: str) -> None:
+        with self._write() as (connection, _):
+            connection.execute(self._q("deregister_worker"), {"id": worker_id})
+            connection.execute(self._q("release_locks"), {"id": worker_id})
+        self._fill_ranks.pop(worker_id, None)
+        self._notifier.notify()  # higher-ranked workers may now claim
+
+    def check_overflow(self, worker_id: str, queues: Sequence[str], interval: float) -> int | None:
+        """Raise the overflow signal (once per interval, across workers) when eligible runs wait for a worker.
+
+        Eligible means the claim policy would admit it were there room: runs
+        held back by a limit do not count. Only when every live worker serving
+        these queues is full; returns the backlog when this call raised it.
+        """
+        with self._write() as (connection, now):
+            workers = [row for row in connection.execute(self._q("worker_fill_state"), {"now": now})]
+            serving = [row for row in workers if set(json.loads(row["queues"])) & set(queues)]
+            if not serving or any(row["running"] < row["capacity"] for row in serving):
+                return None
+            rules = self._load_rules(connection)
+            usage = {scope: used for scope, used in connection.execute(self._q("scope_usage"))}
+            rows = [
+                row
+                for queue in queues
+                for row in connection.execute(
+                    self._q("claim_window"), {"queue": queue, "now": now, "limit": OVERFLOW_SAMPLE, "excluded": "[]"}
+                )
+            ]
+            candidates = [claiming.to_candidate(row, rules, json.loads(row["tags"]), row["scheduled_at"]) for row in rows]
+            eligible = len(admit(candidates, usage, rules, LocalUsage(), len(candidates)).admitted)
+            if eligible == 0:
+                return None
+            turn = connection.execute(
+                self._q("take_turn"), {"name": "overflow", "holder": worker_id, "now": now, "ttl": interval}
+            ).fetchone()
+            if turn is None:
+                return None
+            metadata = {"backlog": eligible, "workers": len(serving), "queues": sorted(queues)}
+            connection.execute(self._q("insert_event"), _event(None, "CapacityOverflow", metadata, now))
+        return eligible
 
     # --- limits -------------------------------------------------------------------
 
@@ -657,8 +809,15 @@ def _claimed_run(row: sqlite3.Row) -> ClaimedRun:
 
 
 def _statements(script: str) -> Iterator[str]:
-    """Split a migration into statements (our migrations hold no ';' inside literals)."""
-    for statement in script.split(";"):
-        body = "\n".join(line for line in statement.splitlines() if not line.strip().startswith("--")).strip()
-        if body:
-            yield body
+    """Split a migration into statements, the way SQLite's own parser sees them (comments and
+    quoted ';' included), without executescript's implicit COMMIT, which would break the
+    one-transaction-per-migration rule."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                yield buffer.strip()
+            buffer = ""
+    if buffer.strip() and not all(l.strip().startswith("--") or not l.strip() for l in buffer.splitlines()):
+        raise ValueError(f"incomplete SQL statement at the end of a migration: {buffer.strip()[:80]!r}")
