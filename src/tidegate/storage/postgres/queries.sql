@@ -213,14 +213,14 @@ WHERE worker_id = %(worker)s::text AND status = 'running' AND cancel_requested;
 -- each claim read then walks the index whose order it asks for, whatever the
 -- statistics say. Without statistics (a table just filled) every partial index
 -- looks empty, and the planner would take the smallest (the due index) and
--- sort the queue's whole backlog, once per partition head. JIT goes off with
--- it: the cost a disabled sort adds to a plan that cannot avoid one would
--- otherwise pass jit_above_cost and compile every such statement (~200 ms).
+-- sort the queue's whole backlog, once per partition head. (JIT is off on
+-- every connection: the cost a disabled sort adds to a plan that cannot avoid
+-- one would otherwise pass jit_above_cost and compile each statement.)
 -- Claim statements stamp with statement_timestamp(), not now(): the time after
 -- this fence and the scope locks were granted, so a claim that waited is never
 -- stamped before the release it followed (now() is when the transaction began).
 SELECT pg_advisory_xact_lock_shared(hashtext('tidegate:rules'), hashtext(coalesce(current_schema(), ''))),
-       set_config('enable_sort', 'off', true), set_config('jit', 'off', true);
+       set_config('enable_sort', 'off', true);
 
 -- name: claim_turn
 -- One claimer at a time per queue that a limit applies to, or that is fair
