@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from tidegate import App, Concurrency, Partition, RunQueueConfig, RunStatus, TagConcurrencyLimit
 from tidegate.cli.main import app as cli
-from tidegate.demo.concurrency import tally
+from tidegate.demo.concurrency import pool_tally, tally
 from tidegate.domain.model import EventRecord, Outcome, OutcomeKind, RunRecord
 from tidegate.domain.scopes import Rules
 
@@ -483,3 +483,31 @@ def test_demo_replay_counts_the_most_runs_holding_each_scope_by_event_order() ->
     tallies = {item.scope: item for item in tally(runs, overlapping, rules)}
     assert tallies["queue:q"].max_seen == 2 and not tallies["queue:q"].kept
     assert tallies["global"].kept
+
+
+def test_demo_replay_counts_the_most_pool_slots_held_by_steps_at_once() -> None:
+    at = datetime.now(UTC)
+
+    def step_event(event_id: int, run_id: str, step: str, kind: str, metadata: dict) -> EventRecord:
+        return EventRecord(event_id, run_id, step, kind, metadata, at)
+
+    claimed = {"pools": {"db": 1}}
+    events = {
+        "a": [
+            step_event(1, "a", "q[0]", "StepSlotClaimed", claimed),
+            step_event(3, "a", "q[1]", "StepSlotWaiting", {"blocked_by": [{"pool": "db", "claimed": 2, "limit": 2}]}),
+            step_event(4, "a", "q[0]", "StepSlotReleased", claimed),
+            step_event(5, "a", "q[1]", "StepSlotClaimed", claimed),
+            step_event(7, "a", None, "RunCompleted", {}),  # frees q[1] with the run
+        ],
+        "b": [
+            step_event(2, "b", "q[0]", "StepSlotClaimed", claimed),
+            step_event(6, "b", "q[0]", "StepSlotReleased", claimed),
+            step_event(8, "b", "q[1]", "StepSlotClaimed", claimed),
+            step_event(9, "b", "q[1]", "StepSlotReleased", claimed),
+        ],
+    }
+    [db] = pool_tally(events, {"db": 2})
+    assert (db.scope, db.max_seen, db.runs, db.held_back, db.kept) == ("pool:db", 2, 4, 1, True)
+    [tight] = pool_tally(events, {"db": 1})  # the same history under a limit of 1: exceeded
+    assert tight.max_seen == 2 and not tight.kept

@@ -29,7 +29,7 @@ from rich.text import Text
 
 from tidegate.cli.render import safe_url
 from tidegate.demo import DEMO_DATABASE
-from tidegate.demo.concurrency import tally
+from tidegate.demo.concurrency import pool_tally, tally
 from tidegate.demo.fleet import DemoError, Fleet
 from tidegate.demo.live import LiveView, read_sample
 from tidegate.demo.summary import Summary, limits_table, tasks_table, totals_table
@@ -78,6 +78,7 @@ def run_demo(plan: DemoPlan, console: Console | None = None) -> bool:
         try:
             with console.status(f"starting {plan.workers} worker processes…"):
                 began = time.monotonic()
+                app.set_pool_limit(tasks.WAREHOUSE_DB, tasks.WAREHOUSE_DB_LIMIT, lease_duration="1m")
                 fleet.start()
                 fleet.wait_ready()
             pids = ", ".join(str(worker.process.pid) for worker in fleet.workers)
@@ -100,7 +101,8 @@ def run_demo(plan: DemoPlan, console: Console | None = None) -> bool:
         runs = store.list_runs(limit=plan.runs)
         with console.status("replaying claim and release events…"):
             events = {run.id: store.run_events(run.id) for run in runs}
-            tallies = tally(runs, events, store.rules())
+            pools = {pool.name: pool.limit for pool in store.pools() if pool.limit is not None}
+            tallies = tally(runs, events, store.rules()) + pool_tally(events, pools)
         blocked_example = next((run.id for run in runs if any(e.type == "RunBlocked" for e in events[run.id])), None)
         summary = Summary(runs, plan.runs, plan.capacity, plan.workers, plan.max_workers, peak, tallies)
     finally:
@@ -137,7 +139,8 @@ def _plan_runs(count: int) -> Iterator[Planned]:
 
     35% sync_customer (the partitioned external_api queue; customer 1 sends
     the most), 35% resize_image and 20% send_email (tagged with a tenant;
-    acme has as much work as the other three together), 10% fetch_quote.
+    acme has as much work as the other three together), 5% fetch_quote and
+    5% nightly_report (a workflow over four days).
     """
     rng = random.Random(7)
     symbols = ["ACME", "GLOBX", "INITECH", "UMBR", "WAYNE", "STARK"]
@@ -154,8 +157,10 @@ def _plan_runs(count: int) -> Iterator[Planned]:
         elif roll < 0.90:
             task, args = "send_email", {"to": f"user{number}@example.com", "subject": "Your receipt"}
             tags = {"tenant": rng.choice(tenants)}
-        else:
+        elif roll < 0.95:
             task, args = "fetch_quote", {"symbol": rng.choice(symbols)}
+        else:
+            task, args = "nightly_report", {"days": [f"2026-11-{day:02d}" for day in range(number % 20 + 1, number % 20 + 5)]}
         yield task, args, PRIORITY if rng.random() < PRIORITY_SHARE else 0, tags
 
 
@@ -211,7 +216,8 @@ def _intro(console: Console, plan: DemoPlan, url: str, tasks: ModuleType) -> Non
     )
     console.print(
         Text(
-            "tasks: sync_customer (partner API) · resize_image · send_email (flaky) · fetch_quote (async)",
+            "tasks: sync_customer (partner API) · resize_image · send_email (flaky) · fetch_quote (async) · "
+            "nightly_report (workflow)",
             style="dim",
         )
     )
@@ -227,7 +233,8 @@ def _limits_line(tasks: ModuleType) -> str:
     return (
         f"limits: {tasks.MAX_CONCURRENT_RUNS} runs at once · external_api: {tasks.API_LIMIT_PER_CUSTOMER} per "
         f"customer_id ({tasks.BIG_CUSTOMER_LIMIT} for customer {tasks.BIG_CUSTOMER}) · "
-        f"{tasks.TENANT_LIMIT} per tenant"
+        f"{tasks.TENANT_LIMIT} per tenant · pool {tasks.WAREHOUSE_DB}: {tasks.WAREHOUSE_DB_LIMIT} queries at once, "
+        f"{tasks.REPORT_WINDOW} per report in flight"
     )
 
 
@@ -249,8 +256,10 @@ def _outro(console: Console, url: str, summary: Summary, blocked_example: str | 
         (run.id for run in summary.runs if run.attempt > 1), summary.runs[0].id if summary.runs else "RUN"
     )
     shown = safe_url(url)
+    pools = [item.scope.removeprefix("pool:") for item in summary.tallies if item.scope.startswith("pool:")]
     for command in (
         f"tidegate limits list -d {shown}",
+        *(f"tidegate pools list -d {shown}" for _ in pools[:1]),
         f"tidegate runs show {example} -d {shown}",
         f"tidegate runs list -d {shown}",
     ):

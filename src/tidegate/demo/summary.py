@@ -94,7 +94,7 @@ def totals_table(summary: Summary) -> Table:
 
 def limits_table(summary: Summary, width: int = 100) -> Table:
     """Per limited scope: the most runs that ever held it at once, next to its limit."""
-    table = Table(box=box.ROUNDED, title="limits kept (most runs holding each scope at once, from the events)",
+    table = Table(box=box.ROUNDED, title="limits kept (most runs, or a pool's step slots, held at once, from the events)",
                   title_justify="left", title_style="bold")
     table.add_column("scope", overflow="fold")
     table.add_column("max/limit", justify="right", no_wrap=True)

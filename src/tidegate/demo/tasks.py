@@ -9,7 +9,11 @@ The limits are the point of the demo, and each one binds at some moment:
 - `sync_customer` calls a rate-limited external API: at most 2 calls per
   customer at a time, 4 for the big customer on a higher tier;
 - tenants' work (`resize_image`, `send_email`, tagged `tenant=...`) is capped
-  per tenant, so the busiest tenant cannot starve the others.
+  per tenant, so the busiest tenant cannot starve the others;
+- `nightly_report` is a workflow: its `heavy_query` steps fan out over days,
+  at most `REPORT_WINDOW` per run in flight, and every run's queries share the
+  `warehouse_db` pool of `WAREHOUSE_DB_LIMIT` slots (set by the demo before
+  its workers start).
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ TENANT_LIMIT = 2
 API_LIMIT_PER_CUSTOMER = 2
 BIG_CUSTOMER = 1
 BIG_CUSTOMER_LIMIT = 4
+WAREHOUSE_DB = "warehouse_db"
+WAREHOUSE_DB_LIMIT = 3
+REPORT_WINDOW = 2
 
 app = tidegate.App(
     os.environ.get("TIDEGATE_DATABASE") or DEMO_DATABASE,
@@ -77,3 +84,27 @@ async def fetch_quote(symbol: str) -> dict[str, object]:
     """I/O on the worker's event loop: 100-300 ms of waiting, no thread held."""
     await asyncio.sleep(random.uniform(0.100, 0.300))
     return {"symbol": symbol, "price": round(random.uniform(10, 500), 2)}
+
+
+@app.step(pool=WAREHOUSE_DB)
+async def heavy_query(day: str) -> int:
+    """A heavy query on a shared database that takes only a few at a time: 100-250 ms."""
+    await asyncio.sleep(random.uniform(0.100, 0.250))
+    return random.randint(1_000, 9_999)
+
+
+@app.step
+async def publish(counts: list[int]) -> int:
+    """Runs once every day's query is done, with their outputs in order."""
+    return sum(counts)
+
+
+@app.workflow(
+    name="nightly_report",
+    queue="reports",
+    executor=tidegate.Executor.parallel(max_workers=1, max_async_concurrent=REPORT_WINDOW),
+)
+def nightly_report(wf: tidegate.Workflow, days: list[str]):
+    """A workflow: one query per day through the shared pool, then publish the total."""
+    counts = wf.map(heavy_query, days, concurrency=REPORT_WINDOW)
+    return wf.step(publish, counts)
