@@ -20,7 +20,7 @@ import argparse
 import os
 import time
 
-from common import fresh_database, median, write_markdown
+from common import fresh_database, median, parse_options, write_markdown
 from limits_apps import build, event_times, query, start_worker, stop_worker, wait_ready
 from rich.console import Console
 from rich.table import Table
@@ -96,14 +96,13 @@ def trickle_shares(backend: str, seconds: float, every: float, fill_order: bool)
         return [count / total for count in claims]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=10_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--backends", default="sqlite,postgres")
+def _trickle_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trickle-seconds", type=float, default=10.0)
     parser.add_argument("--trickle-every", type=float, default=0.05)
-    options = parser.parse_args()
+
+
+def main() -> None:
+    options = parse_options(__doc__, runs=10_000, extra=_trickle_options)
     saturation: dict[str, dict[bool, list[float]]] = {}
     shares: dict[str, dict[bool, list[float]]] = {}
     for backend in options.backends.split(","):

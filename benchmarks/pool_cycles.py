@@ -20,13 +20,12 @@ upserts with their events), i.e. what any two fenced writes with events cost.
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import os
 import time
 from typing import Any
 
-from common import fresh_database, median, write_markdown
+from common import fresh_database, median, parse_options, write_markdown
 from pool_apps import prepare
 from rich.console import Console
 from rich.table import Table
@@ -88,11 +87,9 @@ def measure(backend: str, processes: int, limit: int, seconds: float, baseline: 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--backends", default="sqlite,postgres")
-    options = parser.parse_args()
+    options = parse_options(
+        __doc__, runs=None, extra=lambda parser: parser.add_argument("--seconds", type=float, default=3.0)
+    )
     rows = []
     for backend in options.backends.split(","):
         samples: dict[str, list[float]] = {}

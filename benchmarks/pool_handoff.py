@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from common import fresh_database, median, write_markdown
+from common import fresh_database, medians, parse_options, repeated, write_markdown
 from limits_apps import percentile
 from pool_apps import prepare
 from rich.console import Console
@@ -113,24 +113,27 @@ def summary(gaps: list[float]) -> dict[str, float]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--handoffs", type=int, default=200)
     parser.add_argument("--baseline-handoffs", type=int, default=10)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--backends", default="sqlite,postgres")
-    options = parser.parse_args()
+
+
+def sample(backend: str, handoffs: int, baseline_handoffs: int) -> dict[str, float]:
+    """One repeat: hand-offs with wake-ups, then the poll-only baseline (its keys prefixed base_)."""
+    figures = summary(measure(backend, handoffs, wakeups=True))
+    base = summary(measure(backend, baseline_handoffs, wakeups=False))
+    figures.update({f"base_{key}": value for key, value in base.items()})
+    return figures
+
+
+def main() -> None:
+    options = parse_options(__doc__, runs=None, extra=_options)
     rows = []
-    for backend in options.backends.split(","):
-        samples: list[dict[str, float]] = []
-        for attempt in range(options.repeat):
-            console.print(f"[dim]{backend}: run {attempt + 1} of {options.repeat}[/]")
-            figures = summary(measure(backend, options.handoffs, wakeups=True))
-            base = summary(measure(backend, options.baseline_handoffs, wakeups=False))
-            figures.update({f"base_{key}": value for key, value in base.items()})
-            samples.append(figures)
-            console.print(f"[dim]  { {key: round(value * 1000, 2) for key, value in figures.items()} } ms[/]")
-        f = {key: median([sample[key] for sample in samples]) for key in samples[0]}
+    measured = repeated(
+        options.backends, options.repeat, lambda b: sample(b, options.handoffs, options.baseline_handoffs), console
+    )
+    for backend, samples in measured.items():
+        f = medians(samples)
 
         def ms(value: float) -> str:
             return f"{value * 1000:.2f} ms"

@@ -19,11 +19,10 @@ Reported, per backend, the median over --repeat fresh databases of:
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
-from common import fresh_database, median, write_markdown
+from common import fresh_database, medians, parse_options, repeated, write_markdown
 from rich.console import Console
 from rich.table import Table
 
@@ -95,21 +94,12 @@ def measure(backend: str, steps: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--backends", default="sqlite,postgres")
-    options = parser.parse_args()
+    options = parse_options(__doc__, runs=None, extra=lambda parser: parser.add_argument("--steps", type=int, default=200))
     ideal = options.steps * SLEEP / POOL_LIMIT
     warm()
     results: dict[str, dict[str, float]] = {}
-    for backend in options.backends.split(","):
-        samples = []
-        for attempt in range(options.repeat):
-            console.print(f"[dim]{backend}: run {attempt + 1} of {options.repeat}[/]")
-            samples.append(measure(backend, options.steps))
-            console.print(f"[dim]  {samples[-1]}[/]")
-        figures = {key: median([sample[key] for sample in samples]) for key in samples[0]}
+    for backend, samples in repeated(options.backends, options.repeat, lambda b: measure(b, options.steps), console).items():
+        figures = medians(samples)
         figures["concurrency"] = max(sample["concurrency"] for sample in samples)
         results[backend] = figures
     header = ["backend", "makespan", "ideal / actual", "overhead per step and slot", "run wall time", "max steps at once"]
