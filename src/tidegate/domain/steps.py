@@ -9,6 +9,7 @@ vocabulary without depending on how another layer stores things.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -83,6 +84,35 @@ class SlotGrant:
     blocking: list[ScopeUse] = field(default_factory=list)
     lease_seconds: float | None = None
     fenced_out: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SlotRequest:
+    """The slots one step asks for: {scope: slots}, and the limits of its scopes that are not pools
+    (a retried map item's fan-out window)."""
+
+    step_key: str
+    needs: Mapping[str, int]
+    fixed_limits: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StepFinish:
+    """What `finish_step` answered.
+
+    `recorded` is False when the attempt was fenced out (nothing written).
+    `handed` is the successor's grant when slots passed to it in the same
+    transaction (None if it got none, or held its slots already); then
+    `full` says whether another request like the successor's would be
+    refused (so the next waiter need not ask before a wake-up). `shared`:
+    a step of another run waits for one of the successor's pools, or one of
+    them holds more than its limit, so this run should stop handing them on.
+    """
+
+    recorded: bool
+    handed: SlotGrant | None = None
+    full: bool = False
+    shared: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from tidegate.domain.model import (
     TaskDefinition,
 )
 from tidegate.domain.scopes import Rules
-from tidegate.domain.steps import PoolConfig, PoolStatus, SlotGrant, StepRecord, StepUpdate
+from tidegate.domain.steps import PoolConfig, PoolStatus, SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
 
 Fence = tuple[str, int]  # (run id, attempt)
 
@@ -177,6 +177,18 @@ class Store(Protocol):
         the first refusal writes StepSlotWaiting and marks the step as waiting.
         Re-asking for what this step already holds is a grant."""
 
+    def acquire_many(
+        self, fence: Fence, worker_id: str, requests: Sequence[SlotRequest], strict: bool = False
+    ) -> list[SlotGrant] | None:
+        """`acquire_slots` for many steps in one transaction, judged in order, each seeing the grants
+        before it: a step that fits is granted, one that does not is marked waiting.
+
+        For steps that queue behind another step of their run asking for the
+        same slots: each is seen waiting (`pools list` pending) with one write
+        for all. A request no limit can satisfy raises PoolRequestTooLarge if
+        `strict`, else it is answered not granted and nothing is written for
+        it. None if fenced out."""
+
     def renew_slots(self, fence: Fence, step_key: str) -> bool:
         """Extend each pool holder of this step by its pool's lease (StepSlotRenewed); False if lost."""
 
@@ -192,6 +204,29 @@ class Store(Protocol):
         A completed step is a checkpoint and is never overwritten. Recording a
         step completed or failed also frees every slot it still holds (its
         fan-out window slot included)."""
+
+    def finish_step(
+        self,
+        fence: Fence,
+        worker_id: str,
+        step: StepUpdate,
+        successor: SlotRequest | None = None,
+        successor_started: StepUpdate | None = None,
+    ) -> StepFinish:
+        """`record_step` of a finished step that may hand its slots to `successor`, in one transaction.
+
+        The successor is the run's next step waiting for the same slots.
+        Without `successor_started`, the store decides: the successor is
+        granted (as `acquire_slots` would, StepSlotClaimed included) if it fits
+        once the finished step's slots are freed, unless `shared` (a step of
+        another live run waits for one of its pools, or one is over its
+        limit): a run hands its slots to itself only while nobody else wants
+        them. With `successor_started`, the worker already handed the slots
+        over in memory (it does so only while the last answer was not
+        `shared`): the finished step's holders of those scopes become the
+        successor's (the sum in use does not change), with StepSlotReleased
+        and StepSlotClaimed, and the successor is recorded running. Waiters
+        are woken only for slots that stayed free."""
 
     def run_steps(self, run_id: str) -> list[StepRecord]:
         """A run's step checkpoints, in the order they were first recorded."""

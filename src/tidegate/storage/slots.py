@@ -8,12 +8,13 @@ and PostgreSQL.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, check_request, decide_grant, pool_of
-from tidegate.domain.steps import ScopeUse, StepStatus, StepUpdate
+from tidegate.domain.errors import PoolRequestTooLarge
+from tidegate.domain.steps import ScopeUse, SlotGrant, SlotRequest, StepStatus, StepUpdate
 
 STEP_EVENTS = {
     StepStatus.RUNNING: "StepStarted",
@@ -66,6 +67,85 @@ class Request:
 
     def unconfigured(self) -> list[str]:
         return [pool for pool in map(pool_of, self.needs) if pool is not None and pool not in self.pools]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One step's request judged inside a transaction that already read limits and usage.
+
+    `blocking` empty means granted. `error` is set for a request no limit
+    can ever satisfy (nothing is written for it). `held` is what the step
+    held before; `full`: once this is decided, a request like it would be
+    refused (see `StepFinish`).
+    """
+
+    asked: SlotRequest
+    request: Request
+    blocking: list[ScopeUse]
+    held: Mapping[str, int]
+    full: bool
+    error: PoolRequestTooLarge | None = None
+
+    @property
+    def granted(self) -> bool:
+        return self.error is None and not self.blocking
+
+    @property
+    def writes_holders(self) -> bool:
+        """Granted with holder rows to write: False for a step that already held every slot."""
+        return self.granted and dict(self.held) != dict(self.asked.needs)
+
+    def grant(self) -> SlotGrant:
+        if self.error is not None:
+            raise self.error
+        return SlotGrant(self.granted, self.blocking, self.request.lease_seconds())
+
+
+def decide_in_order(
+    requests: Sequence[SlotRequest],
+    pools: Mapping[str, tuple[int, float]],
+    used: Mapping[str, int],
+    held: Mapping[str, Mapping[str, int]],
+) -> list[Decision]:
+    """Judge requests one after another, each seeing the grants before it.
+
+    `used` is every holder's slots per scope; `held` what each step (by key)
+    holds already. The caller holds the scopes' locks (or SQLite's single
+    writer), so this local tally stays exact until it commits the grants.
+    """
+    tally = dict(used)
+    decisions = []
+    for asked in requests:
+        request = Request(asked.needs, pools, asked.fixed_limits)
+        mine = held.get(asked.step_key, {})
+        try:
+            blocking = request.decide(tally, mine)
+        except PoolRequestTooLarge as error:
+            decisions.append(Decision(asked, request, [], mine, False, error))
+            continue
+        if not blocking:
+            for scope, count in asked.needs.items():
+                tally[scope] = tally.get(scope, 0) - mine.get(scope, 0) + count
+        full = bool(blocking) or bool(decide_grant(asked.needs, tally, request.limits(), {}))
+        decisions.append(Decision(asked, request, blocking, mine, full))
+    return decisions
+
+
+def moved_grant(needs: Mapping[str, int], moved: list[tuple[str, int, float]]) -> SlotGrant | None:
+    """The grant of slots handed on whole: `moved` rows are (scope, slots, new lease seconds);
+    None if they are not every slot asked for."""
+    if {scope: count for scope, count, _ in moved} != dict(needs):
+        return None
+    leases = [lease for scope, _, lease in moved if pool_of(scope) is not None]
+    return SlotGrant(True, [], min(leases) if leases else None)
+
+
+def held_grant(decision: Decision) -> SlotGrant | None:
+    """A grant of what the step already holds, if it holds every slot it asked for (else None),
+    whatever the limits say now: it is not a new claim."""
+    if dict(decision.held) != dict(decision.asked.needs):
+        return None
+    return SlotGrant(True, [], decision.request.lease_seconds())
 
 
 def display(scope: str) -> str:

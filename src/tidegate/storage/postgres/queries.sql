@@ -774,12 +774,16 @@ SELECT name, "limit", lease_seconds FROM tidegate_pools
 WHERE name = ANY(%(pools)s::text[]);
 
 -- name: acquire_slots_usage
--- Slots in use per scope asked for (every holder, this one's included), and
--- what this holder holds of each. Exact while the scope rows stay locked.
-SELECT scope, sum(slots)::integer, sum(CASE WHEN holder = %(holder)s::text THEN slots ELSE 0 END)::integer
-FROM tidegate_holders
+-- Slots in use per scope asked for: the sum of every holder. Exact while the
+-- scope rows stay locked.
+SELECT scope, sum(slots)::integer FROM tidegate_holders
 WHERE scope = ANY(%(scopes)s::text[])
 GROUP BY scope;
+
+-- name: acquire_slots_held
+-- What the asking steps hold already of those scopes (re-asking for it is a grant).
+SELECT holder, scope, slots FROM tidegate_holders
+WHERE holder = ANY(%(holders)s::text[]) AND scope = ANY(%(scopes)s::text[]);
 
 -- name: acquire_slots
 -- One holder row per scope (a row this holder already has is taken over),
@@ -834,6 +838,82 @@ WITH marked AS (
 )
 INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
 SELECT %(run_id)s::text, step_key, 'StepSlotWaiting', %(metadata)s::jsonb, statement_timestamp() FROM marked;
+
+-- name: finish_step_pools
+-- The successor's pools, as a finished step hands its slots on: whether a step
+-- of another live run waits for one of them (then slots are freed for
+-- everyone rather than kept by this run), whether one holds more than its
+-- limit (lowered meanwhile), and whether one has no room for another request
+-- like the successor's; and whether the successor still waits (a step that
+-- got its slots by its own try, and may have finished since, is no successor).
+-- The first walks the running runs (few: at most the workers' capacity),
+-- never this run's own waiting steps.
+WITH asked AS (
+    SELECT key AS scope, value::integer AS slots FROM jsonb_each_text(%(needs)s::jsonb)
+    WHERE key >= 'pool:' AND key < 'pool;'
+), used AS (
+    SELECT a.slots, p."limit",
+           (SELECT coalesce(sum(h.slots), 0) FROM tidegate_holders AS h WHERE h.scope = a.scope) AS used
+    FROM asked AS a JOIN tidegate_pools AS p ON p.name = substr(a.scope, 6)
+)
+SELECT
+    EXISTS (
+        SELECT 1 FROM tidegate_runs AS r
+        JOIN tidegate_steps AS s ON s.run_id = r.id AND s.attempt = r.attempt
+        WHERE r.status = 'running' AND r.id <> %(run_id)s::text AND s.waiting_for IS NOT NULL
+          AND s.waiting_for ?| ARRAY(SELECT scope FROM asked)
+    ),
+    EXISTS (SELECT 1 FROM used WHERE used > "limit"),
+    EXISTS (SELECT 1 FROM used WHERE used + slots > "limit"),
+    EXISTS (
+        SELECT 1 FROM tidegate_steps
+        WHERE run_id = %(run_id)s::text AND step_key = %(step_key)s::text AND attempt = %(attempt)s::integer
+          AND waiting_for IS NOT NULL
+    );
+
+-- name: hand_on_holders
+-- A finished step's holders of the successor's scopes become the successor's:
+-- a slot changes hands, the sum in use does not, so no scope row is locked.
+-- Each is leased anew (a pool by its lease; a window keeps the run's). Only
+-- rows of the slots asked for, of the finished step's attempt, and of scopes
+-- the successor holds nothing of, while the attempt owns its run; then
+-- StepSlotReleased and StepSlotClaimed for the pools among them. Returns each
+-- moved scope, its slots and its new lease in seconds.
+WITH run AS (
+    SELECT id FROM tidegate_runs
+    WHERE id = %(run_id)s::text AND attempt = %(attempt)s::integer AND status = 'running'
+    FOR SHARE
+), needs AS (
+    SELECT key AS scope, value::integer AS slots FROM jsonb_each_text(%(needs)s::jsonb)
+    WHERE EXISTS (SELECT 1 FROM run)
+), moved AS (
+    UPDATE tidegate_holders AS h
+    SET holder = %(to_holder)s::text, worker_id = %(worker)s::text, claimed_at = statement_timestamp(),
+        expires_at = CASE WHEN h.scope >= 'pool:' AND h.scope < 'pool;'
+            THEN statement_timestamp() + make_interval(secs => coalesce(
+                (SELECT lease_seconds FROM tidegate_pools WHERE name = substr(h.scope, 6)),
+                %(default_lease)s::double precision))
+            ELSE h.expires_at END
+    FROM needs AS n
+    WHERE h.holder = %(from_holder)s::text AND h.attempt = %(attempt)s::integer
+      AND h.scope = n.scope AND h.slots = n.slots
+      AND NOT EXISTS (SELECT 1 FROM tidegate_holders AS b WHERE b.holder = %(to_holder)s::text AND b.scope = h.scope)
+    RETURNING h.scope, h.slots, extract(epoch FROM h.expires_at - h.claimed_at)::double precision AS lease
+), pools AS (
+    SELECT jsonb_object_agg(substr(scope, 6), slots) AS pools FROM moved WHERE scope >= 'pool:' AND scope < 'pool;'
+), events AS (
+    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+    SELECT %(run_id)s::text, e.step_key, e.type, e.metadata, statement_timestamp()
+    FROM pools AS p, LATERAL (VALUES
+        (0, %(from_key)s::text, 'StepSlotReleased',
+         jsonb_build_object('attempt', %(attempt)s::integer, 'pools', p.pools, 'reason', %(reason)s::text)),
+        (1, %(to_key)s::text, 'StepSlotClaimed',
+         jsonb_build_object('attempt', %(attempt)s::integer, 'pools', p.pools, 'handed_from', %(from_key)s::text))
+    ) AS e(n, step_key, type, metadata)
+    WHERE p.pools IS NOT NULL
+    ORDER BY e.n
+)
+SELECT scope, slots, lease FROM moved;
 
 -- name: renew_slots
 -- Each pool holder of the step, by its pool's lease (an unconfigured pool's
@@ -897,8 +977,9 @@ SELECT pg_notify('tidegate_' || md5(current_schema()), '') WHERE EXISTS (SELECT 
 -- Upsert each step (a completed step is a checkpoint and stays as it is); a
 -- step recorded finished frees every holder it still has (its window slot
 -- too), with StepSlotReleased for its pools; then each written step's own
--- event (computed by the adapter). Returns whether the fence held and whether
--- anything was freed (then waiters are woken).
+-- event (computed by the adapter). Returns whether the fence held and how many
+-- holders were freed; waiters are woken for them unless `wake` is false (a
+-- finished step handing its slots on decides after this statement).
 WITH run AS (
     SELECT id FROM tidegate_runs
     WHERE id = %(run_id)s::text AND attempt = %(attempt)s::integer AND status = 'running'
@@ -958,7 +1039,8 @@ WITH run AS (
     ) AS e
     ORDER BY n, part
 )
-SELECT EXISTS (SELECT 1 FROM run), (SELECT count(pg_notify('tidegate_' || md5(current_schema()), '')) FROM freed);
+SELECT EXISTS (SELECT 1 FROM run), (SELECT count(*) FROM freed),
+       (SELECT count(pg_notify('tidegate_' || md5(current_schema()), '')) FROM freed WHERE %(wake)s::boolean);
 
 -- name: run_steps
 SELECT run_id, step_key, map_key, item_index, status, output, error, waiting_for, attempt, started_at, finished_at

@@ -22,7 +22,7 @@ from psycopg.rows import dict_row
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import HolderRecord
 from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, fanout_scope, holder_key, pool_of
-from tidegate.domain.steps import PoolConfig, PoolStatus, SlotGrant, StepRecord, StepUpdate
+from tidegate.domain.steps import PoolConfig, PoolStatus, SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
 from tidegate.storage import records, slots
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres.pipeline import transaction
@@ -81,52 +81,94 @@ class PostgresStepVerbs:
         needs: Mapping[str, int],
         fixed_limits: Mapping[str, int],
     ) -> SlotGrant:
-        """Two round trips: fence, scope locks and reads; then the decision's writes with the commit."""
-        run_id, attempt = fence
-        holder = holder_key(run_id, step_key)
-        scopes = sorted(needs)
-        ids = {"run_id": run_id, "attempt": attempt, "step_key": step_key}
+        grants = self.acquire_many(fence, worker_id, [SlotRequest(step_key, needs, fixed_limits)], strict=True)
+        return SlotGrant(False, fenced_out=True) if grants is None else grants[0]
+
+    def acquire_many(
+        self, fence: Fence, worker_id: str, requests: Sequence[SlotRequest], strict: bool = False
+    ) -> list[SlotGrant] | None:
+        """Two round trips: fence, scope locks and reads; then the decisions' writes with the commit."""
         with self._connection() as connection, transaction(connection, READ_COMMITTED):
-            run = connection.execute(self._q("step_fence"), ids)
-            self._lock_scopes(connection, scopes)
-            limits = connection.execute(
-                self._q("acquire_slots_limits"), {"pools": [p for p in map(pool_of, scopes) if p is not None]}
-            )
-            usage = connection.execute(self._q("acquire_slots_usage"), {"scopes": scopes, "holder": holder})
+            run = connection.execute(self._q("step_fence"), {"run_id": fence[0], "attempt": fence[1]})
+            self._lock_scopes(connection, sorted({scope for asked in requests for scope in asked.needs}))
+            reads = self._read_usage(connection, fence, requests)
             if run.fetchone() is None:
-                return SlotGrant(False, fenced_out=True)  # only scope lock rows may be new: they hold nothing
-            request = slots.Request(
-                needs, {name: (limit, lease) for name, limit, lease in limits.fetchall()}, fixed_limits
-            )
-            used, held = {}, {}
-            for scope, total, mine in usage.fetchall():
-                used[scope], held[scope] = total, mine
-            blocking = request.decide(used, held)
-            if blocking:
-                metadata = slots.waiting_metadata(attempt, needs, blocking)
+                return None  # only scope lock rows may be new: they hold nothing
+            grants = []
+            for decision in self._decide(fence, requests, reads):
+                if decision.error is not None and strict:
+                    raise decision.error
+                self._apply(connection, fence, worker_id, decision, mark_waiting=True)
+                grants.append(SlotGrant(False) if decision.error is not None else decision.grant())
+        return grants
+
+    def _read_usage(
+        self, connection: psycopg.Connection[Any], fence: Fence, requests: Sequence[SlotRequest]
+    ) -> tuple[psycopg.Cursor[Any], ...]:
+        """Queue the reads the decisions rest on (after the scope locks): limits, usage, what is held."""
+        scopes = sorted({scope for asked in requests for scope in asked.needs})
+        return (
+            connection.execute(
+                self._q("acquire_slots_limits"), {"pools": [p for p in map(pool_of, scopes) if p is not None]}
+            ),
+            connection.execute(self._q("acquire_slots_usage"), {"scopes": scopes}),
+            connection.execute(
+                self._q("acquire_slots_held"),
+                {"scopes": scopes, "holders": [holder_key(fence[0], asked.step_key) for asked in requests]},
+            ),
+        )
+
+    def _decide(
+        self, fence: Fence, requests: Sequence[SlotRequest], reads: tuple[psycopg.Cursor[Any], ...]
+    ) -> list[slots.Decision]:
+        limits, usage, holding = reads
+        pools = {name: (limit, lease) for name, limit, lease in limits.fetchall()}
+        used = dict(usage.fetchall())
+        keys = {holder_key(fence[0], asked.step_key): asked.step_key for asked in requests}
+        held: dict[str, dict[str, int]] = {}
+        for holder, scope, count in holding.fetchall():
+            held.setdefault(keys[holder], {})[scope] = count
+        return slots.decide_in_order(requests, pools, used, held)
+
+    def _apply(
+        self,
+        connection: psycopg.Connection[Any],
+        fence: Fence,
+        worker_id: str,
+        decision: slots.Decision,
+        mark_waiting: bool,
+    ) -> None:
+        """Queue what a decision says: holder rows and StepSlotClaimed, or the step's waiting mark."""
+        run_id, attempt = fence
+        asked = decision.asked
+        ids = {"run_id": run_id, "attempt": attempt, "step_key": asked.step_key}
+        if decision.error is not None:
+            return
+        if not decision.granted:
+            if mark_waiting:
+                metadata = slots.waiting_metadata(attempt, asked.needs, decision.blocking)
                 connection.execute(
-                    self._q("acquire_slots_waiting"), {**ids, "needs": dumps(dict(needs)), "metadata": dumps(metadata)}
+                    self._q("acquire_slots_waiting"),
+                    {**ids, "needs": dumps(dict(asked.needs)), "metadata": dumps(metadata)},
                 )
-                return SlotGrant(False, blocking, request.lease_seconds())
-            if held == dict(needs):
-                connection.execute(self._q("acquire_slots_granted"), ids)
-            else:
-                wanted = [
-                    {"scope": scope, "slots": count, "lease": request.lease_of(scope)} for scope, count in needs.items()
-                ]
-                connection.execute(
-                    self._q("acquire_slots"),
-                    {
-                        **ids,
-                        "holder": holder,
-                        "worker": worker_id,
-                        "holders": dumps(wanted),
-                        "claimed": dumps(slots.claimed_metadata(attempt, needs)),
-                        "unconfigured": request.unconfigured(),
-                        "note": slots.UNCONFIGURED_NOTE,
-                    },
-                )
-        return SlotGrant(True, [], request.lease_seconds())
+            return
+        if not decision.writes_holders:
+            connection.execute(self._q("acquire_slots_granted"), ids)
+            return
+        request = decision.request
+        wanted = [{"scope": scope, "slots": count, "lease": request.lease_of(scope)} for scope, count in asked.needs.items()]
+        connection.execute(
+            self._q("acquire_slots"),
+            {
+                **ids,
+                "holder": holder_key(run_id, asked.step_key),
+                "worker": worker_id,
+                "holders": dumps(wanted),
+                "claimed": dumps(slots.claimed_metadata(attempt, asked.needs)),
+                "unconfigured": request.unconfigured(),
+                "note": slots.UNCONFIGURED_NOTE,
+            },
+        )
 
     def renew_slots(self, fence: Fence, step_key: str) -> bool:
         run_id, attempt = fence
@@ -152,6 +194,97 @@ class PostgresStepVerbs:
         return self.record_steps(fence, [step])
 
     def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
+        with self._connection() as connection:
+            row = self._record(connection, fence, steps, wake=True).fetchone()
+        return bool(row[0])  # type: ignore[index]
+
+    def finish_step(
+        self,
+        fence: Fence,
+        worker_id: str,
+        step: StepUpdate,
+        successor: SlotRequest | None = None,
+        successor_started: StepUpdate | None = None,
+    ) -> StepFinish:
+        """One round trip, or two when the store decides on a successor's grant (its scope locks,
+        the record and the reads; then the grant's writes or the wake-up, with the commit)."""
+        if successor is None:
+            return StepFinish(self.record_steps(fence, [step]))
+        if successor_started is not None:
+            return self._finish_handed_on(fence, worker_id, step, successor, successor_started)
+        with self._connection() as connection, transaction(connection, READ_COMMITTED):
+            # The successor's scope rows are locked before the finished step's holder rows, the
+            # order every claim takes: a claimer of these scopes never holds what this one waits for.
+            self._lock_scopes(connection, sorted(successor.needs))
+            recorded = self._record(connection, fence, [step], wake=False)
+            reads = self._read_usage(connection, fence, [successor])
+            state = self._pool_state(connection, fence, successor)
+            owned, freed, _ = recorded.fetchone()  # type: ignore[misc]
+            if not owned:
+                return StepFinish(False)
+            contested, over, _, waiting = state.fetchone()  # type: ignore[misc]
+            finish = StepFinish(True, shared=contested or over)
+            if waiting and not finish.shared:
+                decision = self._decide(fence, [successor], reads)[0]
+                self._apply(connection, fence, worker_id, decision, mark_waiting=False)
+                if decision.writes_holders:  # a successor that held its slots already was handed nothing
+                    finish = StepFinish(True, decision.grant(), decision.full)
+            if freed and finish.handed is None:
+                connection.execute(self._q("notify"))  # slots stayed free: whoever waits may take them
+        return finish
+
+    def _finish_handed_on(
+        self, fence: Fence, worker_id: str, step: StepUpdate, successor: SlotRequest, started: StepUpdate
+    ) -> StepFinish:
+        """One round trip: move the holders, record both steps (waking waiters for what stayed free).
+
+        The scope rows are locked first, as by every claim: a claim of the
+        successor's own (a try still on its way) commits before the move looks
+        for the rows it holds, or waits until the move has committed."""
+        run_id, attempt = fence
+        with self._connection() as connection:
+            with transaction(connection, READ_COMMITTED):
+                # The finished step's claim created the scope rows: they need locking only.
+                connection.execute(self._q("lock_scopes"), {"keys": sorted(successor.needs)})
+                moving = connection.execute(
+                    self._q("hand_on_holders"),
+                    {
+                        "run_id": run_id,
+                        "attempt": attempt,
+                        "from_key": step.step_key,
+                        "to_key": successor.step_key,
+                        "from_holder": holder_key(run_id, step.step_key),
+                        "to_holder": holder_key(run_id, successor.step_key),
+                        "worker": worker_id,
+                        "needs": dumps(dict(successor.needs)),
+                        "reason": f"handed to {successor.step_key}",
+                        "default_lease": UNCONFIGURED_LEASE_SECONDS,
+                    },
+                )
+                recorded = self._record(connection, fence, [step, started], wake=True)
+                state = self._pool_state(connection, fence, successor)
+            owned = recorded.fetchone()[0]  # type: ignore[index]
+            moved = moving.fetchall()
+            contested, over, full, _ = state.fetchone()  # type: ignore[misc]
+            if not owned:
+                return StepFinish(False)
+            grant = slots.moved_grant(successor.needs, moved)
+            if grant is None:  # not all moved: it may hold them by a try of its own (committed before)
+                [decision] = self._decide(fence, [successor], self._read_usage(connection, fence, [successor]))
+                grant = slots.held_grant(decision)
+        return StepFinish(True, grant, full, contested or over)
+
+    def _pool_state(self, connection: psycopg.Connection[Any], fence: Fence, asked: SlotRequest) -> psycopg.Cursor[Any]:
+        """Queue the read of (contested, over its limit, full, still waiting) for `asked`: see
+        `finish_step_pools`."""
+        params = {"run_id": fence[0], "attempt": fence[1], "step_key": asked.step_key, "needs": dumps(dict(asked.needs))}
+        return connection.execute(self._q("finish_step_pools"), params)
+
+
+    def _record(
+        self, connection: psycopg.Connection[Any], fence: Fence, steps: Sequence[StepUpdate], wake: bool
+    ) -> psycopg.Cursor[Any]:
+        """Queue the upsert of the steps; its row: (fence held, holders freed, wake-ups sent)."""
         run_id, attempt = fence
         latest = {step.step_key: step for step in steps}  # an upsert may touch a row only once
         payload = [
@@ -168,11 +301,9 @@ class PostgresStepVerbs:
             }
             for index, step in enumerate(latest.values())
         ]
-        with self._connection() as connection:
-            row = connection.execute(
-                self._q("record_steps"), {"run_id": run_id, "attempt": attempt, "steps": dumps(payload)}
-            ).fetchone()
-        return bool(row[0])  # type: ignore[index]
+        return connection.execute(
+            self._q("record_steps"), {"run_id": run_id, "attempt": attempt, "steps": dumps(payload), "wake": wake}
+        )
 
     def run_steps(self, run_id: str) -> list[StepRecord]:
         return [

@@ -364,11 +364,15 @@ SELECT name, "limit", lease_seconds FROM tidegate_pools
 WHERE name IN (SELECT substr(value, 6) FROM json_each(:scopes) WHERE value >= 'pool:' AND value < 'pool;');
 
 -- name: acquire_slots_usage
--- Slots in use per scope asked for (every holder, this one's included), and
--- what this holder holds of each.
-SELECT scope, sum(slots), sum(CASE WHEN holder = :holder THEN slots ELSE 0 END) FROM tidegate_holders
+-- Slots in use per scope asked for: the sum of every holder.
+SELECT scope, sum(slots) FROM tidegate_holders
 WHERE scope IN (SELECT value FROM json_each(:scopes))
 GROUP BY scope;
+
+-- name: acquire_slots_held
+-- What the asking steps hold already of those scopes (re-asking for it is a grant).
+SELECT holder, scope, slots FROM tidegate_holders
+WHERE holder IN (SELECT value FROM json_each(:holders)) AND scope IN (SELECT value FROM json_each(:scopes));
 
 -- name: acquire_slots
 -- One holder row per scope; a row this holder already has is taken over.
@@ -394,6 +398,51 @@ ON CONFLICT (run_id, step_key) DO UPDATE SET waiting_for = excluded.waiting_for,
 WHERE tidegate_steps.waiting_for IS NULL OR tidegate_steps.attempt <> excluded.attempt
    OR tidegate_steps.waiting_for <> excluded.waiting_for
 RETURNING step_key;
+
+-- name: finish_step_pools
+-- The successor's pools, as a finished step hands its slots on: whether a step
+-- of another live run waits for one of them (then slots are freed for
+-- everyone rather than kept by this run), whether one holds more than its
+-- limit (lowered meanwhile), and whether one has no room for another request
+-- like the successor's; and whether the successor still waits (a step that
+-- got its slots by its own try, and may have finished since, is no successor).
+-- The first walks the running runs (few: at most the workers' capacity),
+-- never this run's own waiting steps.
+WITH asked AS (
+    SELECT key AS scope, value AS slots FROM json_each(:needs) WHERE key >= 'pool:' AND key < 'pool;'
+), used AS (
+    SELECT a.slots, p."limit", (SELECT coalesce(sum(h.slots), 0) FROM tidegate_holders AS h WHERE h.scope = a.scope) AS used
+    FROM asked AS a JOIN tidegate_pools AS p ON p.name = substr(a.scope, 6)
+)
+SELECT
+    EXISTS (
+        SELECT 1 FROM tidegate_runs AS r
+        JOIN tidegate_steps AS s ON s.run_id = r.id AND s.attempt = r.attempt
+        WHERE r.status = 'running' AND r.id <> :run_id AND s.waiting_for IS NOT NULL
+          AND EXISTS (SELECT 1 FROM json_each(s.waiting_for) AS w WHERE w.key IN (SELECT scope FROM asked))
+    ) AS contested,
+    EXISTS (SELECT 1 FROM used WHERE used > "limit") AS over_limit,
+    EXISTS (SELECT 1 FROM used WHERE used + slots > "limit") AS full,
+    EXISTS (
+        SELECT 1 FROM tidegate_steps
+        WHERE run_id = :run_id AND step_key = :step_key AND attempt = :attempt AND waiting_for IS NOT NULL
+    ) AS waiting;
+
+-- name: hand_on_holders
+-- A finished step's holders of the successor's scopes become the successor's:
+-- a slot changes hands, the sum in use does not. Each is leased anew (a pool
+-- by its lease; a window keeps the run's). Only rows of the slots asked for,
+-- of the finished step's attempt, and of scopes the successor holds nothing of.
+-- Returns each moved scope, its slots and its new lease in seconds.
+UPDATE tidegate_holders SET holder = :to_holder, worker_id = :worker, claimed_at = :now,
+    expires_at = CASE WHEN scope >= 'pool:' AND scope < 'pool;'
+        THEN :now + coalesce((SELECT lease_seconds FROM tidegate_pools WHERE name = substr(tidegate_holders.scope, 6)),
+                             :default_lease)
+        ELSE expires_at END
+WHERE holder = :from_holder AND attempt = :attempt
+  AND slots = (SELECT n.value FROM json_each(:needs) AS n WHERE n.key = tidegate_holders.scope)
+  AND NOT EXISTS (SELECT 1 FROM tidegate_holders AS b WHERE b.holder = :to_holder AND b.scope = tidegate_holders.scope)
+RETURNING scope, slots, expires_at - claimed_at;
 
 -- name: acquire_slots_unconfigured_seen
 SELECT 1 FROM tidegate_events

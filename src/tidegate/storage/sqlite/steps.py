@@ -17,8 +17,17 @@ from typing import Any
 
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import HolderRecord
-from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, fanout_scope, holder_key
-from tidegate.domain.steps import PoolConfig, PoolStatus, SlotGrant, StepRecord, StepStatus, StepUpdate
+from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, fanout_scope, holder_key, pool_of
+from tidegate.domain.steps import (
+    PoolConfig,
+    PoolStatus,
+    SlotGrant,
+    SlotRequest,
+    StepFinish,
+    StepRecord,
+    StepStatus,
+    StepUpdate,
+)
 from tidegate.storage import records, slots
 from tidegate.storage.port import Fence
 from tidegate.storage.sqlite.wakeups import DatagramNotifier
@@ -84,49 +93,83 @@ class SQLiteStepVerbs:
         needs: Mapping[str, int],
         fixed_limits: Mapping[str, int],
     ) -> SlotGrant:
-        run_id, attempt = fence
-        holder = holder_key(run_id, step_key)
-        scopes = json.dumps(sorted(needs))
+        grants = self.acquire_many(fence, worker_id, [SlotRequest(step_key, needs, fixed_limits)], strict=True)
+        return SlotGrant(False, fenced_out=True) if grants is None else grants[0]
+
+    def acquire_many(
+        self, fence: Fence, worker_id: str, requests: Sequence[SlotRequest], strict: bool = False
+    ) -> list[SlotGrant] | None:
         with self._write() as (connection, now):
-            run = connection.execute(self._q("step_fence"), {"run_id": run_id, "attempt": attempt}).fetchone()
+            run = connection.execute(self._q("step_fence"), {"run_id": fence[0], "attempt": fence[1]}).fetchone()
             if run is None:
-                return SlotGrant(False, fenced_out=True)
-            pools = {
-                row[0]: (row[1], row[2])
-                for row in connection.execute(self._q("acquire_slots_limits"), {"scopes": scopes})
-            }
-            request = slots.Request(needs, pools, fixed_limits)
-            used, held = {}, {}
-            for scope, total, mine in connection.execute(
-                self._q("acquire_slots_usage"), {"scopes": scopes, "holder": holder}
-            ):
-                used[scope], held[scope] = total, mine
-            blocking = request.decide(used, held)
-            if blocking:
-                first = connection.execute(
-                    self._q("acquire_slots_waiting"),
-                    {"run_id": run_id, "step_key": step_key, "needs": dumps(dict(needs)), "attempt": attempt},
-                ).fetchone()
-                if first is not None:
-                    metadata = slots.waiting_metadata(attempt, needs, blocking)
-                    connection.execute(
-                        self._q("insert_step_event"), _event(run_id, step_key, "StepSlotWaiting", metadata, now)
+                return None
+            grants = []
+            for decision in self._decide(connection, fence, requests):
+                if decision.error is not None and strict:
+                    raise decision.error
+                self._apply(connection, fence, worker_id, decision, run[0], now, mark_waiting=True)
+                grants.append(SlotGrant(False) if decision.error is not None else decision.grant())
+        return grants
+
+    def _decide(
+        self, connection: sqlite3.Connection, fence: Fence, requests: Sequence[SlotRequest]
+    ) -> list[slots.Decision]:
+        """Read the limits and usage of every scope asked for, then judge the requests in order."""
+        scopes = json.dumps(sorted({scope for asked in requests for scope in asked.needs}))
+        holders = {holder_key(fence[0], asked.step_key): asked.step_key for asked in requests}
+        pools = {
+            row[0]: (row[1], row[2]) for row in connection.execute(self._q("acquire_slots_limits"), {"scopes": scopes})
+        }
+        used = dict(connection.execute(self._q("acquire_slots_usage"), {"scopes": scopes}).fetchall())
+        held: dict[str, dict[str, int]] = {}
+        for holder, scope, count in connection.execute(
+            self._q("acquire_slots_held"), {"scopes": scopes, "holders": json.dumps(sorted(holders))}
+        ):
+            held.setdefault(holders[holder], {})[scope] = count
+        return slots.decide_in_order(requests, pools, used, held)
+
+    def _apply(
+        self,
+        connection: sqlite3.Connection,
+        fence: Fence,
+        worker_id: str,
+        decision: slots.Decision,
+        run_lease_expires: float,
+        now: float,
+        mark_waiting: bool,
+    ) -> None:
+        """Write what a decision says: holder rows and StepSlotClaimed, or the step's waiting mark."""
+        run_id, attempt = fence
+        asked = decision.asked
+        if decision.error is not None:
+            return
+        if not decision.granted:
+            if not mark_waiting:
+                return
+            first = connection.execute(
+                self._q("acquire_slots_waiting"),
+                {"run_id": run_id, "step_key": asked.step_key, "needs": dumps(dict(asked.needs)), "attempt": attempt},
+            ).fetchone()
+            if first is not None:  # only its first wait under this attempt (or for other slots) gets the event
+                metadata = slots.waiting_metadata(attempt, asked.needs, decision.blocking)
+                connection.execute(
+                    self._q("insert_step_event"), _event(run_id, asked.step_key, "StepSlotWaiting", metadata, now)
+                )
+            return
+        if decision.writes_holders:
+            holder = holder_key(run_id, asked.step_key)
+            self._hold(connection, run_id, attempt, worker_id, holder, decision.request, run_lease_expires, now)
+            events = [
+                _event(run_id, asked.step_key, "StepSlotClaimed", slots.claimed_metadata(attempt, asked.needs), now)
+            ]
+            for pool in decision.request.unconfigured():
+                seen = connection.execute(self._q("acquire_slots_unconfigured_seen"), {"run_id": run_id, "pool": pool})
+                if seen.fetchone() is None:
+                    events.append(
+                        _event(run_id, asked.step_key, "PoolUnconfigured", slots.unconfigured_metadata(pool), now)
                     )
-                return SlotGrant(False, blocking, request.lease_seconds())
-            if held != dict(needs):
-                self._hold(connection, run_id, attempt, worker_id, holder, request, run[0], now)
-                events = [_event(run_id, step_key, "StepSlotClaimed", slots.claimed_metadata(attempt, needs), now)]
-                for pool in request.unconfigured():
-                    seen = connection.execute(
-                        self._q("acquire_slots_unconfigured_seen"), {"run_id": run_id, "pool": pool}
-                    )
-                    if seen.fetchone() is None:
-                        events.append(
-                            _event(run_id, step_key, "PoolUnconfigured", slots.unconfigured_metadata(pool), now)
-                        )
-                connection.executemany(self._q("insert_step_event"), events)
-            connection.execute(self._q("acquire_slots_granted"), {"run_id": run_id, "step_key": step_key})
-        return SlotGrant(True, [], request.lease_seconds())
+            connection.executemany(self._q("insert_step_event"), events)
+        connection.execute(self._q("acquire_slots_granted"), {"run_id": run_id, "step_key": asked.step_key})
 
     def _hold(
         self,
@@ -203,6 +246,96 @@ class SQLiteStepVerbs:
         return self.record_steps(fence, [step])
 
     def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
+        with self._write() as (connection, now):
+            if connection.execute(self._q("step_fence"), {"run_id": fence[0], "attempt": fence[1]}).fetchone() is None:
+                return False
+            freed = self._record(connection, fence, steps, now)
+        if freed:
+            self._notifier.notify()
+        return True
+
+    def finish_step(
+        self,
+        fence: Fence,
+        worker_id: str,
+        step: StepUpdate,
+        successor: SlotRequest | None = None,
+        successor_started: StepUpdate | None = None,
+    ) -> StepFinish:
+        run_id, attempt = fence
+        with self._write() as (connection, now):
+            run = connection.execute(self._q("step_fence"), {"run_id": run_id, "attempt": attempt}).fetchone()
+            if run is None:
+                return StepFinish(False)
+            if successor is None:
+                freed = self._record(connection, fence, [step], now)
+                finish = StepFinish(True)
+            elif successor_started is not None:
+                moved = self._hand_on(connection, fence, worker_id, step.step_key, successor, now)
+                freed = self._record(connection, fence, [step, successor_started], now)
+                contested, over, full, _ = self._pool_state(connection, fence, successor)
+                grant = slots.moved_grant(successor.needs, moved)
+                if grant is None:  # not all moved: it may hold them by a try of its own
+                    grant = slots.held_grant(self._decide(connection, fence, [successor])[0])
+                finish = StepFinish(True, grant, bool(full), bool(contested or over))
+            else:
+                freed = self._record(connection, fence, [step], now)
+                contested, over, _, waiting = self._pool_state(connection, fence, successor)
+                finish = StepFinish(True, shared=bool(contested or over))
+                if waiting and not finish.shared:
+                    decision = self._decide(connection, fence, [successor])[0]
+                    self._apply(connection, fence, worker_id, decision, run[0], now, mark_waiting=False)
+                    if decision.writes_holders:  # a successor that held its slots already was handed nothing
+                        finish = StepFinish(True, decision.grant(), decision.full)
+                        freed = False
+        if freed:
+            self._notifier.notify()  # slots stayed free: whoever waits for them may take them
+        return finish
+
+    def _pool_state(self, connection: sqlite3.Connection, fence: Fence, asked: SlotRequest) -> tuple[int, ...]:
+        """(contested, over its limit, full, still waiting) for `asked`: see `finish_step_pools`."""
+        row = connection.execute(
+            self._q("finish_step_pools"),
+            {"run_id": fence[0], "attempt": fence[1], "step_key": asked.step_key, "needs": json.dumps(dict(asked.needs))},
+        ).fetchone()
+        return tuple(row)
+
+    def _hand_on(
+        self, connection: sqlite3.Connection, fence: Fence, worker_id: str, from_key: str, to: SlotRequest, now: float
+    ) -> list[tuple[str, int, float]]:
+        """Move the finished step's holders of `to`'s scopes to `to`, with their events; the rows
+        moved: (scope, slots, lease seconds)."""
+        run_id, attempt = fence
+        moved = [
+            (scope, count, lease)
+            for scope, count, lease in connection.execute(
+                self._q("hand_on_holders"),
+                {
+                    "from_holder": holder_key(run_id, from_key),
+                    "to_holder": holder_key(run_id, to.step_key),
+                    "attempt": attempt,
+                    "worker": worker_id,
+                    "needs": json.dumps(dict(to.needs)),
+                    "now": now,
+                    "default_lease": UNCONFIGURED_LEASE_SECONDS,
+                },
+            )
+        ]
+        pools = slots.only_pools({scope: count for scope, count, _ in moved})
+        if pools:
+            released = slots.released_metadata(attempt, pools, f"handed to {to.step_key}")
+            claimed = {**slots.claimed_metadata(attempt, pools), "handed_from": from_key}
+            connection.executemany(
+                self._q("insert_step_event"),
+                [
+                    _event(run_id, from_key, "StepSlotReleased", released, now),
+                    _event(run_id, to.step_key, "StepSlotClaimed", claimed, now),
+                ],
+            )
+        return moved
+
+    def _record(self, connection: sqlite3.Connection, fence: Fence, steps: Sequence[StepUpdate], now: float) -> bool:
+        """Upsert the steps and their events; a finished step frees its holders. True if any were freed."""
         run_id, attempt = fence
         by_key = {step.step_key: step for step in steps}  # the last report of a step wins, as on PostgreSQL
         payload = json.dumps(
@@ -218,39 +351,31 @@ class SQLiteStepVerbs:
                 for step in by_key.values()
             ]
         )
-        freed_any = False
-        with self._write() as (connection, now):
-            if connection.execute(self._q("step_fence"), {"run_id": run_id, "attempt": attempt}).fetchone() is None:
-                return False
-            written = connection.execute(
-                self._q("record_steps"), {"run_id": run_id, "attempt": attempt, "steps": payload, "now": now}
-            ).fetchall()
-            events = []
-            for row in written:
-                status = StepStatus(row["status"])
-                step = by_key[row["step_key"]]
-                if status.finished:
-                    freed = dict(
-                        connection.execute(
-                            self._q("record_steps_release"),
-                            {"holder": holder_key(run_id, step.step_key), "attempt": attempt},
-                        ).fetchall()
-                    )
-                    freed_any |= bool(freed)
-                    pools = slots.only_pools(freed)
-                    if pools:
-                        metadata = slots.released_metadata(attempt, pools, f"step {status.value}")
-                        events.append(_event(run_id, step.step_key, "StepSlotReleased", metadata, now))
-                if status in slots.STEP_EVENTS:
-                    events.append(
-                        _event(
-                            run_id, step.step_key, slots.STEP_EVENTS[status], slots.step_metadata(attempt, step), now
-                        )
-                    )
-            connection.executemany(self._q("insert_step_event"), events)
-        if freed_any:
-            self._notifier.notify()
-        return True
+        written = connection.execute(
+            self._q("record_steps"), {"run_id": run_id, "attempt": attempt, "steps": payload, "now": now}
+        ).fetchall()
+        events, freed_any = [], False
+        for row in written:
+            status = StepStatus(row["status"])
+            step = by_key[row["step_key"]]
+            if status.finished:
+                freed = dict(
+                    connection.execute(
+                        self._q("record_steps_release"),
+                        {"holder": holder_key(run_id, step.step_key), "attempt": attempt},
+                    ).fetchall()
+                )
+                freed_any |= bool(freed)
+                pools = slots.only_pools(freed)
+                if pools:
+                    metadata = slots.released_metadata(attempt, pools, f"step {status.value}")
+                    events.append(_event(run_id, step.step_key, "StepSlotReleased", metadata, now))
+            if status in slots.STEP_EVENTS:
+                events.append(
+                    _event(run_id, step.step_key, slots.STEP_EVENTS[status], slots.step_metadata(attempt, step), now)
+                )
+        connection.executemany(self._q("insert_step_event"), events)
+        return freed_any
 
     def run_steps(self, run_id: str) -> list[StepRecord]:
         rows = self._connection().execute(self._q("run_steps"), {"run_id": run_id})
