@@ -217,8 +217,8 @@ def test_in_process_runs_one_step_at_a_time_and_off_the_loop():
         is_async = n % 2 == 0
         async with caps.slot(is_async):
             if is_async:
-                return await caps.call(async_step, True, (n,), {})
-            return await caps.call(sync_step, False, (n,), {})
+                return await caps.start(async_step, True, (n,), {})
+            return await caps.start(sync_step, False, (n,), {})
 
     async def main() -> list[int]:
         ticks = 0
@@ -250,8 +250,8 @@ def test_parallel_runs_sync_steps_in_other_processes_and_async_steps_on_the_loop
         return os.getpid() + n
 
     async def main() -> tuple[list[tuple[int, int]], int]:
-        synced = await asyncio.gather(*(caps.call(_pid_of_step, False, (n,), {}) for n in range(4)))
-        asynced = await caps.call(async_step, True, (0,), {})
+        synced = await asyncio.gather(*(caps.start(_pid_of_step, False, (n,), {}) for n in range(4)))
+        asynced = await caps.start(async_step, True, (0,), {})
         return list(synced), asynced
 
     synced, asynced = asyncio.run(main())
@@ -295,12 +295,12 @@ def test_one_process_pool_per_process_shared_by_threads_and_replaced_when_broken
 
     async def main() -> tuple[BaseException | None, tuple[int, int]]:
         try:
-            await caps.call(_die, False, (), {})
+            await caps.start(_die, False, (), {})
         except BaseException as error:  # a process that died fails its step...
             died: BaseException | None = error
         else:
             died = None
-        return died, await caps.call(_pid_of_step, False, (5,), {})  # ...and the next step still runs
+        return died, await caps.start(_pid_of_step, False, (5,), {})  # ...and the next step still runs
 
     died, (pid, n) = asyncio.run(main())
     assert isinstance(died, BrokenProcessPool) and n == 5 and pid != os.getpid()

@@ -22,6 +22,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from tidegate.domain.durations import format_duration
 from tidegate.domain.errors import PoolClaimTimeout, StepFencedOut
@@ -95,18 +96,19 @@ class _Wakeups:
         with self._condition:
             self._condition.wait_for(lambda: self._generation != seen, timeout)
 
-    async def wait_async(self, seen: int, timeout: float) -> None:
+    async def wait_async(self, seen: int, timeout: float, also: asyncio.Future[Any] | None = None) -> None:
+        """Wait for a wake-up after generation `seen`, or for `also` to be done, at most `timeout`."""
         event = asyncio.Event()
         entry = (asyncio.get_running_loop(), event)
         with self._condition:
             if self._generation != seen:
                 return
             self._loops.add(entry)
+        woken = asyncio.ensure_future(event.wait())
         try:
-            await asyncio.wait_for(event.wait(), timeout)
-        except TimeoutError:
-            pass
+            await asyncio.wait([woken] if also is None else [woken, also], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            woken.cancel()
             with self._condition:
                 self._loops.discard(entry)
 
@@ -233,8 +235,17 @@ class PoolGuard:
         step_key: str,
         needs: Mapping[str, int],
         fixed_limits: Mapping[str, int] | None = None,
+        *,
+        handed: asyncio.Future[SlotGrant] | None = None,
+        full_at: int | None = None,
     ) -> SlotClaim:
         """Wait, without blocking the event loop, until every slot of `needs` ({scope: slots}) is held.
+
+        `handed` is resolved when another step of the run hands its slots to
+        this one (`Store.finish_step`): then no try is needed. `full_at` is a
+        wake-up generation at which the store said a request like this one
+        would be refused; while nothing has woken the guard since, the first
+        try is skipped (it would only be refused).
 
         Raises PoolRequestTooLarge at once for a request no limit can satisfy,
         PoolClaimTimeout after the policy's timeout, StepFencedOut if the
@@ -243,12 +254,21 @@ class PoolGuard:
         deadline = time.monotonic() + self._policy.timeout
         if not self._wakeups.listening:
             await asyncio.to_thread(self._wakeups.listen)
+        grant: SlotGrant | None = None
         while True:
+            if handed is not None and handed.done():
+                return self._held(fence, step_key, needs, handed.result())
             seen = self._wakeups.generation
-            grant = await self._try(fence, worker_id, step_key, needs, fixed_limits or {})
-            if grant.granted:
-                return self._held(fence, step_key, needs, grant)
-            await self._wakeups.wait_async(seen, self._pause(fence, step_key, grant, deadline))
+            if seen != full_at:
+                grant = await self._try(fence, worker_id, step_key, needs, fixed_limits or {})
+                if grant.granted:
+                    return self._held(fence, step_key, needs, grant)
+            full_at = None  # skipped once at most: a wake-up or the poll leads to a try
+            await self._wakeups.wait_async(seen, self._pause(fence, step_key, grant, deadline), also=handed)
+
+    def generation(self) -> int:
+        """The wake-up generation now: pass it as `full_at` when the store says a request is refused."""
+        return self._wakeups.generation
 
     async def _try(
         self, fence: Fence, worker_id: str, step_key: str, needs: Mapping[str, int], fixed_limits: Mapping[str, int]
@@ -274,8 +294,9 @@ class PoolGuard:
         self._renewer.add(claim)
         return claim
 
-    def _pause(self, fence: Fence, step_key: str, grant: SlotGrant, deadline: float) -> float:
+    def _pause(self, fence: Fence, step_key: str, grant: SlotGrant | None, deadline: float) -> float:
         """How long to wait for a wake-up before trying again; raises when there is no point."""
+        grant = grant or SlotGrant(False)
         if grant.fenced_out:
             raise StepFencedOut(
                 f"step {step_key}: run {fence[0]} attempt {fence[1]} was taken over; its slots are not claimed"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import asynccontextmanager
@@ -182,16 +182,19 @@ class RunCaps:
         finally:
             slots.release()
 
-    async def call(self, fn: Callable[..., Any], is_async: bool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Run the step function where this executor runs it; its exception propagates."""
+    def start(
+        self, fn: Callable[..., Any], is_async: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Awaitable[Any]:
+        """Hand the step function to where this executor runs it, now; await the result (its
+        exception propagates). Starting before awaiting lets the caller act once it is on its way."""
         if is_async:
-            return await fn(*args, **kwargs)
+            return asyncio.ensure_future(fn(*args, **kwargs))
         if self.executor.kind == "in_process":
-            return await _on_daemon_thread(fn, args, kwargs)
-        return await asyncio.wrap_future(submit(self.executor.process_slots, fn, args, kwargs))
+            return _on_daemon_thread(fn, args, kwargs)
+        return asyncio.wrap_future(submit(self.executor.process_slots, fn, args, kwargs))
 
 
-async def _on_daemon_thread(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _on_daemon_thread(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
     """Run `fn` on a daemon thread: a step stuck in a C call must not keep a stopping worker alive."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
@@ -213,7 +216,7 @@ async def _on_daemon_thread(fn: Callable[..., Any], args: tuple[Any, ...], kwarg
             _call_soon(loop, settle, None, value)
 
     threading.Thread(target=target, name="tidegate-step", daemon=True).start()
-    return await future
+    return future
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:

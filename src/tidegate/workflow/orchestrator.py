@@ -41,7 +41,7 @@ from tidegate.workflow.builder import Dag, MapNode, Node, StepNode, StepRef, bui
 from tidegate.workflow.definitions import Step, WorkflowDefinition
 from tidegate.workflow.errors import StepError, error_text
 from tidegate.workflow.executors import RunCaps
-from tidegate.workflow.slots import SlotClaims
+from tidegate.workflow.slots import Held, SlotClaims
 
 if TYPE_CHECKING:
     from tidegate.engine.pools import PoolGuard
@@ -244,26 +244,38 @@ class WorkflowRun:
         map_key = None if item is None else item.node.key
         index = None if item is None else item.index
         needs = {**step.pool_needs, **{scope: 1 for scope in window}}
-        async with self._claims.holding(key, needs, window):
+        running = StepUpdate(key, StepStatus.RUNNING, map_key, index)
+        async with self._claims.holding(running, needs, window) as held:
             async with self._caps.slot(step.is_async, urgent=bool(needs)):
                 # The start is recorded while the function starts, not before: one store round trip
-                # less per step. It has landed (or refused us) before the outcome is recorded.
-                started = asyncio.create_task(self._write(StepUpdate(key, StepStatus.RUNNING, map_key, index)))
+                # less per step. It has landed (or refused us) before the outcome is recorded. A step
+                # handed its slots in memory was recorded running by the hand-off's write.
+                started = None if held is not None and held.started_recorded else asyncio.create_task(self._write(running))
                 try:
                     try:
-                        output = await self._caps.call(step.fn, step.is_async, args, kwargs)
+                        running = self._caps.start(step.fn, step.is_async, args, kwargs)
+                        if held is not None:
+                            held.dispatched()  # a step that handed it these slots may record now
+                        output = await running
                     finally:
-                        await started
+                        if started is not None:
+                            await started
                     ensure_json(output, f"step {key}: output")
                 except StepFencedOut:
                     raise
                 except Exception as error:
-                    await self._write(StepUpdate(key, StepStatus.FAILED, map_key, index, error=error_text(error)))
+                    await self._finish(StepUpdate(key, StepStatus.FAILED, map_key, index, error=error_text(error)), held)
                     raise
-            await self._write(StepUpdate(key, StepStatus.COMPLETED, map_key, index, output=output))
+            await self._finish(StepUpdate(key, StepStatus.COMPLETED, map_key, index, output=output), held)
         return output
 
     # --- the store ---------------------------------------------------------------------
+
+    async def _finish(self, update: StepUpdate, held: Held | None) -> None:
+        """Record a step finished; its slots go to the run's next step waiting for them (`SlotClaims`)."""
+        if not (await self._claims.finish(held, update)).recorded:
+            raise StepFencedOut(f"run {self._scope.run_id} attempt {self._scope.fence[1]} was taken over")
+        self._recorded.add(update.step_key)
 
     async def _write(self, update: StepUpdate) -> None:
         await self._write_many([update])

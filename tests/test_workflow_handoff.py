@@ -1,0 +1,117 @@
+"""Pool slots handed from step to step inside workflow runs, on both backends.
+
+A finishing step hands its slots to the next step of its run waiting for
+them, in memory while no other run waits, else through the store. These
+tests record, from inside the steps, when each one runs, and check the
+limit against what the steps saw and against the store's own events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+
+from tidegate import Executor, Workflow
+
+from .conftest import wait_until
+
+LIMIT = 3
+
+
+def most_at_once(intervals: list[tuple[float, float]]) -> int:
+    """Most intervals open at once; [start, end), so a hand-off at the same instant is no overlap."""
+    points = sorted([(end, -1) for _, end in intervals] + [(start, 1) for start, _ in intervals])
+    most = current = 0
+    for _, delta in points:
+        current += delta
+        most = max(most, current)
+    return most
+
+
+def most_claimed(app, run_ids: list[str], pool: str) -> int:
+    """The most slots of `pool` held at once, replaying every run's StepSlotClaimed/Released in commit order."""
+    events = sorted((e for run_id in run_ids for e in app.store.run_events(run_id)), key=lambda e: e.id)
+    held = most = 0
+    for event in events:
+        if event.type == "StepSlotClaimed":
+            held += event.metadata["pools"].get(pool, 0)
+        elif event.type == "StepSlotReleased":
+            held -= event.metadata["pools"].get(pool, 0)
+        most = max(most, held)
+    return most
+
+
+def test_handed_on_slots_never_let_more_steps_run_than_the_limit(app, start_worker):
+    app.set_pool_limit("db", LIMIT, lease_duration="5m")
+    intervals: list[tuple[float, float]] = []
+    ran: list[int] = []
+    rng = random.Random(7)
+    pauses = [rng.uniform(0.001, 0.006) for _ in range(60)]
+
+    @app.step(pool="db")
+    async def query(n: int) -> int:
+        started = time.monotonic()
+        await asyncio.sleep(pauses[n % len(pauses)])
+        intervals.append((started, time.monotonic()))
+        ran.append(n)
+        return n
+
+    @app.workflow(name="t.handoff", executor=Executor.parallel(max_async_concurrent=20))
+    def many(wf: Workflow, first: int):
+        return wf.step(total, [wf.step(query, n) for n in range(first, first + 60)])
+
+    @app.step
+    def total(values: list[int]) -> int:
+        return sum(values)
+
+    start_worker(max_workers=2)
+    runs = [many.submit(first=0), many.submit(first=60)]  # two runs: sometimes one waits for the other
+    assert [run.wait(timeout=120) for run in runs] == [sum(range(60)), sum(range(60, 120))]
+    assert sorted(ran) == list(range(120))
+    assert most_at_once(intervals) <= LIMIT
+    assert most_claimed(app, [run.id for run in runs], "db") <= LIMIT
+    for run in runs:  # every claim of a step was given back by that step: none lingered until the run's end
+        balance: dict[str, int] = {}
+        for event in app.store.run_events(run.id):
+            if event.type in ("StepSlotClaimed", "StepSlotReleased"):
+                balance[event.step_key] = balance.get(event.step_key, 0) + (1 if event.type == "StepSlotClaimed" else -1)
+        assert {key: count for key, count in balance.items() if count} == {}
+    handed = [e for run in runs for e in app.store.run_events(run.id) if "handed_from" in e.metadata]
+    assert handed, "no slot was handed on: the path under test did not run"
+    assert all(pool.claimed == 0 and pool.pending == 0 for pool in app.store.pools())
+
+
+def test_a_run_stops_keeping_its_slots_once_another_run_waits(app, start_worker):
+    app.set_pool_limit("db", 1, lease_duration="5m")
+    gate = threading.Event()
+
+    @app.step(pool="db")
+    async def hold(n: int) -> int:
+        while not gate.is_set():
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.03)
+        return n
+
+    @app.workflow(name="t.keeper", executor=Executor.parallel(max_async_concurrent=30))
+    def keeper(wf: Workflow, steps: int):
+        return wf.step(count, [wf.step(hold, n) for n in range(steps)])
+
+    @app.step
+    def count(values: list[int]) -> int:
+        return len(values)
+
+    start_worker(max_workers=2)
+    long_run = keeper.submit(steps=20)
+
+    def pool_status():
+        return next((pool for pool in app.store.pools() if pool.name == "db"), None)
+
+    wait_until(lambda: (status := pool_status()) is not None and status.pending == 19, message="19 steps waiting")
+    short_run = keeper.submit(steps=3)
+    wait_until(lambda: pool_status().pending == 22, message="the second run's steps waiting too")
+    gate.set()
+    assert short_run.wait(timeout=120) == 3
+    assert long_run.status().value == "running", "the long run kept the pool until it was done"
+    assert long_run.wait(timeout=120) == 20
