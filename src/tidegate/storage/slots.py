@@ -8,7 +8,7 @@ and PostgreSQL.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +99,20 @@ class Decision:
         if self.error is not None:
             raise self.error
         return SlotGrant(self.granted, self.blocking, self.request.lease_seconds())
+
+
+def tally_usage(
+    rows: Iterable[tuple[str, int, Mapping[str, int] | None]], steps_by_holder: Mapping[str, str]
+) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """From `acquire_slots_usage` rows (scope, slots in use, {holder: slots} of the askers):
+    the slots in use per scope, and what each asking step (by key) holds."""
+    used: dict[str, int] = {}
+    held: dict[str, dict[str, int]] = {}
+    for scope, total, mine in rows:
+        used[scope] = total
+        for holder, count in (mine or {}).items():
+            held.setdefault(steps_by_holder[holder], {})[scope] = count
+    return used, held
 
 
 def decide_in_order(

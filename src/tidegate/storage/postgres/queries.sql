@@ -774,16 +774,14 @@ SELECT name, "limit", lease_seconds FROM tidegate_pools
 WHERE name = ANY(%(pools)s::text[]);
 
 -- name: acquire_slots_usage
--- Slots in use per scope asked for: the sum of every holder. Exact while the
--- scope rows stay locked.
-SELECT scope, sum(slots)::integer FROM tidegate_holders
+-- Per scope asked for: the slots in use (the sum of every holder) and, as
+-- {holder: slots}, what the asking steps hold of it already (re-asking for
+-- that is a grant). Exact while the scope rows stay locked.
+SELECT scope, sum(slots)::integer,
+       jsonb_object_agg(holder, slots) FILTER (WHERE holder = ANY(%(holders)s::text[]))
+FROM tidegate_holders
 WHERE scope = ANY(%(scopes)s::text[])
 GROUP BY scope;
-
--- name: acquire_slots_held
--- What the asking steps hold already of those scopes (re-asking for it is a grant).
-SELECT holder, scope, slots FROM tidegate_holders
-WHERE holder = ANY(%(holders)s::text[]) AND scope = ANY(%(scopes)s::text[]);
 
 -- name: acquire_slots
 -- One holder row per scope (a row this holder already has is taken over),

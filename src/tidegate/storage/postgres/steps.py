@@ -105,15 +105,15 @@ class PostgresStepVerbs:
     def _read_usage(
         self, connection: psycopg.Connection[Any], fence: Fence, requests: Sequence[SlotRequest]
     ) -> tuple[psycopg.Cursor[Any], ...]:
-        """Queue the reads the decisions rest on (after the scope locks): limits, usage, what is held."""
+        """Queue the reads the decisions rest on (after the scope locks): limits, and usage with what
+        the asking steps hold."""
         scopes = sorted({scope for asked in requests for scope in asked.needs})
         return (
             connection.execute(
                 self._q("acquire_slots_limits"), {"pools": [p for p in map(pool_of, scopes) if p is not None]}
             ),
-            connection.execute(self._q("acquire_slots_usage"), {"scopes": scopes}),
             connection.execute(
-                self._q("acquire_slots_held"),
+                self._q("acquire_slots_usage"),
                 {"scopes": scopes, "holders": [holder_key(fence[0], asked.step_key) for asked in requests]},
             ),
         )
@@ -121,13 +121,10 @@ class PostgresStepVerbs:
     def _decide(
         self, fence: Fence, requests: Sequence[SlotRequest], reads: tuple[psycopg.Cursor[Any], ...]
     ) -> list[slots.Decision]:
-        limits, usage, holding = reads
+        limits, usage = reads
         pools = {name: (limit, lease) for name, limit, lease in limits.fetchall()}
-        used = dict(usage.fetchall())
         keys = {holder_key(fence[0], asked.step_key): asked.step_key for asked in requests}
-        held: dict[str, dict[str, int]] = {}
-        for holder, scope, count in holding.fetchall():
-            held.setdefault(keys[holder], {})[scope] = count
+        used, held = slots.tally_usage(usage.fetchall(), keys)
         return slots.decide_in_order(requests, pools, used, held)
 
     def _apply(

@@ -364,15 +364,14 @@ SELECT name, "limit", lease_seconds FROM tidegate_pools
 WHERE name IN (SELECT substr(value, 6) FROM json_each(:scopes) WHERE value >= 'pool:' AND value < 'pool;');
 
 -- name: acquire_slots_usage
--- Slots in use per scope asked for: the sum of every holder.
-SELECT scope, sum(slots) FROM tidegate_holders
+-- Per scope asked for: the slots in use (the sum of every holder) and, as a
+-- JSON object {holder: slots}, what the asking steps hold of it already
+-- (re-asking for that is a grant).
+SELECT scope, sum(slots),
+       json_group_object(holder, slots) FILTER (WHERE holder IN (SELECT value FROM json_each(:holders)))
+FROM tidegate_holders
 WHERE scope IN (SELECT value FROM json_each(:scopes))
 GROUP BY scope;
-
--- name: acquire_slots_held
--- What the asking steps hold already of those scopes (re-asking for it is a grant).
-SELECT holder, scope, slots FROM tidegate_holders
-WHERE holder IN (SELECT value FROM json_each(:holders)) AND scope IN (SELECT value FROM json_each(:scopes));
 
 -- name: acquire_slots
 -- One holder row per scope; a row this holder already has is taken over.

@@ -120,12 +120,8 @@ class SQLiteStepVerbs:
         pools = {
             row[0]: (row[1], row[2]) for row in connection.execute(self._q("acquire_slots_limits"), {"scopes": scopes})
         }
-        used = dict(connection.execute(self._q("acquire_slots_usage"), {"scopes": scopes}).fetchall())
-        held: dict[str, dict[str, int]] = {}
-        for holder, scope, count in connection.execute(
-            self._q("acquire_slots_held"), {"scopes": scopes, "holders": json.dumps(sorted(holders))}
-        ):
-            held.setdefault(holders[holder], {})[scope] = count
+        rows = connection.execute(self._q("acquire_slots_usage"), {"scopes": scopes, "holders": json.dumps(sorted(holders))})
+        used, held = slots.tally_usage(((scope, total, _to_json(mine)) for scope, total, mine in rows), holders)
         return slots.decide_in_order(requests, pools, used, held)
 
     def _apply(
