@@ -13,9 +13,12 @@ import random
 import threading
 import time
 
-from tidegate import Executor, Workflow
+import pytest
 
-from .conftest import wait_until
+from tidegate import Executor, RunFailed, Workflow
+from tidegate.domain.steps import StepStatus
+
+from .conftest import execute_sql, wait_until
 
 LIMIT = 3
 
@@ -115,3 +118,30 @@ def test_a_run_stops_keeping_its_slots_once_another_run_waits(app, start_worker)
     assert short_run.wait(timeout=120) == 3
     assert long_run.status().value == "running", "the long run kept the pool until it was done"
     assert long_run.wait(timeout=120) == 20
+
+
+def test_a_step_whose_slots_are_freed_under_it_is_stopped_and_fails(app, start_worker, database_url):
+    app.set_pool_limit("db", 1, lease_duration=0.6)  # renewed every 0.2s
+    started = threading.Event()
+    finished: list[int] = []
+
+    @app.step(pool="db")
+    async def long_query(n: int) -> int:
+        started.set()
+        await asyncio.sleep(20)
+        finished.append(n)
+        return n
+
+    @app.workflow(name="t.lost", executor=Executor.parallel(max_async_concurrent=2))
+    def lost(wf: Workflow):
+        return wf.step(long_query, 1)
+
+    start_worker()
+    run = lost.submit()
+    assert started.wait(30)
+    execute_sql(database_url, "DELETE FROM tidegate_holders WHERE scope = ?", ("pool:db",))  # as a sweep would
+    with pytest.raises(RunFailed, match="SlotsLost: its pool slots were freed while it ran"):
+        run.wait(timeout=15)
+    assert finished == []
+    [step] = app.store.run_steps(run.id)
+    assert step.status is StepStatus.FAILED

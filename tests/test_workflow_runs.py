@@ -267,6 +267,36 @@ def test_a_canceled_workflow_stops_its_steps(app, start_worker):
     assert all(step.status is not StepStatus.COMPLETED for step in app.store.run_steps(run.id))
 
 
+def test_a_canceled_workflow_lets_running_steps_finish_and_starts_no_more(app, start_worker):
+    running: list[int] = []
+    finished: list[int] = []
+
+    @app.step
+    async def item(n: int) -> int:
+        running.append(n)
+        await asyncio.sleep(0.5)
+        finished.append(n)
+        return n
+
+    @app.workflow(name="t.graceful", executor=Executor.parallel(max_async_concurrent=4))
+    def graceful(wf: Workflow):
+        return wf.map(item, list(range(8)), concurrency=2)
+
+    start_worker()  # the default cancel grace (5s) outlasts the running items
+    run = graceful.submit()
+    wait_until(lambda: len(running) == 2, message="two items running")
+    canceled_at = time.monotonic()
+    run.cancel()
+    with pytest.raises(RunFailed, match="canceled"):
+        run.wait(timeout=30)
+    assert time.monotonic() - canceled_at < 4, "it waited for the grace instead of its running items"
+    assert run.status() is RunStatus.CANCELED
+    assert sorted(finished) == [0, 1] and sorted(running) == [0, 1]  # no item started after the cancel
+    steps = _steps_by_key(app, run.id)
+    assert [steps[f"item[{i}]"].status for i in range(3)] == [StepStatus.COMPLETED] * 2 + [StepStatus.PENDING]
+    assert steps["item[1]"].output == 1  # kept as a checkpoint
+
+
 def test_a_workflow_that_times_out_stops_its_steps(app, start_worker):
     finished: list[int] = []
 

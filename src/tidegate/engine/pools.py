@@ -43,13 +43,15 @@ class ClaimPolicy:
 
 @dataclass(eq=False)
 class SlotClaim:
-    """Slots a step holds; `lost` is set if a renewal found them gone (swept, or the run taken over)."""
+    """Slots a step holds; `lost` is set if a renewal found them gone (swept, or the run taken over),
+    and then each of `on_lost` is called, from the renewal thread."""
 
     fence: Fence
     step_key: str
     needs: Mapping[str, int]
     lease_seconds: float | None
     lost: threading.Event = field(default_factory=threading.Event)
+    on_lost: list[Callable[[], None]] = field(default_factory=list)
 
 
 class _Wakeups:
@@ -181,6 +183,8 @@ class _Renewer:
                 claim.fence[0],
             )
             claim.lost.set()
+            for callback in claim.on_lost:
+                callback()
 
     def close(self) -> None:
         with self._condition:

@@ -9,6 +9,8 @@ worker never runs more than `max_workers` things at once.
 
 from __future__ import annotations
 
+import asyncio
+
 import ctypes
 import inspect
 import threading
@@ -59,6 +61,7 @@ class Attempt:
         self.stop_reason: str | None = None  # why the worker asked it to stop
         self.thread_ident: int | None = None
         self.async_task: Any = None  # asyncio.Task for async tasks
+        self.workflow_stopping: asyncio.Event | None = None  # set to stop a workflow gracefully
         self.timers: list[Any] = []
         self._thread_lock = threading.Lock()
 

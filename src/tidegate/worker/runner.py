@@ -174,9 +174,13 @@ class Worker:
         try:
             await self._turns()
         finally:
-            maintenance.stop()
-            listener.close()
-            await self._hand_back_unsettled()
+            try:
+                # First, while the loop still runs every step: stopping the threads below blocks it
+                # for a moment, and steps ending meanwhile would go unrecorded, to be run again.
+                await self._hand_back_unsettled()
+            finally:
+                maintenance.stop()
+                listener.close()
             try:
                 await self._call_store(self._store.deregister_worker, self.id)
             except Exception:
@@ -360,6 +364,7 @@ class Worker:
         """An async task's call, or a workflow's execution: its steps run under this attempt's fence."""
         if task.workflow is not None:
             scope = RunScope(self._store, attempt.fence, self.id)
+            attempt.workflow_stopping = scope.stopping
             return execute_workflow(task.workflow, attempt.run.args, scope, self._pool_guard)
         return task.fn(**task.call_args(attempt.run.args, attempt.context))
 
@@ -416,13 +421,14 @@ class Worker:
     def _stop_attempt(self, attempt: Attempt, reason: str, grace: float) -> None:
         """Tell the attempt to stop (cooperatively), and stop it after `grace` seconds.
 
-        A workflow stops at once: its steps see no Context, so waiting would only let them run on.
+        A workflow starts no step any more and ends once the steps already running have
+        finished (their outputs are checkpoints); those still running at the grace are stopped.
         """
         assert self._loop is not None
-        if attempt.task is not None and attempt.task.workflow is not None:
-            grace = 0.0
         attempt.stop_reason = reason
         attempt.context._cancel(reason)
+        if attempt.workflow_stopping is not None:
+            attempt.workflow_stopping.set()
         attempt.timers.append(self._loop.call_later(grace, self._force_stop, attempt))
 
     def _force_stop(self, attempt: Attempt) -> None:

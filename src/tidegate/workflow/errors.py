@@ -27,6 +27,14 @@ class StepError(TidegateError):
         super().__init__(f"step {key} failed: {error}")
 
 
+class SlotsLost(TidegateError):
+    """A running step's pool slots were freed under it (its lease ran out): it is stopped and fails."""
+
+
+class WorkflowStopped(TidegateError):
+    """The run was canceled: no step starts any more, and the run ends once its running steps have."""
+
+
 def error_text(error: BaseException) -> str:
     """'Type: message' then the traceback (a process pool's includes the remote one), bounded
     so a huge one cannot bloat the store."""

@@ -28,7 +28,7 @@ import logging
 import random
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tidegate.domain.errors import PoolClaimTimeout, PoolRequestTooLarge, StepFencedOut
@@ -39,7 +39,7 @@ from tidegate.domain.steps import StepRecord, StepStatus, StepUpdate
 from tidegate.storage.port import Fence, Store
 from tidegate.workflow.builder import Dag, MapNode, Node, StepNode, StepRef, build_dag, resolve
 from tidegate.workflow.definitions import Step, WorkflowDefinition
-from tidegate.workflow.errors import StepError, error_text
+from tidegate.workflow.errors import SlotsLost, StepError, WorkflowStopped, error_text
 from tidegate.workflow.executors import RunCaps
 from tidegate.workflow.slots import Held, SlotClaims
 
@@ -71,6 +71,7 @@ class RunScope:
     store: Store
     fence: Fence
     worker_id: str
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)  # set when the run is canceled
 
     @property
     def run_id(self) -> str:
@@ -105,6 +106,7 @@ class WorkflowRun:
         await self._load_checkpoints()
         running: dict[asyncio.Task[Any], str] = {}
         started: set[str] = set(self._outputs)
+        stop = asyncio.ensure_future(self._scope.stopping.wait())
         try:
             while True:
                 for key, node in self._dag.nodes.items():
@@ -113,10 +115,13 @@ class WorkflowRun:
                         running[asyncio.create_task(self._execute_node(node), name=f"step {key}")] = key
                 if not running:
                     break
-                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait([*running, stop], return_when=asyncio.FIRST_COMPLETED)
+                if stop in done:
+                    raise WorkflowStopped(f"run {self._scope.run_id} was canceled: no step starts any more")
                 for task in done:
                     self._outputs[running.pop(task)] = task.result()
         finally:
+            stop.cancel()
             await _cancel_all(running)
         result = self._dag.result
         return None if result is None else self._outputs[result.key]
@@ -225,7 +230,7 @@ class WorkflowRun:
             except Exception as error:
                 text = error_text(error)
                 delay = retry_delay(attempt, step.max_attempts, step.retry_backoff, random.random())
-                if delay is None:
+                if delay is None or self._scope.stopping.is_set():
                     raise StepError(key, text) from None
                 log.info("step %s of run %s failed (try %d); retrying in %.2fs", key, self._scope.run_id, attempt, delay)
                 attempt += 1
@@ -253,10 +258,10 @@ class WorkflowRun:
                 started = None if held is not None and held.started_recorded else asyncio.create_task(self._write(running))
                 try:
                     try:
-                        running = self._caps.start(step.fn, step.is_async, args, kwargs)
+                        running = asyncio.ensure_future(self._caps.start(step.fn, step.is_async, args, kwargs))
                         if held is not None:
                             held.dispatched()  # a step that handed it these slots may record now
-                        output = await running
+                        output = await self._outcome_of(running, held)
                     finally:
                         if started is not None:
                             await started
@@ -267,6 +272,34 @@ class WorkflowRun:
                     await self._finish(StepUpdate(key, StepStatus.FAILED, map_key, index, error=error_text(error)), held)
                     raise
             await self._finish(StepUpdate(key, StepStatus.COMPLETED, map_key, index, output=output), held)
+        return output
+
+    async def _outcome_of(self, running: asyncio.Future[Any], held: Held | None) -> Any:
+        """Await a step's function. Canceled while the run stops (canceled), the step still finishes
+        and its outcome is recorded, so its work is kept; a second cancel (the grace is over, or the
+        attempt is abandoned) stops it. A step whose pool slots are lost is stopped and fails: it
+        would run on slots that may be someone else's (a process step's process is abandoned)."""
+        try:
+            if held is not None:
+                lost = held.lost()
+                await asyncio.wait([asyncio.shield(running), lost], return_when=asyncio.FIRST_COMPLETED)
+                if not running.done():
+                    await _stop(running)
+                    raise SlotsLost("its pool slots were freed while it ran (their lease ran out: renewals failed)")
+                lost.cancel()
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            if not self._scope.stopping.is_set():
+                await _stop(running)
+                raise
+        try:
+            output = await asyncio.shield(running)
+        except asyncio.CancelledError:
+            await _stop(running)
+            raise
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()  # the stop reached this step after its start: it ends as it would have
         return output
 
     # --- the store ---------------------------------------------------------------------
@@ -297,10 +330,27 @@ def _item_index(node: MapNode, record: StepRecord) -> int:
     return record.item_index
 
 
+async def _stop(running: asyncio.Future[Any]) -> None:
+    """Cancel a step's function and let it unwind (an async step runs its own cleanup) before
+    going on; canceled meanwhile, stop waiting. A process step's process cannot be stopped: its
+    result is dropped."""
+    running.cancel()
+    await asyncio.wait([running])
+
+
 async def _cancel_all(tasks: Mapping[asyncio.Task[Any], Any]) -> None:
-    """Cancel the tasks still running and wait until they have stopped (their results are dropped)."""
+    """Cancel the tasks still running and wait until they have stopped (their results are dropped).
+
+    Canceled while waiting (a run stopping gracefully whose grace ran out), it cancels them again,
+    which stops the steps still finishing, and waits no longer."""
     for task in tasks:
         task.cancel()
-    if tasks:
+    if not tasks:
+        return
+    try:
         await asyncio.wait(tasks)
+    except asyncio.CancelledError:
+        for task in tasks:
+            task.cancel()
+        raise
 

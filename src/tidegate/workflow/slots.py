@@ -95,6 +95,21 @@ class Held:
         if self.on_its_way is not None and not self.on_its_way.done():
             self.on_its_way.set_result(None)
 
+    def lost(self) -> asyncio.Future[None]:
+        """Resolved if a renewal finds these slots gone (the lease expired and was swept, or the run
+        was taken over): the step then runs on slots that may be someone else's."""
+        loop = asyncio.get_running_loop()
+        lost: asyncio.Future[None] = loop.create_future()
+
+        def resolve() -> None:
+            if not lost.done():
+                lost.set_result(None)
+
+        self.claim.on_lost.append(lambda: loop.call_soon_threadsafe(resolve))
+        if self.claim.lost.is_set():
+            resolve()
+        return lost
+
     async def settled(self) -> None:
         """Wait until the store agrees this step holds its slots: before anything it writes."""
         if self.landing is not None:
