@@ -15,22 +15,13 @@ import time
 
 import pytest
 
+from tests.apps.gates import max_overlap
 from tidegate import Executor, RunFailed, Workflow
 from tidegate.domain.steps import StepStatus
 
 from .conftest import execute_sql, wait_until
 
 LIMIT = 3
-
-
-def most_at_once(intervals: list[tuple[float, float]]) -> int:
-    """Most intervals open at once; [start, end), so a hand-off at the same instant is no overlap."""
-    points = sorted([(end, -1) for _, end in intervals] + [(start, 1) for start, _ in intervals])
-    most = current = 0
-    for _, delta in points:
-        current += delta
-        most = max(most, current)
-    return most
 
 
 def most_claimed(app, run_ids: list[str], pool: str) -> int:
@@ -73,7 +64,7 @@ def test_handed_on_slots_never_let_more_steps_run_than_the_limit(app, start_work
     runs = [many.submit(first=0), many.submit(first=60)]  # two runs: sometimes one waits for the other
     assert [run.wait(timeout=120) for run in runs] == [sum(range(60)), sum(range(60, 120))]
     assert sorted(ran) == list(range(120))
-    assert most_at_once(intervals) <= LIMIT
+    assert max_overlap(intervals) <= LIMIT
     assert most_claimed(app, [run.id for run in runs], "db") <= LIMIT
     for run in runs:  # every claim of a step was given back by that step: none lingered until the run's end
         balance: dict[str, int] = {}
