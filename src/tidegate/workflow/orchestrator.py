@@ -249,13 +249,13 @@ class WorkflowRun:
         map_key = None if item is None else item.node.key
         index = None if item is None else item.index
         needs = {**step.pool_needs, **{scope: 1 for scope in window}}
-        running = StepUpdate(key, StepStatus.RUNNING, map_key, index)
-        async with self._claims.holding(running, needs, window) as held:
+        start_record = StepUpdate(key, StepStatus.RUNNING, map_key, index)
+        async with self._claims.holding(start_record, needs, window) as held:
             async with self._caps.slot(step.is_async, urgent=bool(needs)):
                 # The start is recorded while the function starts, not before: one store round trip
                 # less per step. It has landed (or refused us) before the outcome is recorded. A step
                 # handed its slots in memory was recorded running by the hand-off's write.
-                started = None if held is not None and held.started_recorded else asyncio.create_task(self._write(running))
+                started = None if held is not None and held.started_recorded else asyncio.create_task(self._write(start_record))
                 try:
                     try:
                         running = asyncio.ensure_future(self._caps.start(step.fn, step.is_async, args, kwargs))
