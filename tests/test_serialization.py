@@ -29,8 +29,9 @@ from tidegate import (
     RunStatus,
     TagConcurrencyLimit,
 )
+from tidegate.domain.pools import pool_needs
 from tidegate.engine import limits as live
-from tidegate.storage import claiming
+from tidegate.storage import claiming, slots
 
 from . import races
 from .conftest import execute_sql
@@ -203,3 +204,32 @@ def test_two_submitters_never_both_take_the_last_place_under_max_active(
             assert isinstance(second.error, AdmissionRejected)
             assert stored == 2
 
+
+
+# --- the scope-row locks of a step's pool slots -------------------------------------------------
+
+
+@MUTATION
+def test_two_steps_never_both_take_the_last_slot_of_a_pool(database_url, backend, monkeypatch, removed):
+    """Steps of two running runs ask for the one slot of a pool. No claim turn is taken
+    here: the scope-row lock (BEGIN IMMEDIATE on SQLite) alone keeps the second asker
+    from deciding before the first has written its holder."""
+    with App(database_url) as app:
+        work = app.task(name="pool.work", queue="pq")(lambda: None)
+        work.submit_many([{}, {}])
+        fences = [run.fence for run in app.store.cycle("w0", ["pq"], [], [], 2, LEASE).claimed]
+        app.store.set_pool_limit("db", 1, 300)
+        races.track(app.store, begin_immediate=not (removed and backend == "sqlite"))
+        if removed and backend == "postgres":
+            races.remove_query(app.store, "lock_scopes")
+        monkeypatch.setattr(slots, "decide_in_order", races.seam(slots.decide_in_order))
+        first, second = (
+            races.Party(f"step-{n}", lambda fence=fence: app.store.acquire_slots(fence, "w0", "s", pool_needs({"db": 1}), {}))
+            for n, fence in enumerate(fences)
+        )
+        _race(database_url, first, second)
+        used = {pool.name: pool.claimed for pool in app.store.pools()}["db"]
+        violation = used > 1 or first.error is not None or second.error is not None
+        assert violation is removed, (used, first.error, second.error)
+        if not removed:
+            assert (first.result.granted, second.result.granted) == (True, False)
