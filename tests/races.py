@@ -107,6 +107,7 @@ class Race:
     def __init__(self, database_url: str) -> None:
         self.postgres = not database_url.startswith("sqlite")
         self._monitor: Any = None
+        self.second_ended_first = False
         if self.postgres:
             import psycopg
 
@@ -139,6 +140,7 @@ class Race:
             TIMEOUT,
             message=f"{second.name} to park, end or wait for {first.name}",
         )
+        self.second_ended_first = second.done.is_set()  # it committed while the first still held its place
         first.go.set()
         second.go.set()
         if release is not None:
