@@ -7,9 +7,10 @@ claims to prevent, and a mechanism that proves redundant shows as a
 `removed` case that no longer fails.
 
 PostgreSQL mechanisms are removed by turning their SQL block into `SELECT 1`:
-`lock_scopes` (the scope-row locks of a claim), `claim_turn` (one claimer at
-a time per limited queue), `rules_fence` (a rules change waits for claims in
-flight), `enqueue_lock` (one submitter at a time per admission ceiling).
+`lock_scopes` (the scope-row locks of a run claim and of a step's pool slots),
+`claim_turn` (one claimer at a time per limited queue), `rules_fence` (a
+rules change waits for claims in flight), `enqueue_fence` (and for submits
+in flight), `enqueue_lock` (one submitter at a time per admission ceiling).
 SQLite has one mechanism for all of them, `BEGIN IMMEDIATE` (a single
 writer); removed, its writes BEGIN deferred, and the second writer fails
 with SQLITE_BUSY (its snapshot is stale) instead of deciding on fresh data.
