@@ -26,6 +26,7 @@ from tidegate import (
     AdmissionRejected,
     App,
     Concurrency,
+    Partition,
     RunQueueConfig,
     RunStatus,
     TagConcurrencyLimit,
@@ -140,6 +141,28 @@ def test_a_second_claimer_of_a_limited_queue_waits_its_turn_instead_of_finding_n
         taken = [] if second.error else [run.id for run in second.result]
         violation = first.error is not None or taken != [handles[1].id]
         assert violation is removed, (taken, first.error, second.error)
+        if not removed:
+            assert [run.id for run in first.result] == [handles[0].id]
+
+
+@MUTATION
+def test_two_claimers_of_a_fair_queue_serve_its_partitions_in_turn(database_url, backend, monkeypatch, removed):
+    """A fair queue with no limit: its claimers still take turns, since fairness is judged on
+    what runs. Runs of tenants a and b alternate; the first claimer takes a's and parks. The
+    second must wait and then serve b; without the turn it skips the heads the first holds,
+    reads a's next run and (a's running count not yet committed) starts a second run of a
+    while b has none."""
+    with App(database_url) as app:
+        app.queue("fq", ordering="fair", concurrency=Concurrency(partition=Partition(by_args=["tenant"])))
+        work = app.task(name="fair.work", queue="fq")(lambda tenant, n: n)
+        handles = [work.submit(tenant=tenant, n=n) for n in range(2) for tenant in "ab"]  # a0 b0 a1 b1
+        _arm(app, backend, monkeypatch, removed, "claim_turn")
+        first = races.Party("claimer-1", _claim(app, "w1", "fq"))
+        second = races.Party("claimer-2", _claim(app, "w2", "fq"))
+        _race(database_url, first, second)
+        taken = [] if second.error else [run.id for run in second.result]
+        violation = first.error is not None or taken != [handles[1].id]
+        assert violation is removed, (taken, [h.id for h in handles], first.error, second.error)
         if not removed:
             assert [run.id for run in first.result] == [handles[0].id]
 
