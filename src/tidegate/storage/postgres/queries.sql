@@ -324,6 +324,11 @@ ON CONFLICT (key) DO NOTHING;
 -- both seeing its last free slot, and the common order rules out deadlocks.
 -- Only the statements after this one read usage: under READ COMMITTED each
 -- sees every claim committed before it, so the sum is exact while the lock is held.
+-- Not redundant with the claim turns: those are per queue, and claimers of two
+-- queues that share a scope (the global cap, a tag) meet nowhere else (their
+-- holder rows differ by run, upsert_scopes waits only on a key not yet
+-- committed). It is rarely seen under load only because a worker that frees a
+-- slot takes it again in the same commit; tests/test_serialization.py forces it.
 SELECT key FROM tidegate_scopes WHERE key = ANY(%(keys)s::text[]) ORDER BY key FOR UPDATE;
 
 -- name: scope_usage_of
