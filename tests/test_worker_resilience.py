@@ -1,6 +1,7 @@
 """A worker survives a transient store error in one of its turns (a dropped connection, a restart)."""
 
 import threading
+import time
 
 from tidegate import RunStatus, StoreUnavailable
 
@@ -36,3 +37,31 @@ def test_a_transient_store_error_in_a_turn_does_not_stop_the_worker(app, start_w
     assert worker._error is None
     assert not worker.join(0.1), "the worker stopped after a transient store error"
     assert app.store.status_counts()[RunStatus.COMPLETED] == 10
+
+
+def test_a_worker_retries_a_failing_store_soon_whatever_its_poll(app, start_worker, monkeypatch):
+    """Retries of a failed turn backed off up to the poll interval: 3.2 s apart by the 6th, 30 s at worst."""
+
+    @app.task(name="t.after_outage")
+    def after_outage() -> str:
+        return "done"
+
+    outage = 3.3  # the old retries came 0.05, 0.15, ... 3.15, 6.35 s after the first failure
+    store = app.store
+    real_cycle = store.cycle
+    first_failure: list[float] = []
+
+    def cycle_after_an_outage(*args, **kwargs):
+        now = time.monotonic()
+        if not first_failure:
+            first_failure.append(now)
+        if now - first_failure[0] < outage:
+            raise StoreUnavailable("the database is down (injected)")
+        return real_cycle(*args, **kwargs)
+
+    monkeypatch.setattr(store, "cycle", cycle_after_an_outage)
+    handle = after_outage.submit()
+    start_worker(max_workers=1, poll_interval="30s")
+    assert handle.wait(timeout=30) == "done"
+    late = time.monotonic() - first_failure[0] - outage
+    assert late < 1.0, f"the run completed {late:.2f}s after the store was back"

@@ -10,10 +10,12 @@ from tidegate.storage.port import Store
 from tidegate.storage.urls import parse_database_url
 
 
-def open_store(url: str, *, migrate: bool = True, check: bool = True) -> Store:
+def open_store(url: str, *, migrate: bool = True, check: bool = True, listen_check: float | None = None) -> Store:
     """Open the store for `url`, then migrate it, or (if not allowed) check it is current.
 
     `check=False` skips both, for `tidegate db migrate`, which reports versions itself.
+    `listen_check` is how often PostgreSQL's wake-up connections prove they are alive
+    (None: the adapter's default); SQLite's wake-ups need no such check.
     """
     parsed = parse_database_url(url)
     store: Store
@@ -25,7 +27,7 @@ def open_store(url: str, *, migrate: bool = True, check: bool = True) -> Store:
     else:
         from tidegate.storage.postgres import PostgresStore
 
-        store = PostgresStore(url)
+        store = PostgresStore(url) if listen_check is None else PostgresStore(url, listen_check=listen_check)
     try:
         if migrate:
             store.migrate()

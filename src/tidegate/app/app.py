@@ -226,7 +226,9 @@ class App:
     def store(self) -> Store:
         with self._lock:
             if self._store is None:
-                self._store = open_store(self.database, migrate=self._migrate)
+                self._store = open_store(
+                    self.database, migrate=self._migrate, listen_check=settings.listen_check_interval()
+                )
             return self._store
 
     def _register_tasks(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from tidegate.domain.durations import parse_duration
+from tidegate.domain.errors import ConfigurationError
 from tidegate.engine.pools import ClaimPolicy
 
 DEFAULTS = {
@@ -21,6 +22,7 @@ DEFAULTS = {
     "TIDEGATE_CLAIM_POLL_INTERVAL": "1s",  # the fallback poll when no wake-up comes
     "TIDEGATE_CLAIM_POLL_JITTER": "500ms",  # random extra on each poll, so waiters do not march in step
     "TIDEGATE_OVERFLOW_INTERVAL": "30s",
+    "TIDEGATE_LISTEN_CHECK_INTERVAL": "5s",  # PostgreSQL: round trip on each wake-up connection
 }
 
 
@@ -34,6 +36,15 @@ def sweep_interval(lease_duration: float) -> float:
     if raw:
         return parse_duration(raw, name="TIDEGATE_SWEEP_INTERVAL")
     return lease_duration / 3
+
+
+def listen_check_interval() -> float:
+    """How often a PostgreSQL wake-up connection proves it is alive; 0 would check without pause."""
+    name = "TIDEGATE_LISTEN_CHECK_INTERVAL"
+    seconds = duration_setting(name)
+    if seconds <= 0:
+        raise ConfigurationError(f"{name}: must be more than 0, got {os.environ.get(name)!r}")
+    return seconds
 
 
 def claim_policy() -> ClaimPolicy:

@@ -38,7 +38,8 @@ from tidegate.workflow.executors import shutdown_process_pool
 
 log = logging.getLogger("tidegate.worker")
 
-STORE_RETRY_FIRST = 0.05  # seconds before retrying a failed store cycle; doubles up to the poll interval
+STORE_RETRY_FIRST = 0.05  # seconds before retrying a failed store cycle; doubles up to STORE_RETRY_MAX
+STORE_RETRY_MAX = 0.5  # not the poll interval: a store that is back is used within this, whatever the poll
 
 
 @dataclass(frozen=True)
@@ -217,7 +218,7 @@ class Worker:
                     self._put_back(reports)
                     log.exception("store cycle failed; retrying in %.2fs", backoff)
                     await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, max(poll, STORE_RETRY_FIRST))
+                    backoff = min(backoff * 2, STORE_RETRY_MAX)
                     look = True
                     continue
                 backoff = STORE_RETRY_FIRST

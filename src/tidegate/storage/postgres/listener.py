@@ -6,23 +6,40 @@ the only way work is found: the worker keeps its backstop poll. A dropped
 connection is therefore not an error to surface but a gap to close, by
 reconnecting, listening again and asking the worker for one rescan, because
 notifications sent while nobody listened are gone.
+
+A connection can also die without a word: a frozen server process (or a
+lost host) leaves the TCP connection open, and waiting for notifications on
+it only ever times out, so every wake-up is lost until the backstop poll.
+TCP keepalives find a peer whose host is gone; they cannot find a process
+that is stopped while its kernel still acknowledges. So the thread also makes
+a round trip (`SELECT 1`) every `check_interval`, which must be answered
+within half of it, and treats silence as a drop: a connection that died is
+replaced within one and a half intervals. (A healthy server answers in a
+millisecond; a slow answer only costs a reconnect and a rescan.)
 """
 
 from __future__ import annotations
 
 import logging
+import selectors
 import threading
+import time
 from collections.abc import Callable
 
 import psycopg
 from psycopg import sql
+from psycopg.pq import ExecStatus
+
+from tidegate.storage.postgres.connections import first_line
 
 log = logging.getLogger(__name__)
 
 WAIT_SLICE = 0.25  # how often the thread looks up from waiting, to notice close()
 FIRST_BACKOFF = 0.1
-MAX_BACKOFF = 2.0
+MAX_BACKOFF = 0.5  # a server that is back is heard from within this (then one rescan)
+CHECK_INTERVAL = 5.0  # default time between two round trips proving the connection is alive
 KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
+APPLICATION_NAME = "tidegate-listener"  # tells this connection apart in pg_stat_activity
 
 
 class NotifyListener:
@@ -40,11 +57,13 @@ class NotifyListener:
         channel_sql: str,
         callback: Callable[[], None],
         connect_timeout: float = 5.0,
+        check_interval: float = CHECK_INTERVAL,
     ) -> None:
         self._url = url
         self._channel_sql = channel_sql
         self._callback = callback
         self._connect_timeout = connect_timeout
+        self._check_interval = check_interval
         self._closed = threading.Event()
         self._listening = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tidegate-pg-listener", daemon=True)
@@ -67,7 +86,7 @@ class NotifyListener:
             try:
                 connection = self._connect()
             except psycopg.Error as error:
-                log.warning("cannot listen for wake-ups (retrying in %.1fs): %s", backoff, _first_line(error))
+                log.warning("cannot listen for wake-ups (retrying in %.1fs): %s", backoff, first_line(error))
                 self._closed.wait(backoff)
                 backoff = min(MAX_BACKOFF, backoff * 2)
                 continue
@@ -78,13 +97,17 @@ class NotifyListener:
                 self._relay(connection)
             except psycopg.Error as error:
                 if not self._closed.is_set():
-                    log.warning("wake-up connection lost, reconnecting: %s", _first_line(error))
+                    log.warning("wake-up connection lost, reconnecting: %s", first_line(error))
             finally:
                 connection.close()
 
     def _connect(self) -> psycopg.Connection:
         connection = psycopg.connect(
-            self._url, autocommit=True, connect_timeout=max(2, round(self._connect_timeout)), **KEEPALIVES
+            self._url,
+            autocommit=True,
+            connect_timeout=max(2, round(self._connect_timeout)),
+            fallback_application_name=APPLICATION_NAME,
+            **KEEPALIVES,
         )
         try:
             (channel,) = connection.execute(self._channel_sql).fetchone() or ("",)
@@ -95,9 +118,14 @@ class NotifyListener:
         return connection
 
     def _relay(self, connection: psycopg.Connection) -> None:
+        next_check = time.monotonic() + self._check_interval
         while not self._closed.is_set():
-            if _received(connection):
+            if _received(connection, min(WAIT_SLICE, max(0.0, next_check - time.monotonic()))):
                 self._wake()
+            if time.monotonic() >= next_check:
+                if _round_trip(connection, self._check_interval / 2):
+                    self._wake()
+                next_check = time.monotonic() + self._check_interval
 
     def _wake(self) -> None:
         if self._closed.is_set():
@@ -108,10 +136,10 @@ class NotifyListener:
             log.exception("wake-up callback failed")
 
 
-def _received(connection: psycopg.Connection) -> bool:
-    """Wait up to WAIT_SLICE for a notification, then take the rest of its burst."""
+def _received(connection: psycopg.Connection, timeout: float) -> bool:
+    """Wait up to `timeout` for a notification, then take the rest of its burst."""
     received = False
-    for _ in connection.notifies(timeout=WAIT_SLICE, stop_after=1):
+    for _ in connection.notifies(timeout=timeout, stop_after=1):
         received = True
     if received:
         for _ in connection.notifies(timeout=0):
@@ -119,6 +147,30 @@ def _received(connection: psycopg.Connection) -> bool:
     return received
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+def _round_trip(connection: psycopg.Connection, timeout: float) -> bool:
+    """`SELECT 1`, answered within `timeout` or psycopg.OperationalError; whether notifications came along.
+
+    psycopg's `execute` waits for its answer without a bound, so the query
+    goes through libpq directly and the wait for its answer is ours. What
+    libpq read meanwhile may include notifications: they are taken here, since
+    a later wait for notifications would only see new bytes on the socket.
+    """
+    pgconn = connection.pgconn
+    pgconn.send_query(b"SELECT 1")  # a few bytes: never blocks on a connection with nothing in flight
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(pgconn.socket, selectors.EVENT_READ)
+        pgconn.consume_input()
+        while pgconn.is_busy():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not selector.select(remaining):
+                raise psycopg.OperationalError(f"the wake-up connection did not answer within {timeout:g}s")
+            pgconn.consume_input()
+    while (result := pgconn.get_result()) is not None:
+        if result.status != ExecStatus.TUPLES_OK:
+            message = result.error_message.decode(errors="replace").strip()
+            raise psycopg.OperationalError(message or "the wake-up connection's check failed")
+    received = False
+    while pgconn.notifies() is not None:
+        received = True
+    return received

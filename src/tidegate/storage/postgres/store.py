@@ -33,18 +33,15 @@ whose heartbeat stopped.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.pq import ConnStatus
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
-from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tidegate.domain.admission import LocalUsage, admit
 from tidegate.domain.backpressure import RATE_WINDOW_SECONDS, WorkerSlot, claimable_queues, lowest_free_rank, retry_after
@@ -83,12 +80,13 @@ from tidegate.domain.scopes import Rules, effective_limit
 from tidegate.storage import claiming, records
 from tidegate.storage.migrations import Migration, check_current, load_migrations, pending
 from tidegate.storage.port import Fence
-from tidegate.storage.postgres.listener import NotifyListener
+from tidegate.storage.postgres.connections import CONNECT_TIMEOUT, Connections
+from tidegate.storage.postgres.connections import first_line as _first_line
+from tidegate.storage.postgres.listener import CHECK_INTERVAL, NotifyListener
 from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.postgres.steps import PostgresStepVerbs
 from tidegate.storage.sqlfile import load_queries
 
-CONNECT_TIMEOUT = 5.0
 POOL_MIN_SIZE = 1
 POOL_MAX_SIZE = 8
 SWEEPER_LOCK = "sweeper"
@@ -134,10 +132,17 @@ def _configure(connection: psycopg.Connection[Any]) -> None:
 
 
 class PostgresStore(PostgresStepVerbs):
-    def __init__(self, url: str, *, min_size: int = POOL_MIN_SIZE, max_size: int = POOL_MAX_SIZE) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = POOL_MIN_SIZE,
+        max_size: int = POOL_MAX_SIZE,
+        listen_check: float = CHECK_INTERVAL,
+    ) -> None:
         self.url = url
+        self._listen_check = listen_check  # how often a wake-up connection proves it is alive
         self._where = _describe(url)
-        self._max_size = max_size
         self._queries = load_queries("tidegate.storage.postgres")
         self._migrations: list[Migration] = load_migrations("tidegate.storage.postgres.migrations")
         self._rules_cache: tuple[str, Rules] | None = None  # (rules_version, rules)
@@ -145,73 +150,10 @@ class PostgresStore(PostgresStepVerbs):
         # cycle of any other worker (or of rank 0, which nobody ranks below) then
         # skips reading the registry, so the fill order costs nothing when off.
         self._fill_ranks: dict[str, int] = {}
-        self._probe()
-        self._pool = ConnectionPool(
-            url,
-            min_size=min_size,
-            max_size=max_size,
-            kwargs={"autocommit": True, "connect_timeout": round(CONNECT_TIMEOUT)},
-            timeout=CONNECT_TIMEOUT,
-            configure=_configure,
-            open=False,
-            name="tidegate",
+        self._connections = Connections(
+            url, where=self._where, min_size=min_size, max_size=max_size, configure=_configure
         )
-        try:
-            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
-        except PoolTimeout:
-            self._pool.close()
-            raise StoreUnavailable(
-                f"cannot connect to PostgreSQL at {self._where}: no connection within {CONNECT_TIMEOUT:g}s"
-            ) from None
-
-    # --- connections and transactions ------------------------------------------
-
-    @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection; a server that cannot be reached becomes StoreUnavailable."""
-        try:
-            connection = self._live_connection()
-            try:
-                yield connection
-            finally:
-                self._pool.putconn(connection)
-        except PoolTimeout:
-            raise StoreUnavailable(
-                f"cannot connect to PostgreSQL at {self._where}: no connection within {CONNECT_TIMEOUT:g}s"
-            ) from None
-        except psycopg.OperationalError as error:
-            if not _connection_lost(error):
-                raise
-            raise StoreUnavailable(
-                f"lost the connection to PostgreSQL at {self._where}: {_first_line(error)}"
-            ) from error
-
-    def _live_connection(self) -> psycopg.Connection[Any]:
-        """A pooled connection whose server has not hung up while it sat idle.
-
-        After a server restart every idle connection in the pool is dead;
-        handing one out would fail a verb that a fresh connection would pass.
-        The pool's own `check` costs a round trip per checkout, and backs off
-        a second after each failure; this costs a non-blocking read.
-        """
-        for _ in range(self._max_size):
-            connection = self._pool.getconn()
-            if _alive(connection):
-                return connection
-            connection.close()
-            self._pool.putconn(connection)  # the pool drops it and opens a replacement
-        return self._pool.getconn()
-
-    def _probe(self) -> None:
-        """Connect once, so that a wrong URL or a server that is down fails fast and says why.
-
-        The pool would retry in the background until its timeout and then
-        only report that it timed out.
-        """
-        try:
-            psycopg.connect(self.url, connect_timeout=round(CONNECT_TIMEOUT)).close()
-        except psycopg.Error as error:
-            raise StoreUnavailable(f"cannot connect to PostgreSQL at {self._where}: {_first_line(error)}") from None
+        self._connection = self._connections.connection
 
     def _q(self, name: str) -> str:
         return self._queries[name]
@@ -633,10 +575,16 @@ class PostgresStore(PostgresStepVerbs):
     # --- wake-ups ----------------------------------------------------------------
 
     def listen(self, callback: Callable[[], None]) -> NotifyListener:
-        return NotifyListener(self.url, self._q("listen_channel"), callback, connect_timeout=CONNECT_TIMEOUT)
+        return NotifyListener(
+            self.url,
+            self._q("listen_channel"),
+            callback,
+            connect_timeout=CONNECT_TIMEOUT,
+            check_interval=self._listen_check,
+        )
 
     def close(self) -> None:
-        self._pool.close()
+        self._connections.close()
 
 
 # --- the claim ---------------------------------------------------------------------
@@ -1060,31 +1008,3 @@ def _describe(url: str) -> str:
     host = params.get("host") or "localhost"
     port = params.get("port") or "5432"
     return f"{host}:{port}/{params.get('dbname') or params.get('user') or ''}"
-
-
-def _alive(connection: psycopg.Connection[Any]) -> bool:
-    """Read what an idle connection received (libpq never blocks here): a hang-up shows as an error.
-
-    A server that hangs up first sends its reason (e.g. FATAL: terminating
-    connection), then closes; one read may take only the message, the next
-    then meets the end of the stream.
-    """
-    if connection.closed or connection.broken:
-        return False
-    try:
-        connection.pgconn.consume_input()
-        connection.pgconn.consume_input()
-    except psycopg.OperationalError:
-        return False
-    return connection.pgconn.status == ConnStatus.OK
-
-
-def _connection_lost(error: psycopg.OperationalError) -> bool:
-    """A broken or refused connection, as opposed to e.g. a deadlock or a canceled statement."""
-    return error.sqlstate is None or error.sqlstate.startswith(("08", "57P"))
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-

@@ -1,0 +1,167 @@
+"""The PostgreSQL store's connections: a pool that is back within a moment of its server.
+
+psycopg_pool replaces a lost connection in the background and, when the
+server refuses, tries again after 1, 2, 4, 8... seconds (its
+`AttemptWithBackoff`, up to `reconnect_timeout`). After a 10 s outage its
+next attempt could come 5 s after the server accepted connections again, and
+every store call meanwhile waited for it in `getconn`: work resumed 4-5 s
+late. Here those retries come at most `RECONNECT_DELAY` apart (jittered, so
+many workers do not knock in step), so a call waiting for a connection gets
+one within that delay of the server's return (0.1-0.4 s measured). The price
+is more attempts while the server is away: about 8 a second per worker
+process (one chain of retries per lost connection), against about one.
+The cap relies on how psycopg_pool schedules those retries (`AddConnection`
+through `schedule_task`); the outage test in tests/test_postgres_outages.py
+fails if that changes.
+
+Capping the pool's own retries was preferred to a call that connects by
+itself when the pool has nothing: such calls cannot tell an empty pool from
+a busy one (they would open connections past `max_size` under load), and
+after a long outage the pool's next attempt may be minutes away, which would
+leave every call paying for a connection of its own until then.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.pq import ConnStatus
+from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool.pool import AddConnection, MaintenanceTask
+
+from tidegate.domain.errors import StoreUnavailable
+
+CONNECT_TIMEOUT = 5.0
+RECONNECT_DELAY = 0.5  # longest wait between two attempts to replace a lost pooled connection
+POOL_NAME = "tidegate"
+
+
+class Connections:
+    """Pooled autocommit connections to one database; an unreachable server becomes StoreUnavailable."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        where: str,
+        min_size: int,
+        max_size: int,
+        configure: Callable[[psycopg.Connection[Any]], None],
+    ) -> None:
+        self.where = where  # host:port/dbname, never the password
+        self._max_size = max_size
+        self._probe(url)
+        self._pool = _Pool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs={"autocommit": True, "connect_timeout": round(CONNECT_TIMEOUT)},
+            timeout=CONNECT_TIMEOUT,
+            configure=configure,
+            open=False,
+            name=POOL_NAME,
+        )
+        try:
+            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+        except PoolTimeout:
+            self._pool.close()
+            raise self._timed_out() from None
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection, returned to the pool afterwards."""
+        try:
+            connection = self._live_connection()
+            try:
+                yield connection
+            finally:
+                self._pool.putconn(connection)
+        except PoolTimeout:
+            raise self._timed_out() from None
+        except psycopg.OperationalError as error:
+            if not _connection_lost(error):
+                raise
+            raise StoreUnavailable(
+                f"lost the connection to PostgreSQL at {self.where}: {first_line(error)}"
+            ) from error
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def _live_connection(self) -> psycopg.Connection[Any]:
+        """A pooled connection whose server has not hung up while it sat idle.
+
+        After a server restart every idle connection in the pool is dead;
+        handing one out would fail a verb that a fresh connection would pass.
+        The pool's own `check` costs a round trip per checkout, and backs off
+        a second after each failure; this costs a non-blocking read.
+        """
+        for _ in range(self._max_size):
+            connection = self._pool.getconn()
+            if _alive(connection):
+                return connection
+            connection.close()
+            self._pool.putconn(connection)  # the pool drops it and opens a replacement
+        return self._pool.getconn()
+
+    def _probe(self, url: str) -> None:
+        """Connect once, so that a wrong URL or a server that is down fails fast and says why.
+
+        The pool would retry in the background until its timeout and then
+        only report that it timed out.
+        """
+        try:
+            psycopg.connect(url, connect_timeout=round(CONNECT_TIMEOUT)).close()
+        except psycopg.Error as error:
+            raise StoreUnavailable(f"cannot connect to PostgreSQL at {self.where}: {first_line(error)}") from None
+
+    def _timed_out(self) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"cannot connect to PostgreSQL at {self.where}: no connection within {CONNECT_TIMEOUT:g}s"
+        )
+
+
+class _Pool(ConnectionPool[psycopg.Connection[Any]]):
+    """A pool whose attempts to replace a lost connection come at most RECONNECT_DELAY apart.
+
+    The pool schedules each retry of a failed connection attempt through
+    `schedule_task`, with its doubling delay; only those retries are shortened
+    (the pool's other scheduled task, shrinking idle connections, keeps its
+    period). `reconnect_timeout` still ends a chain of retries.
+    """
+
+    def schedule_task(self, task: MaintenanceTask, delay: float) -> None:
+        if isinstance(task, AddConnection):
+            delay = min(delay, RECONNECT_DELAY * random.uniform(0.5, 1.0))
+        super().schedule_task(task, delay)
+
+
+def _alive(connection: psycopg.Connection[Any]) -> bool:
+    """Read what an idle connection received (libpq never blocks here): a hang-up shows as an error.
+
+    A server that hangs up first sends its reason (e.g. FATAL: terminating
+    connection), then closes; one read may take only the message, the next
+    then meets the end of the stream.
+    """
+    if connection.closed or connection.broken:
+        return False
+    try:
+        connection.pgconn.consume_input()
+        connection.pgconn.consume_input()
+    except psycopg.OperationalError:
+        return False
+    return connection.pgconn.status == ConnStatus.OK
+
+
+def _connection_lost(error: psycopg.OperationalError) -> bool:
+    """A broken or refused connection, as opposed to e.g. a deadlock or a canceled statement."""
+    return error.sqlstate is None or error.sqlstate.startswith(("08", "57P"))
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
