@@ -436,7 +436,7 @@ WITH locked AS (
         status = CASE WHEN r.cancel_requested THEN 'canceled' ELSE 'queued' END,
         finished_at = CASE WHEN r.cancel_requested THEN now() ELSE NULL END,
         max_attempts = r.max_attempts + 1,
-        queued_at = now(), scheduled_at = now(), worker_id = NULL, lease_expires_at = NULL
+        worker_id = NULL, lease_expires_at = NULL
     FROM unnest(%(ids)s::text[], %(attempts)s::integer[]) WITH ORDINALITY AS f(id, attempt, n), locked AS l
     WHERE r.id = f.id AND l.id = f.id AND r.attempt = f.attempt
       AND r.status = 'running' AND r.worker_id = %(worker)s::text
@@ -489,7 +489,7 @@ WITH expired AS (
                      THEN 'orphaned: its worker is gone (attempt ' || r.attempt || ' of ' || r.max_attempts || ')'
                      ELSE r.error END,
         finished_at = CASE WHEN r.cancel_requested OR r.attempt >= r.max_attempts THEN now() ELSE NULL END,
-        queued_at = now(), scheduled_at = now(), worker_id = NULL, lease_expires_at = NULL
+        worker_id = NULL, lease_expires_at = NULL
     FROM expired AS e
     WHERE r.id = e.id AND r.status = 'running'
     RETURNING r.id, r.attempt, r.status, e.worker_id, e.lapsed

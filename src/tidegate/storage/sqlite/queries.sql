@@ -136,7 +136,7 @@ UPDATE tidegate_runs SET
     status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'queued' END,
     finished_at = CASE WHEN cancel_requested = 1 THEN :now ELSE NULL END,
     max_attempts = max_attempts + 1,
-    queued_at = :now, scheduled_at = :now, worker_id = NULL, lease_expires_at = NULL
+    worker_id = NULL, lease_expires_at = NULL
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
       FROM json_each(:fences)) AS f
 WHERE tidegate_runs.id = f.id AND tidegate_runs.attempt = f.attempt
@@ -163,7 +163,7 @@ UPDATE tidegate_runs SET
                  WHEN attempt >= max_attempts THEN 'lease expired: the worker stopped renewing it (attempt ' || attempt || ' of ' || max_attempts || ')'
                  ELSE error END,
     finished_at = CASE WHEN cancel_requested = 1 OR attempt >= max_attempts THEN :now ELSE NULL END,
-    queued_at = :now, scheduled_at = :now, worker_id = NULL, lease_expires_at = NULL
+    worker_id = NULL, lease_expires_at = NULL
 WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'running' AND +lease_expires_at < :now
 RETURNING id, attempt, status;
 
@@ -592,7 +592,7 @@ UPDATE tidegate_runs SET
                  WHEN attempt >= max_attempts THEN 'orphaned: its worker is gone (attempt ' || attempt || ' of ' || max_attempts || ')'
                  ELSE error END,
     finished_at = CASE WHEN cancel_requested = 1 OR attempt >= max_attempts THEN :now ELSE NULL END,
-    queued_at = :now, scheduled_at = :now, worker_id = NULL, lease_expires_at = NULL
+    worker_id = NULL, lease_expires_at = NULL
 WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'running'
 RETURNING id, attempt, status;
 
