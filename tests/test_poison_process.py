@@ -12,8 +12,8 @@ from collections import defaultdict
 
 import pytest
 
-from tidegate import RunStatus
 from tests.apps.poison import make_app
+from tidegate import RunStatus
 
 from .conftest import wait_until
 

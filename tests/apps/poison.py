@@ -13,6 +13,7 @@ import time
 import tidegate
 from tidegate import Context
 
+
 def _log(kind: str, ctx: Context) -> None:
     line = f"{kind} {ctx.run_id} {ctx.attempt} {os.getpid()} {time.time():.6f}\n"
     fd = os.open(os.environ["TIDEGATE_TEST_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)

@@ -72,8 +72,8 @@ def rescue(lost: LostAttempt) -> Rescue:
     charged = lost.started and (lost.suspect or lost.beside == 0)
     cause = "its lease expired" if lost.lapsed else "its worker is gone"
     if lost.cancel_requested:
-        return Rescue(lost.run_id, lost.attempt, "canceled", False, False, lost.max_attempts, None,
-                      f"{cause}; its cancel was requested")
+        why = f"{cause}; its cancel was requested"
+        return Rescue(lost.run_id, lost.attempt, "canceled", False, False, lost.max_attempts, None, why)
     if not charged:
         if not lost.started:
             why = f"{cause} before its start was recorded: not charged; it runs alone next"
@@ -88,7 +88,7 @@ def rescue(lost: LostAttempt) -> Rescue:
             error = f"lease expired: the worker stopped renewing it (attempt {lost.attempt} of {lost.max_attempts})"
         else:
             error = f"orphaned: its worker is gone (attempt {lost.attempt} of {lost.max_attempts})"
-        return Rescue(lost.run_id, lost.attempt, "failed", True, False, lost.max_attempts, error,
-                      f"{cause} while it ran {alone}: {counted}, none left")
-    return Rescue(lost.run_id, lost.attempt, "queued", True, True, lost.max_attempts, None,
-                  f"{cause} while it ran {alone}: {counted}; it runs alone next")
+        why = f"{cause} while it ran {alone}: {counted}, none left"
+        return Rescue(lost.run_id, lost.attempt, "failed", True, False, lost.max_attempts, error, why)
+    why = f"{cause} while it ran {alone}: {counted}; it runs alone next"
+    return Rescue(lost.run_id, lost.attempt, "queued", True, True, lost.max_attempts, None, why)
