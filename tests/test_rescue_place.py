@@ -49,6 +49,8 @@ def test_a_handed_back_run_is_claimed_before_younger_runs_of_its_priority(app):
     scheduled = first.info().scheduled_at
     assert store.hand_back("leaving-worker", [run.fence]) == [first.id]
     assert first.info().scheduled_at == scheduled
+    [requeued] = [e for e in store.run_events(first.id) if e.type == "RunRequeued"]
+    assert requeued.metadata["charged"] is False  # a hand-back never counts
     [again] = _claim(store, "next-worker")
     assert again.id == first.id
 

@@ -426,8 +426,9 @@ SELECT id, attempt FROM renewed;
 
 -- name: hand_back
 -- A handed-back attempt does not count against max_attempts: the worker is
--- leaving, the run did nothing wrong. A run whose cancel was asked ends canceled.
--- Locks in id order first, like cycle_reports.
+-- leaving, the run did nothing wrong (its event says charged: false). It keeps
+-- its place in the queue and its suspect flag. A run whose cancel was asked
+-- ends canceled. Locks in id order first, like cycle_reports.
 WITH locked AS (
     SELECT id FROM tidegate_runs
     WHERE id = ANY(%(ids)s::text[]) AND status = 'running' AND worker_id = %(worker)s::text
@@ -442,14 +443,15 @@ WITH locked AS (
     FROM unnest(%(ids)s::text[], %(attempts)s::integer[]) WITH ORDINALITY AS f(id, attempt, n), locked AS l
     WHERE r.id = f.id AND l.id = f.id AND r.attempt = f.attempt
       AND r.status = 'running' AND r.worker_id = %(worker)s::text
-    RETURNING f.n, r.id, r.attempt, r.status
+    RETURNING f.n, r.id, r.attempt, r.status, r.suspect
 ), released AS (
     DELETE FROM tidegate_holders AS h USING back AS b WHERE h.run_id = b.id
 ), events AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL,
            CASE WHEN status = 'queued' THEN 'RunRequeued' ELSE 'RunCanceled' END,
-           jsonb_build_object('attempt', attempt, 'reason', %(reason)s::text, 'worker', %(worker)s::text),
+           jsonb_build_object('attempt', attempt, 'reason', %(reason)s::text, 'worker', %(worker)s::text,
+                              'charged', false, 'suspect', suspect),
            now()
     FROM back ORDER BY n
 )

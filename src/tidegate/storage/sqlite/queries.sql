@@ -132,7 +132,8 @@ RETURNING tidegate_runs.id, tidegate_runs.attempt;
 
 -- name: hand_back
 -- A handed-back attempt does not count against max_attempts: the worker is
--- leaving, the run did nothing wrong. A run whose cancel was asked ends canceled.
+-- leaving, the run did nothing wrong (its event says charged: false). It keeps
+-- its place in the queue and its suspect flag. A run whose cancel was asked ends canceled.
 UPDATE tidegate_runs SET
     status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'queued' END,
     finished_at = CASE WHEN cancel_requested = 1 THEN :now ELSE NULL END,
@@ -142,7 +143,7 @@ FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS a
       FROM json_each(:fences)) AS f
 WHERE tidegate_runs.id = f.id AND tidegate_runs.attempt = f.attempt
   AND +tidegate_runs.status = 'running' AND +tidegate_runs.worker_id = :worker
-RETURNING tidegate_runs.id, tidegate_runs.attempt, tidegate_runs.status;
+RETURNING tidegate_runs.id, tidegate_runs.attempt, tidegate_runs.status, tidegate_runs.suspect;
 
 -- name: take_lock
 INSERT INTO tidegate_locks (name, holder, expires_at) VALUES (:name, :holder, :now + :ttl)

@@ -504,10 +504,16 @@ class SQLiteStore(SQLiteStepVerbs):
                 _event(
                     run_id,
                     "RunRequeued" if status == "queued" else "RunCanceled",
-                    {"attempt": attempt, "reason": "worker shutting down", "worker": worker_id},
+                    {
+                        "attempt": attempt,
+                        "reason": "worker shutting down",
+                        "worker": worker_id,
+                        "charged": False,
+                        "suspect": bool(suspect),
+                    },
                     now,
                 )
-                for run_id, attempt, status in rows
+                for run_id, attempt, status, suspect in rows
             ]
             connection.executemany(self._q("insert_event"), events)
         self._notifier.notify()
