@@ -13,8 +13,10 @@ import pytest
 
 from tidegate import Context, RunStatus
 from tidegate.cli.runs import run_details
+from tidegate.domain.admission import Candidate, LocalUsage, admit
 from tidegate.domain.model import Outcome, OutcomeKind
 from tidegate.domain.recovery import LostAttempt, rescue
+from tidegate.domain.scopes import Rules
 
 from .conftest import wait_until
 
@@ -86,6 +88,26 @@ def test_the_rescue_rule(started, suspect, beside, attempt, status, charged, max
 def test_a_canceled_run_is_never_charged():
     verdict = rescue(LostAttempt("r", 3, 3, "w", False, True, True, 0, cancel_requested=True))
     assert verdict.status == "canceled" and not verdict.charged and verdict.error is None
+
+
+def _candidate(run_id, at, suspect=False, queue="q"):
+    return Candidate(run_id, "t", queue, "", {}, 0, at, suspect=suspect)
+
+
+@pytest.mark.parametrize(
+    ("order", "running", "admitted"),
+    [
+        (["S", "a", "b"], 0, ["S"]),  # an idle worker: the suspect, alone
+        (["S", "a", "b"], 1, []),  # a busy worker drains for the suspect at the head
+        (["a", "S", "b"], 0, ["a"]),  # runs ahead go first; the turn stops at the suspect
+        (["a", "b", "c"], 1, ["a", "b", "c"]),  # no suspect: nothing changes
+    ],
+)
+def test_admit_gives_a_suspect_only_to_an_idle_worker_as_its_only_run(order, running, admitted):
+    candidates = [_candidate(run_id, float(i), suspect=run_id == "S") for i, run_id in enumerate(order)]
+    local = LocalUsage(per_queue={"q": running} if running else {})
+    decision = admit(candidates, {}, Rules(), local, capacity=4)
+    assert [candidate.id for candidate, _ in decision.admitted] == admitted
 
 
 # --- the rescue, in the store --------------------------------------------------------------------

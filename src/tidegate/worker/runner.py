@@ -398,8 +398,9 @@ class Worker:
 
         Other starts ride on the next turn. A suspect runs alone so that a crash
         during it is charged to it, and only an attempt whose start was recorded
-        is charged: so its start must be in the store before its body runs.
-        Off the loop (a task thread, or the store's thread for async attempts).
+        is charged: so its start must be in the store before its body runs. The
+        write is made off the loop (on the task's thread, or the store's thread
+        for async attempts).
         """
         if not attempt.run.suspect:
             self._report(("start", attempt.fence))
