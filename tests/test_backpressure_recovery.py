@@ -237,6 +237,7 @@ def test_a_dead_workers_run_past_its_last_attempt_fails_as_orphaned(app, databas
     handle = once.submit()
     app.store.register_worker("dead-2", 1, ["orph1"], False, 300)
     [claimed] = app.store.cycle("dead-2", ["orph1"], [], [], 1, 300).claimed
+    app.store.cycle("dead-2", ["orph1"], [claimed.fence], [], 0, 300)  # it started, alone: the crash is its own
     _expire_worker(database_url, backend, "dead-2")
     report = app.store.sweep("sweeper-1", 1.0)
     assert report is not None and report.failed == [handle.id] and report.requeued == []

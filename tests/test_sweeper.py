@@ -1,4 +1,8 @@
-"""Recovery by lease: expired leases are re-queued (a rescue counts as an attempt) or failed when spent."""
+"""Recovery by lease: expired leases are re-queued, or failed when spent.
+
+A rescue counts as an attempt only of an attempt that started and ran alone
+(domain/recovery.py; tests/test_suspects.py covers the rule).
+"""
 
 import time
 
@@ -34,6 +38,7 @@ def test_sweeper_requeues_an_expired_run_then_fails_it_when_attempts_are_exhaust
     # not expired yet: nothing to do
     [run] = _claim(store, "dead-worker-1", lease=0.3)
     assert run.attempt == 1
+    store.cycle("dead-worker-1", [QUEUE], [run.fence], [], 0, 0.3)  # it started, alone
     report = store.sweep("sweeper-1", 0.05)
     assert report is not None and not report
     assert handle.status() is RunStatus.RUNNING
@@ -44,7 +49,8 @@ def test_sweeper_requeues_an_expired_run_then_fails_it_when_attempts_are_exhaust
     record = handle.info()
     assert record.status is RunStatus.QUEUED
     assert record.worker_id is None and record.lease_expires_at is None
-    assert record.attempt == 1  # the rescue counted the attempt; the next claim is attempt 2
+    assert record.attempt == 1 and record.max_attempts == 2  # the rescue counted the attempt
+    assert record.suspect  # and it runs alone next
     requeued = [e for e in store.run_events(handle.id) if e.type == "RunRequeued"]
     assert len(requeued) == 1
     assert requeued[0].metadata["reason"] == "lease expired"
@@ -52,6 +58,7 @@ def test_sweeper_requeues_an_expired_run_then_fails_it_when_attempts_are_exhaust
 
     [run] = _claim(store, "dead-worker-2", lease=0.3)
     assert run.attempt == 2
+    store.cycle("dead-worker-2", [QUEUE], [run.fence], [], 0, 0.3)
     time.sleep(0.3)
     report = _sweep_until(store, lambda r: handle.id in r.failed)
     assert report.requeued == []

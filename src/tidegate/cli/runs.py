@@ -160,6 +160,8 @@ def _status_line(run: RunRecord) -> Text:
     line = status_text(run.status)
     if run.cancel_requested and not run.status.finished:
         line.append("  (cancel requested)", style="magenta")
+    if run.suspect and not run.status.finished:
+        line.append("  (suspect: rescued from a lost worker, it runs alone next; see its events)", style="yellow")
     return line
 
 

@@ -5,6 +5,14 @@ the slots in use per scope and this worker's own running counts, all read in
 the claim transaction; the store then writes exactly what it admitted. A run
 whose scope is saturated is skipped, not waited on (no head-of-line
 blocking), and its block reason lists every saturated scope.
+
+A suspect (a run rescued from a lost worker, see domain/recovery.py) runs
+alone: it is admitted only to a worker that runs nothing, as the only run
+of the turn. When a suspect is the first run this worker could take, the
+worker takes nothing else until it is idle and can take it: a busy worker
+would otherwise fill every slot freed and the suspect would wait forever.
+The runs behind it wait only until this worker drains (or another, idle,
+worker takes the suspect), never for good.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ class Candidate:
     priority: int
     scheduled_at: float  # any monotonic ordering of queue time will do
     ordering: str = "priority"  # the queue's ordering: "priority" or "fair"
+    suspect: bool = False  # runs alone on its worker (domain/recovery.py)
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,11 @@ class LocalUsage:
 
     per_queue: dict[str, int] = field(default_factory=dict)
     per_partition: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    @property
+    def running(self) -> int:
+        """Runs this worker runs now (the store reads them whenever a suspect is a candidate)."""
+        return sum(self.per_queue.values())
 
 
 @dataclass(frozen=True)
@@ -100,6 +114,7 @@ def admit(
     blocked: dict[str, tuple[Saturation, ...]] = {}
     # Runs of one partition with the same tags need the same scopes; a window holds many of them.
     known_needs: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[ScopeNeed]] = {}
+    closed = False  # a suspect was met: this turn admits nothing after it
     for candidate in claim_order(candidates, lane_load):
         shape = (candidate.queue, candidate.partition, tuple(sorted(candidate.tags.items())))
         needs = known_needs.get(shape)
@@ -113,10 +128,14 @@ def admit(
         if saturated:
             blocked[candidate.id] = saturated
             continue
-        if len(admitted) >= capacity:
-            continue  # this worker is full; another worker may take it
+        if closed or len(admitted) >= capacity:
+            continue  # this worker is full, or keeps room for a suspect; another worker may take it
         if not _local_room(candidate, rules, per_queue, per_partition):
             continue
+        if candidate.suspect:
+            closed = True  # nothing more this turn: the suspect runs alone, or this worker drains for it
+            if admitted or local.running:
+                continue
         admitted.append((candidate, needs))
         for need in needs:
             in_use[need.key] = in_use.get(need.key, 0) + 1

@@ -104,6 +104,7 @@ class ClaimedRun:
     max_attempts: int
     retry_backoff: float
     timeout: float | None
+    suspect: bool = False  # runs alone on its worker, its start recorded before its body runs
 
     @property
     def fence(self) -> tuple[str, int]:
@@ -159,6 +160,7 @@ class RunRecord:
     result: JSONValue
     error: str | None
     block_reason: list[dict[str, Any]] | None  # saturated scopes when last skipped: scope, used, limit
+    suspect: bool = False  # rescued from a lost worker: its next attempt runs alone (domain/recovery.py)
 
 
 @dataclass(frozen=True, slots=True)

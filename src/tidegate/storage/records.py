@@ -41,6 +41,7 @@ def run_record(row: Mapping[str, Any], to_time: ToTime, to_json: ToJSON) -> RunR
         result=to_json(row["result"]),
         error=row["error"],
         block_reason=to_json(row["block_reason"]),
+        suspect=bool(row["suspect"]),
     )
 
 

@@ -199,7 +199,7 @@ class Worker:
         while True:
             self._wake.clear()
             reports = self._take_reports()
-            free = 0 if self._stopping else self.settings.max_workers - len(self._busy)
+            free = 0 if self._stopping or self._running_suspect() else self.settings.max_workers - len(self._busy)
             result: CycleResult | None = None
             if reports[0] or reports[1] or free > 0 or look:
                 try:
@@ -331,7 +331,7 @@ class Worker:
         try:
             try:
                 attempt.enter_thread()
-                self._report(("start", attempt.fence))
+                self._record_start(attempt)
                 try:
                     value = task.fn(**task.call_args(attempt.run.args, attempt.context))
                 except BaseException as error:  # a task's exception never kills the worker
@@ -349,7 +349,10 @@ class Worker:
             self._threadsafe(self._release, attempt)
 
     async def _run_async(self, attempt: Attempt, task: TaskFunction) -> None:
-        self._report(("start", attempt.fence))
+        if attempt.run.suspect:
+            await self._call_store(self._record_start, attempt)  # a store write: off the loop
+        else:
+            self._record_start(attempt)
         try:
             value = await self._coroutine(attempt, task)
         except asyncio.CancelledError as error:
@@ -390,6 +393,28 @@ class Worker:
         run = attempt.run
         delay = retry_delay(run.attempt, run.max_attempts, run.retry_backoff, random.random())
         return Outcome(run.id, run.attempt, OutcomeKind.FAILED, error=error, retry_delay=delay)
+
+    def _record_start(self, attempt: Attempt) -> None:
+        """Report the attempt's start; a suspect's is written now, in its own transaction.
+
+        Other starts ride on the next turn. A suspect runs alone so that a crash
+        during it is charged to it, and only an attempt whose start was recorded
+        is charged: so its start must be in the store before its body runs. The
+        write is made off the loop (on the task's thread, or the store's thread
+        for async attempts).
+        """
+        if not attempt.run.suspect:
+            self._report(("start", attempt.fence))
+            return
+        try:
+            self._store.cycle(self.id, self.settings.queues, [attempt.fence], [], 0, self.settings.lease_duration)
+        except Exception:
+            log.exception("could not record the start of suspect run %s; reporting it with the next turn", attempt.run.id)
+            self._report(("start", attempt.fence))
+
+    def _running_suspect(self) -> bool:
+        """A suspect runs alone: while one is in flight this worker claims nothing."""
+        return any(attempt.run.suspect for attempt in self._busy.values())
 
     # --- settling (always on the loop thread) ---------------------------------------
 

@@ -175,7 +175,9 @@ WITH starts AS (
                             ELSE r.scheduled_at END,
         worker_id = CASE WHEN p.outcome_n IS NULL THEN r.worker_id END,
         lease_expires_at = CASE WHEN p.outcome_n IS NULL THEN r.lease_expires_at END,
-        cancel_requested = CASE WHEN p.outcome_n IS NULL THEN r.cancel_requested ELSE false END
+        cancel_requested = CASE WHEN p.outcome_n IS NULL THEN r.cancel_requested ELSE false END,
+        -- A suspect whose attempt reported an outcome did not kill its worker: cleared.
+        suspect = CASE WHEN p.outcome_n IS NULL THEN r.suspect ELSE false END
     FROM reports AS p, locked AS l
     WHERE r.id = p.id AND l.id = p.id AND r.attempt = p.attempt
       AND r.status = 'running' AND r.worker_id = %(worker)s::text
@@ -244,11 +246,11 @@ SELECT pg_advisory_xact_lock(hashtext('tidegate:rules'), hashtext(coalesce(curre
 -- scopes) are left out. Tags are read only when some tag limit exists (`tags`):
 -- otherwise no scope depends on them. Rows come grouped by queue, unsorted
 -- across queues; every row read stays locked until commit.
-SELECT c.id, c.task, c.queue, c.partition_key, c.tags, c.priority, c.scheduled_at, c.block_reason
+SELECT c.id, c.task, c.queue, c.partition_key, c.tags, c.priority, c.scheduled_at, c.block_reason, c.suspect
 FROM unnest(%(queues)s::text[], %(sizes)s::integer[]) AS q(name, size)
 CROSS JOIN LATERAL (
     SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
-           priority, scheduled_at, block_reason FROM tidegate_runs AS r
+           priority, scheduled_at, block_reason, suspect FROM tidegate_runs AS r
     WHERE status = 'queued' AND queue = q.name AND scheduled_at <= statement_timestamp()
       AND (deadline_at IS NULL OR deadline_at > statement_timestamp())
       AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
@@ -286,12 +288,12 @@ WITH RECURSIVE parts(key) AS (
     FROM found
 )
 SELECT f.key, t.per_partition, h.id, h.task, h.queue, h.partition_key, h.tags, h.priority, h.scheduled_at,
-       h.block_reason
+       h.block_reason, h.suspect
 FROM found AS f
 CROSS JOIN turns AS t
 LEFT JOIN LATERAL (
     SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
-           priority, scheduled_at, block_reason FROM tidegate_runs AS r
+           priority, scheduled_at, block_reason, suspect FROM tidegate_runs AS r
     WHERE status = 'queued' AND queue = %(queue)s::text AND partition_key = f.key
       AND scheduled_at <= statement_timestamp() AND (deadline_at IS NULL OR deadline_at > statement_timestamp())
       AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
@@ -303,7 +305,7 @@ LEFT JOIN LATERAL (
 -- name: claim_partition_head
 -- The head of one partition, when claim_partitions did not read what is asked.
 SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
-       priority, scheduled_at, block_reason FROM tidegate_runs AS r
+       priority, scheduled_at, block_reason, suspect FROM tidegate_runs AS r
 WHERE status = 'queued' AND queue = %(queue)s::text AND partition_key = %(partition)s::text
   AND scheduled_at <= statement_timestamp() AND (deadline_at IS NULL OR deadline_at > statement_timestamp())
   AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
@@ -372,7 +374,7 @@ WITH claimed AS (
         started_at = NULL, block_reason = NULL
     FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS c(id, n)
     WHERE r.id = c.id AND r.status = 'queued'
-    RETURNING c.n, r.id, r.task, r.queue, r.args, r.attempt, r.max_attempts, r.retry_backoff, r.timeout
+    RETURNING c.n, r.id, r.task, r.queue, r.args, r.attempt, r.max_attempts, r.retry_backoff, r.timeout, r.suspect
 ), dequeued AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL, 'RunDequeued', jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text),
@@ -388,7 +390,7 @@ WITH claimed AS (
         run_id = excluded.run_id, attempt = excluded.attempt, worker_id = excluded.worker_id,
         slots = excluded.slots, claimed_at = excluded.claimed_at, expires_at = excluded.expires_at
 )
-SELECT id, task, queue, args, attempt, max_attempts, retry_backoff, timeout
+SELECT id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect
 FROM claimed ORDER BY n;
 
 -- name: next_due
@@ -429,8 +431,9 @@ SELECT id, attempt FROM renewed;
 
 -- name: hand_back
 -- A handed-back attempt does not count against max_attempts: the worker is
--- leaving, the run did nothing wrong. A run whose cancel was asked ends canceled.
--- Locks in id order first, like cycle_reports.
+-- leaving, the run did nothing wrong (its event says charged: false). It keeps
+-- its place in the queue and its suspect flag. A run whose cancel was asked
+-- ends canceled. Locks in id order first, like cycle_reports.
 WITH locked AS (
     SELECT id FROM tidegate_runs
     WHERE id = ANY(%(ids)s::text[]) AND status = 'running' AND worker_id = %(worker)s::text
@@ -441,18 +444,19 @@ WITH locked AS (
         status = CASE WHEN r.cancel_requested THEN 'canceled' ELSE 'queued' END,
         finished_at = CASE WHEN r.cancel_requested THEN now() ELSE NULL END,
         max_attempts = r.max_attempts + 1,
-        queued_at = now(), scheduled_at = now(), worker_id = NULL, lease_expires_at = NULL
+        worker_id = NULL, lease_expires_at = NULL
     FROM unnest(%(ids)s::text[], %(attempts)s::integer[]) WITH ORDINALITY AS f(id, attempt, n), locked AS l
     WHERE r.id = f.id AND l.id = f.id AND r.attempt = f.attempt
       AND r.status = 'running' AND r.worker_id = %(worker)s::text
-    RETURNING f.n, r.id, r.attempt, r.status
+    RETURNING f.n, r.id, r.attempt, r.status, r.suspect
 ), released AS (
     DELETE FROM tidegate_holders AS h USING back AS b WHERE h.run_id = b.id
 ), events AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL,
            CASE WHEN status = 'queued' THEN 'RunRequeued' ELSE 'RunCanceled' END,
-           jsonb_build_object('attempt', attempt, 'reason', %(reason)s::text, 'worker', %(worker)s::text),
+           jsonb_build_object('attempt', attempt, 'reason', %(reason)s::text, 'worker', %(worker)s::text,
+                              'charged', false, 'suspect', suspect),
            now()
     FROM back ORDER BY n
 )
@@ -466,49 +470,56 @@ ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded
 WHERE tidegate_locks.expires_at < now() OR tidegate_locks.holder = excluded.holder
 RETURNING holder;
 
--- name: sweep_recover
--- Rescue counts as an attempt: a run that keeps killing its worker ends failed.
--- Two ways a running run is known lost: its lease lapsed, or its worker's
--- registry heartbeat stopped (an orphan: the worker is gone whatever its
--- leases say, started or claimed-but-never-started alike). The rows are
--- locked first so the worker id reported is the one that lost them; a row
+-- name: sweep_lost
+-- The running attempts known lost, locked, with what the rescue rule
+-- (domain/recovery.py) needs. Two ways a run is known lost: its lease lapsed,
+-- or its worker's registry heartbeat stopped (an orphan: the worker is gone
+-- whatever its leases say, started or claimed-but-never-started alike). A row
 -- some transaction holds (a renewal, an outcome) is skipped, not waited on,
--- and swept next time if it is still lost. submitted_at and deadline_at are
--- kept: a recovered run's dispatch deadline still counts from submission.
-WITH expired AS (
-    SELECT r.id, r.worker_id, r.lease_expires_at < now() AS lapsed FROM tidegate_runs AS r
+-- and swept next time if it is still lost. `beside` counts the other runs of
+-- the same worker still running or already rescued from it (by this sweep or
+-- an earlier one): a run that shared its lost worker is not charged.
+WITH lost AS (
+    SELECT r.id, r.attempt, r.max_attempts, r.worker_id, r.cancel_requested, r.suspect,
+           r.started_at IS NOT NULL AS started, r.lease_expires_at < now() AS lapsed
+    FROM tidegate_runs AS r
     WHERE r.status = 'running'
       AND (r.lease_expires_at < now()
            OR EXISTS (SELECT 1 FROM tidegate_workers AS w WHERE w.id = r.worker_id AND w.expires_at < now()))
     FOR UPDATE OF r SKIP LOCKED
+)
+SELECT l.id, l.attempt, l.max_attempts, l.worker_id, l.cancel_requested, l.suspect, l.started, l.lapsed,
+       ((SELECT count(*) FROM tidegate_runs AS o
+         WHERE o.worker_id = l.worker_id AND o.status = 'running' AND o.id <> l.id)
+        + (SELECT count(*) FROM tidegate_runs AS o WHERE o.rescued_from = l.worker_id AND o.id <> l.id))::integer
+       AS beside
+FROM lost AS l ORDER BY l.id;
+
+-- name: sweep_recover
+-- Writes the rescue's verdicts (locked by sweep_lost in this transaction):
+-- re-queued (keeping its place: scheduled_at is not moved), failed or
+-- canceled, with `max_attempts` grown when the attempt was not charged, the
+-- suspect flag, the worker it was rescued from; frees its holders and
+-- records its event. submitted_at and deadline_at are kept: a recovered
+-- run's dispatch deadline still counts from submission.
+WITH verdicts AS (
+    SELECT * FROM jsonb_to_recordset(%(verdicts)s::jsonb) AS v(
+        id text, attempt integer, status text, error text, max_attempts integer, suspect boolean,
+        worker text, event text, metadata jsonb)
 ), recovered AS (
     UPDATE tidegate_runs AS r SET
-        status = CASE WHEN r.cancel_requested THEN 'canceled'
-                      WHEN r.attempt >= r.max_attempts THEN 'failed'
-                      ELSE 'queued' END,
-        error = CASE WHEN r.cancel_requested THEN r.error
-                     WHEN r.attempt >= r.max_attempts AND e.lapsed
-                     THEN 'lease expired: the worker stopped renewing it (attempt '
-                          || r.attempt || ' of ' || r.max_attempts || ')'
-                     WHEN r.attempt >= r.max_attempts
-                     THEN 'orphaned: its worker is gone (attempt ' || r.attempt || ' of ' || r.max_attempts || ')'
-                     ELSE r.error END,
-        finished_at = CASE WHEN r.cancel_requested OR r.attempt >= r.max_attempts THEN now() ELSE NULL END,
-        queued_at = now(), scheduled_at = now(), worker_id = NULL, lease_expires_at = NULL
-    FROM expired AS e
-    WHERE r.id = e.id AND r.status = 'running'
-    RETURNING r.id, r.attempt, r.status, e.worker_id, e.lapsed
+        status = v.status, error = coalesce(v.error, r.error),
+        finished_at = CASE WHEN v.status = 'queued' THEN NULL ELSE now() END,
+        max_attempts = v.max_attempts, suspect = v.suspect, rescued_from = v.worker,
+        worker_id = NULL, lease_expires_at = NULL
+    FROM verdicts AS v
+    WHERE r.id = v.id AND r.attempt = v.attempt AND r.status = 'running'
+    RETURNING r.id, r.status, v.event, v.metadata
 ), released AS (
     DELETE FROM tidegate_holders AS h USING recovered AS v WHERE h.run_id = v.id
 ), events AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-    SELECT id, NULL,
-           CASE status WHEN 'queued' THEN 'RunRequeued' WHEN 'failed' THEN 'RunFailed' ELSE 'RunCanceled' END,
-           jsonb_build_object('attempt', attempt,
-                              'reason', CASE WHEN lapsed THEN 'lease expired' ELSE 'worker gone' END,
-                              'worker', worker_id),
-           now()
-    FROM recovered ORDER BY id
+    SELECT id, NULL, event, metadata, now() FROM recovered ORDER BY id
 )
 SELECT id, status FROM recovered ORDER BY id;
 
@@ -592,13 +603,13 @@ WHERE status IN ('queued', 'running') AND queue = ANY(%(queues)s::text[]);
 -- result type").
 SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
        submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
-       cancel_requested, result, error, block_reason
+       cancel_requested, result, error, block_reason, suspect
 FROM tidegate_runs WHERE id = %(id)s::text;
 
 -- name: list_runs
 SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
        submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
-       cancel_requested, result, error, block_reason
+       cancel_requested, result, error, block_reason, suspect
 FROM tidegate_runs
 WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
@@ -691,7 +702,7 @@ WHERE scope = %(scope)s::text ORDER BY claimed_at, holder;
 -- name: list_queued
 SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
        submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
-       cancel_requested, result, error, block_reason
+       cancel_requested, result, error, block_reason, suspect
 FROM tidegate_runs
 WHERE status = 'queued' AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
 ORDER BY priority DESC, scheduled_at, id
@@ -1154,10 +1165,10 @@ WHERE w.expires_at >= now();
 -- name: check_overflow_window
 -- The first due runs of each queue in claim order, as claim_window reads them
 -- but without locking them: looking must not hide runs from claimers.
-SELECT c.id, c.task, c.queue, c.partition_key, c.tags, c.priority, c.scheduled_at, c.block_reason
+SELECT c.id, c.task, c.queue, c.partition_key, c.tags, c.priority, c.scheduled_at, c.block_reason, c.suspect
 FROM unnest(%(queues)s::text[]) AS q(name)
 CROSS JOIN LATERAL (
-    SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason FROM tidegate_runs
+    SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect FROM tidegate_runs
     WHERE status = 'queued' AND queue = q.name AND scheduled_at <= now()
       AND (deadline_at IS NULL OR deadline_at > now())
     ORDER BY priority DESC, scheduled_at, id

@@ -77,7 +77,7 @@ from tidegate.domain.model import (
     TaskDefinition,
 )
 from tidegate.domain.scopes import Rules, effective_limit
-from tidegate.storage import claiming, records
+from tidegate.storage import claiming, records, rescue
 from tidegate.storage.migrations import Migration, check_current, load_migrations, pending
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres.connections import CONNECT_TIMEOUT, Connections
@@ -356,7 +356,9 @@ class PostgresStore(PostgresStepVerbs):
             ).fetchone()
             if turn is None:
                 return None
-            recovered = connection.execute(self._q("sweep_recover"))
+            lost = connection.cursor(row_factory=dict_row).execute(self._q("sweep_lost")).fetchall()
+            verdicts = rescue.payload(rescue.decide(lost))
+            recovered = connection.execute(self._q("sweep_recover"), {"verdicts": _payload_json(verdicts)})
             connection.execute(self._q("forget_dead_workers"))
             leaks = connection.execute(self._q("sweep_leaks"))
             expired_steps = self._sweep_step_holders(connection)
@@ -366,8 +368,7 @@ class PostgresStore(PostgresStepVerbs):
                 step_slots_expired=expired_steps.fetchone()[0],  # type: ignore[index]
             )
             report.failed.extend(row[0] for row in late.fetchall())
-            for run_id, status in recovered.fetchall():
-                (report.requeued if status == "queued" else report.failed).append(run_id)
+            rescue.add_to_report(report, dict(recovered.fetchall()))
             if report:
                 connection.execute(self._q("notify"))  # freed slots and requeued runs: claim again now
         return report
@@ -668,6 +669,8 @@ class _Claim:
             connection.execute(store._q("lock_scopes"), {"keys": keys})
             usage = dict(connection.execute(store._q("scope_usage_of"), {"keys": keys}).fetchall())
         lanes = self.lanes if lanes_cursor is None else _lane_load(lanes_cursor)
+        if any(row["suspect"] for row in rows):  # a suspect is taken only by an idle worker: count what it runs
+            self.local = _local_usage(connection.execute(store._q("local_usage"), {"worker": self.worker_id}))
         candidates = [
             claiming.to_candidate(row, rules, row["tags"] or {}, row["scheduled_at"].timestamp()) for row in rows
         ]
@@ -983,7 +986,7 @@ def _worker_slot(row: Mapping[str, Any]) -> WorkerSlot:
 
 
 def _claimed_run(row: tuple[Any, ...]) -> ClaimedRun:
-    run_id, task, queue, args, attempt, max_attempts, retry_backoff, timeout = row
+    run_id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect = row
     return ClaimedRun(
         id=run_id,
         task=task,
@@ -993,6 +996,7 @@ def _claimed_run(row: tuple[Any, ...]) -> ClaimedRun:
         max_attempts=max_attempts,
         retry_backoff=retry_backoff,
         timeout=timeout,
+        suspect=suspect,
     )
 
 

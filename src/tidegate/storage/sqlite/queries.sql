@@ -58,7 +58,8 @@ UPDATE tidegate_runs SET
                         ELSE tidegate_runs.scheduled_at END,
     worker_id = NULL,
     lease_expires_at = NULL,
-    cancel_requested = 0
+    cancel_requested = 0,
+    suspect = 0  -- a suspect whose attempt reported an outcome did not kill its worker: cleared
 FROM (SELECT json_extract(value, '$.id') AS id,
              json_extract(value, '$.attempt') AS attempt,
              json_extract(value, '$.status') AS status,
@@ -77,7 +78,7 @@ WHERE worker_id = :worker AND status = 'running' AND cancel_requested = 1;
 -- name: claim_window
 -- One queue at a time so that the claim index delivers rows in order: the
 -- cost is the window, not the backlog.
-SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason FROM tidegate_runs
+SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect FROM tidegate_runs
 WHERE status = 'queued' AND queue = :queue AND +scheduled_at <= :now
   AND (deadline_at IS NULL OR deadline_at > :now)
   AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) AS x
@@ -101,7 +102,7 @@ WITH RECURSIVE parts(key) AS (
 SELECT key FROM parts WHERE key IS NOT NULL LIMIT :limit;
 
 -- name: claim_partition_head
-SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason FROM tidegate_runs
+SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect FROM tidegate_runs
 WHERE status = 'queued' AND queue = :queue AND partition_key = :partition AND +scheduled_at <= :now
   AND (deadline_at IS NULL OR deadline_at > :now)
   AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) AS x
@@ -115,7 +116,7 @@ UPDATE tidegate_runs SET
     status = 'running', attempt = attempt + 1, worker_id = :worker,
     lease_expires_at = :now + :lease, started_at = NULL, block_reason = NULL
 WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'queued'
-RETURNING id, task, queue, args, attempt, max_attempts, retry_backoff, timeout;
+RETURNING id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect;
 
 -- name: next_due
 -- Only runs not yet due: a due run that is blocked waits for a release (a wake-up), not a timer.
@@ -131,17 +132,18 @@ RETURNING tidegate_runs.id, tidegate_runs.attempt;
 
 -- name: hand_back
 -- A handed-back attempt does not count against max_attempts: the worker is
--- leaving, the run did nothing wrong. A run whose cancel was asked ends canceled.
+-- leaving, the run did nothing wrong (its event says charged: false). It keeps
+-- its place in the queue and its suspect flag. A run whose cancel was asked ends canceled.
 UPDATE tidegate_runs SET
     status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'queued' END,
     finished_at = CASE WHEN cancel_requested = 1 THEN :now ELSE NULL END,
     max_attempts = max_attempts + 1,
-    queued_at = :now, scheduled_at = :now, worker_id = NULL, lease_expires_at = NULL
+    worker_id = NULL, lease_expires_at = NULL
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
       FROM json_each(:fences)) AS f
 WHERE tidegate_runs.id = f.id AND tidegate_runs.attempt = f.attempt
   AND +tidegate_runs.status = 'running' AND +tidegate_runs.worker_id = :worker
-RETURNING tidegate_runs.id, tidegate_runs.attempt, tidegate_runs.status;
+RETURNING tidegate_runs.id, tidegate_runs.attempt, tidegate_runs.status, tidegate_runs.suspect;
 
 -- name: take_lock
 INSERT INTO tidegate_locks (name, holder, expires_at) VALUES (:name, :holder, :now + :ttl)
@@ -149,23 +151,39 @@ ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded
 WHERE tidegate_locks.expires_at < :now OR tidegate_locks.holder = excluded.holder
 RETURNING holder;
 
--- name: expired_leases
-SELECT id, attempt, max_attempts, cancel_requested, worker_id FROM tidegate_runs
-WHERE status = 'running' AND lease_expires_at < :now;
+-- name: sweep_lost
+-- The running attempts known lost, with what the rescue rule (domain/recovery.py)
+-- needs: their lease lapsed, or their worker's registry heartbeat stopped (an
+-- orphan: gone whatever its leases say). `beside` counts the other runs of the
+-- same worker still running or already rescued from it (by this sweep or an
+-- earlier one): a run that shared its lost worker is not charged.
+SELECT r.id, r.attempt, r.max_attempts, r.worker_id, r.cancel_requested, r.suspect,
+       r.started_at IS NOT NULL AS started, r.lease_expires_at < :now AS lapsed,
+       (SELECT count(*) FROM tidegate_runs AS o
+        WHERE o.worker_id = r.worker_id AND o.status = 'running' AND o.id <> r.id)
+       + (SELECT count(*) FROM tidegate_runs AS o WHERE o.rescued_from = r.worker_id AND o.id <> r.id) AS beside
+FROM tidegate_runs AS r
+WHERE r.status = 'running'
+  AND (r.lease_expires_at < :now
+       OR EXISTS (SELECT 1 FROM tidegate_workers AS w WHERE w.id = r.worker_id AND w.expires_at < :now))
+ORDER BY r.id;
 
--- name: recover_expired
--- Rescue counts as an attempt: a run that keeps killing its worker ends failed.
+-- name: sweep_recover
+-- Writes the rescue's verdicts: re-queued (keeping its place: scheduled_at is
+-- not moved), failed or canceled, with max_attempts grown when the attempt was
+-- not charged, the suspect flag and the worker it was rescued from.
 UPDATE tidegate_runs SET
-    status = CASE WHEN cancel_requested = 1 THEN 'canceled'
-                  WHEN attempt >= max_attempts THEN 'failed'
-                  ELSE 'queued' END,
-    error = CASE WHEN cancel_requested = 1 THEN error
-                 WHEN attempt >= max_attempts THEN 'lease expired: the worker stopped renewing it (attempt ' || attempt || ' of ' || max_attempts || ')'
-                 ELSE error END,
-    finished_at = CASE WHEN cancel_requested = 1 OR attempt >= max_attempts THEN :now ELSE NULL END,
-    queued_at = :now, scheduled_at = :now, worker_id = NULL, lease_expires_at = NULL
-WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'running' AND +lease_expires_at < :now
-RETURNING id, attempt, status;
+    status = v.status, error = coalesce(v.error, tidegate_runs.error),
+    finished_at = CASE WHEN v.status = 'queued' THEN NULL ELSE :now END,
+    max_attempts = v.max_attempts, suspect = v.suspect, rescued_from = v.worker,
+    worker_id = NULL, lease_expires_at = NULL
+FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.attempt') AS attempt,
+             json_extract(value, '$.status') AS status, json_extract(value, '$.error') AS error,
+             json_extract(value, '$.max_attempts') AS max_attempts, json_extract(value, '$.suspect') AS suspect,
+             json_extract(value, '$.worker') AS worker
+      FROM json_each(:verdicts)) AS v
+WHERE tidegate_runs.id = v.id AND tidegate_runs.attempt = v.attempt AND +tidegate_runs.status = 'running'
+RETURNING tidegate_runs.id, tidegate_runs.status;
 
 -- name: cancel_queued
 UPDATE tidegate_runs SET status = 'canceled', finished_at = :now
@@ -576,25 +594,6 @@ WHERE w.expires_at >= :now;
 DELETE FROM tidegate_workers
 WHERE expires_at < :now
   AND NOT EXISTS (SELECT 1 FROM tidegate_runs AS r WHERE r.worker_id = tidegate_workers.id AND r.status = 'running');
-
--- name: orphaned_runs
--- Running runs of a worker whose registry heartbeat stopped: it is gone, whatever its leases say.
-SELECT r.id, r.worker_id FROM tidegate_runs AS r
-JOIN tidegate_workers AS w ON w.id = r.worker_id
-WHERE r.status = 'running' AND w.expires_at < :now;
-
--- name: recover_orphans
-UPDATE tidegate_runs SET
-    status = CASE WHEN cancel_requested = 1 THEN 'canceled'
-                  WHEN attempt >= max_attempts THEN 'failed'
-                  ELSE 'queued' END,
-    error = CASE WHEN cancel_requested = 1 THEN error
-                 WHEN attempt >= max_attempts THEN 'orphaned: its worker is gone (attempt ' || attempt || ' of ' || max_attempts || ')'
-                 ELSE error END,
-    finished_at = CASE WHEN cancel_requested = 1 OR attempt >= max_attempts THEN :now ELSE NULL END,
-    queued_at = :now, scheduled_at = :now, worker_id = NULL, lease_expires_at = NULL
-WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'running'
-RETURNING id, attempt, status;
 
 -- name: take_turn
 -- A duty done at most once per interval across all workers (unlike take_lock, the holder does not renew).

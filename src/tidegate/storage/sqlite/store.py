@@ -46,7 +46,7 @@ from tidegate.domain.model import (
     TaskDefinition,
 )
 from tidegate.domain.scopes import Rules, effective_limit
-from tidegate.storage import claiming, records
+from tidegate.storage import claiming, records, rescue
 from tidegate.storage.migrations import Migration, check_current, load_migrations, pending
 from tidegate.storage.port import Fence
 from tidegate.storage.sqlfile import load_queries
@@ -372,9 +372,7 @@ class SQLiteStore(SQLiteStepVerbs):
         local = LocalUsage()
         if any(rules.local_limit(queue) is not None or rules.max_workers(queue) is not None for queue in queues):
             # Only per-worker caps read this worker's own counts; skip the query on the hot path otherwise.
-            for queue, partition, count in connection.execute(self._q("local_usage"), {"worker": worker_id}):
-                local.per_queue[queue] = local.per_queue.get(queue, 0) + count
-                local.per_partition[(queue, partition)] = count
+            local = self._local_usage(connection, worker_id)
         reader = claiming.CandidateReader(
             window=lambda queue, size, excluded: connection.execute(
                 self._q("claim_window"), {"queue": queue, "now": now, "limit": size, "excluded": json.dumps(excluded)}
@@ -391,6 +389,8 @@ class SQLiteStore(SQLiteStepVerbs):
         rows = found.rows
         if not rows:
             return [], False
+        if any(row["suspect"] for row in rows):  # a suspect is taken only by an idle worker: count what it runs
+            local = self._local_usage(connection, worker_id)
         lane_load = {
             (queue, partition): count
             for queue in claiming.fair_lanes(queues, rules)
@@ -427,6 +427,14 @@ class SQLiteStore(SQLiteStepVerbs):
         for run in claimed:
             events.append(_event(run.id, "RunDequeued", {"attempt": run.attempt, "worker": worker_id}, now))
         return claimed, found.exhausted and len(claimed) < limit
+
+    def _local_usage(self, connection: sqlite3.Connection, worker_id: str) -> LocalUsage:
+        """What this worker runs, per queue and per (queue, partition)."""
+        local = LocalUsage()
+        for queue, partition, count in connection.execute(self._q("local_usage"), {"worker": worker_id}):
+            local.per_queue[queue] = local.per_queue.get(queue, 0) + count
+            local.per_partition[(queue, partition)] = count
+        return local
 
     def _fill_order_queues(self, connection: sqlite3.Connection, worker_id: str, queues: Sequence[str], now: float) -> list[str]:
         """The queues this worker may claim from now: all of them, unless it is in the fill order."""
@@ -496,10 +504,16 @@ class SQLiteStore(SQLiteStepVerbs):
                 _event(
                     run_id,
                     "RunRequeued" if status == "queued" else "RunCanceled",
-                    {"attempt": attempt, "reason": "worker shutting down", "worker": worker_id},
+                    {
+                        "attempt": attempt,
+                        "reason": "worker shutting down",
+                        "worker": worker_id,
+                        "charged": False,
+                        "suspect": bool(suspect),
+                    },
                     now,
                 )
-                for run_id, attempt, status in rows
+                for run_id, attempt, status, suspect in rows
             ]
             connection.executemany(self._q("insert_event"), events)
         self._notifier.notify()
@@ -512,42 +526,27 @@ class SQLiteStore(SQLiteStepVerbs):
             ).fetchone()
             if turn is None:
                 return None
-            expired = {row["id"]: row["worker_id"] for row in connection.execute(self._q("expired_leases"), {"now": now})}
-            rows = []
-            if expired:
-                rows = connection.execute(
-                    self._q("recover_expired"), {"ids": json.dumps(list(expired)), "now": now}
-                ).fetchall()
-                connection.execute(self._q("release_holders"), {"ids": json.dumps([row[0] for row in rows])})
-            orphans = {row["id"]: row["worker_id"] for row in connection.execute(self._q("orphaned_runs"), {"now": now})}
-            orphan_rows = []
-            if orphans:
-                orphan_rows = connection.execute(
-                    self._q("recover_orphans"), {"ids": json.dumps(list(orphans)), "now": now}
-                ).fetchall()
-                connection.execute(self._q("release_holders"), {"ids": json.dumps([row[0] for row in orphan_rows])})
+            verdicts = rescue.payload(rescue.decide(connection.execute(self._q("sweep_lost"), {"now": now}).fetchall()))
+            recovered: dict[str, str] = {}
+            if verdicts:
+                recovered = dict(
+                    connection.execute(
+                        self._q("sweep_recover"), {"verdicts": json.dumps(verdicts), "now": now}
+                    ).fetchall()
+                )
+                connection.execute(self._q("release_holders"), {"ids": json.dumps(list(recovered))})
             connection.execute(self._q("forget_dead_workers"), {"now": now})
             events = self._repair_leaks(connection, now)
             expired_slots, step_events = self._sweep_step_holders(connection, now)
             report = SweepReport(leaks_repaired=len(events), step_slots_expired=expired_slots)
             events += step_events
             events += self._fail_missed_deadlines(connection, report, now)
-            for run_id, attempt, status in orphan_rows:
-                metadata = {"attempt": attempt, "reason": "worker gone", "worker": orphans[run_id]}
-                if status == "queued":
-                    report.requeued.append(run_id)
-                    events.append(_event(run_id, "RunRequeued", metadata, now))
-                else:
-                    report.failed.append(run_id)
-                    events.append(_event(run_id, records.EVENT_FOR_STATUS[status], metadata, now))
-            for run_id, attempt, status in rows:
-                metadata = {"attempt": attempt, "reason": "lease expired", "worker": expired[run_id]}
-                if status == "queued":
-                    report.requeued.append(run_id)
-                    events.append(_event(run_id, "RunRequeued", metadata, now))
-                else:
-                    report.failed.append(run_id)
-                    events.append(_event(run_id, records.EVENT_FOR_STATUS[status], metadata, now))
+            rescue.add_to_report(report, recovered)
+            events += [
+                _event(verdict["id"], verdict["event"], verdict["metadata"], now)
+                for verdict in verdicts
+                if verdict["id"] in recovered
+            ]
             connection.executemany(self._q("insert_event"), events)
         if report:
             self._notifier.notify()
@@ -805,6 +804,7 @@ def _claimed_run(row: sqlite3.Row) -> ClaimedRun:
         max_attempts=row["max_attempts"],
         retry_backoff=row["retry_backoff"],
         timeout=row["timeout"],
+        suspect=bool(row["suspect"]),
     )
 
 

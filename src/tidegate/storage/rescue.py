@@ -1,0 +1,60 @@
+"""The sweep's rescue of lost attempts, shared by both adapters.
+
+The store reads the lost attempts (locked, in the sweep's transaction), the
+pure rule `domain.recovery.rescue` decides each one, and the store writes
+the verdicts as one batch with their events. The rule exists once; the two
+dialects only read and write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tidegate.domain.model import SweepReport
+from tidegate.domain.recovery import LostAttempt, Rescue, rescue
+
+Row = Mapping[str, Any]
+
+
+def decide(rows: Sequence[Row]) -> list[tuple[LostAttempt, Rescue]]:
+    """The verdict for each lost attempt a `sweep_lost` query returned."""
+    decided = []
+    for row in rows:
+        lost = LostAttempt(
+            run_id=row["id"],
+            attempt=row["attempt"],
+            max_attempts=row["max_attempts"],
+            worker=row["worker_id"],
+            lapsed=bool(row["lapsed"]),
+            started=bool(row["started"]),
+            suspect=bool(row["suspect"]),
+            beside=row["beside"],
+            cancel_requested=bool(row["cancel_requested"]),
+        )
+        decided.append((lost, rescue(lost)))
+    return decided
+
+
+def payload(decided: Sequence[tuple[LostAttempt, Rescue]]) -> list[dict[str, Any]]:
+    """The verdicts as rows for the `sweep_recover` write (a JSON list), in run id order."""
+    return [
+        {
+            "id": verdict.run_id,
+            "attempt": verdict.attempt,
+            "status": verdict.status,
+            "error": verdict.error,
+            "max_attempts": verdict.max_attempts,
+            "suspect": verdict.suspect,
+            "worker": lost.worker,
+            "event": verdict.event,
+            "metadata": verdict.metadata(lost),
+        }
+        for lost, verdict in sorted(decided, key=lambda pair: pair[0].run_id)
+    ]
+
+
+def add_to_report(report: SweepReport, written: Mapping[str, str]) -> None:
+    """Runs the write changed (id -> new status), as the sweep reports them."""
+    for run_id, status in sorted(written.items()):
+        (report.requeued if status == "queued" else report.failed).append(run_id)
