@@ -24,7 +24,6 @@ from tidegate.cli.render import (
     compact_json,
     compact_metadata,
     long_time,
-    safe_url,
     seconds_text,
     short_time,
     status_text,
@@ -34,7 +33,7 @@ from tidegate.cli.scopes import reason_text
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import EventRecord, RunRecord, RunStatus
 from tidegate.domain.steps import StepRecord, StepStatus
-from tidegate.storage.urls import DEFAULT_DATABASE
+from tidegate.storage.urls import DEFAULT_DATABASE, masked
 
 app = typer.Typer(help="List, inspect and cancel runs.", no_args_is_help=True)
 
@@ -107,7 +106,7 @@ def show(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
     with existing_store(database) as store:
         run = store.get_run(run_id)
         if run is None:
-            raise RunNotFound(f"no run with id {run_id!r} in {safe_url(database)}")
+            raise RunNotFound(f"no run with id {run_id!r} in {masked(database)}")
         steps = store.run_steps(run_id)
         events = store.run_events(run_id)
     stdout.print(run_details(run))
