@@ -50,6 +50,7 @@ from tidegate.storage import claiming, records
 from tidegate.storage.migrations import Migration, check_current, load_migrations, pending
 from tidegate.storage.port import Fence
 from tidegate.storage.sqlfile import load_queries
+from tidegate.storage.sqlite import files
 from tidegate.storage.sqlite.steps import SQLiteStepVerbs
 from tidegate.storage.sqlite.wakeups import DatagramListener, DatagramNotifier
 
@@ -71,9 +72,10 @@ class SQLiteStore(SQLiteStepVerbs):
         self.url = url
         self._path = path
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            files.private_folder(path.parent)
+            files.private_file(path)
         except OSError as error:
-            raise StoreUnavailable(f"cannot create the folder for {path}: {error}") from error
+            raise StoreUnavailable(f"cannot create {path}: {error}") from error
         self._queries = load_queries("tidegate.storage.sqlite")
         self._migrations: list[Migration] = load_migrations("tidegate.storage.sqlite.migrations")
         self._local = threading.local()
@@ -85,7 +87,7 @@ class SQLiteStore(SQLiteStepVerbs):
         self._fill_ranks: dict[str, int] = {}
         self._enable_wal()
         self._wake_folder = path.with_name(path.name + ".wake")
-        self._wake_folder.mkdir(exist_ok=True)
+        files.private_folder(self._wake_folder)
         self._notifier = DatagramNotifier(self._wake_folder)
 
     # --- connections and transactions ------------------------------------------
