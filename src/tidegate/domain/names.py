@@ -34,8 +34,8 @@ def check_tags(value: Any) -> dict[str, str]:
         raise InvalidArgument(f"tags must be a dict of str to str, got {type(value).__name__}")
     for key, item in value.items():
         check_name("tag", key)
-        if not isinstance(item, str) or not item or "\n" in item or len(item) > 200:
-            raise InvalidArgument(f"tag {key!r}: value {item!r} must be a non-empty one-line string")
+        if not _one_line(item):
+            raise InvalidArgument(f"tag {key!r}: value {item!r} must be a non-empty one-line string of text")
     return dict(value)
 
 
@@ -54,6 +54,17 @@ def check_max_attempts(value: Any) -> int:
 def check_concurrency_key(value: Any) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not value or "\n" in value or len(value) > 200:
-        raise InvalidArgument(f"concurrency_key must be a non-empty one-line string, got {value!r}")
+    if not _one_line(value):
+        raise InvalidArgument(f"concurrency_key must be a non-empty one-line string of text, got {value!r}")
     return value
+
+
+def _one_line(value: Any) -> bool:
+    """1-200 characters of Unicode text without a line break or NUL, so both stores keep it as given."""
+    if not isinstance(value, str) or not value or len(value) > 200 or "\n" in value or "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")  # a lone surrogate is not text
+    except UnicodeEncodeError:
+        return False
+    return True
