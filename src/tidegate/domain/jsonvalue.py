@@ -88,7 +88,7 @@ def ensure_size(value: JSONValue, what: str, max_bytes: int) -> None:
     if isinstance(value, dict) and value:
         key = max(value, key=lambda name: json_size(value[name]))
         largest = f" (the largest: {key[:40]!r}, {format_size(json_size(value[key]))})"
-    raise InvalidArgument(f"{what} is {format_size(size)} of JSON{largest}, {_over(max_bytes)}")
+    raise InvalidArgument(f"{what}: {format_size(size)} of JSON{largest}, {_over(max_bytes)}")
 
 
 def ensure_payload(value: Any, path: str, max_bytes: int) -> None:

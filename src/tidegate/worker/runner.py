@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from tidegate.domain.errors import ConfigurationError
+from tidegate.domain.errors import ConfigurationError, InvalidArgument
 from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD, ensure_payload
 from tidegate.domain.model import ClaimedRun, CycleResult, Outcome, OutcomeKind
 from tidegate.domain.retry import retry_delay
@@ -374,8 +374,8 @@ class Worker:
             return Outcome(attempt.run.id, attempt.run.attempt, OutcomeKind.CANCELED, error="canceled")
         try:
             ensure_payload(value, "result", self.settings.max_payload)
-        except Exception as error:
-            return self._failure(attempt, describe_error(error))
+        except InvalidArgument as error:  # the task's value, not our code, is at fault: no traceback
+            return self._failure(attempt, f"InvalidResult: {error}")
         return Outcome(attempt.run.id, attempt.run.attempt, OutcomeKind.COMPLETED, result=value)
 
     def _outcome_for_error(self, attempt: Attempt, error: BaseException) -> Outcome:
