@@ -287,7 +287,7 @@ class App:
     ) -> TaskOptions:
         """Submit options for a task known by name (registered here, or by any worker before)."""
         known = self._tasks.get(task)
-        definition = known.definition if known is not None else self.store.get_task(task)
+        definition = known.definition if known is not None else self.store.get_task(names.check_name("task", task))
         if definition is None:
             raise UnknownTask(
                 f"unknown task {task!r}: no app has registered it in {masked(self.database)} "
@@ -383,7 +383,7 @@ def _definition(
         name=names.check_name("task", name or f"{function.__module__}.{function.__qualname__}"),
         queue=names.check_name("queue", queue),
         priority=names.check_priority(priority),
-        tags=names.check_tags(dict(tags) if tags is not None else None),
+        tags=names.check_tags(tags),
         max_attempts=names.check_max_attempts(max_attempts),
         retry_backoff=parse_duration(retry_backoff, name="retry_backoff"),
         timeout=None if timeout is None else parse_duration(timeout, name="timeout"),

@@ -111,7 +111,7 @@ class TaskOptions:
         self._definition = definition
         self._task = task
         self._priority = definition.priority if priority is _UNSET else names.check_priority(priority)
-        self._tags = {**definition.tags, **names.check_tags(dict(tags) if tags is not None else None)}
+        self._tags = {**definition.tags, **names.check_tags(tags)}
         self._queue = definition.queue if queue is _UNSET else names.check_name("queue", queue)
         self._run_at = _check_run_at(run_at)
         self._concurrency_key = names.check_concurrency_key(concurrency_key)

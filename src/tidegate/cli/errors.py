@@ -37,6 +37,7 @@ def first_line(message: str) -> str:
 
 def report(error: TidegateError) -> None:
     message = masked(first_line(str(error)))  # a password never reaches a terminal, whoever wrote the message
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")  # a lone surrogate, quoted back
     if isinstance(error, RunFailed) and not isinstance(error, RunCanceled):
         message += f" (details: tidegate runs show {error.run_id})"
     stderr.print(Text.assemble(("error: ", "bold red"), (message, "red")), soft_wrap=True)

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from tidegate.cli.connect import existing_store
 from tidegate.cli.errors import CommandError
-from tidegate.cli.options import Database
+from tidegate.cli.options import Database, check_queue_filter, check_run_id
 from tidegate.cli.render import status_text, stdout
 from tidegate.cli.scopes import (
     age_text,
@@ -35,13 +35,16 @@ from tidegate.storage.urls import DEFAULT_DATABASE, masked
 
 app = typer.Typer(help="Look at queued runs: claim order, what blocks them; cancel one.", no_args_is_help=True)
 
-RunId = Annotated[str, typer.Argument(metavar="RUN", help="The run id (as printed by submit or queue list).")]
+RunId = Annotated[
+    str, typer.Argument(metavar="RUN", help="The run id (as printed by submit or queue list).", callback=check_run_id)
+]
 
 
 @app.command("list")
 def list_queued(
     queue: Annotated[
-        str | None, typer.Option("--queue", "-q", metavar="QUEUE", help="Only runs of this queue.")
+        str | None,
+        typer.Option("--queue", "-q", metavar="QUEUE", help="Only runs of this queue.", callback=check_queue_filter),
     ] = None,
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=1, metavar="N", help="At most this many, in claim order.")

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tidegate.cli.connect import existing_store
-from tidegate.cli.options import Database
+from tidegate.cli.options import Database, check_queue_filter, check_run_id
 from tidegate.cli.render import (
     clock_time,
     compact_json,
@@ -38,7 +38,9 @@ from tidegate.storage.urls import DEFAULT_DATABASE, masked
 app = typer.Typer(help="List, inspect and cancel runs.", no_args_is_help=True)
 
 _STATUSES = ", ".join(status.value for status in RunStatus)
-RunId = Annotated[str, typer.Argument(metavar="RUN", help="The run id (as printed by submit or runs list).")]
+RunId = Annotated[
+    str, typer.Argument(metavar="RUN", help="The run id (as printed by submit or runs list).", callback=check_run_id)
+]
 
 
 @app.command("list")
@@ -48,7 +50,8 @@ def list_runs(
         typer.Option("--status", "-s", metavar="STATUS", help="Only runs in this status: " + _STATUSES + "."),
     ] = None,
     queue: Annotated[
-        str | None, typer.Option("--queue", "-q", metavar="QUEUE", help="Only runs of this queue.")
+        str | None,
+        typer.Option("--queue", "-q", metavar="QUEUE", help="Only runs of this queue.", callback=check_queue_filter),
     ] = None,
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=1, metavar="N", help="At most this many, newest first.")
