@@ -16,8 +16,8 @@ from ulid import ULID
 
 from tidegate.app.handle import RunHandle
 from tidegate.domain import names
-from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.durations import MAX_DURATION
+from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.jsonvalue import ensure_json, ensure_size
 from tidegate.domain.model import NewRun, TaskDefinition
 from tidegate.domain.scopes import partition_of
