@@ -14,11 +14,13 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tidegate import App, ConfigurationError, InvalidArgument, RunStatus
 from tidegate.cli.main import app as cli
-from tidegate.domain.jsonvalue import MAX_DEPTH
+from tidegate.domain.jsonvalue import MAX_DEPTH, ensure_json, json_size
 
 from .conftest import execute_sql
 
@@ -283,3 +285,21 @@ def test_cli_worker_refuses_a_poll_interval_of_zero_in_one_line(database_url, mo
         env={"TIDEGATE_POLL_INTERVAL": "0"},
     )
     assert "TIDEGATE_POLL_INTERVAL: '0' is out of range: use 10ms to 100 years" in one_error_line(result)
+
+
+# --- the size bounds the walk computes (pure, no store) -----------------------------------------
+
+_storable_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=30)
+_storable = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.sampled_from([-(2**200), 2**900])
+    | st.floats(allow_nan=False, allow_infinity=False) | _storable_text,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(_storable_text, children, max_size=4),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_storable)
+def test_the_walk_bounds_the_stored_size_from_above(value):
+    """`ensure_size` trusts this bound to skip serializing: it must never be below the real size."""
+    assert ensure_json(value, "v") >= json_size(value)

@@ -128,14 +128,15 @@ class TaskOptions:
         if not isinstance(args, Mapping):
             raise InvalidArgument(f"{self._definition.name}: args must be a dict, got {type(args).__name__}")
         limit = self._app.max_payload
+        at_most = 2
         for key, value in args.items():
             if not isinstance(key, str):
                 raise InvalidArgument(f"{self._definition.name}: argument names must be strings, got {key!r}")
-            ensure_json(key, f"{self._definition.name}: argument name {key[:20]!r}")
-            ensure_json(value, f"{self._definition.name}: argument {key!r}", max_bytes=limit)
+            at_most += ensure_json(key, f"{self._definition.name}: argument name {key[:20]!r}") + 2
+            at_most += ensure_json(value, f"{self._definition.name}: argument {key!r}", max_bytes=limit)
         if self._task is not None:
             self._task.check_args(args)
-        ensure_size(dict(args), f"{self._definition.name}: args", limit)
+        ensure_size(dict(args), f"{self._definition.name}: args", limit, at_most=at_most)
         return NewRun(
             id=str(ULID()),
             task=self._definition.name,

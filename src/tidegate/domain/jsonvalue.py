@@ -27,39 +27,48 @@ MAX_INT_BITS = 13_000  # ~3,900 digits: Python refuses to print an int of more t
 DEFAULT_MAX_PAYLOAD = 4 * 1024 * 1024
 PAYLOAD_SETTING = "TIDEGATE_MAX_PAYLOAD"
 
+_ESCAPED = 12  # the most JSON text one character can take: a surrogate pair as two \uXXXX
+_FLOAT_CHARS = 24  # the longest repr of a float, e.g. -2.2250738585072014e-308
+
 # (value, depth, parent entry, key or index in the parent): the path is only built on error.
 _Entry = tuple[Any, int, Any, Any]
 
 
-def ensure_json(value: Any, path: str, *, max_bytes: int | None = None) -> None:
-    """Raise InvalidArgument naming `path` if `value` is not storable JSON.
+def ensure_json(value: Any, path: str, *, max_bytes: int | None = None) -> int:
+    """Raise InvalidArgument naming `path` if `value` is not storable JSON; else return an upper
+    bound of its JSON text's length (which lets `ensure_size` skip serializing a small value).
 
     With `max_bytes`, a value whose JSON text is certainly larger is refused
-    during the walk, before it is ever serialized (see `ensure_size` for the
-    exact measure).
+    during the walk, before it is ever serialized.
     """
     stack: list[_Entry] = [(value, 0, None, None)]
-    at_least = 0  # a lower bound of the JSON text's length
+    at_least = 0  # bounds of the JSON text's length
+    at_most = 0
     while stack:
         entry = stack.pop()
         item, depth = entry[0], entry[1]
         if item is None or isinstance(item, bool):
             at_least += 4
+            at_most += 5
         elif isinstance(item, str):
             _check_text(item, entry, path)
             at_least += len(item) + 2
+            at_most += _ESCAPED * len(item) + 2
         elif isinstance(item, int):
             if item.bit_length() > MAX_INT_BITS:
                 raise InvalidArgument(f"{_path(entry, path)}: integer too large (more than ~3,900 digits)")
             at_least += 1
+            at_most += item.bit_length() // 3 + 2  # digits <= bits * log10(2) + 1, and a sign
         elif isinstance(item, float):
             if not math.isfinite(item):
                 raise InvalidArgument(f"{_path(entry, path)}: {item!r} is not a JSON number")
             at_least += 1
+            at_most += _FLOAT_CHARS
         elif isinstance(item, (list, tuple, dict)):
             if depth >= MAX_DEPTH:
                 raise InvalidArgument(f"{_path(entry, path)}: nested deeper than {MAX_DEPTH} levels")
             at_least += 2 + len(item)
+            at_most += 2 + len(item)
             if isinstance(item, dict):
                 for key, child in reversed(item.items()):
                     if not isinstance(key, str):
@@ -68,6 +77,7 @@ def ensure_json(value: Any, path: str, *, max_bytes: int | None = None) -> None:
                         )
                     _check_text(key, entry, path, key=True)
                     at_least += len(key) + 3
+                    at_most += _ESCAPED * len(key) + 3
                     stack.append((child, depth + 1, entry, repr(key)))
             else:
                 for index in range(len(item) - 1, -1, -1):
@@ -76,11 +86,15 @@ def ensure_json(value: Any, path: str, *, max_bytes: int | None = None) -> None:
             raise InvalidArgument(f"{_path(entry, path)}: value of type {type(item).__name__} is not JSON")
         if max_bytes is not None and at_least > max_bytes:
             raise InvalidArgument(f"{path}: more than {format_size(max_bytes)} of JSON, {_over(max_bytes)}")
+    return at_most
 
 
-def ensure_size(value: JSONValue, what: str, max_bytes: int) -> None:
+def ensure_size(value: JSONValue, what: str, max_bytes: int, *, at_most: int | None = None) -> None:
     """Refuse a checked JSON value whose stored text exceeds `max_bytes`, saying by how much
-    (and, for an object such as a run's args, which member is the largest)."""
+    (and, for an object such as a run's args, which member is the largest). `at_most` (from
+    `ensure_json`) spares serializing a value that certainly fits."""
+    if at_most is not None and at_most <= max_bytes:
+        return
     size = json_size(value)
     if size <= max_bytes:
         return
@@ -93,8 +107,7 @@ def ensure_size(value: JSONValue, what: str, max_bytes: int) -> None:
 
 def ensure_payload(value: Any, path: str, max_bytes: int) -> None:
     """`ensure_json` and `ensure_size`: a result or a step output, as it will be stored."""
-    ensure_json(value, path, max_bytes=max_bytes)
-    ensure_size(value, path, max_bytes)
+    ensure_size(value, path, max_bytes, at_most=ensure_json(value, path, max_bytes=max_bytes))
 
 
 def json_size(value: JSONValue) -> int:
