@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from tidegate import App, ConfigurationError, InvalidArgument, RunStatus
+from tidegate import App, ConfigurationError, InvalidArgument, RunStatus, WaitTimeout
 from tidegate.cli.main import app as cli
 from tidegate.domain.jsonvalue import MAX_DEPTH, ensure_json, json_size
 
@@ -303,3 +303,12 @@ _storable = st.recursive(
 def test_the_walk_bounds_the_stored_size_from_above(value):
     """`ensure_size` trusts this bound to skip serializing: it must never be below the real size."""
     assert ensure_json(value, "v") >= json_size(value)
+
+
+def test_wait_takes_a_human_duration_and_refuses_a_bad_one(small_app):
+    handle = small_app.tasks["limits.echo"].submit(value=1)  # no worker: it stays queued
+    with pytest.raises(WaitTimeout, match="after 0.05s"):
+        handle.wait(timeout="50ms")
+    for bad in ("soon", -1, "99999999999d"):
+        with pytest.raises(ConfigurationError, match="timeout"):
+            handle.wait(timeout=bad)
