@@ -22,7 +22,9 @@ scalars = (
 )
 json_values = st.recursive(
     scalars,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(storable, max_size=8), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(storable, max_size=8), children, max_size=4)
+    ),
     max_leaves=20,
 )
 bad_leaves = st.sampled_from(

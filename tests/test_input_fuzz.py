@@ -52,7 +52,9 @@ scalars = st.one_of(
     texts,
 )
 json_like = st.recursive(
-    scalars, lambda children: st.lists(children, max_size=3) | st.dictionaries(texts, children, max_size=3), max_leaves=8
+    scalars,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(texts, children, max_size=3),
+    max_leaves=8,
 )
 hostile = st.one_of(
     json_like,
@@ -66,7 +68,9 @@ args_strategy = st.one_of(
 )
 task_names = st.one_of(st.sampled_from(["fuzz.any", "fuzz.pair", "fuzz.pair", "fuzz.any", "fuzz.unknown"]), texts)
 queues = st.one_of(st.none(), st.sampled_from(["default", "fuzz", "undeclared"]), texts)
-priorities = st.one_of(st.none(), st.integers(), st.sampled_from([2**31, -(2**31) - 1, 2**70]), st.booleans(), st.floats())
+priorities = st.one_of(
+    st.none(), st.integers(), st.sampled_from([2**31, -(2**31) - 1, 2**70]), st.booleans(), st.floats()
+)
 tag_maps = st.one_of(st.none(), st.dictionaries(texts, texts, max_size=2), st.sampled_from([["env"], "env=prod"]))
 keys = st.one_of(st.none(), texts, st.integers())
 run_ats = st.one_of(
@@ -147,9 +151,10 @@ durations = st.one_of(
 def test_task_durations_succeed_or_refuse_cleanly(fuzz_app, database_url, retry_backoff, timeout, deadline):
     before = state(database_url)
     try:
-        task = fuzz_app.task(name="fuzz.timed", retry_backoff=retry_backoff, timeout=timeout, dispatch_deadline=deadline)(
-            lambda: None
+        register = fuzz_app.task(
+            name="fuzz.timed", retry_backoff=retry_backoff, timeout=timeout, dispatch_deadline=deadline
         )
+        task = register(lambda: None)
     except TidegateError:
         assert state(database_url) == before
         return
