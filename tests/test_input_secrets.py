@@ -105,6 +105,13 @@ def test_cli_submit_and_runs_show_never_print_the_password(secret_url):
         assert "Traceback" not in result.output
 
 
+def test_cli_db_migrate_names_the_database_masked(secret_url):
+    result = invoke("db", "migrate", "--database", secret_url)
+    assert result.exit_code == 0, result.output
+    assert "***" in result.output
+    assert SECRET not in result.output + result.stderr
+
+
 def test_cli_on_sqlite_never_prints_the_password(tmp_path):
     result = invoke("submit", "nope", "--database", f"sqlite:///{tmp_path}/none.db?password={SECRET}")
     assert result.exit_code == 1
