@@ -10,16 +10,21 @@ from hypothesis import strategies as st
 from tidegate import InvalidArgument
 from tidegate.domain.jsonvalue import dumps, ensure_json
 
+# Storable text: no NUL (PostgreSQL refuses it), no lone surrogate (not Unicode text).
+storable = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
+texts = st.text(storable, max_size=20)
 scalars = (
     st.none()
     | st.booleans()
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text()
+    | texts
 )
 json_values = st.recursive(
     scalars,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(storable, max_size=8), children, max_size=4)
+    ),
     max_leaves=20,
 )
 bad_leaves = st.sampled_from(
@@ -45,8 +50,8 @@ def nested_bad(draw):
             index = draw(st.integers(min_value=0, max_value=len(siblings)))
             steps.append(("list", index, siblings))
         else:
-            siblings = draw(st.dictionaries(st.text(max_size=6), json_values, max_size=3))
-            key = draw(st.text(max_size=6).filter(lambda k, s=siblings: k not in s))
+            siblings = draw(st.dictionaries(st.text(storable, max_size=6), json_values, max_size=3))
+            key = draw(st.text(storable, max_size=6).filter(lambda k, s=siblings: k not in s))
             steps.append(("dict", key, siblings))
     for kind, where, siblings in steps:
         if kind == "list":

@@ -20,7 +20,7 @@ from tidegate.domain.model import NewRun, TaskDefinition
 from tidegate.domain.steps import PoolConfig
 from tidegate.engine import pool_config
 from tidegate.storage.port import Store
-from tidegate.storage.urls import parse_database_url, resolve_database_url
+from tidegate.storage.urls import masked, parse_database_url, resolve_database_url
 from tidegate.worker.runner import Worker, WorkerSettings
 from tidegate.workflow import Executor, Step
 
@@ -43,6 +43,7 @@ class App:
     ) -> None:
         self.database = resolve_database_url(database)
         parse_database_url(self.database)  # a malformed URL fails here, not at first use
+        self.max_payload = settings.max_payload()  # the largest args of a run (and result, in its workers)
         if run_queue is not None and not isinstance(run_queue, RunQueueConfig):
             raise ConfigurationError(f"run_queue must be a tidegate.RunQueueConfig, got {run_queue!r}")
         self.run_queue = run_queue
@@ -288,10 +289,10 @@ class App:
     ) -> TaskOptions:
         """Submit options for a task known by name (registered here, or by any worker before)."""
         known = self._tasks.get(task)
-        definition = known.definition if known is not None else self.store.get_task(task)
+        definition = known.definition if known is not None else self.store.get_task(names.check_name("task", task))
         if definition is None:
             raise UnknownTask(
-                f"unknown task {task!r}: no app has registered it in {self.database} "
+                f"unknown task {task!r}: no app has registered it in {masked(self.database)} "
                 "(start a worker with the code once, or submit from the app that defines it)"
             )
         return TaskOptions(
@@ -340,11 +341,7 @@ class App:
         lower-ranked worker is full); `max_idle` lets the worker exit after being
         idle that long.
         """
-        lease = (
-            settings.duration_setting("TIDEGATE_LEASE_DURATION")
-            if lease_duration is None
-            else parse_duration(lease_duration, name="lease_duration")
-        )
+        lease = settings.duration_setting("TIDEGATE_LEASE_DURATION", lease_duration, label="lease_duration")
         chosen = tuple(queues) if queues else tuple(sorted({task.definition.queue for task in self._tasks.values()}))
         for queue in chosen:
             names.check_name("queue", queue)
@@ -353,22 +350,15 @@ class App:
             max_workers=max_workers,
             drain=drain,
             lease_duration=lease,
-            poll_interval=(
-                settings.duration_setting("TIDEGATE_POLL_INTERVAL")
-                if poll_interval is None
-                else parse_duration(poll_interval, name="poll_interval")
-            ),
+            poll_interval=settings.duration_setting("TIDEGATE_POLL_INTERVAL", poll_interval, label="poll_interval"),
             sweep_interval=settings.sweep_interval(lease),
             cancel_grace=settings.duration_setting("TIDEGATE_CANCEL_GRACE"),
-            shutdown_grace=(
-                settings.duration_setting("TIDEGATE_SHUTDOWN_GRACE")
-                if shutdown_grace is None
-                else parse_duration(shutdown_grace, name="shutdown_grace")
-            ),
+            shutdown_grace=settings.duration_setting("TIDEGATE_SHUTDOWN_GRACE", shutdown_grace, label="shutdown_grace"),
             claim_policy=settings.claim_policy(),
             fill_order=fill_order,
             max_idle=None if max_idle is None else parse_duration(max_idle, name="max_idle"),
             overflow_interval=settings.duration_setting("TIDEGATE_OVERFLOW_INTERVAL"),
+            max_payload=self.max_payload,
         )
         self._register_tasks()
         return Worker(
@@ -395,7 +385,7 @@ def _definition(
         name=names.check_name("task", name or f"{function.__module__}.{function.__qualname__}"),
         queue=names.check_name("queue", queue),
         priority=names.check_priority(priority),
-        tags=names.check_tags(dict(tags) if tags is not None else None),
+        tags=names.check_tags(tags),
         max_attempts=names.check_max_attempts(max_attempts),
         retry_backoff=parse_duration(retry_backoff, name="retry_backoff"),
         timeout=None if timeout is None else parse_duration(timeout, name="timeout"),

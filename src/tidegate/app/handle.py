@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import RunCanceled, RunFailed, RunNotFound, WaitTimeout
 from tidegate.domain.model import RunRecord, RunStatus
 from tidegate.storage.port import Store
@@ -31,11 +32,13 @@ class RunHandle:
         """Cancel now if queued; if running, its worker is told and stops it. Returns the status after."""
         return self._store.cancel_run(self.id)
 
-    def wait(self, timeout: float | None = None) -> Any:
+    def wait(self, timeout: str | float | None = None) -> Any:
         """The run's result once it completes; RunFailed / RunCanceled if it did not.
 
-        Raises WaitTimeout after `timeout` seconds (the run itself goes on).
+        Raises WaitTimeout after `timeout` (seconds or a duration like '30s'; the run itself goes on).
         """
+        if timeout is not None:
+            timeout = parse_duration(timeout, name="timeout")
         deadline = None if timeout is None else time.monotonic() + timeout
         pause = _FIRST_POLL
         while True:
@@ -47,7 +50,7 @@ class RunHandle:
             if record.status is RunStatus.CANCELED:
                 raise RunCanceled(self.id, record.error)
             if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout(f"run {self.id} is still {record.status.value} after {timeout}s")
+                raise WaitTimeout(f"run {self.id} is still {record.status.value} after {timeout:g}s")
             remaining = pause if deadline is None else min(pause, max(0.0, deadline - time.monotonic()))
             time.sleep(remaining)
             pause = min(_MAX_POLL, pause * 2)

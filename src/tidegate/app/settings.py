@@ -1,50 +1,81 @@
-"""Tunables read from the environment (`TIDEGATE_*`), with their defaults.
+"""Tunables read from the environment (`TIDEGATE_*`), with their defaults and accepted ranges.
 
 They are read when a worker or app is built, not at import, so tests and
-scripts can set them per process.
+scripts can set them per process. A value that cannot work (a poll interval
+of 0 spins an idle worker on a core; a lease shorter than its renewal round
+trip is lost at once) is refused with the variable named and its range; the
+same range applies when the value is passed as an argument instead.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
-from tidegate.domain.durations import parse_duration
+from tidegate.domain.durations import MAX_DURATION, parse_duration
 from tidegate.domain.errors import ConfigurationError
+from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD, PAYLOAD_SETTING
+from tidegate.domain.sizes import format_size, parse_size
 from tidegate.engine.pools import ClaimPolicy
 
-DEFAULTS = {
-    "TIDEGATE_LEASE_DURATION": "30s",
-    "TIDEGATE_POLL_INTERVAL": "1s",
-    "TIDEGATE_SWEEP_INTERVAL": "",  # default: a third of the lease duration
-    "TIDEGATE_CANCEL_GRACE": "5s",
-    "TIDEGATE_SHUTDOWN_GRACE": "30s",
-    "TIDEGATE_CLAIM_TIMEOUT": "10m",  # how long a step waits for its pool slots
-    "TIDEGATE_CLAIM_POLL_INTERVAL": "1s",  # the fallback poll when no wake-up comes
-    "TIDEGATE_CLAIM_POLL_JITTER": "500ms",  # random extra on each poll, so waiters do not march in step
-    "TIDEGATE_OVERFLOW_INTERVAL": "30s",
-    "TIDEGATE_LISTEN_CHECK_INTERVAL": "5s",  # PostgreSQL: round trip on each wake-up connection
+MIN_INTERVAL = 0.01  # a loop that wakes more often than every 10ms burns a core for nothing
+MIN_LEASE = 0.3  # renewed every third of it: shorter would be all renewal and no work
+MIN_PAYLOAD = 1024
+MAX_PAYLOAD = 128 * 1024 * 1024  # a PostgreSQL jsonb value holds at most 256 MiB
+
+
+@dataclass(frozen=True)
+class Tunable:
+    default: str  # "" when derived from another setting
+    minimum: float = 0.0
+    maximum: float = MAX_DURATION
+
+
+TUNABLES = {
+    "TIDEGATE_LEASE_DURATION": Tunable("30s", MIN_LEASE),
+    "TIDEGATE_POLL_INTERVAL": Tunable("1s", MIN_INTERVAL),
+    "TIDEGATE_SWEEP_INTERVAL": Tunable("", MIN_INTERVAL),  # default: a third of the lease duration
+    "TIDEGATE_CANCEL_GRACE": Tunable("5s"),
+    "TIDEGATE_SHUTDOWN_GRACE": Tunable("30s"),
+    "TIDEGATE_CLAIM_TIMEOUT": Tunable("10m"),  # how long a step waits for its pool slots
+    "TIDEGATE_CLAIM_POLL_INTERVAL": Tunable("1s", MIN_INTERVAL),  # the fallback poll when no wake-up comes
+    "TIDEGATE_CLAIM_POLL_JITTER": Tunable("500ms"),  # random extra on each poll, so waiters do not march in step
+    "TIDEGATE_OVERFLOW_INTERVAL": Tunable("30s", MIN_INTERVAL),
+    "TIDEGATE_LISTEN_CHECK_INTERVAL": Tunable("5s", MIN_INTERVAL),  # PostgreSQL: round trip on each wake-up connection
 }
 
 
-def duration_setting(name: str) -> float:
-    raw = os.environ.get(name) or DEFAULTS[name]
-    return parse_duration(raw, name=name)
+def duration_setting(name: str, given: str | float | None = None, *, label: str | None = None) -> float:
+    """Seconds for tunable `name`: `given` (an argument called `label`) if any, else the environment."""
+    tunable = TUNABLES[name]
+    if given is not None:
+        return parse_duration(given, name=label or name, minimum=tunable.minimum, maximum=tunable.maximum)
+    raw = os.environ.get(name) or tunable.default
+    return parse_duration(raw, name=name, minimum=tunable.minimum, maximum=tunable.maximum)
 
 
 def sweep_interval(lease_duration: float) -> float:
-    raw = os.environ.get("TIDEGATE_SWEEP_INTERVAL")
-    if raw:
-        return parse_duration(raw, name="TIDEGATE_SWEEP_INTERVAL")
+    if os.environ.get("TIDEGATE_SWEEP_INTERVAL"):
+        return duration_setting("TIDEGATE_SWEEP_INTERVAL")
     return lease_duration / 3
 
 
 def listen_check_interval() -> float:
-    """How often a PostgreSQL wake-up connection proves it is alive; 0 would check without pause."""
-    name = "TIDEGATE_LISTEN_CHECK_INTERVAL"
-    seconds = duration_setting(name)
-    if seconds <= 0:
-        raise ConfigurationError(f"{name}: must be more than 0, got {os.environ.get(name)!r}")
-    return seconds
+    """How often a PostgreSQL wake-up connection proves it is alive (a frozen server answers nothing)."""
+    return duration_setting("TIDEGATE_LISTEN_CHECK_INTERVAL")
+
+
+def max_payload() -> int:
+    """TIDEGATE_MAX_PAYLOAD: the largest args (per run) and result (per attempt or step) stored."""
+    raw = os.environ.get(PAYLOAD_SETTING)
+    if not raw:
+        return DEFAULT_MAX_PAYLOAD
+    size = parse_size(raw, name=PAYLOAD_SETTING)
+    if not MIN_PAYLOAD <= size <= MAX_PAYLOAD:
+        raise ConfigurationError(
+            f"{PAYLOAD_SETTING}: {raw!r} is out of range: use {format_size(MIN_PAYLOAD)} to {format_size(MAX_PAYLOAD)}"
+        )
+    return size
 
 
 def claim_policy() -> ClaimPolicy:

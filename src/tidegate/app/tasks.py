@@ -16,8 +16,9 @@ from ulid import ULID
 
 from tidegate.app.handle import RunHandle
 from tidegate.domain import names
+from tidegate.domain.durations import MAX_DURATION
 from tidegate.domain.errors import InvalidArgument
-from tidegate.domain.jsonvalue import ensure_json
+from tidegate.domain.jsonvalue import ensure_json, ensure_size
 from tidegate.domain.model import NewRun, TaskDefinition
 from tidegate.domain.scopes import partition_of
 from tidegate.worker.context import Context
@@ -110,7 +111,7 @@ class TaskOptions:
         self._definition = definition
         self._task = task
         self._priority = definition.priority if priority is _UNSET else names.check_priority(priority)
-        self._tags = {**definition.tags, **names.check_tags(dict(tags) if tags is not None else None)}
+        self._tags = {**definition.tags, **names.check_tags(tags)}
         self._queue = definition.queue if queue is _UNSET else names.check_name("queue", queue)
         self._run_at = _check_run_at(run_at)
         self._concurrency_key = names.check_concurrency_key(concurrency_key)
@@ -126,12 +127,16 @@ class TaskOptions:
     def _new_run(self, args: Mapping[str, Any]) -> NewRun:
         if not isinstance(args, Mapping):
             raise InvalidArgument(f"{self._definition.name}: args must be a dict, got {type(args).__name__}")
+        limit = self._app.max_payload
+        at_most = 2
         for key, value in args.items():
             if not isinstance(key, str):
                 raise InvalidArgument(f"{self._definition.name}: argument names must be strings, got {key!r}")
-            ensure_json(value, f"{self._definition.name}: argument {key!r}")
+            at_most += ensure_json(key, f"{self._definition.name}: argument name {key[:20]!r}") + 2
+            at_most += ensure_json(value, f"{self._definition.name}: argument {key!r}", max_bytes=limit)
         if self._task is not None:
             self._task.check_args(args)
+        ensure_size(dict(args), f"{self._definition.name}: args", limit, at_most=at_most)
         return NewRun(
             id=str(ULID()),
             task=self._definition.name,
@@ -160,10 +165,18 @@ def _check_run_at(run_at: Any) -> datetime | timedelta | None:
 
 
 def _delay_until(run_at: datetime | timedelta | None) -> float:
-    """Seconds from now; the store adds them to its own clock."""
+    """Seconds from now; the store adds them to its own clock. At most MAX_DURATION (100 years):
+    a time further away would overflow the dates the stores hand back."""
     if run_at is None:
         return 0.0
     if isinstance(run_at, timedelta):
-        return max(0.0, run_at.total_seconds())
-    aware = run_at if run_at.tzinfo is not None else run_at.astimezone()
-    return max(0.0, (aware - datetime.now(aware.tzinfo)).total_seconds())
+        delay = max(0.0, run_at.total_seconds())
+    else:
+        try:
+            aware = run_at if run_at.tzinfo is not None else run_at.astimezone()
+            delay = max(0.0, (aware - datetime.now(aware.tzinfo)).total_seconds())
+        except (OverflowError, ValueError):  # a naive date at the edge of the calendar
+            raise InvalidArgument(f"run_at {run_at!r} is out of range") from None
+    if delay > MAX_DURATION:
+        raise InvalidArgument(f"run_at {run_at!r} is out of range: at most 100 years from now")
+    return delay

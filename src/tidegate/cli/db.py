@@ -12,8 +12,8 @@ from rich.text import Text
 
 from tidegate.bootstrap import open_store
 from tidegate.cli.options import Database
-from tidegate.cli.render import safe_url, stdout
-from tidegate.storage.urls import DEFAULT_DATABASE
+from tidegate.cli.render import stdout
+from tidegate.storage.urls import DEFAULT_DATABASE, masked
 
 app = typer.Typer(help="Manage the database schema.", no_args_is_help=True)
 
@@ -29,11 +29,11 @@ def migrate(database: Database = DEFAULT_DATABASE) -> None:
     finally:
         store.close()
     if not applied:
-        stdout.print(Text.assemble(safe_url(database), ": already up to date (schema version ", str(version), ")"))
+        stdout.print(Text.assemble(masked(database), ": already up to date (schema version ", str(version), ")"))
     else:
         versions = ", ".join(str(number) for number in applied)
         stdout.print(
             Text.assemble(
-                safe_url(database), f": schema {before} -> ", (str(version), "bold green"), f" (applied {versions})"
+                masked(database), f": schema {before} -> ", (str(version), "bold green"), f" (applied {versions})"
             )
         )

@@ -17,6 +17,7 @@ from typer.core import TyperGroup
 
 from tidegate.cli.render import stderr
 from tidegate.domain.errors import AdmissionRejected, RunCanceled, RunFailed, TidegateError
+from tidegate.storage.urls import masked
 
 
 EX_TEMPFAIL = 75  # sysexits.h: temporary failure, the caller should retry
@@ -35,7 +36,8 @@ def first_line(message: str) -> str:
 
 
 def report(error: TidegateError) -> None:
-    message = first_line(str(error))
+    message = masked(first_line(str(error)))  # a password never reaches a terminal, whoever wrote the message
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")  # a lone surrogate, quoted back
     if isinstance(error, RunFailed) and not isinstance(error, RunCanceled):
         message += f" (details: tidegate runs show {error.run_id})"
     stderr.print(Text.assemble(("error: ", "bold red"), (message, "red")), soft_wrap=True)

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from tidegate.domain import names
 from tidegate.storage.urls import DATABASE_ENV, DEFAULT_DATABASE
 
 DATABASE_HELP = "Database URL: sqlite:///path/to/file.db or postgresql://host/dbname."
@@ -21,3 +22,13 @@ Database = Annotated[
         show_default=DEFAULT_DATABASE,
     ),
 ]
+
+
+def check_run_id(value: str) -> str:
+    """Typer callback: a run id that cannot be stored text is refused before any lookup."""
+    return names.check_run_id(value)
+
+
+def check_queue_filter(value: str | None) -> str | None:
+    """Typer callback: a `--queue` filter must be a valid queue name (an unknown one lists nothing)."""
+    return None if value is None else names.check_name("queue", value)

@@ -21,9 +21,17 @@ def _reject_constant(name: str) -> Any:
 
 def parse_value(text: str) -> Any:
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return _loads(text)
     except ValueError:
         return text
+
+
+def _loads(text: str) -> Any:
+    """JSON text; one nested past Python's recursion limit is refused here, not as a traceback."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise CommandError(f"JSON value nested too deep: {text[:40]!r}...") from None
 
 
 def split_assignment(option: str, item: str) -> tuple[str, str]:
@@ -38,7 +46,7 @@ def parse_args(args_json: str | None, assignments: Sequence[str]) -> dict[str, A
     args: dict[str, Any] = {}
     if args_json is not None:
         try:
-            loaded = json.loads(args_json, parse_constant=_reject_constant)
+            loaded = _loads(args_json)
         except ValueError as error:
             raise CommandError(f"--args is not valid JSON ({error}): {args_json!r}") from None
         if not isinstance(loaded, dict):

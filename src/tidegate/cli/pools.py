@@ -21,6 +21,7 @@ from tidegate.cli.options import Database
 from tidegate.cli.render import short_time, stdout
 from tidegate.domain.durations import format_duration
 from tidegate.domain.model import HolderRecord
+from tidegate.domain.pools import check_pool_name
 from tidegate.domain.steps import PoolStatus
 from tidegate.engine.pool_config import DEFAULT_LEASE, set_pool_limit
 from tidegate.storage.urls import DEFAULT_DATABASE
@@ -72,6 +73,7 @@ def list_pools(database: Database = DEFAULT_DATABASE) -> None:
 @app.command("info")
 def info(pool: PoolName, database: Database = DEFAULT_DATABASE) -> None:
     """One pool: its limit and usage, and every holder of its slots (run, step, slots, lease)."""
+    check_pool_name(pool)  # a name no pool can have is refused before it reaches SQL
     with existing_store(database) as store:
         found = {status.name: status for status in store.pools()}
         holders = store.pool_holders(pool)

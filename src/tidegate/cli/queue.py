@@ -18,8 +18,8 @@ from rich.text import Text
 
 from tidegate.cli.connect import existing_store
 from tidegate.cli.errors import CommandError
-from tidegate.cli.options import Database
-from tidegate.cli.render import safe_url, status_text, stdout
+from tidegate.cli.options import Database, check_queue_filter, check_run_id
+from tidegate.cli.render import status_text, stdout
 from tidegate.cli.scopes import (
     age_text,
     explanation_body,
@@ -31,17 +31,20 @@ from tidegate.cli.scopes import (
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import RunRecord, RunStatus
 from tidegate.engine.why import explain
-from tidegate.storage.urls import DEFAULT_DATABASE
+from tidegate.storage.urls import DEFAULT_DATABASE, masked
 
 app = typer.Typer(help="Look at queued runs: claim order, what blocks them; cancel one.", no_args_is_help=True)
 
-RunId = Annotated[str, typer.Argument(metavar="RUN", help="The run id (as printed by submit or queue list).")]
+RunId = Annotated[
+    str, typer.Argument(metavar="RUN", help="The run id (as printed by submit or queue list).", callback=check_run_id)
+]
 
 
 @app.command("list")
 def list_queued(
     queue: Annotated[
-        str | None, typer.Option("--queue", "-q", metavar="QUEUE", help="Only runs of this queue.")
+        str | None,
+        typer.Option("--queue", "-q", metavar="QUEUE", help="Only runs of this queue.", callback=check_queue_filter),
     ] = None,
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=1, metavar="N", help="At most this many, in claim order.")
@@ -107,7 +110,7 @@ def why(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
         try:
             explanation = explain(store, run_id)
         except RunNotFound:
-            raise RunNotFound(f"no run with id {run_id!r} in {safe_url(database)}") from None
+            raise RunNotFound(f"no run with id {run_id!r} in {masked(database)}") from None
         rules = store.rules() if explanation.run.status is RunStatus.QUEUED else None
     now = now_utc()
     stdout.print(headline(explanation, now))
@@ -122,7 +125,7 @@ def cancel(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
     with existing_store(database) as store:
         run = store.get_run(run_id)
         if run is None:
-            raise RunNotFound(f"no run with id {run_id!r} in {safe_url(database)}")
+            raise RunNotFound(f"no run with id {run_id!r} in {masked(database)}")
         if run.status is RunStatus.RUNNING:
             raise CommandError(
                 f"run {run_id} is running, not queued: 'tidegate runs cancel {run_id}' asks its worker to stop it"

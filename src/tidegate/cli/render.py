@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from rich.console import Console
 from rich.text import Text
@@ -99,12 +98,3 @@ def compact_metadata(metadata: dict[str, Any]) -> str:
             text = compact_json(value)
         parts.append(f"{key}={text}")
     return " ".join(parts)
-
-
-def safe_url(url: str) -> str:
-    """The database URL with its password masked: it is printed, and logs and screens are shared."""
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))

@@ -18,13 +18,12 @@ from rich.table import Table
 from rich.text import Text
 
 from tidegate.cli.connect import existing_store
-from tidegate.cli.options import Database
+from tidegate.cli.options import Database, check_queue_filter, check_run_id
 from tidegate.cli.render import (
     clock_time,
     compact_json,
     compact_metadata,
     long_time,
-    safe_url,
     seconds_text,
     short_time,
     status_text,
@@ -34,12 +33,14 @@ from tidegate.cli.scopes import reason_text
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import EventRecord, RunRecord, RunStatus
 from tidegate.domain.steps import StepRecord, StepStatus
-from tidegate.storage.urls import DEFAULT_DATABASE
+from tidegate.storage.urls import DEFAULT_DATABASE, masked
 
 app = typer.Typer(help="List, inspect and cancel runs.", no_args_is_help=True)
 
 _STATUSES = ", ".join(status.value for status in RunStatus)
-RunId = Annotated[str, typer.Argument(metavar="RUN", help="The run id (as printed by submit or runs list).")]
+RunId = Annotated[
+    str, typer.Argument(metavar="RUN", help="The run id (as printed by submit or runs list).", callback=check_run_id)
+]
 
 
 @app.command("list")
@@ -49,7 +50,8 @@ def list_runs(
         typer.Option("--status", "-s", metavar="STATUS", help="Only runs in this status: " + _STATUSES + "."),
     ] = None,
     queue: Annotated[
-        str | None, typer.Option("--queue", "-q", metavar="QUEUE", help="Only runs of this queue.")
+        str | None,
+        typer.Option("--queue", "-q", metavar="QUEUE", help="Only runs of this queue.", callback=check_queue_filter),
     ] = None,
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=1, metavar="N", help="At most this many, newest first.")
@@ -107,7 +109,7 @@ def show(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
     with existing_store(database) as store:
         run = store.get_run(run_id)
         if run is None:
-            raise RunNotFound(f"no run with id {run_id!r} in {safe_url(database)}")
+            raise RunNotFound(f"no run with id {run_id!r} in {masked(database)}")
         steps = store.run_steps(run_id)
         events = store.run_events(run_id)
     stdout.print(run_details(run))

@@ -20,8 +20,8 @@ from rich.text import Text
 from tidegate.cli.errors import CommandError
 from tidegate.cli.loading import load_app
 from tidegate.cli.options import DATABASE_HELP
-from tidegate.cli.render import safe_url, stdout
-from tidegate.storage.urls import DATABASE_ENV
+from tidegate.cli.render import stdout
+from tidegate.storage.urls import DATABASE_ENV, masked
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -64,8 +64,8 @@ def worker(
     app = load_app(target)
     if database and app.database != database:
         raise CommandError(
-            f"{target} was built with database {safe_url(app.database)!r}, "
-            f"but --database/{DATABASE_ENV} is {safe_url(database)!r}: "
+            f"{target} was built with database {masked(app.database)!r}, "
+            f"but --database/{DATABASE_ENV} is {masked(database)!r}: "
             "build the app with App() to take it from the command line, or drop the option"
         )
     runner = app.worker(
@@ -75,7 +75,7 @@ def worker(
     stdout.print(
         Text.assemble(
             ("worker ", "bold"), (runner.id, "bold cyan"), " started: queues ", (", ".join(settings.queues), "bold"),
-            f", capacity {settings.max_workers}, database ", safe_url(app.database), " (drain)" if drain else "",
+            f", capacity {settings.max_workers}, database ", masked(app.database), " (drain)" if drain else "",
         ),
         soft_wrap=True,
     )

@@ -27,7 +27,6 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from tidegate.cli.render import safe_url
 from tidegate.demo import DEMO_DATABASE
 from tidegate.demo.concurrency import pool_tally, tally
 from tidegate.demo.fleet import DemoError, Fleet
@@ -35,7 +34,7 @@ from tidegate.demo.live import LiveView, read_sample
 from tidegate.demo.summary import Summary, limits_table, tasks_table, totals_table
 from tidegate.domain.model import RunStatus
 from tidegate.storage.port import Store
-from tidegate.storage.urls import DATABASE_ENV, parse_database_url
+from tidegate.storage.urls import DATABASE_ENV, masked, parse_database_url
 
 POLL_SECONDS = 0.2
 STALL_SECONDS = 60.0  # no run finished for this long: something is wrong, stop rather than hang
@@ -72,7 +71,7 @@ def run_demo(plan: DemoPlan, console: Console | None = None) -> bool:
     try:
         store = app.store
         if plan.database is not None and sum(store.status_counts().values()):
-            raise DemoError(f"the demo needs an empty database, and {safe_url(url)} already has runs")
+            raise DemoError(f"the demo needs an empty database, and {masked(url)} already has runs")
         _intro(console, plan, url, tasks)
         fleet = Fleet(url, plan.workers, plan.max_workers, LOG_DIR)
         try:
@@ -210,7 +209,7 @@ def _intro(console: Console, plan: DemoPlan, url: str, tasks: ModuleType) -> Non
         Text.assemble(
             ("tidegate demo  ", "bold cyan"),
             f"{plan.runs} runs · {plan.workers} worker processes × {plan.max_workers} = capacity {plan.capacity} · ",
-            (safe_url(url), "dim"),
+            (masked(url), "dim"),
         ),
         soft_wrap=True,
     )
@@ -255,7 +254,7 @@ def _outro(console: Console, url: str, summary: Summary, blocked_example: str | 
     example = blocked_example or next(
         (run.id for run in summary.runs if run.attempt > 1), summary.runs[0].id if summary.runs else "RUN"
     )
-    shown = safe_url(url)
+    shown = masked(url)
     pools = [item.scope.removeprefix("pool:") for item in summary.tallies if item.scope.startswith("pool:")]
     for command in (
         f"tidegate limits list -d {shown}",

@@ -13,9 +13,16 @@ from tidegate.domain.errors import ConfigurationError
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
+# The longest duration anywhere (a delay, a timeout, a lease, a poll): 100 years. Longer ones
+# cannot work: a date that far away overflows `datetime`, and a thread's wait past ~292 years
+# overflows the platform's timeout.
+MAX_DURATION = 100 * 365 * 86400.0
 
-def parse_duration(value: str | int | float, *, name: str = "duration") -> float:
-    """Return the duration in seconds; `name` says which setting was wrong."""
+
+def parse_duration(
+    value: str | int | float, *, name: str = "duration", minimum: float = 0.0, maximum: float = MAX_DURATION
+) -> float:
+    """Return the duration in seconds, within [minimum, maximum]; `name` says which setting was wrong."""
     if isinstance(value, bool):
         raise ConfigurationError(f"{name}: expected a duration like '30s', got {value!r}")
     if isinstance(value, (int, float)):
@@ -26,7 +33,17 @@ def parse_duration(value: str | int | float, *, name: str = "duration") -> float
         raise ConfigurationError(f"{name}: expected a duration like '30s', got {value!r}")
     if seconds < 0 or seconds != seconds or seconds == float("inf"):
         raise ConfigurationError(f"{name}: duration must be finite and not negative, got {value!r}")
+    if not minimum <= seconds <= maximum:
+        raise ConfigurationError(f"{name}: {value!r} is out of range: {describe_range(minimum, maximum)}")
     return seconds
+
+
+def describe_range(minimum: float, maximum: float) -> str:
+    """'use 10ms to 100 years' (or 'at most ...' when anything down to zero works)."""
+    top = "100 years" if maximum == MAX_DURATION else format_duration(maximum)
+    if minimum <= 0:
+        return f"use at most {top}"
+    return f"use {format_duration(minimum)} to {top}"
 
 
 def _parse_text(text: str, name: str) -> float:

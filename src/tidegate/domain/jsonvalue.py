@@ -1,8 +1,14 @@
-"""Checks that a value is plain JSON before it is stored.
+"""The rules a value must meet before it is stored: plain JSON, and storable on both adapters.
 
 Args and results cross processes and languages through the store, and
-nothing read from the store is ever unpickled, so only JSON types pass.
-The error names the offending path so the caller can fix it.
+nothing read from the store is ever unpickled, so only JSON types pass. The
+same value must be accepted or refused alike by SQLite and PostgreSQL, so the
+rules are the intersection of both: no NUL character (PostgreSQL's text and
+jsonb refuse it), no lone surrogate (not Unicode text, so not UTF-8), a
+bounded nesting depth (a deep value would blow Python's recursion when read
+back) and a bounded size (TIDEGATE_MAX_PAYLOAD). The walk is iterative, so a
+hostile value cannot raise a RecursionError here. Every error names the
+offending path so the caller can fix it.
 """
 
 from __future__ import annotations
@@ -12,31 +18,132 @@ import math
 from typing import Any
 
 from tidegate.domain.errors import InvalidArgument
+from tidegate.domain.sizes import format_size
 
 JSONValue = Any  # None | bool | int | float | str | list | dict[str, ...]
 
+MAX_DEPTH = 64  # lists and objects inside one another; json.loads itself fails near 1,000
+MAX_INT_BITS = 13_000  # ~3,900 digits: Python refuses to print an int of more than 4,300
+DEFAULT_MAX_PAYLOAD = 4 * 1024 * 1024
+PAYLOAD_SETTING = "TIDEGATE_MAX_PAYLOAD"
 
-def ensure_json(value: Any, path: str) -> None:
-    """Raise InvalidArgument naming `path` if `value` is not JSON."""
-    if value is None or isinstance(value, (bool, int, str)):
+_ESCAPED = 12  # the most JSON text one character can take: a surrogate pair as two \uXXXX
+_FLOAT_CHARS = 24  # the longest repr of a float, e.g. -2.2250738585072014e-308
+
+# (value, depth, parent entry, key or index in the parent): the path is only built on error.
+_Entry = tuple[Any, int, Any, Any]
+
+
+def ensure_json(value: Any, path: str, *, max_bytes: int | None = None) -> int:
+    """Raise InvalidArgument naming `path` if `value` is not storable JSON; else return an upper
+    bound of its JSON text's length (which lets `ensure_size` skip serializing a small value).
+
+    With `max_bytes`, a value whose JSON text is certainly larger is refused
+    during the walk, before it is ever serialized.
+    """
+    stack: list[_Entry] = [(value, 0, None, None)]
+    at_least = 0  # bounds of the JSON text's length
+    at_most = 0
+    while stack:
+        entry = stack.pop()
+        item, depth = entry[0], entry[1]
+        if item is None or isinstance(item, bool):
+            at_least += 4
+            at_most += 5
+        elif isinstance(item, str):
+            _check_text(item, entry, path)
+            at_least += len(item) + 2
+            at_most += _ESCAPED * len(item) + 2
+        elif isinstance(item, int):
+            if item.bit_length() > MAX_INT_BITS:
+                raise InvalidArgument(f"{_path(entry, path)}: integer too large (more than ~3,900 digits)")
+            at_least += 1
+            at_most += item.bit_length() // 3 + 2  # digits <= bits * log10(2) + 1, and a sign
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise InvalidArgument(f"{_path(entry, path)}: {item!r} is not a JSON number")
+            at_least += 1
+            at_most += _FLOAT_CHARS
+        elif isinstance(item, (list, tuple, dict)):
+            if depth >= MAX_DEPTH:
+                raise InvalidArgument(f"{_path(entry, path)}: nested deeper than {MAX_DEPTH} levels")
+            at_least += 2 + len(item)
+            at_most += 2 + len(item)
+            if isinstance(item, dict):
+                for key, child in reversed(item.items()):
+                    if not isinstance(key, str):
+                        raise InvalidArgument(
+                            f"{_path(entry, path)}: key {key!r} is not a string (JSON objects have string keys)"
+                        )
+                    _check_text(key, entry, path, key=True)
+                    at_least += len(key) + 3
+                    at_most += _ESCAPED * len(key) + 3
+                    stack.append((child, depth + 1, entry, repr(key)))
+            else:
+                for index in range(len(item) - 1, -1, -1):
+                    stack.append((item[index], depth + 1, entry, index))
+        else:
+            raise InvalidArgument(f"{_path(entry, path)}: value of type {type(item).__name__} is not JSON")
+        if max_bytes is not None and at_least > max_bytes:
+            raise InvalidArgument(f"{path}: more than {format_size(max_bytes)} of JSON, {_over(max_bytes)}")
+    return at_most
+
+
+def ensure_size(value: JSONValue, what: str, max_bytes: int, *, at_most: int | None = None) -> None:
+    """Refuse a checked JSON value whose stored text exceeds `max_bytes`, saying by how much
+    (and, for an object such as a run's args, which member is the largest). `at_most` (from
+    `ensure_json`) spares serializing a value that certainly fits."""
+    if at_most is not None and at_most <= max_bytes:
         return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidArgument(f"{path}: {value!r} is not a JSON number")
+    size = json_size(value)
+    if size <= max_bytes:
         return
-    if isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            ensure_json(item, f"{path}[{index}]")
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise InvalidArgument(f"{path}: key {key!r} is not a string (JSON objects have string keys)")
-            ensure_json(item, f"{path}[{key!r}]")
-        return
-    raise InvalidArgument(f"{path}: value of type {type(value).__name__} is not JSON")
+    largest = ""
+    if isinstance(value, dict) and value:
+        key = max(value, key=lambda name: json_size(value[name]))
+        largest = f" (the largest: {key[:40]!r}, {format_size(json_size(value[key]))})"
+    raise InvalidArgument(f"{what}: {format_size(size)} of JSON{largest}, {_over(max_bytes)}")
+
+
+def ensure_payload(value: Any, path: str, max_bytes: int) -> None:
+    """`ensure_json` and `ensure_size`: a result or a step output, as it will be stored."""
+    ensure_size(value, path, max_bytes, at_most=ensure_json(value, path, max_bytes=max_bytes))
+
+
+def json_size(value: JSONValue) -> int:
+    """Bytes of the stored text (ASCII: `dumps` escapes everything else)."""
+    return len(dumps(value))
 
 
 def dumps(value: JSONValue) -> str:
     """Compact, deterministic JSON text for storage."""
     return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
+
+
+def _over(max_bytes: int) -> str:
+    return f"over the limit of {format_size(max_bytes)} ({PAYLOAD_SETTING})"
+
+
+def _check_text(text: str, entry: _Entry, path: str, *, key: bool = False) -> None:
+    what = f"key {text[:20]!r}" if key else "string"
+    if "\x00" in text:
+        raise InvalidArgument(
+            f"{_path(entry, path)}: {what} contains the NUL character (\\u0000), which cannot be stored"
+        )
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise InvalidArgument(
+                f"{_path(entry, path)}: {what} contains a lone surrogate "
+                f"({ascii(text[error.start])[1:-1]}), which is not valid Unicode text"
+            ) from None
+
+
+def _path(entry: _Entry, root: str) -> str:
+    """`root[2]['name']`: the keys and indexes from the root down to `entry`."""
+    parts: list[str] = []
+    while entry is not None and entry[2] is not None:
+        parts.append(f"[{entry[3]}]")
+        entry = entry[2]
+    return root + "".join(reversed(parts))

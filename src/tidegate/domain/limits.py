@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tidegate.domain.errors import ConfigurationError
-from tidegate.domain.names import check_name
+from tidegate.domain.names import check_name, is_one_line
 
 Ordering = Literal["priority", "fair"]
+MAX_LIMIT = 2**31 - 1  # stored in a 32-bit column
 
 
 def check_limit(what: str, value: object, *, allow_unlimited: bool = False) -> int | None:
@@ -28,6 +29,8 @@ def check_limit(what: str, value: object, *, allow_unlimited: bool = False) -> i
         return None
     if value < 1:
         raise ConfigurationError(f"{what}: a limit must be at least 1, got {value}")
+    if value > MAX_LIMIT:
+        raise ConfigurationError(f"{what}: a limit must be at most {MAX_LIMIT}, got {value}")
     return value
 
 
@@ -51,6 +54,8 @@ class TagConcurrencyLimit:
             )
         if self.value is not None and self.per_unique_value:
             raise ConfigurationError(f"tag limit {self.key}: value and per_unique_value exclude each other")
+        if self.value is not None and not is_one_line(self.value):
+            raise ConfigurationError(f"tag limit {self.key}: value {self.value!r} must be a non-empty one-line string")
 
     def scope_for(self, tags: Mapping[str, str]) -> str | None:
         """The scope a run with these tags takes under this limit, if any."""

@@ -7,6 +7,7 @@ is refused at the door with an error that says which name and why.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from tidegate.domain.errors import InvalidArgument
@@ -30,12 +31,12 @@ def check_name(kind: str, value: Any) -> str:
 def check_tags(value: Any) -> dict[str, str]:
     if value is None:
         return {}
-    if not isinstance(value, dict):
+    if not isinstance(value, Mapping):
         raise InvalidArgument(f"tags must be a dict of str to str, got {type(value).__name__}")
     for key, item in value.items():
         check_name("tag", key)
-        if not isinstance(item, str) or not item or "\n" in item or len(item) > 200:
-            raise InvalidArgument(f"tag {key!r}: value {item!r} must be a non-empty one-line string")
+        if not is_one_line(item):
+            raise InvalidArgument(f"tag {key!r}: value {item!r} must be a non-empty one-line string of text")
     return dict(value)
 
 
@@ -54,6 +55,24 @@ def check_max_attempts(value: Any) -> int:
 def check_concurrency_key(value: Any) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not value or "\n" in value or len(value) > 200:
-        raise InvalidArgument(f"concurrency_key must be a non-empty one-line string, got {value!r}")
+    if not is_one_line(value):
+        raise InvalidArgument(f"concurrency_key must be a non-empty one-line string of text, got {value!r}")
     return value
+
+
+def check_run_id(value: Any) -> str:
+    """A run id as a user typed it: any one line of text (an unknown one is then simply not found)."""
+    if not is_one_line(value):
+        raise InvalidArgument(f"run id {value!r} is not valid: give the id printed by submit or runs list")
+    return value
+
+
+def is_one_line(value: Any, max_length: int = 200) -> bool:
+    """1-max_length characters of Unicode text without a line break or NUL, so both stores keep it as given."""
+    if not isinstance(value, str) or not value or len(value) > max_length or "\n" in value or "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")  # a lone surrogate is not text
+    except UnicodeEncodeError:
+        return False
+    return True

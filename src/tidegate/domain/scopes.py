@@ -17,6 +17,7 @@ from typing import Any
 
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.limits import QueueConfig, RunQueueConfig, check_limit, check_partition_form
+from tidegate.domain.names import is_one_line
 
 GLOBAL = "global"
 
@@ -155,6 +156,8 @@ def check_override_target(target: str, rules: Rules) -> str:
     """Validate a live-limit target against the declared queues; return it normalised."""
     if target == GLOBAL:
         return target
+    if not is_one_line(target, max_length=1000):
+        raise ConfigurationError(f"limit target {target!r} is not valid: it must be one line of text")
     kind, _, rest = target.partition(":")
     if kind == "queue" and rest:
         name, _, partition = rest.partition("/")

@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from tidegate.domain.errors import ConfigurationError
-from tidegate.domain.jsonvalue import ensure_json
+from tidegate.domain.errors import ConfigurationError, InvalidArgument
+from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD, ensure_payload
 from tidegate.domain.model import ClaimedRun, CycleResult, Outcome, OutcomeKind
 from tidegate.domain.retry import retry_delay
 from tidegate.engine.pools import ClaimPolicy, PoolGuard
@@ -56,6 +56,7 @@ class WorkerSettings:
     fill_order: bool = False
     max_idle: float | None = None  # exit after this long with nothing to do
     overflow_interval: float = 30.0
+    max_payload: int = DEFAULT_MAX_PAYLOAD  # a larger result fails its attempt instead of being stored
 
     def __post_init__(self) -> None:
         if not self.queues:
@@ -367,7 +368,7 @@ class Worker:
     def _coroutine(self, attempt: Attempt, task: TaskFunction) -> Coroutine[Any, Any, Any]:
         """An async task's call, or a workflow's execution: its steps run under this attempt's fence."""
         if task.workflow is not None:
-            scope = RunScope(self._store, attempt.fence, self.id)
+            scope = RunScope(self._store, attempt.fence, self.id, max_payload=self.settings.max_payload)
             attempt.workflow_stopping = scope.stopping
             return execute_workflow(task.workflow, attempt.run.args, scope, self._pool_guard)
         return task.fn(**task.call_args(attempt.run.args, attempt.context))
@@ -376,9 +377,9 @@ class Worker:
         if attempt.context.cancelled and attempt.stop_reason == "canceled":
             return Outcome(attempt.run.id, attempt.run.attempt, OutcomeKind.CANCELED, error="canceled")
         try:
-            ensure_json(value, "result")
-        except Exception as error:
-            return self._failure(attempt, describe_error(error))
+            ensure_payload(value, "result", self.settings.max_payload)
+        except InvalidArgument as error:  # the task's value, not our code, is at fault: no traceback
+            return self._failure(attempt, f"InvalidResult: {error}")
         return Outcome(attempt.run.id, attempt.run.attempt, OutcomeKind.COMPLETED, result=value)
 
     def _outcome_for_error(self, attempt: Attempt, error: BaseException) -> Outcome:

@@ -37,7 +37,7 @@ class WorkflowStopped(TidegateError):
 
 def error_text(error: BaseException) -> str:
     """'Type: message' then the traceback (a process pool's includes the remote one), bounded
-    so a huge one cannot bloat the store."""
+    so a huge one cannot bloat the store; a NUL is spelled out, so both stores keep the same text."""
     head = f"{type(error).__name__}: {error}"
-    full = f"{head}\n\n{''.join(traceback.format_exception(error)).strip()}"
+    full = f"{head}\n\n{''.join(traceback.format_exception(error)).strip()}".replace("\x00", "\\x00")
     return full if len(full) <= MAX_ERROR_CHARS else full[: MAX_ERROR_CHARS - 3] + "..."

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tidegate.domain.errors import PoolClaimTimeout, PoolRequestTooLarge, StepFencedOut
-from tidegate.domain.jsonvalue import JSONValue, ensure_json
+from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD, JSONValue, ensure_payload
 from tidegate.domain.pools import fanout_scope
 from tidegate.domain.retry import retry_delay
 from tidegate.domain.steps import StepRecord, StepStatus, StepUpdate
@@ -72,6 +72,7 @@ class RunScope:
     fence: Fence
     worker_id: str
     stopping: asyncio.Event = field(default_factory=asyncio.Event)  # set when the run is canceled
+    max_payload: int = DEFAULT_MAX_PAYLOAD  # the largest step output stored (TIDEGATE_MAX_PAYLOAD)
 
     @property
     def run_id(self) -> str:
@@ -265,7 +266,7 @@ class WorkflowRun:
                     finally:
                         if started is not None:
                             await started
-                    ensure_json(output, f"step {key}: output")
+                    ensure_payload(output, f"step {key}: output", self._scope.max_payload)
                 except StepFencedOut:
                     raise
                 except Exception as error:

@@ -34,6 +34,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg_pool.pool import AddConnection, MaintenanceTask
 
 from tidegate.domain.errors import StoreUnavailable
+from tidegate.storage.urls import masked
 
 CONNECT_TIMEOUT = 5.0
 RECONNECT_DELAY = 0.5  # longest wait between two attempts to replace a lost pooled connection
@@ -53,6 +54,7 @@ class Connections:
         configure: Callable[[psycopg.Connection[Any]], None],
     ) -> None:
         self.where = where  # host:port/dbname, never the password
+        self._url = url  # only to mask its password where the driver quotes it back
         self._max_size = max_size
         self._probe(url)
         self._pool = _Pool(
@@ -86,7 +88,7 @@ class Connections:
             if not _connection_lost(error):
                 raise
             raise StoreUnavailable(
-                f"lost the connection to PostgreSQL at {self.where}: {first_line(error)}"
+                f"lost the connection to PostgreSQL at {self.where}: {masked(first_line(error), self._url)}"
             ) from error
 
     def close(self) -> None:
@@ -117,7 +119,9 @@ class Connections:
         try:
             psycopg.connect(url, connect_timeout=round(CONNECT_TIMEOUT)).close()
         except psycopg.Error as error:
-            raise StoreUnavailable(f"cannot connect to PostgreSQL at {self.where}: {first_line(error)}") from None
+            raise StoreUnavailable(
+                f"cannot connect to PostgreSQL at {self.where}: {masked(first_line(error), url)}"
+            ) from None
 
     def _timed_out(self) -> StoreUnavailable:
         return StoreUnavailable(

@@ -31,6 +31,7 @@ from psycopg import sql
 from psycopg.pq import ExecStatus
 
 from tidegate.storage.postgres.connections import first_line
+from tidegate.storage.urls import masked
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,9 @@ class NotifyListener:
             try:
                 connection = self._connect()
             except psycopg.Error as error:
-                log.warning("cannot listen for wake-ups (retrying in %.1fs): %s", backoff, first_line(error))
+                log.warning(
+                    "cannot listen for wake-ups (retrying in %.1fs): %s", backoff, masked(first_line(error), self._url)
+                )
                 self._closed.wait(backoff)
                 backoff = min(MAX_BACKOFF, backoff * 2)
                 continue
@@ -97,7 +100,7 @@ class NotifyListener:
                 self._relay(connection)
             except psycopg.Error as error:
                 if not self._closed.is_set():
-                    log.warning("wake-up connection lost, reconnecting: %s", first_line(error))
+                    log.warning("wake-up connection lost, reconnecting: %s", masked(first_line(error), self._url))
             finally:
                 connection.close()
 

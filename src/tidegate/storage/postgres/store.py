@@ -48,7 +48,6 @@ from tidegate.domain.backpressure import RATE_WINDOW_SECONDS, WorkerSlot, claima
 from tidegate.domain.errors import (
     AdmissionRejected,
     ConfigurationError,
-    InvalidArgument,
     RunNotFound,
     StoreUnavailable,
 )
@@ -70,7 +69,6 @@ from tidegate.domain.model import (
     LimitOverride,
     NewRun,
     Outcome,
-    OutcomeKind,
     RunRecord,
     RunStatus,
     SweepReport,
@@ -86,6 +84,7 @@ from tidegate.storage.postgres.listener import CHECK_INTERVAL, NotifyListener
 from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.postgres.steps import PostgresStepVerbs
 from tidegate.storage.sqlfile import load_queries
+from tidegate.storage.urls import masked
 
 POOL_MIN_SIZE = 1
 POOL_MAX_SIZE = 8
@@ -881,15 +880,8 @@ def _start_arrays(starts: Sequence[Fence]) -> dict[str, list[Any]]:
 
 
 def _enqueue_payload(runs: Sequence[NewRun]) -> str:
-    text = _payload_json([_new_run_row(index, run) for index, run in enumerate(runs)])
-    if _JSON_NUL in text:  # rare: only then look closer (the text may hold an escaped backslash)
-        for run in runs:
-            if _holds_nul([run.args, run.tags, run.concurrency_key]):
-                raise InvalidArgument(
-                    f"run {run.id}: args, tags or concurrency key contain the NUL character (\\u0000), "
-                    "which PostgreSQL cannot store"
-                )
-    return text
+    """Args, tags and keys hold no NUL: submit refuses them on both adapters (domain/jsonvalue.py)."""
+    return _payload_json([_new_run_row(index, run) for index, run in enumerate(runs)])
 
 
 def _new_run_row(index: int, run: NewRun) -> dict[str, Any]:
@@ -953,32 +945,14 @@ def _outcome_metadata(outcome: Outcome, status: str) -> dict[str, Any]:
 
 
 def _storable(outcome: Outcome) -> Outcome:
-    """PostgreSQL refuses U+0000 in text and jsonb; without this one outcome would sink the whole cycle.
+    """PostgreSQL refuses U+0000 in text; without this one error message would sink the whole cycle.
 
-    In an error message it is replaced; a result that holds it cannot be
-    stored faithfully, so the attempt ends failed and says why.
+    (A result never holds it: the worker refuses such a result on both adapters, domain/jsonvalue.py.)
     """
-    if _holds_nul(outcome.result):
-        return Outcome(
-            outcome.run_id,
-            outcome.attempt,
-            OutcomeKind.FAILED,
-            error="InvalidResult: the result contains the NUL character (\\u0000), which PostgreSQL cannot store",
-        )
     if outcome.error is None or "\x00" not in outcome.error:
         return outcome
     error = outcome.error.replace("\x00", "\\x00")
     return Outcome(outcome.run_id, outcome.attempt, outcome.kind, outcome.result, error, outcome.retry_delay)
-
-
-def _holds_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
-    if isinstance(value, (list, tuple)):
-        return any(_holds_nul(item) for item in value)
-    return False
 
 
 def _worker_slot(row: Mapping[str, Any]) -> WorkerSlot:
@@ -1008,7 +982,7 @@ def _describe(url: str) -> str:
     try:
         params = conninfo_to_dict(url)
     except psycopg.ProgrammingError as error:
-        raise ConfigurationError(f"invalid PostgreSQL URL: {_first_line(error)}") from None
+        raise ConfigurationError(f"invalid PostgreSQL URL {masked(url)!r}: {masked(_first_line(error), url)}") from None
     host = params.get("host") or "localhost"
     port = params.get("port") or "5432"
     return f"{host}:{port}/{params.get('dbname') or params.get('user') or ''}"

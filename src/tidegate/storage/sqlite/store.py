@@ -50,8 +50,10 @@ from tidegate.storage import claiming, records, rescue
 from tidegate.storage.migrations import Migration, check_current, load_migrations, pending
 from tidegate.storage.port import Fence
 from tidegate.storage.sqlfile import load_queries
+from tidegate.storage.sqlite import files
 from tidegate.storage.sqlite.steps import SQLiteStepVerbs
 from tidegate.storage.sqlite.wakeups import DatagramListener, DatagramNotifier
+from tidegate.storage.urls import masked
 
 BUSY_TIMEOUT_MS = 30_000
 SWEEPER_LOCK = "sweeper"
@@ -70,10 +72,12 @@ class SQLiteStore(SQLiteStepVerbs):
     def __init__(self, url: str, path: Path) -> None:
         self.url = url
         self._path = path
+        self._where = masked(str(path))  # for messages: even a path may carry a password= by mistake
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            files.private_folder(path.parent)
+            files.private_file(path)
         except OSError as error:
-            raise StoreUnavailable(f"cannot create the folder for {path}: {error}") from error
+            raise StoreUnavailable(masked(f"cannot create {path}: {error}")) from error
         self._queries = load_queries("tidegate.storage.sqlite")
         self._migrations: list[Migration] = load_migrations("tidegate.storage.sqlite.migrations")
         self._local = threading.local()
@@ -85,7 +89,7 @@ class SQLiteStore(SQLiteStepVerbs):
         self._fill_ranks: dict[str, int] = {}
         self._enable_wal()
         self._wake_folder = path.with_name(path.name + ".wake")
-        self._wake_folder.mkdir(exist_ok=True)
+        files.private_folder(self._wake_folder)
         self._notifier = DatagramNotifier(self._wake_folder)
 
     # --- connections and transactions ------------------------------------------
@@ -98,14 +102,14 @@ class SQLiteStore(SQLiteStepVerbs):
                     self._path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
                 )
             except sqlite3.Error as error:
-                raise StoreUnavailable(f"cannot open {self._path}: {error}") from error
+                raise StoreUnavailable(f"cannot open {self._where}: {error}") from error
             connection.row_factory = sqlite3.Row
             try:
                 connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
                 connection.execute("PRAGMA synchronous = NORMAL")
             except sqlite3.Error as error:
                 connection.close()
-                raise StoreUnavailable(f"cannot use {self._path}: {error}") from error
+                raise StoreUnavailable(f"cannot use {self._where}: {error}") from error
             self._local.connection = connection
             with self._connections_lock:
                 self._connections.append(connection)
@@ -131,9 +135,9 @@ class SQLiteStore(SQLiteStepVerbs):
             except sqlite3.OperationalError as error:
                 problem = str(error)
             except sqlite3.Error as error:
-                raise StoreUnavailable(f"cannot open {self._path}: {error}") from error
+                raise StoreUnavailable(f"cannot open {self._where}: {error}") from error
             if time.monotonic() >= deadline:
-                raise StoreUnavailable(f"cannot put {self._path} in WAL mode: {problem}")
+                raise StoreUnavailable(f"cannot put {self._where} in WAL mode: {problem}")
             time.sleep(pause)
             pause = min(pause * 2, 0.1)
 

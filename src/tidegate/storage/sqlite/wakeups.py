@@ -44,7 +44,7 @@ class DatagramListener:
             self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             self._socket.bind(_address(folder, self._token))
             self._socket.settimeout(BACKSTOP_INTERVAL)
-            (folder / self._token).touch()
+            (folder / self._token).touch(mode=0o600)  # private, like the database beside it
         self._database = database
         with _local_lock:
             _local_listeners.setdefault(str(folder), {})[self._token] = callback
