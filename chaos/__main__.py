@@ -16,6 +16,7 @@ import logging
 import random
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -61,7 +62,7 @@ def run_backend(backend: str, mode_name: str, seed: int, folder: Path) -> list[R
         ]
         if cluster is not None:
             plan += [
-                ("restart", lambda h: scenarios.restart(h, rng, cluster)),
+                ("restart", lambda h: scenarios.restart(h, rng, cluster, mode.outage)),
                 ("listen", lambda h: scenarios.listen(h, rng, cluster)),
                 ("skew", lambda h: scenarios.skew(h, rng)),
             ]
@@ -91,7 +92,8 @@ def _create_schema(url: str, name: str) -> None:
 
 def report(backend: str, result: Result) -> None:
     figures = "  ".join(f"{key}={value!s:<6}" for key, value in result.figures.items())
-    verdict = "[green]ok[/]" if not result.violations else f"[red]{len(result.violations)} violation(s)[/]"
+    rules = Counter(violation.split(":")[0] for violation in result.violations)
+    verdict = "[green]ok[/]" if not rules else "[red]" + ", ".join(f"{n} {rule}" for rule, n in rules.items()) + "[/]"
     console.print(f"{backend:<8} {result.name:<8} {figures}  {verdict}", highlight=False, soft_wrap=True)
     for violation in result.violations[:10]:
         console.print(f"    [red]![/] {violation}", highlight=False, soft_wrap=True)

@@ -19,7 +19,8 @@ import uuid
 from typing import Any
 
 import tidegate
-from tidegate import Concurrency, Context, Executor, Partition, RunQueueConfig, TagConcurrencyLimit, Workflow
+from tidegate import Concurrency, Context, Executor, Partition, RunQueueConfig, Workflow
+from tidegate import TagConcurrencyLimit as TagLimit
 
 GLOBAL_CAP = 6
 PARTITIONS = 3  # arg `p` of storm runs takes values 0..PARTITIONS-1
@@ -57,7 +58,7 @@ def make_app(database: str | None = None) -> tidegate.App:
         database,
         run_queue=RunQueueConfig(
             max_concurrent_runs=GLOBAL_CAP,
-            tag_concurrency_limits=[TagConcurrencyLimit(key="tier", value="gold", limit=GOLD_LIMIT)],
+            tag_concurrency_limits=[TagLimit(key="tier", value="gold", limit=GOLD_LIMIT)],
         ),
     )
     app.queue("storm", concurrency=Concurrency(global_limit=PARTITION_LIMIT, partition=Partition(by_args=["p"])))

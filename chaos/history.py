@@ -192,17 +192,16 @@ def check_innocence(
     return problems
 
 
-def kills_and_hits(entries: Sequence[Entry]) -> tuple[int, int]:
-    """SIGKILLs sent, and how many hit a process with an execution under way (a start by
-    that pid without an end: the pid died at the kill, so the start came before it)."""
+def kills_and_hits(entries: Sequence[Entry]) -> tuple[int, int, int]:
+    """SIGKILLs the storm sent; how many hit a process with an execution under way (a start by
+    that pid without an end: the pid died at the kill, so the start came before it); how many
+    of those hit a step holding pool slots."""
     starts, ends = _executions(entries)
-    busy = {
-        start["pid"]
-        for start in starts
-        if (start["run"], start["attempt"], start.get("step")) not in ends
-    }
-    kills = [entry for entry in entries if entry["kind"] == "kill" and entry.get("storm", True)]
-    return len(kills), sum(entry["pid"] in busy for entry in kills)
+    unended = [start for start in starts if (start["run"], start["attempt"], start.get("step")) not in ends]
+    busy = {start["pid"] for start in unended}
+    pooled = {start["pid"] for start in unended if start.get("step") is not None}
+    kills = [entry["pid"] for entry in entries if entry["kind"] == "kill" and entry.get("storm", True)]
+    return len(kills), sum(pid in busy for pid in kills), sum(pid in pooled for pid in kills)
 
 
 def check(history: History) -> list[str]:

@@ -7,6 +7,7 @@ it stops injecting after its budget and gives the runs a fixed time to drain.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -35,11 +36,12 @@ class Mode:
     storm_kills: int
     storm_workers: int
     kill_gap: tuple[float, float]  # seconds between two kills, uniform
+    outage: float  # seconds the database stays stopped
 
 
-SHORT = Mode(storm_kills=12, storm_workers=3, kill_gap=(0.3, 1.0))
-LONG = {"postgres": Mode(storm_kills=1000, storm_workers=4, kill_gap=(0.05, 0.45)),
-        "sqlite": Mode(storm_kills=300, storm_workers=3, kill_gap=(0.1, 0.6))}
+SHORT = Mode(storm_kills=12, storm_workers=3, kill_gap=(0.3, 1.0), outage=3.0)
+LONG = {"postgres": Mode(storm_kills=1000, storm_workers=4, kill_gap=(0.05, 0.45), outage=10.0),
+        "sqlite": Mode(storm_kills=300, storm_workers=3, kill_gap=(0.1, 0.6), outage=10.0)}
 
 
 def submit_mix(harness: Harness, rng: random.Random, count: int) -> list[str]:
@@ -90,8 +92,8 @@ def storm(harness: Harness, rng: random.Random, mode: Mode, progress: Callable[[
         if kill % 10 == 0 and harness.unfinished() < 30:
             submitted += submit_mix(harness, rng, 30)
         progress(kill + 1, mode.storm_kills)
-    kills, hits = history.kills_and_hits(harness.entries())
-    return finish(harness, "storm", submitted, started, kills=kills, hits=hits)
+    kills, hits, pool_hits = history.kills_and_hits(harness.entries())
+    return finish(harness, "storm", submitted, started, kills=kills, hits=hits, in_pool=pool_hits)
 
 
 def poison(harness: Harness, rng: random.Random) -> Result:
@@ -128,10 +130,12 @@ def zombie(harness: Harness, rng: random.Random) -> Result:
     harness.spawn()
     _wait(lambda: str(harness.status(run.id).value) == "completed", 60)  # type: ignore[union-attr]
     harness.thaw(first)
-    _wait(lambda: sum(e.get("run") == run.id and e["kind"] == "end" for e in harness.entries()) >= 2, 15)
+    late = _wait(lambda: any(e.get("run") == run.id and e["kind"] == "end" and e["pid"] == first.pid
+                             for e in harness.entries()), 15)
     time.sleep(1.5)  # its next turn tries to record the outcome
     record = harness.app.store.get_run(run.id)
-    return finish(harness, "zombie", [run.id], started, attempt=record.attempt if record else "?")
+    return finish(harness, "zombie", [run.id], started, attempt=record.attempt if record else "?",
+                  late_end="yes" if late else "no")
 
 
 def skew(harness: Harness, rng: random.Random) -> Result:
@@ -143,20 +147,23 @@ def skew(harness: Harness, rng: random.Random) -> Result:
     return finish(harness, "skew", submitted, started, skew="+-4s")
 
 
-def restart(harness: Harness, rng: random.Random, cluster: Cluster) -> Result:
-    """`pg_ctl restart`, then stop / 3 s / start, mid-load: work resumes by itself."""
+def restart(harness: Harness, rng: random.Random, cluster: Cluster, outage: float) -> Result:
+    """`pg_ctl restart`, then stop / `outage` s / start, mid-load: work resumes by itself."""
     started = time.monotonic()
     for _ in range(2):
         harness.spawn()
     submitted = submit_mix(harness, rng, 60)
     time.sleep(1.0)
+    harness.note("db-restart", 0)
     cluster.restart()
     after_restart = _resume_delay(harness, cluster.wait_accepting())
     submitted += submit_mix(harness, rng, 30)
     time.sleep(1.0)
+    harness.note("db-stop", 0)
     cluster.stop()
-    time.sleep(3.0)
+    time.sleep(outage)
     cluster.start()
+    harness.note("db-started", 0)
     after_stop = _resume_delay(harness, cluster.wait_accepting())
     submitted += submit_mix(harness, rng, 30)
     return finish(harness, "restart", submitted, started,
@@ -169,9 +176,14 @@ def listen(harness: Harness, rng: random.Random, cluster: Cluster) -> Result:
     harness.spawn()
     submitted: list[str] = []
     latencies = []
+    problems = []
     for fault in ("none", "kill", "freeze"):
         time.sleep(1.5)
         pids = cluster.backends("LISTEN")
+        if fault != "none" and not pids:
+            problems.append(f"setup: no LISTEN backend found to {fault}: this fault was not injected")
+        for pid in pids if fault != "none" else []:
+            harness.note(f"listen-{fault}", pid)  # a backend's pid: no execution is cut by it
         if fault == "kill":
             for pid in pids:
                 cluster.terminate(pid)
@@ -188,7 +200,9 @@ def listen(harness: Harness, rng: random.Random, cluster: Cluster) -> Result:
         finally:
             for pid in frozen:
                 _signal(pid, "CONT")
-    return finish(harness, "listen", submitted, started, pickup="/".join(latencies))
+    result = finish(harness, "listen", submitted, started, pickup="/".join(latencies))
+    result.violations += problems
+    return result
 
 
 def _signal(pid: int, name: str) -> None:
@@ -205,10 +219,8 @@ def _resume_delay(harness: Harness, accepting_at: float, timeout: float = 30.0) 
 def _wait(predicate: Callable[[], Any], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
+        with contextlib.suppress(Exception):  # the database may be down mid-fault: keep polling
             if predicate():
                 return True
-        except Exception:  # noqa: BLE001 - the database may be down mid-fault; keep polling
-            pass
         time.sleep(0.05)
     return False

@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.skew:
         shift_wall_clock(options.skew)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
-    from chaos.apps import make_app  # after the clock is shifted: tidegate must see the skewed one
+    # Imported after the clock is shifted: tidegate must see the skewed one.
+    from chaos.apps import make_app
 
     make_app(options.database).worker(max_workers=options.max_workers).run()
     return 0
