@@ -196,11 +196,11 @@ def listen(harness: Harness, rng: random.Random, cluster: Cluster) -> Result:
             run = harness.app.tasks["chaos.sleep"].submit(p=1, ms=10)
             submitted.append(run.id)
             _wait(lambda run=run: any(e.get("run") == run.id for e in harness.entries()), 60)
-            latencies.append(f"{time.monotonic() - begun:.2f}s")
+            latencies.append(f"{time.monotonic() - begun:.2f}s")  # baseline, killed, frozen
         finally:
             for pid in frozen:
                 _signal(pid, "CONT")
-    result = finish(harness, "listen", submitted, started, pickup="/".join(latencies))
+    result = finish(harness, "listen", submitted, started, pickup_ok_kill_stop="/".join(latencies))
     result.violations += problems
     return result
 
