@@ -164,15 +164,27 @@ def check_holders(held_slots: Mapping[str, int]) -> list[str]:
 
 
 def check_innocence(
-    events: Mapping[str, Sequence[EventFacts]], runs: Sequence[RunFacts], innocents: Sequence[str]
+    events: Mapping[str, Sequence[EventFacts]],
+    runs: Sequence[RunFacts],
+    innocents: Sequence[str],
+    entries: Sequence[Entry] = (),
 ) -> list[str]:
     """A rescue charges an attempt only to an attempt that started (metadata `charged`; when it
-    is missing the rescue charged), and the innocents of the poison scenario all complete."""
+    is missing the rescue charged), and the innocents of the poison scenario all complete.
+
+    An attempt started when the store recorded it (`RunStarted`, or a `StepStarted` of a
+    workflow) or when its task body logged a start: a worker may die after the body began and
+    before its next turn records the start, and charging that attempt is fair.
+    """
+    executed: dict[str, set[Any]] = defaultdict(set)
+    for entry in entries:
+        if entry["kind"] == "start":
+            executed[entry["run"]].add(entry["attempt"])
     problems = []
     for run_id, run_events in sorted(events.items()):
-        started: set[Any] = set()
+        started = set(executed.get(run_id, ()))
         for event in run_events:
-            if event.type == "RunStarted":
+            if event.type in ("RunStarted", "StepStarted"):
                 started.add(event.metadata.get("attempt"))
             elif (
                 event.type in ("RunRequeued", "RunFailed")
@@ -212,5 +224,5 @@ def check(history: History) -> list[str]:
         *check_completions(history.events),
         *check_concurrency(history.entries, history.limits),
         *check_holders(history.held_slots),
-        *check_innocence(history.events, history.runs, history.innocents),
+        *check_innocence(history.events, history.runs, history.innocents, history.entries),
     ]

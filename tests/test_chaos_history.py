@@ -110,8 +110,12 @@ def test_an_attempt_charged_without_starting_and_a_failed_innocent_are_flagged()
         "b": [ev("RunRequeued", attempt=1, reason="worker gone", charged=False)],  # the fixed code's way
         "c": [ev("RunRequeued", attempt=1, reason="worker shutting down")],  # a hand-back charges nothing
     }
+    events |= {
+        "w": [ev("StepStarted", attempt=1), ev("RunRequeued", attempt=1, reason="lease expired")],  # steps ran
+        "t": [ev("RunRequeued", attempt=1, reason="worker gone")],  # its body logged a start: it ran
+    }
     runs = [RunFacts("a", "completed", 2), RunFacts("b", "completed", 2), RunFacts("i", "failed", 3, "lease expired")]
-    assert history.check_innocence(events, runs, innocents=["i"]) == [
+    assert history.check_innocence(events, runs, ["i"], [start("t", 1, 0.0)]) == [
         "innocent charged: run a charged attempt 1 it never started",
         "innocent failed: run i is failed (lease expired)",
     ]
