@@ -1,4 +1,4 @@
-"""`python -m chaos [--short|--long] [--backend sqlite|postgres|both] [--seed N]`: the chaos suite.
+"""`python -m chaos [--short|--long] [--backend sqlite|postgres|both] [--seed N] [--scenario NAME]`.
 
 Runs every scenario against SQLite (a temp file) and a private PostgreSQL
 cluster (never the shared server: the suite restarts it and freezes its
@@ -17,7 +17,7 @@ import random
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -32,8 +32,10 @@ from chaos.scenarios import Result
 console = Console(stderr=True)
 
 
-def run_backend(backend: str, mode_name: str, seed: int, folder: Path) -> list[Result]:
-    """Every scenario of one backend, each on a fresh database."""
+def run_backend(
+    backend: str, mode_name: str, seed: int, folder: Path, only: Collection[str] = ()
+) -> list[Result]:
+    """Every scenario of one backend (or those in `only`), each on a fresh database."""
     rng = random.Random(seed)
     mode = scenarios.SHORT if mode_name == "short" else scenarios.LONG[backend]
     results = []
@@ -56,24 +58,26 @@ def run_backend(backend: str, mode_name: str, seed: int, folder: Path) -> list[R
             finally:
                 opened.close()
 
-        plan: list[tuple[str, Callable[[Harness], Result]]] = [
-            ("poison", lambda h: scenarios.poison(h, rng)),
-            ("zombie", lambda h: scenarios.zombie(h, rng)),
-        ]
-        if cluster is not None:
-            plan += [
-                ("restart", lambda h: scenarios.restart(h, rng, cluster, mode.outage)),
-                ("listen", lambda h: scenarios.listen(h, rng, cluster)),
-                ("skew", lambda h: scenarios.skew(h, rng)),
-            ]
         with Progress(console=console, transient=True) as progress:
-            storm_task = progress.add_task(f"{backend} storm", total=mode.storm_kills)
-            with harness("storm") as opened:
-                results.append(scenarios.storm(
-                    opened, rng, mode, lambda done, total: progress.update(storm_task, completed=done)
-                ))
-            report(backend, results[-1])
+
+            def storm(opened: Harness) -> Result:
+                bar = progress.add_task(f"{backend} storm: kills", total=mode.storm_kills)
+                return scenarios.storm(opened, rng, mode, lambda done, total: progress.update(bar, completed=done))
+
+            plan: list[tuple[str, Callable[[Harness], Result]]] = [
+                ("storm", storm),
+                ("poison", lambda h: scenarios.poison(h, rng)),
+                ("zombie", lambda h: scenarios.zombie(h, rng)),
+            ]
+            if cluster is not None:
+                plan += [
+                    ("restart", lambda h: scenarios.restart(h, rng, cluster, mode.outage)),
+                    ("listen", lambda h: scenarios.listen(h, rng, cluster)),
+                    ("skew", lambda h: scenarios.skew(h, rng)),
+                ]
             for name, scenario in plan:
+                if only and name not in only:
+                    continue
                 task = progress.add_task(f"{backend} {name}", total=None)
                 with harness(name) as opened:
                     results.append(scenario(opened))
@@ -108,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     length.add_argument("--long", dest="mode", action="store_const", const="long")
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--scenario", action="append", default=[], help="run only this one (repeatable)",
+                        choices=["storm", "poison", "zombie", "restart", "listen", "skew"])
     parser.add_argument("--keep", type=Path, default=None, help="write the logs here (default: a temp dir, removed)")
     options = parser.parse_args(argv)
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # the restart scenario drops connections on purpose
@@ -118,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     with ExitStack() as stack:
         folder = options.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tidegate-chaos-")))
         for backend in backends:
-            results += run_backend(backend, options.mode, seed, folder)
+            results += run_backend(backend, options.mode, seed, folder, options.scenario)
     failed = sum(bool(result.violations) for result in results)
     console.print(f"chaos: {len(results)} scenarios, {failed} with violations (seed {seed})", highlight=False, soft_wrap=True)
     return 1 if failed else 0

@@ -81,8 +81,10 @@ def make_app(database: str | None = None) -> tidegate.App:
         logs under a fresh id of its own: the checker only sweeps the pool over them."""
         execution = uuid.uuid4().hex
         log("start", execution, 0, [f"pool:{POOL}"], step=f"pooled[{item['n']}]")
-        await asyncio.sleep(item["ms"] / 1000)
-        log("end", execution, 0, [f"pool:{POOL}"], step=f"pooled[{item['n']}]")
+        try:
+            await asyncio.sleep(item["ms"] / 1000)
+        finally:  # a step stopped under it (slots lost, cancel) ends here too
+            log("end", execution, 0, [f"pool:{POOL}"], step=f"pooled[{item['n']}]")
         return int(item["n"])
 
     @app.workflow(name="chaos.flow", queue="flows", max_attempts=1000, retry_backoff="10ms",
