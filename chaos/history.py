@@ -139,9 +139,14 @@ def check_executions(entries: Sequence[Entry], runs: Sequence[RunFacts]) -> list
     return problems
 
 
-def check_completions(events: Mapping[str, Sequence[EventFacts]]) -> list[str]:
-    """At most one accepted outcome per attempt (a fenced-out late write adds none), one end per run."""
-    problems = []
+def check_completions(events: Mapping[str, Sequence[EventFacts]], runs: Sequence[RunFacts]) -> list[str]:
+    """At most one accepted outcome per attempt (a fenced-out late write adds none), and a run that
+    ended has exactly one end event (a write that changed the row without its event is unfenced)."""
+    problems = [
+        f"outcomes: run {run.id} is {run.status} without an end event"
+        for run in runs
+        if run.status in TERMINAL and not any(event.type in FINAL_EVENTS for event in events.get(run.id, ()))
+    ]
     for run_id, run_events in sorted(events.items()):
         per_attempt: dict[Any, int] = defaultdict(int)
         for event in run_events:
@@ -221,7 +226,7 @@ def check(history: History) -> list[str]:
     return [
         *check_ends(history.runs, history.submitted),
         *check_executions(history.entries, history.runs),
-        *check_completions(history.events),
+        *check_completions(history.events, history.runs),
         *check_concurrency(history.entries, history.limits),
         *check_holders(history.held_slots),
         *check_innocence(history.events, history.runs, history.innocents, history.entries),

@@ -122,17 +122,21 @@ def zombie(harness: Harness, rng: random.Random) -> Result:
     whose late completion must be fenced out (one accepted outcome per attempt)."""
     started = time.monotonic()
     first = harness.spawn()
-    run = harness.app.tasks["chaos.sleep"].submit(p=0, ms=4000)
-    # Freeze it once its start is recorded: before that, the rescue would be of a run that never
-    # started (the poison scenario's business), not of a zombie.
+    run = harness.app.tasks["chaos.sleep"].submit(p=0, ms=3000)
+    # Freeze it once its start is recorded (before that, the rescue would be of a run that never
+    # started: the poison scenario's business), just before its body ends: thawed, it finishes at
+    # once and reports the outcome before its lease renewal can tell it the run was taken over.
     _wait(lambda: any(e.type == "RunStarted" for e in harness.app.store.run_events(run.id)), 30)
+    body_start = next(e["t"] for e in harness.entries() if e.get("run") == run.id)
+    time.sleep(max(0.0, body_start + 2.9 - time.monotonic()))
     harness.freeze(first)
     harness.spawn()
-    _wait(lambda: str(harness.status(run.id).value) == "completed", 60)  # type: ignore[union-attr]
+    # Thaw it while the other worker runs attempt 2: its late outcome meets a running row.
+    _wait(lambda: any(e.get("run") == run.id and e["attempt"] == 2 for e in harness.entries()), 60)
     harness.thaw(first)
     late = _wait(lambda: any(e.get("run") == run.id and e["kind"] == "end" and e["pid"] == first.pid
                              for e in harness.entries()), 15)
-    time.sleep(1.5)  # its next turn tries to record the outcome
+    _wait(lambda: str(harness.status(run.id).value) != "running", 60)  # type: ignore[union-attr]
     record = harness.app.store.get_run(run.id)
     return finish(harness, "zombie", [run.id], started, attempt=record.attempt if record else "?",
                   late_end="yes" if late else "no")

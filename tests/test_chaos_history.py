@@ -72,9 +72,13 @@ def test_a_second_accepted_outcome_for_one_attempt_is_flagged() -> None:
     """The zombie's late completion of attempt 1, accepted after its rescue, is the fencing bug."""
     events = {"a": [ev("RunStarted", attempt=1), ev("RunRequeued", attempt=1, reason="lease expired"),
                     ev("RunCompleted", attempt=1), ev("RunStarted", attempt=2), ev("RunCompleted", attempt=2)]}
-    problems = history.check_completions(events)
+    problems = history.check_completions(events, [RunFacts("a", "completed", 2)])
     assert "outcomes: attempt 1 of run a has 2 accepted outcomes" in problems
     assert "outcomes: run a ended 2 times" in problems
+    silent = {"b": [ev("RunStarted", attempt=1)]}  # the row says completed, no event says so
+    assert history.check_completions(silent, [RunFacts("b", "completed", 1)]) == [
+        "outcomes: run b is completed without an end event"
+    ]
 
 
 def test_a_scope_over_its_limit_is_flagged_by_the_sweep_line() -> None:
