@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,7 @@ class Harness:
             time.sleep(0.2)
         return False
 
-    def history(self, submitted: list[str], limits: dict[str, int], innocents: list[str] = ()) -> History:  # type: ignore[assignment]
+    def history(self, submitted: list[str], limits: dict[str, int], innocents: Sequence[str] = ()) -> History:
         store = self.app.store
         runs = store.list_runs(limit=1_000_000)
         return History(

@@ -12,7 +12,7 @@ import os
 import random
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +60,7 @@ def submit_mix(harness: Harness, rng: random.Random, count: int) -> list[str]:
 
 
 def finish(harness: Harness, name: str, submitted: list[str], started: float,
-           innocents: list[str] = (), **figures: Any) -> Result:  # type: ignore[assignment]
+           innocents: Sequence[str] = (), **figures: Any) -> Result:
     """Let the runs drain, stop every worker, then check the whole history."""
     drained = harness.wait_finished(DRAIN_TIMEOUT)
     harness.close_workers()
