@@ -1,0 +1,131 @@
+"""A private PostgreSQL cluster for the chaos suite: its own data dir, port and socket dir.
+
+The suite restarts, stops and freezes backends of its database; doing that to
+the shared server would break every other test running on the machine, so it
+starts a throw-away cluster with `initdb` + `pg_ctl` in a temp dir and removes
+it at the end, even on error. initdb refuses to run as root, so when we are
+root the binaries run as the `postgres` user (`runuser`), who owns the dir.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+BIN_DIRS = ("/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/14/bin")
+
+
+def postgres_bin() -> Path | None:
+    """The folder holding `initdb` and `pg_ctl`, or None when PostgreSQL's server is not installed."""
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).parent
+    for folder in BIN_DIRS:
+        if (Path(folder) / "initdb").exists():
+            return Path(folder)
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Cluster:
+    """A running private cluster: its URL, and the faults the suite injects (restart, stop, start)."""
+
+    def __init__(self, folder: Path, bin_dir: Path, port: int) -> None:
+        self.folder = folder
+        self.data = folder / "data"
+        self.bin_dir = bin_dir
+        self.port = port
+        self.url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+
+    def _run(self, *command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        return subprocess.run(
+            [*prefix, str(self.bin_dir / command[0]), *command[1:]],
+            check=check,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def _ctl(self, action: str, *extra: str) -> None:
+        options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run("pg_ctl", action, "-D", str(self.data), "-w", "-t", "60", "-o", options,
+                  "-l", str(self.folder / "server.log"), *extra)
+
+    def init(self) -> None:
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+        self.start()
+
+    def start(self) -> None:
+        self._ctl("start")
+
+    def stop(self) -> None:
+        self._ctl("stop", "-m", "fast")
+
+    def restart(self) -> None:
+        self._ctl("restart", "-m", "fast")
+
+    def accepting(self) -> bool:
+        import psycopg
+
+        try:
+            with psycopg.connect(self.url, connect_timeout=2):
+                return True
+        except psycopg.Error:
+            return False
+
+    def wait_accepting(self, timeout: float = 30.0) -> float:
+        """Wait until the server accepts connections; the monotonic time it did."""
+        deadline = time.monotonic() + timeout
+        while not self.accepting():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the private cluster does not accept connections")
+            time.sleep(0.05)
+        return time.monotonic()
+
+    def backends(self, query_prefix: str) -> list[int]:
+        """Pids of the backends whose current/last query starts with `query_prefix` (e.g. LISTEN)."""
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as connection:
+            rows = connection.execute(
+                "SELECT pid FROM pg_stat_activity WHERE query ILIKE %s AND pid <> pg_backend_pid()",
+                (query_prefix + "%",),
+            ).fetchall()
+        return [int(row[0]) for row in rows]
+
+    def terminate(self, pid: int) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as connection:
+            connection.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+@contextmanager
+def private_cluster() -> Iterator[Cluster]:
+    """Start a private cluster on a free port; stopped and deleted on the way out."""
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        raise RuntimeError("initdb was not found: install the PostgreSQL server to run the chaos suite on it")
+    folder = Path(tempfile.mkdtemp(prefix="tidegate-chaos-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(folder, user="postgres", group="postgres")
+    cluster = Cluster(folder, bin_dir, free_port())
+    try:
+        cluster.init()
+        yield cluster
+    finally:
+        cluster._run("pg_ctl", "stop", "-D", str(cluster.data), "-m", "immediate", check=False)
+        shutil.rmtree(folder, ignore_errors=True)
