@@ -46,7 +46,11 @@ def run_backend(
         @contextmanager
         def harness(name: str) -> Iterator[Harness]:
             # The LISTEN scenario polls rarely, so a wake-up that never comes shows in its pickup time.
-            env = {"TIDEGATE_POLL_INTERVAL": "5s"} if name == "listen" else None
+            env = (
+                {"TIDEGATE_POLL_INTERVAL": scenarios.LISTEN_POLL, "TIDEGATE_LISTEN_CHECK_INTERVAL": scenarios.LISTEN_CHECK}
+                if name == "listen"
+                else None
+            )
             if cluster is None:
                 url = f"sqlite:///{folder}/{name}.db"
             else:

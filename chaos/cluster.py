@@ -95,14 +95,14 @@ class Cluster:
             time.sleep(0.05)
         return time.monotonic()
 
-    def backends(self, query_prefix: str) -> list[int]:
-        """Pids of the backends whose current/last query starts with `query_prefix` (e.g. LISTEN)."""
+    def backends(self, application_name: str) -> list[int]:
+        """Pids of the backends that connected as `application_name` (e.g. tidegate-listener)."""
         import psycopg
 
         with psycopg.connect(self.url, autocommit=True) as connection:
             rows = connection.execute(
-                "SELECT pid FROM pg_stat_activity WHERE query ILIKE %s AND pid <> pg_backend_pid()",
-                (query_prefix + "%",),
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND pid <> pg_backend_pid()",
+                (application_name,),
             ).fetchall()
         return [int(row[0]) for row in rows]
 

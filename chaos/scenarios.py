@@ -20,8 +20,14 @@ from chaos import history
 from chaos.apps import LIMITS, PARTITIONS
 from chaos.cluster import Cluster
 from chaos.harness import Harness
+from tidegate.storage.postgres.listener import APPLICATION_NAME as LISTENER_NAME
 
 DRAIN_TIMEOUT = 90.0
+# The LISTEN scenario's worker polls every LISTEN_POLL and checks its wake-up
+# connection every LISTEN_CHECK: a pickup slower than the bound came from the poll.
+LISTEN_POLL = "30s"
+LISTEN_CHECK = "1s"
+LISTEN_PICKUP_BOUND = 5.0
 
 
 @dataclass
@@ -179,11 +185,11 @@ def listen(harness: Harness, rng: random.Random, cluster: Cluster) -> Result:
     started = time.monotonic()
     harness.spawn()
     submitted: list[str] = []
-    latencies = []
+    latencies: list[float] = []
     problems = []
     for fault in ("none", "kill", "freeze"):
         time.sleep(1.5)
-        pids = cluster.backends("LISTEN")
+        pids = cluster.backends(LISTENER_NAME)
         if fault != "none" and not pids:
             problems.append(f"setup: no LISTEN backend found to {fault}: this fault was not injected")
         for pid in pids if fault != "none" else []:
@@ -200,12 +206,17 @@ def listen(harness: Harness, rng: random.Random, cluster: Cluster) -> Result:
             run = harness.app.tasks["chaos.sleep"].submit(p=1, ms=10)
             submitted.append(run.id)
             _wait(lambda run=run: any(e.get("run") == run.id for e in harness.entries()), 60)
-            latencies.append(f"{time.monotonic() - begun:.2f}s")  # baseline, killed, frozen
+            latencies.append(time.monotonic() - begun)  # baseline, killed, frozen
         finally:
             for pid in frozen:
                 _signal(pid, "CONT")
-    result = finish(harness, "listen", submitted, started, pickup_ok_kill_stop="/".join(latencies))
+    result = finish(harness, "listen", submitted, started, pickup_ok_kill_stop="/".join(f"{s:.2f}s" for s in latencies))
     result.violations += problems
+    result.violations += [
+        f"wake-up: a submit waited {seconds:.1f}s with the LISTEN backend {fault}: only the backstop poll found it"
+        for fault, seconds in zip(("alive", "killed", "frozen"), latencies, strict=False)
+        if seconds > LISTEN_PICKUP_BOUND
+    ]
     return result
 
 
