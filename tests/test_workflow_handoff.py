@@ -131,7 +131,7 @@ def test_a_step_whose_slots_are_freed_under_it_is_stopped_and_fails(app, start_w
     run = lost.submit()
     assert started.wait(30)
     execute_sql(database_url, "DELETE FROM tidegate_holders WHERE scope = ?", ("pool:db",))  # as a sweep would
-    with pytest.raises(RunFailed, match="SlotsLost: its pool slots were freed while it ran"):
+    with pytest.raises(RunFailed, match="SlotsLost: its pool slots were lost while it ran"):
         run.wait(timeout=15)
     assert finished == []
     [step] = app.store.run_steps(run.id)

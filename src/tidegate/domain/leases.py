@@ -1,0 +1,22 @@
+"""Until when a holder may use what it leased, judged on its own clock.
+
+The store stamps a lease's expiry with its own clock (`now() + lease`) while
+it runs the request, so the expiry is no earlier than the moment the request
+was sent plus the lease. A holder that stops using a claim by then, measured
+on its own monotonic clock from that send, never overlaps whoever the
+sweeper gives the claim to next, whatever the store is doing meanwhile (a
+renewal blocked in an outage, a store that answers late).
+"""
+
+from __future__ import annotations
+
+LEASE_MARGIN_SHARE = 0.2
+"""The share of a lease kept in hand. Renewals come every third of the lease,
+so one failed renewal is survived (the next one is sent at two thirds); the
+rest leaves the stop time to take effect before the sweeper frees the claim."""
+
+
+def usable_until(sent_at: float, lease_seconds: float) -> float:
+    """The last moment (on the clock `sent_at` was read from) to use a claim whose lease was set
+    by a request sent at `sent_at`."""
+    return sent_at + lease_seconds * (1 - LEASE_MARGIN_SHARE)

@@ -1,0 +1,133 @@
+"""A holder stops using what it leased before the store could find the lease expired.
+
+A step's pool slots and a worker's runs are given up at (the send of the
+request that set the lease) + lease - a margin, on the holder's own clock,
+while renewals fail or hang: the sweeper then never hands a slot or a run
+to someone else while it is still in use. Each test runs the failing holder
+on an App of its own whose store methods are wrapped, beside a healthy
+worker that sweeps and takes over; the steps and tasks record monotonic
+times, compared with the recorded send of the claim.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tidegate import App, Executor, RunFailed, StoreUnavailable, Workflow
+
+from .conftest import wait_until
+
+LEASE = 0.9  # renewed every 0.3s; the sweep runs every 0.3s too
+HANG = 3.0  # how long a hanging renewal blocks (more than the lease) before it fails
+
+
+class FailingRenewals:
+    """Wraps one store method: it fails at once ("raises") or hangs past the lease then fails
+    ("hangs"), until `healed` is set."""
+
+    def __init__(self, method: Callable[..., Any], mode: str) -> None:
+        self._method = method
+        self._mode = mode
+        self.healed = threading.Event()
+        self.calls = 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.healed.is_set():
+            return self._method(*args, **kwargs)
+        self.calls += 1
+        if self._mode == "hangs":
+            self.healed.wait(HANG)
+        raise StoreUnavailable("renewal failed (injected)")
+
+
+def recording_sends(method: Callable[..., Any], sends: list[tuple[float, Any]]) -> Callable[..., Any]:
+    """Wraps a store method: appends (monotonic time before the call, its result)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        sent = time.monotonic()
+        result = method(*args, **kwargs)
+        sends.append((sent, result))
+        return result
+
+    return call
+
+
+@pytest.fixture
+def failing_app(database_url: str) -> Iterator[App]:
+    """A second App on the same database: its worker's store calls are the ones wrapped."""
+    application = App(database_url)
+    try:
+        yield application
+    finally:
+        application.close()
+
+
+@pytest.mark.parametrize("mode", ["raises", "hangs"])
+def test_a_step_whose_slot_renewals_fail_stops_before_its_slot_can_be_taken(
+    app, failing_app, start_worker, monkeypatch, mode
+):
+    app.set_pool_limit("db", 1, lease_duration=LEASE)
+    log: list[tuple[str, str, float]] = []  # (start | end, run label, monotonic time)
+
+    def define(application: App) -> tuple[Any, Any]:
+        @application.step(pool="db")
+        async def use_db(label: str) -> str:
+            log.append(("start", label, time.monotonic()))
+            try:
+                await asyncio.sleep(5 if label == "held" else 0.05)
+            finally:
+                log.append(("end", label, time.monotonic()))
+            return label
+
+        parallel = Executor.parallel(max_async_concurrent=2)
+
+        @application.workflow(name="t.held", queue="held", executor=parallel)
+        def held(wf: Workflow) -> Any:
+            return wf.step(use_db, "held")
+
+        @application.workflow(name="t.next", queue="next", executor=parallel)
+        def next_(wf: Workflow) -> Any:
+            return wf.step(use_db, "next")
+
+        return held, next_
+
+    held, _ = define(failing_app)
+    _, next_ = define(app)
+    store = failing_app.store
+    renewals = FailingRenewals(store.renew_slots, mode)
+    claims: list[tuple[float, Any]] = []
+    monkeypatch.setattr(store, "renew_slots", renewals)
+    monkeypatch.setattr(store, "acquire_slots", recording_sends(store.acquire_slots, claims))
+
+    failing = failing_app.worker(queues=["held"], max_workers=1, lease_duration=LEASE).start()
+    try:
+        held_run = held.submit()
+        wait_until(lambda: any(entry[:2] == ("start", "held") for entry in log), 30, message="the held step to start")
+        start_worker(app, queues=["next"], lease_duration=LEASE)
+        next_run = next_.submit()
+        assert next_run.wait(timeout=30) == "next"
+        with contextlib.suppress(RunFailed):  # checked below, after the times
+            held_run.wait(timeout=30)
+    finally:
+        renewals.healed.set()
+        failing.stop(timeout=30, grace=0)
+        assert failing.join(30)
+
+    times = {(kind, label): at for kind, label, at in log}
+    claim_sent = max(sent for sent, grant in claims if grant.granted and sent < times["start", "held"])
+    assert renewals.calls > 0, "no renewal was even tried"
+    assert times["end", "held"] <= claim_sent + LEASE, (
+        f"the held step ran {times['end', 'held'] - claim_sent:.3f}s after its claim was sent, past its "
+        f"{LEASE}s lease: the sweeper could free its slot while it still ran"
+    )
+    assert times["end", "held"] <= times["start", "next"], "two steps ran at once on a pool of limit 1"
+    with pytest.raises(RunFailed, match="SlotsLost"):
+        held_run.wait(timeout=5)
+
