@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tidegate import App, Executor, RunFailed, StoreUnavailable, Workflow
+from tidegate import App, Context, Executor, RunFailed, StoreUnavailable, Workflow
 
 from .conftest import wait_until
 
@@ -131,3 +131,52 @@ def test_a_step_whose_slot_renewals_fail_stops_before_its_slot_can_be_taken(
     with pytest.raises(RunFailed, match="SlotsLost"):
         held_run.wait(timeout=5)
 
+
+def test_a_worker_whose_lease_renewals_hang_stops_its_attempt_before_the_lease_ends(
+    app, failing_app, start_worker, monkeypatch
+):
+    log: list[tuple[str, int, float, str]] = []  # (start | end, attempt, monotonic time, stop reason)
+
+    def define(application: App) -> Any:
+        @application.task(name="t.leased", queue="leased", max_attempts=3)
+        def leased(ctx: Context) -> int:
+            log.append(("start", ctx.attempt, time.monotonic(), ""))
+            try:  # AttemptInterrupted (a BaseException) may land anywhere in here
+                give_up = time.monotonic() + (5 if ctx.attempt == 1 else 0.1)
+                while not ctx.cancelled and time.monotonic() < give_up:
+                    time.sleep(0.005)
+            finally:
+                log.append(("end", ctx.attempt, time.monotonic(), ctx.cancel_reason or ""))
+            return ctx.attempt
+
+        return leased
+
+    leased = define(failing_app)
+    define(app)
+    store = failing_app.store
+    renewals = FailingRenewals(store.renew_leases, "hangs")
+    cycles: list[tuple[float, Any]] = []
+    monkeypatch.setattr(store, "renew_leases", renewals)
+    monkeypatch.setattr(store, "cycle", recording_sends(store.cycle, cycles))
+
+    failing = failing_app.worker(queues=["leased"], max_workers=1, lease_duration=LEASE).start()
+    try:
+        run = leased.submit()
+        wait_until(lambda: any(entry[:2] == ("start", 1) for entry in log), 30, message="attempt 1 to start")
+        start_worker(app, queues=["leased"], max_workers=1, lease_duration=LEASE)
+        assert run.wait(timeout=30) >= 2
+    finally:
+        renewals.healed.set()
+        failing.stop(timeout=30, grace=0)
+        assert failing.join(30)
+
+    times = {(kind, attempt): (at, reason) for kind, attempt, at, reason in log}
+    [claim_sent] = [sent for sent, result in cycles if any(claimed.attempt == 1 for claimed in result.claimed)]
+    end, reason = times["end", 1]
+    assert renewals.calls > 0, "no renewal was even tried"
+    assert reason == "heartbeat lost"
+    assert end <= claim_sent + LEASE, (
+        f"attempt 1 ran {end - claim_sent:.3f}s after its claim was sent, past its {LEASE}s lease, "
+        "while its renewal hung: the sweeper could hand its run to another worker while it still ran"
+    )
+    assert end <= times["start", 2][0], "two attempts of one run ran at once"

@@ -205,7 +205,8 @@ class _Renewer:
                     ]
                     if lapsed or ready:
                         break
-                    self._wake_at = min((self._next_event(claim, due) for claim, due in self._due.items()), default=now + 60)
+                    nexts = (self._next_event(claim, due) for claim, due in self._due.items())
+                    self._wake_at = min(nexts, default=now + 60)
                     self._condition.wait(self._wake_at - now)
                 self._wake_at = math.inf
                 if self._closed:
