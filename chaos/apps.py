@@ -49,8 +49,10 @@ def log(kind: str, run: str, attempt: int, scopes: list[str], step: str | None =
 
 def _sleep_logged(ctx: Context, scopes: list[str], ms: int) -> None:
     log("start", ctx.run_id, ctx.attempt, scopes)
-    time.sleep(ms / 1000)
-    log("end", ctx.run_id, ctx.attempt, scopes)
+    try:
+        time.sleep(ms / 1000)
+    finally:  # an attempt the worker stops (lease lost, timeout) ends here too: its real end
+        log("end", ctx.run_id, ctx.attempt, scopes)
 
 
 def make_app(database: str | None = None) -> tidegate.App:
