@@ -53,9 +53,10 @@ class TaskFunction:
 class Attempt:
     """One attempt in flight on this worker."""
 
-    def __init__(self, run: ClaimedRun, task: TaskFunction | None) -> None:
+    def __init__(self, run: ClaimedRun, task: TaskFunction | None, claim_sent: float) -> None:
         self.run = run
         self.task = task
+        self.claim_sent = claim_sent  # monotonic: the store stamped the claim's lease no earlier
         self.context = Context(run.id, run.attempt, run.task, run.queue)
         self.settled = False
         self.stop_reason: str | None = None  # why the worker asked it to stop

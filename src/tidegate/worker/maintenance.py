@@ -1,43 +1,55 @@
-"""Lease renewal and the sweeper, on their own thread and connection.
+"""Lease renewal and the sweeper, on their own thread and connection; a lease watchdog on another.
 
 Renewal runs off the task threads and the event loop so that a task that
 blocks its loop or burns CPU cannot starve its own lease. The sweep is
 attempted by every worker but done by one at a time (a leased lock row in
-the store), re-queueing runs whose lease expired.
+the store), re-queueing runs whose lease expired. The watchdog gives each
+attempt up once its lease could have expired in the store (`domain.leases`),
+judged on this process's clock from the requests that set it, so that a
+renewal blocked in an outage cannot keep an attempt running past its lease.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from typing import TYPE_CHECKING
 
-from tidegate.storage.port import Store
+from tidegate.domain.leases import usable_until
+from tidegate.storage.port import Fence, Store
 
 if TYPE_CHECKING:
     from tidegate.worker.runner import Worker, WorkerSettings
 
 log = logging.getLogger("tidegate.worker")
 
-HEARTBEAT_MARGIN = 0.05  # seconds of slack for the stop itself to take effect
+WATCH_SHARE = 0.1  # the watchdog looks at least every tenth of the lease, for attempts claimed since
 
 
 class Maintenance:
-    def __init__(self, store: Store, worker: Worker, settings: WorkerSettings) -> None:
+    def __init__(self, store: Store, worker: Worker, settings: WorkerSettings, registered_at: float) -> None:
+        """`registered_at`: the monotonic time the worker's registration (its first heartbeat) was sent."""
         self._store = store
         self._worker = worker
         self._settings = settings
         self._stop = threading.Event()
-        self._last_renewal = time.monotonic()
-        self._thread = threading.Thread(target=self._loop, name="tidegate-maintenance", daemon=True)
+        self._heartbeat_at = registered_at  # send time of the last heartbeat that landed
+        self._renewed: dict[Fence, float] = {}  # attempt -> send time of the last renewal of its lease that landed
+        self._threads = [
+            threading.Thread(target=self._loop, name="tidegate-maintenance", daemon=True),
+            threading.Thread(target=self._watch, name="tidegate-lease-watchdog", daemon=True),
+        ]
 
     def start(self) -> None:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=10)
+        for thread in self._threads:
+            thread.join(timeout=10)
 
     def _loop(self) -> None:
         renew_every = self._settings.lease_duration / 3
@@ -55,32 +67,51 @@ class Maintenance:
             self._stop.wait(max(0.0, min(next_renew, next_sweep) - time.monotonic()))
 
     def _renew(self) -> None:
-        """Heartbeat the registry and renew leases; give attempts up before the sweeper would.
-
-        If renewals keep failing for longer than (lease - renewal interval), the
-        lease may expire before the next try: the worker stops its attempts
-        itself so that no other worker ever runs them at the same time.
-        """
-        held = self._worker.leased_fences()
-        started = time.monotonic()  # the store stamps the lease no earlier than this
+        """Heartbeat the registry and renew leases; a failure is retried at the next turn, and
+        the watchdog stops the attempts before their leases could run out meanwhile."""
+        held = list(self._worker.leases())
+        started = time.monotonic()  # the store stamps the heartbeat and the leases no earlier than this
         try:
             if not self._store.heartbeat_worker(self._worker.id, self._settings.lease_duration):
                 self._worker.register()  # the row was swept while we were away
+            self._heartbeat_at = started
             lost = self._store.renew_leases(self._worker.id, held, self._settings.lease_duration) if held else []
         except Exception:
-            # The next try comes one interval from now; if the lease could run out
-            # before it, stop the attempts now, while they are still ours alone.
-            interval = self._settings.lease_duration / 3
-            silent = time.monotonic() - self._last_renewal
-            if silent + interval >= self._settings.lease_duration - HEARTBEAT_MARGIN and held:
-                log.error("lease renewals failing for %.1fs: stopping %d attempts (heartbeat lost)", silent, len(held))
-                self._worker.lost_leases(held, reason="heartbeat lost")
-            else:
-                log.exception("lease renewal failed; will retry")
+            log.exception("lease renewal failed; will retry")
             return
-        self._last_renewal = started
+        self._renewed = {fence: started for fence in set(held).difference(map(tuple, lost))}
         if lost:
             self._worker.lost_leases(lost)
+
+    def _watch(self) -> None:
+        """Give attempts up before the sweeper could: an attempt's run is rescued once its lease or
+        its worker's heartbeat expired, each no earlier than the send of the request that set it
+        plus the lease. Never waits for a store call."""
+        lease = self._settings.lease_duration
+        given_up: set[Fence] = set()
+        while not self._stop.is_set():
+            now = time.monotonic()
+            leases = self._worker.leases()
+            renewed, heartbeat_until = self._renewed, self._heartbeat_until()
+            until = {
+                fence: min(usable_until(max(claimed, renewed.get(fence, claimed)), lease), heartbeat_until)
+                for fence, claimed in leases.items()
+            }
+            given_up &= set(leases)
+            lapsed = [fence for fence, deadline in until.items() if deadline <= now and fence not in given_up]
+            if lapsed:
+                log.error("lease renewals failing or late: stopping %d attempts (heartbeat lost)", len(lapsed))
+                self._worker.lost_leases(lapsed, reason="heartbeat lost")
+                given_up.update(lapsed)
+            wake = min((deadline for deadline in until.values() if deadline > now), default=math.inf)
+            self._stop.wait(max(0.0, min(wake, now + lease * WATCH_SHARE) - time.monotonic()))
+
+    def heartbeat_alive(self) -> bool:
+        """Whether this worker's registry row is surely not expired (see `_watch`)."""
+        return time.monotonic() < self._heartbeat_until()
+
+    def _heartbeat_until(self) -> float:
+        return usable_until(self._heartbeat_at, self._settings.lease_duration)
 
     def _sweep(self) -> None:
         try:

@@ -102,6 +102,7 @@ class Worker:
         self._threads = DaemonThreadPool(settings.max_workers, "tidegate-task")
         self._db = ThreadPoolExecutor(1, thread_name_prefix="tidegate-db")
         self._pool_guard = PoolGuard(store, settings.claim_policy)  # shared by the steps of every workflow run here
+        self._maintenance: Maintenance | None = None
         self.completed = 0  # attempts this worker reported (for summaries and tests)
 
     # --- public control ---------------------------------------------------------
@@ -166,9 +167,10 @@ class Worker:
         if install_signals:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, self._on_signal)
+        registered_at = time.monotonic()
         self.rank = await self._call_store(self.register)
         listener = self._store.listen(self._on_notification)
-        maintenance = Maintenance(self._store, self, self.settings)
+        self._maintenance = maintenance = Maintenance(self._store, self, self.settings, registered_at)
         maintenance.start()
         self._started.set()
         if self._on_ready is not None:
@@ -200,9 +202,11 @@ class Worker:
         while True:
             self._wake.clear()
             reports = self._take_reports()
-            free = 0 if self._stopping or self._running_suspect() else self.settings.max_workers - len(self._busy)
+            held_back = self._stopping or self._running_suspect() or not self._alive()
+            free = 0 if held_back else self.settings.max_workers - len(self._busy)
             result: CycleResult | None = None
             if reports[0] or reports[1] or free > 0 or look:
+                sent = time.monotonic()  # the leases of the runs it claims are stamped no earlier
                 try:
                     result = await self._call_store(
                         self._store.cycle,
@@ -223,7 +227,7 @@ class Worker:
                     look = True
                     continue
                 backoff = STORE_RETRY_FIRST
-                self._apply(result)
+                self._apply(result, sent)
                 if free == 0 and look and not self._stopping:
                     await self._check_overflow()
                 if free > 0 and result.claimed and (len(result.claimed) == free or result.more):
@@ -264,6 +268,11 @@ class Worker:
             self.id, self.settings.max_workers, self.settings.queues, self.settings.fill_order, self.settings.lease_duration
         )
 
+    def _alive(self) -> bool:
+        """False while this worker's heartbeat could have lapsed in the store (renewals failing or
+        hanging): a run claimed now could be rescued from it at once, so it claims none."""
+        return self._maintenance is None or self._maintenance.heartbeat_alive()
+
     def _idle_too_long(self) -> bool:
         if self._busy or self._has_reports():
             self._idle_since = time.monotonic()
@@ -294,7 +303,7 @@ class Worker:
         assert self._loop is not None
         return await self._loop.run_in_executor(self._db, fn, *args)
 
-    def _apply(self, result: CycleResult) -> None:
+    def _apply(self, result: CycleResult, sent: float) -> None:
         for fence in result.fenced_out:
             log.warning("run %s attempt %s was taken over; its outcome was discarded", *fence)
         for fence in result.cancel_requested:
@@ -302,14 +311,14 @@ class Worker:
             if attempt is not None and not attempt.settled and attempt.stop_reason is None:
                 self._stop_attempt(attempt, "canceled", self.settings.cancel_grace)
         for run in result.claimed:
-            self._dispatch(run)
+            self._dispatch(run, sent)
 
     # --- executing ----------------------------------------------------------------
 
-    def _dispatch(self, run: ClaimedRun) -> None:
+    def _dispatch(self, run: ClaimedRun, claim_sent: float) -> None:
         assert self._loop is not None
         task = self._tasks.get(run.task)
-        attempt = Attempt(run, task)
+        attempt = Attempt(run, task, claim_sent)
         self._busy[attempt.fence] = attempt
         if task is None:
             self._settle(attempt, self._failure(attempt, f"UnknownTask: no task named {run.task!r} on this worker"))
@@ -478,9 +487,10 @@ class Worker:
                 self._settle(attempt, None)
                 attempt.interrupt()
 
-    def leased_fences(self) -> list[Fence]:
-        """Attempts whose leases this worker must keep renewing (read from maintenance)."""
-        return [fence for fence, attempt in list(self._busy.items()) if not attempt.settled]
+    def leases(self) -> dict[Fence, float]:
+        """Attempts whose leases this worker must keep renewing, each with the monotonic time its
+        claim was sent (read from maintenance)."""
+        return {fence: attempt.claim_sent for fence, attempt in list(self._busy.items()) if not attempt.settled}
 
     # --- stopping ---------------------------------------------------------------------
 

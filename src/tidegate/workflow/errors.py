@@ -28,7 +28,8 @@ class StepError(TidegateError):
 
 
 class SlotsLost(TidegateError):
-    """A running step's pool slots were freed under it (its lease ran out): it is stopped and fails."""
+    """A running step's pool slots were freed under it, or their lease was about to run out while
+    renewals failed: it is stopped and fails."""
 
 
 class WorkflowStopped(TidegateError):

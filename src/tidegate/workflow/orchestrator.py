@@ -286,7 +286,9 @@ class WorkflowRun:
                 await asyncio.wait([asyncio.shield(running), lost], return_when=asyncio.FIRST_COMPLETED)
                 if not running.done():
                     await _stop(running)
-                    raise SlotsLost("its pool slots were freed while it ran (their lease ran out: renewals failed)")
+                    raise SlotsLost(
+                        "its pool slots were lost while it ran (freed, or their lease about to run out: renewals failed)"
+                    )
                 lost.cancel()
             return await asyncio.shield(running)
         except asyncio.CancelledError:

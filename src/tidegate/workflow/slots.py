@@ -30,18 +30,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tidegate.domain.errors import StepFencedOut
 from tidegate.domain.steps import SlotGrant, SlotRequest, StepFinish, StepStatus, StepUpdate
+from tidegate.engine.pools import Handed, PoolGuard, SlotClaim
 from tidegate.storage.port import Fence, Store
-
-if TYPE_CHECKING:
-    from tidegate.engine.pools import PoolGuard, SlotClaim
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +55,7 @@ class _Waiter:
 
     request: SlotRequest
     started: StepUpdate  # how it is recorded running when it is handed slots in memory
-    handed: asyncio.Future[SlotGrant]
+    handed: asyncio.Future[Handed]
     on_its_way: asyncio.Future[None]  # its function was handed to the executor (or it gave up)
 
 
@@ -126,7 +125,7 @@ class SlotClaims:
         self._worker_id = worker_id
         self._turns: dict[TurnKey, _Turn] = {}
         self._asks: list[SlotRequest] = []
-        self._answers: asyncio.Future[list[SlotGrant] | None] | None = None  # the batch being gathered
+        self._answers: asyncio.Future[list[Handed] | None] | None = None  # the batch being gathered
         self._landings: dict[str, asyncio.Future[None]] = {}  # step key -> the write moving slots to it
         self._holding: set[str] = set()  # steps holding slots claimed through here
 
@@ -142,10 +141,10 @@ class SlotClaims:
         step_key = started.step_key
         request = SlotRequest(step_key, dict(needs), dict(fixed_limits))
         turn = self._turns.setdefault((frozenset(needs.items()), frozenset(fixed_limits.items())), _Turn())
-        grant = await self._ask_once(request) if turn.waiters or turn.lock.locked() else None
-        if grant is not None and grant.granted:
+        asked = await self._ask_once(request) if turn.waiters or turn.lock.locked() else None
+        if asked is not None and asked.grant.granted:
             claim = await self._guard.acquire(
-                self._fence, self._worker_id, step_key, needs, fixed_limits, handed=_resolved(grant)
+                self._fence, self._worker_id, step_key, needs, fixed_limits, handed=_resolved(asked)
             )
             held = Held(claim, turn)
         else:
@@ -179,13 +178,14 @@ class SlotClaims:
             return await self._hand_on(held, waiter, update)
         successor = None if waiter is None else waiter.request
         generation = self._guard.generation()
+        sent = time.monotonic()  # a grant to the successor is leased no earlier than this
         finish = await self._call_finish(update, successor, None)
         if waiter is None or not finish.recorded:
             return finish
         turn.shared = finish.shared
         if finish.handed is not None:
             if not waiter.handed.done():
-                waiter.handed.set_result(finish.handed)
+                waiter.handed.set_result(Handed.leased(finish.handed, sent))
                 if finish.full:
                     turn.full_at = generation
             elif waiter.request.step_key not in self._holding:
@@ -198,7 +198,9 @@ class SlotClaims:
         landing: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         landing.add_done_callback(_retrieve)
         self._landings[waiter.request.step_key] = landing
-        waiter.handed.set_result(SlotGrant(True, [], held.claim.lease_seconds))
+        # Its holder rows are these slots' until the write lands, which leases them anew: the
+        # waiter may use them until this step could.
+        waiter.handed.set_result(Handed(SlotGrant(True, [], held.claim.lease_seconds), held.claim.safe_until))
         # The turn had a waiter, so these slots were full for it, and handing them on frees none: the
         # step queued next need not ask before something wakes the guard.
         generation = held.turn.full_at = self._guard.generation()
@@ -279,7 +281,7 @@ class SlotClaims:
 
         asyncio.ensure_future(release())
 
-    async def _ask_once(self, request: SlotRequest) -> SlotGrant:
+    async def _ask_once(self, request: SlotRequest) -> Handed:
         """Join the batch of requests this loop turn gathers; one store transaction answers them all."""
         index = len(self._asks)
         self._asks.append(request)
@@ -290,10 +292,12 @@ class SlotClaims:
             raise StepFencedOut(f"step {request.step_key}: run {self._fence[0]} attempt {self._fence[1]} was taken over")
         return grants[index]
 
-    async def _answer_asks(self) -> list[SlotGrant] | None:
+    async def _answer_asks(self) -> list[Handed] | None:
         await asyncio.sleep(0)  # let every step made ready in this loop turn join the batch
         asks, self._asks, self._answers = self._asks, [], None
-        return await asyncio.to_thread(self._store.acquire_many, self._fence, self._worker_id, asks)
+        sent = time.monotonic()
+        grants = await asyncio.to_thread(self._store.acquire_many, self._fence, self._worker_id, asks)
+        return None if grants is None else [Handed.leased(grant, sent) for grant in grants]
 
 
 async def _first_in_line(turn: _Turn, waiter: _Waiter) -> bool:
@@ -322,9 +326,9 @@ def _futures(count: int) -> list[asyncio.Future[Any]]:
     return [loop.create_future() for _ in range(count)]
 
 
-def _resolved(grant: SlotGrant) -> asyncio.Future[SlotGrant]:
-    future: asyncio.Future[SlotGrant] = asyncio.get_running_loop().create_future()
-    future.set_result(grant)
+def _resolved(handed: Handed) -> asyncio.Future[Handed]:
+    future: asyncio.Future[Handed] = asyncio.get_running_loop().create_future()
+    future.set_result(handed)
     return future
 
 
