@@ -180,3 +180,61 @@ def test_a_worker_whose_lease_renewals_hang_stops_its_attempt_before_the_lease_e
         "while its renewal hung: the sweeper could hand its run to another worker while it still ran"
     )
     assert end <= times["start", 2][0], "two attempts of one run ran at once"
+
+
+def test_a_step_handed_slots_whose_renewals_fail_stops_before_their_lease_could_end(
+    app, start_worker, monkeypatch
+):
+    app.set_pool_limit("db", 1, lease_duration=LEASE)
+    log: list[tuple[str, int, float]] = []  # (start | end, n, monotonic time)
+
+    @app.step(pool="db")
+    async def use_db(n: int, after: int = 0) -> int:
+        log.append(("start", n, time.monotonic()))
+        try:
+            await asyncio.sleep(0.3 if n == 1 else 5)  # the first one ends well within its lease
+        finally:
+            log.append(("end", n, time.monotonic()))
+        return n
+
+    @app.step()
+    async def first_started() -> int:
+        """Lets the second step ask for the slot only once the first holds it: it then waits for it."""
+        give_up = time.monotonic() + 10
+        while not log and time.monotonic() < give_up:
+            await asyncio.sleep(0.005)
+        return 0
+
+    @app.step()
+    def both(a: int, b: int) -> int:
+        return a + b
+
+    @app.workflow(name="t.handed", executor=Executor.parallel(max_async_concurrent=3))
+    def handed(wf: Workflow) -> Any:
+        return wf.step(both, wf.step(use_db, 1), wf.step(use_db, 2, after=wf.step(first_started)))
+
+    store = app.store
+    renewals = FailingRenewals(store.renew_slots, "raises")
+    finishes: list[tuple[float, Any]] = []
+    monkeypatch.setattr(store, "renew_slots", renewals)
+    monkeypatch.setattr(store, "finish_step", recording_sends(store.finish_step, finishes))
+    start_worker(lease_duration=LEASE)
+    run = handed.submit()
+    try:
+        with contextlib.suppress(RunFailed):  # checked below, after the times
+            run.wait(timeout=30)
+    finally:
+        renewals.healed.set()
+
+    times = {(kind, n): at for kind, n, at in log}
+    assert [entry[:2] for entry in log[:2]] == [("start", 1), ("end", 1)], log
+    assert times["end", 1] <= times["start", 2], "two steps ran at once on a pool of limit 1"
+    handed_at = min(sent for sent, finish in finishes if finish.handed is not None)  # the first step's finish
+    assert times["end", 2] <= handed_at + LEASE, (
+        f"the step handed the slot ran {times['end', 2] - handed_at:.3f}s after the hand-off was sent, past "
+        f"the {LEASE}s lease, while renewals failed"
+    )
+    claims = [event.metadata for event in app.store.run_events(run.id) if event.type == "StepSlotClaimed"]
+    assert any("handed_from" in claim for claim in claims), f"the slot was not handed on in memory: {claims}"
+    with pytest.raises(RunFailed, match="SlotsLost"):
+        run.wait(timeout=5)
