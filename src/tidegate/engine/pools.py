@@ -253,7 +253,10 @@ class _Renewer:
         log.warning("step %s of run %s lost its pool slots (%s)", claim.step_key, claim.fence[0], why)
         claim.lost.set()
         for callback in claim.on_lost:
-            callback()
+            try:
+                callback()
+            except Exception:  # e.g. its event loop has closed: the threads must go on for the other claims
+                log.exception("a lost-slots callback of step %s failed", claim.step_key)
 
     def close(self) -> None:
         with self._condition:
@@ -269,8 +272,8 @@ class _Renewer:
 class PoolGuard:
     """Acquire (wait for a wake-up, poll as the fallback, give up at the timeout), renew, release.
 
-    One guard serves a whole worker: it shares one store subscription and one
-    renewal thread between every step that waits or holds slots.
+    One guard serves a whole worker: it shares one store subscription and its
+    renewal threads between every step that waits or holds slots.
     """
 
     def __init__(
