@@ -39,7 +39,8 @@ from typing import Any
 
 from tidegate.domain.errors import StepFencedOut
 from tidegate.domain.steps import SlotGrant, SlotRequest, StepFinish, StepStatus, StepUpdate
-from tidegate.engine.pools import Handed, PoolGuard, SlotClaim
+from tidegate.engine.claims import Handed, SlotClaim
+from tidegate.engine.pools import PoolGuard
 from tidegate.storage.port import Fence, Store
 
 log = logging.getLogger(__name__)
