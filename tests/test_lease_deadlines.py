@@ -238,3 +238,47 @@ def test_a_step_handed_slots_whose_renewals_fail_stops_before_their_lease_could_
     assert any("handed_from" in claim for claim in claims), f"the slot was not handed on in memory: {claims}"
     with pytest.raises(RunFailed, match="SlotsLost"):
         run.wait(timeout=5)
+
+
+class HealsOnThirdCall(FailingRenewals):
+    """Fails at once until its third call, which heals it (and still fails): the next turn of
+    maintenance is then a whole renewal interval away."""
+
+    healed_at = 0.0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.healed.is_set() and self.calls == 2:
+            self.calls += 1
+            self.healed_at = time.monotonic()
+            self.healed.set()
+            raise StoreUnavailable("renewal failed (injected)")
+        return super().__call__(*args, **kwargs)
+
+
+def test_a_worker_whose_heartbeat_lapsed_claims_again_as_soon_as_one_lands(failing_app, monkeypatch):
+    """While its heartbeat could have lapsed a worker claims nothing (a run claimed then could be
+    rescued from it at once); it asks for a heartbeat on its next turn instead of waiting a third
+    of the lease for maintenance, so work resumes as soon as the store answers again."""
+    lease = 3.0  # renewed every 1s; the heartbeat counts as lapsed 2.4s after the last one landed
+    started: list[float] = []
+
+    @failing_app.task(name="t.after_lapse", queue="lapse")
+    def after_lapse() -> None:
+        started.append(time.monotonic())
+
+    store = failing_app.store
+    heartbeats = HealsOnThirdCall(store.heartbeat_worker, "raises")
+    monkeypatch.setattr(store, "heartbeat_worker", heartbeats)
+    worker = failing_app.worker(queues=["lapse"], max_workers=1, lease_duration=lease, poll_interval="100ms").start()
+    try:
+        wait_until(heartbeats.healed.is_set, 30, message="the heartbeat to fail twice and heal")
+        after_lapse.submit()
+        wait_until(lambda: started, 30, message="the run to start")
+    finally:
+        worker.stop(timeout=30, grace=0)
+        assert worker.join(30)
+    waited = started[0] - heartbeats.healed_at
+    assert waited < lease / 3 / 2, (
+        f"the run started {waited:.2f}s after the store answered again: the worker waited for "
+        "maintenance's next turn instead of asking for a heartbeat"
+    )

@@ -35,6 +35,7 @@ class Maintenance:
         self._worker = worker
         self._settings = settings
         self._stop = threading.Event()
+        self._nudged = threading.Event()  # renew now: the worker holds its claims back until it is alive
         self._heartbeat_at = registered_at  # send time of the last heartbeat that landed
         self._renewed: dict[Fence, float] = {}  # attempt -> send time of the last renewal of its lease that landed
         self._threads = [
@@ -48,6 +49,7 @@ class Maintenance:
 
     def stop(self) -> None:
         self._stop.set()
+        self._nudged.set()
         for thread in self._threads:
             thread.join(timeout=10)
 
@@ -58,13 +60,22 @@ class Maintenance:
         next_sweep = time.monotonic()  # sweep once at start: recover what a crash left
         while not self._stop.is_set():
             now = time.monotonic()
-            if now >= next_renew:
+            if now >= next_renew or self._nudged.is_set():
+                self._nudged.clear()
                 next_renew = now + renew_every
+                was_alive = self.heartbeat_alive()
                 self._renew()
+                if not was_alive and self.heartbeat_alive():
+                    self._worker.resume_claims()
             if now >= next_sweep:
                 next_sweep = now + sweep_every
                 self._sweep()
-            self._stop.wait(max(0.0, min(next_renew, next_sweep) - time.monotonic()))
+            self._nudged.wait(max(0.0, min(next_renew, next_sweep) - time.monotonic()))
+
+    def renew_now(self) -> None:
+        """Heartbeat at once rather than at the next turn: after an outage the worker claims
+        nothing until its heartbeat is sure again, and a turn can be a third of the lease away."""
+        self._nudged.set()
 
     def _renew(self) -> None:
         """Heartbeat the registry and renew leases; a failure is retried at the next turn, and

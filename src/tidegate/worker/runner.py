@@ -270,8 +270,17 @@ class Worker:
 
     def _alive(self) -> bool:
         """False while this worker's heartbeat could have lapsed in the store (renewals failing or
-        hanging): a run claimed now could be rescued from it at once, so it claims none."""
-        return self._maintenance is None or self._maintenance.heartbeat_alive()
+        hanging): a run claimed now could be rescued from it at once, so it claims none, and asks
+        for a heartbeat at once (`resume_claims` wakes it when one lands)."""
+        if self._maintenance is None or self._maintenance.heartbeat_alive():
+            return True
+        self._maintenance.renew_now()
+        return False
+
+    def resume_claims(self) -> None:
+        """From the maintenance thread: a heartbeat landed after a lapse, so claims may go on."""
+        self._external_wake = True
+        self._wake_threadsafe()
 
     def _idle_too_long(self) -> bool:
         if self._busy or self._has_reports():
