@@ -48,7 +48,7 @@ def _arm(app: App, backend: str, monkeypatch: pytest.MonkeyPatch, removed: bool,
     races.track(app.store, begin_immediate=not (removed and backend == "sqlite"))
     if removed and backend == "postgres":
         races.remove_query(app.store, query)
-    module = importlib.import_module(f"tidegate.storage.{backend}.store")
+    module = importlib.import_module(f"tidegate.storage.{backend}.{ {'postgres': 'claims', 'sqlite': 'store'}[backend]}")
     monkeypatch.setattr(module, "admit", races.seam(module.admit))  # park after the usage read
 
 
