@@ -90,6 +90,7 @@ class Claims(Aggregate):
         fenced_out = [fence for fence in reported if fence not in applied_fences]
         return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more)
 
+
 class _Claim:
     """One claim inside a cycle's transaction: read candidates, lock their scopes, admit, write.
 
@@ -330,16 +331,20 @@ class _Claim:
         cursor = self.connection.cursor(row_factory=dict_row)
         return cursor.execute(self.store._q("claim_partition_head"), params).fetchall()
 
+
 def _claim_order(row: Mapping[str, Any]) -> tuple[int, datetime, str]:
     return (-row["priority"], row["scheduled_at"], row["id"])
+
 
 def _excluded_json(excluded: Sequence[tuple[str, str]]) -> str:
     """Full tags as a JSON list of one-pair objects, for `tags @> tag` in SQL."""
     return dumps([{key: value} for key, value in excluded])
 
+
 def _uses_tags(rules: Rules) -> bool:
     """Whether any tag limit exists, so that a run's tags may decide a scope."""
     return bool(rules.run_queue.tag_concurrency_limits) or any(target.startswith("tag:") for target in rules.overrides)
+
 
 def _local_usage(cursor: psycopg.Cursor[Any]) -> LocalUsage:
     """What this worker runs, per queue and per (queue, partition)."""
@@ -348,6 +353,7 @@ def _local_usage(cursor: psycopg.Cursor[Any]) -> LocalUsage:
         local.per_queue[queue] = local.per_queue.get(queue, 0) + count
         local.per_partition[(queue, partition)] = count
     return local
+
 
 def _lane_load(cursor: psycopg.Cursor[Any]) -> dict[tuple[str, str], int]:
     return {(queue, partition): count for queue, partition, count in cursor.fetchall()}

@@ -1,7 +1,7 @@
 """What every part of the PostgreSQL adapter shares: the connection pool and the named queries.
 
-Each aggregate of the adapter (runs, claims, leases, workers, limits, steps,
-schema) is an `Aggregate` over one `Database`: the store's façade builds
+Each aggregate of the adapter (runs, claims, leases, workers, limits, pools,
+steps, schema) is an `Aggregate` over one `Database`: the store's façade builds
 them around the same pool and queries, so replacing the store's connection
 or queries (tests/races.py does) reaches every verb.
 """
@@ -9,7 +9,7 @@ or queries (tests/races.py does) reaches every verb.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from operator import itemgetter
 from typing import Any
@@ -49,6 +49,11 @@ class Aggregate:
     def _q(self, name: str) -> str:
         return self._db.queries[name]
 
+    def _lock_scopes(self, connection: psycopg.Connection[Any], keys: Sequence[str]) -> None:
+        """Create (on first use) and lock the scope rows, in key order."""
+        connection.execute(self._q("upsert_scopes"), {"keys": list(keys)})
+        connection.execute(self._q("lock_scopes"), {"keys": list(keys)})
+
     def _fetchone(self, name: str, params: Mapping[str, Any] | None = None) -> Any:
         """One autocommit statement (a read needs no transaction block)."""
         with self._connection() as connection:
@@ -57,6 +62,7 @@ class Aggregate:
     def _fetch_dicts(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         with self._connection() as connection:
             return connection.cursor(row_factory=dict_row).execute(self._q(name), params).fetchall()
+
 
 def _sorted_loads(data: bytes) -> Any:
     """Decode JSON with object keys sorted, as the SQLite adapter returns them.
@@ -67,8 +73,10 @@ def _sorted_loads(data: bytes) -> Any:
     """
     return json.loads(data, object_pairs_hook=_sorted_object)
 
+
 def _sorted_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(sorted(pairs, key=itemgetter(0)))
+
 
 def _configure(connection: psycopg.Connection[Any]) -> None:
     """Set up each new pooled connection.
@@ -79,6 +87,7 @@ def _configure(connection: psycopg.Connection[Any]) -> None:
     queued runs took 45 ms instead of 2 ms)."""
     set_json_loads(_sorted_loads, connection)
     connection.execute("SET jit = off")
+
 
 def _describe(url: str) -> str:
     """host:port/dbname for messages, never the password."""

@@ -23,24 +23,30 @@ def to_time(value: datetime | None) -> datetime | None:
     """In UTC, like the SQLite adapter, whatever the session's TimeZone."""
     return None if value is None else value.astimezone(UTC)
 
+
 def to_json(value: Any) -> Any:
     return value  # already decoded by the connection's jsonb loader (_sorted_loads)
+
 
 def payload_json(rows: list[dict[str, Any]]) -> str:
     """A batch as one JSON document for jsonb_to_recordset (order kept in `n`)."""
     return dumps(rows)
 
+
 def fence_arrays(fences: Sequence[Fence]) -> dict[str, list[Any]]:
     return {"ids": [run_id for run_id, _ in fences], "attempts": [attempt for _, attempt in fences]}
+
 
 def start_arrays(starts: Sequence[Fence]) -> dict[str, list[Any]]:
     unique = list(dict.fromkeys((run_id, attempt) for run_id, attempt in starts))
     arrays = fence_arrays(unique)
     return {"start_ids": arrays["ids"], "start_attempts": arrays["attempts"]}
 
+
 def enqueue_payload(runs: Sequence[NewRun]) -> str:
     """Args, tags and keys hold no NUL: submit refuses them on both adapters (domain/jsonvalue.py)."""
     return payload_json([_new_run_row(index, run) for index, run in enumerate(runs)])
+
 
 def _new_run_row(index: int, run: NewRun) -> dict[str, Any]:
     return {
@@ -60,6 +66,7 @@ def _new_run_row(index: int, run: NewRun) -> dict[str, Any]:
         "deadline": run.deadline,
     }
 
+
 def outcome_payload(outcomes: Sequence[Outcome]) -> tuple[list[Fence], str]:
     """The fences reported (once each) and the rows to apply, as one JSON document."""
     if not outcomes:
@@ -70,6 +77,7 @@ def outcome_payload(outcomes: Sequence[Outcome]) -> tuple[list[Fence], str]:
         rows = _outcome_rows([_storable(outcome) for outcome in outcomes])
         text = payload_json(list(rows.values()))
     return list(rows), text
+
 
 def _outcome_rows(outcomes: Sequence[Outcome]) -> dict[Fence, dict[str, Any]]:
     """One row per fence (the last report wins, as on SQLite), with its event precomputed."""
@@ -90,6 +98,7 @@ def _outcome_rows(outcomes: Sequence[Outcome]) -> dict[Fence, dict[str, Any]]:
         row["n"] = index
     return rows
 
+
 def _outcome_metadata(outcome: Outcome, status: str) -> dict[str, Any]:
     metadata: dict[str, Any] = {"attempt": outcome.attempt}
     if outcome.error is not None:
@@ -97,6 +106,7 @@ def _outcome_metadata(outcome: Outcome, status: str) -> dict[str, Any]:
     if status == "queued":
         metadata["retry_in"] = round(outcome.retry_delay or 0.0, 3)
     return metadata
+
 
 def _storable(outcome: Outcome) -> Outcome:
     """PostgreSQL refuses U+0000 in text; without this one error message would sink the whole cycle.
@@ -108,8 +118,10 @@ def _storable(outcome: Outcome) -> Outcome:
     error = outcome.error.replace("\x00", "\\x00")
     return Outcome(outcome.run_id, outcome.attempt, outcome.kind, outcome.result, error, outcome.retry_delay)
 
+
 def worker_slot(row: Mapping[str, Any]) -> WorkerSlot:
     return WorkerSlot(row["id"], row["rank"], row["capacity"], row["running"], frozenset(row["queues"]))
+
 
 def claimed_run(row: tuple[Any, ...]) -> ClaimedRun:
     run_id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect = row

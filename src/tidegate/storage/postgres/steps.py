@@ -18,9 +18,8 @@ import psycopg
 from psycopg.rows import dict_row
 
 from tidegate.domain.jsonvalue import dumps
-from tidegate.domain.model import HolderRecord
 from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, fanout_scope, holder_key, pool_of
-from tidegate.domain.steps import PoolConfig, PoolStatus, SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
+from tidegate.domain.steps import SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
 from tidegate.storage import records, slots
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres.database import Aggregate
@@ -33,31 +32,6 @@ READ_COMMITTED = b"BEGIN ISOLATION LEVEL READ COMMITTED"  # each read after a lo
 
 class PostgresStepVerbs(Aggregate):
     """The step verbs of the storage port."""
-
-    # --- pools ----------------------------------------------------------------------
-
-    def set_pool_limit(self, pool: str, limit: int, lease_seconds: float) -> PoolConfig:
-        with self._connection() as connection:
-            with transaction(connection, READ_COMMITTED):
-                self._lock_scopes(connection, [f"pool:{pool}"])
-                saved = connection.execute(
-                    self._q("set_pool_limit"), {"name": pool, "limit": limit, "lease": lease_seconds}
-                )
-            name, stored, lease, at, _ = saved.fetchone()  # type: ignore[misc]
-        return PoolConfig(name, stored, lease, to_time(at))  # type: ignore[arg-type]
-
-    def pools(self) -> list[PoolStatus]:
-        with self._connection() as connection:
-            rows = connection.execute(self._q("pools")).fetchall()
-        return [PoolStatus(name, limit, lease, claimed, pending) for name, limit, lease, claimed, pending in rows]
-
-    def pool_holders(self, pool: str) -> list[HolderRecord]:
-        return [records.holder_record(row, to_time) for row in self._fetch_dicts("pool_holders", {"pool": pool})]
-
-    def _lock_scopes(self, connection: psycopg.Connection[Any], keys: Sequence[str]) -> None:
-        """Create (on first use) and lock the scope rows, in key order."""
-        connection.execute(self._q("upsert_scopes"), {"keys": list(keys)})
-        connection.execute(self._q("lock_scopes"), {"keys": list(keys)})
 
     # --- slots ----------------------------------------------------------------------
 

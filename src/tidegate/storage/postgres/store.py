@@ -12,8 +12,8 @@ server together and the commit rides with the last batch, so a worker's
 cycle costs two round trips however much it reports and claims.
 
 This class is a façade: each verb belongs to one aggregate (`runs`,
-`claims`, `leases`, `workers`, `limits`, `steps`, `schema`), all built over
-one `Database` (the pool and the named queries, `database.py`).
+`claims`, `leases`, `workers`, `limits`, `pools`, `steps`, `schema`), all
+built over one `Database` (the pool and the named queries, `database.py`).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from tidegate.storage.postgres.database import Database
 from tidegate.storage.postgres.leases import Leases
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.listener import CHECK_INTERVAL, NotifyListener
+from tidegate.storage.postgres.pools import Pools
 from tidegate.storage.postgres.runs import Runs
 from tidegate.storage.postgres.schema import Schema
 from tidegate.storage.postgres.steps import PostgresStepVerbs
@@ -73,6 +74,7 @@ class PostgresStore:
         self._limits = Limits(self._db)
         self._workers = Workers(self._db, self._limits)
         self._claims = Claims(self._db, self._limits, self._workers)
+        self._pools = Pools(self._db)
         self._steps = PostgresStepVerbs(self._db)
         self._leases = Leases(self._db, self._steps)
 
@@ -205,16 +207,16 @@ class PostgresStore:
     def scope_holders(self, scope: str) -> list[HolderRecord]:
         return self._limits.scope_holders(scope)
 
-    # --- steps -----------------------------------------------------------------
+    # --- pools and steps ---------------------------------------------------------
 
     def set_pool_limit(self, pool: str, limit: int, lease_seconds: float) -> PoolConfig:
-        return self._steps.set_pool_limit(pool, limit, lease_seconds)
+        return self._pools.set_pool_limit(pool, limit, lease_seconds)
 
     def pools(self) -> list[PoolStatus]:
-        return self._steps.pools()
+        return self._pools.pools()
 
     def pool_holders(self, pool: str) -> list[HolderRecord]:
-        return self._steps.pool_holders(pool)
+        return self._pools.pool_holders(pool)
 
     def acquire_slots(
         self, fence: Fence, worker_id: str, step_key: str, needs: Mapping[str, int], fixed_limits: Mapping[str, int]
