@@ -48,7 +48,7 @@ def _arm(app: App, backend: str, monkeypatch: pytest.MonkeyPatch, removed: bool,
     races.track(app.store, begin_immediate=not (removed and backend == "sqlite"))
     if removed and backend == "postgres":
         races.remove_query(app.store, query)
-    module = importlib.import_module(f"tidegate.storage.{backend}.store")
+    module = importlib.import_module(f"tidegate.storage.{backend}.claims")
     monkeypatch.setattr(module, "admit", races.seam(module.admit))  # park after the usage read
 
 
@@ -216,7 +216,8 @@ def _submit_race(app, database_url, backend, monkeypatch, removed, mechanism, fi
                 races.stall_query(app.store, first, "notify", stall)
                 race.run(first, second, first_parked=race.blocked, release=race.release_stall)
         else:
-            monkeypatch.setattr(app.store, "_check_admission", races.seam_after(app.store._check_admission))
+            runs = app.store._runs  # the aggregate that submits: park after the count, before the insert
+            monkeypatch.setattr(runs, "_check_admission", races.seam_after(runs._check_admission))
             race.run(first, second)
     finally:
         race.close()

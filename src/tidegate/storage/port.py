@@ -2,7 +2,7 @@
 
 Each verb is one transaction in the adapter, so the guarantees (all-or-none
 claims, fencing on (run id, attempt), at-least-once recovery) hold the same
-way on SQLite and PostgreSQL. Query names in each adapter's queries.sql match
+way on SQLite and PostgreSQL. Query names in each adapter's .sql files match
 these method names. The behaviour suite in tests/ runs against both adapters.
 """
 

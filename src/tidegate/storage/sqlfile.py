@@ -1,7 +1,9 @@
-"""Named SQL blocks: `-- name: verb` headers in a queries.sql file.
+"""Named SQL blocks: `-- name: verb` headers in an adapter's .sql files.
 
-Keeping SQL in .sql files (one per dialect) makes each statement readable and
-reviewable as SQL, and the names tie every statement to a port verb.
+Keeping SQL in .sql files makes each statement readable and reviewable as
+SQL, and the names tie every statement to a port verb. Each adapter keeps one
+file per aggregate, named like its module (runs.sql beside runs.py); the
+names are one namespace across the files.
 """
 
 from __future__ import annotations
@@ -12,9 +14,16 @@ from importlib import resources
 _HEADER = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
 
-def load_queries(package: str, filename: str = "queries.sql") -> dict[str, str]:
-    text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
-    return parse_queries(text)
+def load_queries(package: str) -> dict[str, str]:
+    """Every named block of the package's own .sql files (not of its subpackages)."""
+    queries: dict[str, str] = {}
+    for entry in sorted(resources.files(package).iterdir(), key=lambda entry: entry.name):
+        if entry.name.endswith(".sql") and entry.is_file():
+            for name, body in parse_queries(entry.read_text(encoding="utf-8")).items():
+                if name in queries:
+                    raise ValueError(f"query {name!r} is defined twice")
+                queries[name] = body
+    return queries
 
 
 def parse_queries(text: str) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """Pipelined transactions, shared by the adapter's modules.
 
-Kept apart from store.py so that the step verbs (steps.py) use the same
-transaction shape as every other verb without importing the store.
+Kept in a module of its own so that every aggregate (runs.py, claims.py,
+leases.py, steps.py, ...) uses the same transaction shape.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """PostgreSQL verbs of step-level gates: pools, step slots and step checkpoints.
 
-A mixin of `PostgresStore`, kept apart so each module stays small. Every
-verb is one pipelined transaction. A claim share-locks its run row (the
-fence: no takeover commits meanwhile), then locks the `tidegate_scopes` rows
+One aggregate of the adapter (see `database.py`). Every verb is one
+pipelined transaction. A claim share-locks its run row (the fence: no
+takeover commits meanwhile), then locks the `tidegate_scopes` rows
 of the scopes it asks for in key order, and only then reads limits and sums
 holders: claimers of a scope queue up there instead of both seeing its last
 free slot, and the common order rules out deadlocks between them. Times are
@@ -11,65 +11,27 @@ the server's (`statement_timestamp()` once locks are held, `now()` elsewhere).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
 from tidegate.domain.jsonvalue import dumps
-from tidegate.domain.model import HolderRecord
 from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, fanout_scope, holder_key, pool_of
-from tidegate.domain.steps import PoolConfig, PoolStatus, SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
+from tidegate.domain.steps import SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
 from tidegate.storage import records, slots
 from tidegate.storage.port import Fence
+from tidegate.storage.postgres.database import Aggregate
+from tidegate.storage.postgres.payloads import to_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
 
 LEASE_EXPIRED = "lease expired"
 READ_COMMITTED = b"BEGIN ISOLATION LEVEL READ COMMITTED"  # each read after a lock sees every commit before it
 
 
-def _to_time(value: datetime | None) -> datetime | None:
-    return None if value is None else value.astimezone(UTC)
-
-
-def _to_json(value: Any) -> Any:
-    return value
-
-
-class PostgresStepVerbs:
-    """The step verbs of the storage port; the host class provides these."""
-
-    _connection: Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
-    _q: Callable[[str], str]
-    _fetch_dicts: Callable[[str, Mapping[str, Any]], list[dict[str, Any]]]
-
-    # --- pools ----------------------------------------------------------------------
-
-    def set_pool_limit(self, pool: str, limit: int, lease_seconds: float) -> PoolConfig:
-        with self._connection() as connection:
-            with transaction(connection, READ_COMMITTED):
-                self._lock_scopes(connection, [f"pool:{pool}"])
-                saved = connection.execute(
-                    self._q("set_pool_limit"), {"name": pool, "limit": limit, "lease": lease_seconds}
-                )
-            name, stored, lease, at, _ = saved.fetchone()  # type: ignore[misc]
-        return PoolConfig(name, stored, lease, _to_time(at))  # type: ignore[arg-type]
-
-    def pools(self) -> list[PoolStatus]:
-        with self._connection() as connection:
-            rows = connection.execute(self._q("pools")).fetchall()
-        return [PoolStatus(name, limit, lease, claimed, pending) for name, limit, lease, claimed, pending in rows]
-
-    def pool_holders(self, pool: str) -> list[HolderRecord]:
-        return [records.holder_record(row, _to_time) for row in self._fetch_dicts("pool_holders", {"pool": pool})]
-
-    def _lock_scopes(self, connection: psycopg.Connection[Any], keys: Sequence[str]) -> None:
-        """Create (on first use) and lock the scope rows, in key order."""
-        connection.execute(self._q("upsert_scopes"), {"keys": list(keys)})
-        connection.execute(self._q("lock_scopes"), {"keys": list(keys)})
+class PostgresStepVerbs(Aggregate):
+    """The step verbs of the storage port."""
 
     # --- slots ----------------------------------------------------------------------
 
@@ -304,7 +266,7 @@ class PostgresStepVerbs:
 
     def run_steps(self, run_id: str) -> list[StepRecord]:
         return [
-            records.step_record(row, _to_time, _to_json) for row in self._fetch_dicts("run_steps", {"run_id": run_id})
+            records.step_record(row, to_time, to_json) for row in self._fetch_dicts("run_steps", {"run_id": run_id})
         ]
 
     def next_map_item(self, fence: Fence, worker_id: str, map_key: str, window: int) -> StepRecord | None:
@@ -325,10 +287,10 @@ class PostgresStepVerbs:
                 self._lock_scopes(connection, [scope])
                 taken = connection.cursor(row_factory=dict_row).execute(self._q("next_map_item"), params)
             row = taken.fetchone()
-        return None if row is None else records.step_record(row, _to_time, _to_json)
+        return None if row is None else records.step_record(row, to_time, to_json)
 
     # --- sweep ----------------------------------------------------------------------
 
-    def _sweep_step_holders(self, connection: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+    def sweep_step_holders(self, connection: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
         """Queue the sweep of step holders whose lease expired; its row counts the holders freed."""
         return connection.execute(self._q("sweep_step_holders"), {"reason": LEASE_EXPIRED})

@@ -1,26 +1,21 @@
 """SQLite verbs of step-level gates: pools, step slots and step checkpoints.
 
-A mixin of `SQLiteStore`, kept apart so each module stays small. Every verb
-is one `BEGIN IMMEDIATE` transaction, and SQLite's single writer is what
-makes check-and-insert of slots atomic against every other claimer: the
-usage read cannot change before the holder rows are written.
+One aggregate of the adapter (see `database.py`). Every verb is one
+`BEGIN IMMEDIATE` transaction, and SQLite's single writer is what makes
+check-and-insert of slots atomic against every other claimer: the usage
+read cannot change before the holder rows are written.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tidegate.domain.jsonvalue import dumps
-from tidegate.domain.model import HolderRecord
-from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, fanout_scope, holder_key, pool_of
+from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, fanout_scope, holder_key
 from tidegate.domain.steps import (
-    PoolConfig,
-    PoolStatus,
     SlotGrant,
     SlotRequest,
     StepFinish,
@@ -30,58 +25,14 @@ from tidegate.domain.steps import (
 )
 from tidegate.storage import records, slots
 from tidegate.storage.port import Fence
-from tidegate.storage.sqlite.wakeups import DatagramNotifier
+from tidegate.storage.sqlite.database import Aggregate
+from tidegate.storage.sqlite.payloads import step_event, to_json, to_time
 
 LEASE_EXPIRED = "lease expired"
 
 
-def _to_time(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, UTC)
-
-
-def _to_json(value: str | None) -> Any:
-    return None if value is None else json.loads(value)
-
-
-def _event(run_id: str | None, key: str | None, type_: str, metadata: dict[str, Any], now: float) -> dict[str, Any]:
-    return {"run_id": run_id, "step_key": key, "type": type_, "metadata": dumps(metadata), "now": now}
-
-
-class SQLiteStepVerbs:
-    """The step verbs of the storage port; the host class provides these four."""
-
-    _notifier: DatagramNotifier
-    _write: Callable[[], AbstractContextManager[tuple[sqlite3.Connection, float]]]
-    _connection: Callable[[], sqlite3.Connection]
-    _q: Callable[[str], str]
-
-    # --- pools ----------------------------------------------------------------------
-
-    def set_pool_limit(self, pool: str, limit: int, lease_seconds: float) -> PoolConfig:
-        with self._write() as (connection, now):
-            before = connection.execute(self._q("set_pool_limit_before"), {"name": pool}).fetchone()
-            connection.execute(
-                self._q("set_pool_limit"), {"name": pool, "limit": limit, "lease": lease_seconds, "now": now}
-            )
-            metadata = {
-                "target": f"pool:{pool}",
-                "old": None if before is None else before[0],
-                "new": limit,
-                "lease_seconds": lease_seconds,
-            }
-            connection.execute(self._q("insert_step_event"), _event(None, None, "LimitChanged", metadata, now))
-        self._notifier.notify()  # a raised limit lets waiting steps in
-        return PoolConfig(pool, limit, lease_seconds, _to_time(now))  # type: ignore[arg-type]
-
-    def pools(self) -> list[PoolStatus]:
-        return [
-            PoolStatus(name, limit, lease, claimed, pending)
-            for name, limit, lease, claimed, pending in self._connection().execute(self._q("pools"))
-        ]
-
-    def pool_holders(self, pool: str) -> list[HolderRecord]:
-        rows = self._connection().execute(self._q("pool_holders"), {"pool": pool})
-        return [records.holder_record(row, _to_time) for row in rows]  # type: ignore[arg-type]
+class SQLiteStepVerbs(Aggregate):
+    """The step verbs of the storage port."""
 
     # --- slots ----------------------------------------------------------------------
 
@@ -121,7 +72,7 @@ class SQLiteStepVerbs:
             row[0]: (row[1], row[2]) for row in connection.execute(self._q("acquire_slots_limits"), {"scopes": scopes})
         }
         rows = connection.execute(self._q("acquire_slots_usage"), {"scopes": scopes, "holders": json.dumps(sorted(holders))})
-        used, held = slots.tally_usage(((scope, total, _to_json(mine)) for scope, total, mine in rows), holders)
+        used, held = slots.tally_usage(((scope, total, to_json(mine)) for scope, total, mine in rows), holders)
         return slots.decide_in_order(requests, pools, used, held)
 
     def _apply(
@@ -149,20 +100,20 @@ class SQLiteStepVerbs:
             if first is not None:  # only its first wait under this attempt (or for other slots) gets the event
                 metadata = slots.waiting_metadata(attempt, asked.needs, decision.blocking)
                 connection.execute(
-                    self._q("insert_step_event"), _event(run_id, asked.step_key, "StepSlotWaiting", metadata, now)
+                    self._q("insert_step_event"), step_event(run_id, asked.step_key, "StepSlotWaiting", metadata, now)
                 )
             return
         if decision.writes_holders:
             holder = holder_key(run_id, asked.step_key)
             self._hold(connection, run_id, attempt, worker_id, holder, decision.request, run_lease_expires, now)
             events = [
-                _event(run_id, asked.step_key, "StepSlotClaimed", slots.claimed_metadata(attempt, asked.needs), now)
+                step_event(run_id, asked.step_key, "StepSlotClaimed", slots.claimed_metadata(attempt, asked.needs), now)
             ]
             for pool in decision.request.unconfigured():
                 seen = connection.execute(self._q("acquire_slots_unconfigured_seen"), {"run_id": run_id, "pool": pool})
                 if seen.fetchone() is None:
                     events.append(
-                        _event(run_id, asked.step_key, "PoolUnconfigured", slots.unconfigured_metadata(pool), now)
+                        step_event(run_id, asked.step_key, "PoolUnconfigured", slots.unconfigured_metadata(pool), now)
                     )
             connection.executemany(self._q("insert_step_event"), events)
         connection.execute(self._q("acquire_slots_granted"), {"run_id": run_id, "step_key": asked.step_key})
@@ -214,7 +165,7 @@ class SQLiteStepVerbs:
             if renewed:
                 metadata = {"attempt": attempt, "pools": sorted(slots.display(scope) for scope in renewed)}
                 connection.execute(
-                    self._q("insert_step_event"), _event(run_id, step_key, "StepSlotRenewed", metadata, now)
+                    self._q("insert_step_event"), step_event(run_id, step_key, "StepSlotRenewed", metadata, now)
                 )
         return bool(renewed)
 
@@ -231,7 +182,7 @@ class SQLiteStepVerbs:
             if freed:
                 metadata = slots.released_metadata(attempt, freed, "released")
                 connection.execute(
-                    self._q("insert_step_event"), _event(run_id, step_key, "StepSlotReleased", metadata, now)
+                    self._q("insert_step_event"), step_event(run_id, step_key, "StepSlotReleased", metadata, now)
                 )
         if freed:
             self._notifier.notify()
@@ -324,8 +275,8 @@ class SQLiteStepVerbs:
             connection.executemany(
                 self._q("insert_step_event"),
                 [
-                    _event(run_id, from_key, "StepSlotReleased", released, now),
-                    _event(run_id, to.step_key, "StepSlotClaimed", claimed, now),
+                    step_event(run_id, from_key, "StepSlotReleased", released, now),
+                    step_event(run_id, to.step_key, "StepSlotClaimed", claimed, now),
                 ],
             )
         return moved
@@ -365,17 +316,16 @@ class SQLiteStepVerbs:
                 pools = slots.only_pools(freed)
                 if pools:
                     metadata = slots.released_metadata(attempt, pools, f"step {status.value}")
-                    events.append(_event(run_id, step.step_key, "StepSlotReleased", metadata, now))
+                    events.append(step_event(run_id, step.step_key, "StepSlotReleased", metadata, now))
             if status in slots.STEP_EVENTS:
-                events.append(
-                    _event(run_id, step.step_key, slots.STEP_EVENTS[status], slots.step_metadata(attempt, step), now)
-                )
+                metadata = slots.step_metadata(attempt, step)
+                events.append(step_event(run_id, step.step_key, slots.STEP_EVENTS[status], metadata, now))
         connection.executemany(self._q("insert_step_event"), events)
         return freed_any
 
     def run_steps(self, run_id: str) -> list[StepRecord]:
         rows = self._connection().execute(self._q("run_steps"), {"run_id": run_id})
-        return [records.step_record(row, _to_time, _to_json) for row in rows]
+        return [records.step_record(row, to_time, to_json) for row in rows]
 
     def next_map_item(self, fence: Fence, worker_id: str, map_key: str, window: int) -> StepRecord | None:
         run_id, attempt = fence
@@ -403,11 +353,11 @@ class SQLiteStepVerbs:
                     "expires": run[0],
                 },
             )
-        return records.step_record(row, _to_time, _to_json)
+        return records.step_record(row, to_time, to_json)
 
     # --- sweep ----------------------------------------------------------------------
 
-    def _sweep_step_holders(self, connection: sqlite3.Connection, now: float) -> tuple[int, list[dict[str, Any]]]:
+    def sweep_step_holders(self, connection: sqlite3.Connection, now: float) -> tuple[int, list[dict[str, Any]]]:
         """Free every holder of each step with an expired lease; (holders freed, events)."""
         rows = connection.execute(self._q("sweep_step_holders"), {"now": now}).fetchall()
         if not rows:
@@ -419,7 +369,7 @@ class SQLiteStepVerbs:
             self._q("sweep_step_holders_delete"), {"holders": json.dumps(sorted({row["holder"] for row in rows}))}
         )
         events = [
-            _event(
+            step_event(
                 run_id,
                 holder.partition("/")[2],
                 "StepSlotReleased",

@@ -1,0 +1,253 @@
+-- PostgreSQL queries of claims.py: the worker's cycle: reports, the claim, its reads and writes.
+-- Conventions (parameters, clock, batches): database.sql.
+
+-- name: cycle_reports
+-- The starts and outcomes of one cycle, in one statement: a short attempt
+-- often reports both at once, and one UPDATE then writes its row once.
+-- Fenced on (id, attempt, running, worker): a report about an attempt that
+-- was taken over matches no row; an outcome not returned is fenced out.
+-- The event type and metadata of each outcome come computed by the adapter.
+-- An attempt that ended releases its scopes (deletes its holder rows) here,
+-- in the same statement as its status change, so no slot can outlive it.
+-- The rows are locked in id order before they are written, as in every verb
+-- that writes several of a worker's attempts (renew_leases, hand_back): so
+-- two such transactions (a worker's cycle, its lease renewal) never wait on
+-- each other in a circle. Claims and the sweep never wait (SKIP LOCKED).
+WITH starts AS (
+    SELECT * FROM unnest(%(start_ids)s::text[], %(start_attempts)s::integer[]) WITH ORDINALITY AS s(id, attempt, n)
+), outcomes AS (
+    SELECT * FROM jsonb_to_recordset(%(outcomes)s::jsonb) AS o(
+        n integer, id text, attempt integer, status text, result jsonb, error text,
+        delay double precision, event text, metadata jsonb)
+), reports AS (
+    SELECT coalesce(o.id, s.id) AS id, coalesce(o.attempt, s.attempt) AS attempt,
+           s.n AS start_n, o.n AS outcome_n, o.status, o.result, o.error, o.delay, o.event, o.metadata
+    FROM starts AS s FULL JOIN outcomes AS o ON o.id = s.id AND o.attempt = s.attempt
+), locked AS (
+    SELECT id FROM tidegate_runs
+    WHERE id IN (SELECT id FROM reports) AND status = 'running' AND worker_id = %(worker)s::text
+    ORDER BY id
+    FOR UPDATE
+), applied AS (
+    UPDATE tidegate_runs AS r SET
+        started_at = CASE WHEN p.start_n IS NULL THEN r.started_at ELSE now() END,
+        -- A run whose cancel was requested ends canceled unless it completed.
+        status = CASE WHEN p.outcome_n IS NOT NULL AND r.cancel_requested AND p.status IN ('queued', 'failed')
+                      THEN 'canceled' ELSE coalesce(p.status, r.status) END,
+        result = CASE WHEN p.outcome_n IS NULL THEN r.result ELSE p.result END,
+        error = CASE WHEN p.outcome_n IS NULL THEN r.error ELSE p.error END,
+        finished_at = CASE WHEN p.outcome_n IS NULL THEN r.finished_at
+                           WHEN p.status = 'queued' AND NOT r.cancel_requested THEN NULL
+                           ELSE now() END,
+        queued_at = CASE WHEN p.status = 'queued' AND NOT r.cancel_requested THEN now() ELSE r.queued_at END,
+        scheduled_at = CASE WHEN p.status = 'queued' AND NOT r.cancel_requested
+                            THEN now() + make_interval(secs => coalesce(p.delay, 0))
+                            ELSE r.scheduled_at END,
+        worker_id = CASE WHEN p.outcome_n IS NULL THEN r.worker_id END,
+        lease_expires_at = CASE WHEN p.outcome_n IS NULL THEN r.lease_expires_at END,
+        cancel_requested = CASE WHEN p.outcome_n IS NULL THEN r.cancel_requested ELSE false END,
+        -- A suspect whose attempt reported an outcome did not kill its worker: cleared.
+        suspect = CASE WHEN p.outcome_n IS NULL THEN r.suspect ELSE false END
+    FROM reports AS p, locked AS l
+    WHERE r.id = p.id AND l.id = p.id AND r.attempt = p.attempt
+      AND r.status = 'running' AND r.worker_id = %(worker)s::text
+    RETURNING r.id, r.attempt, r.status, p.start_n, p.outcome_n, p.event, p.metadata
+), released AS (
+    DELETE FROM tidegate_holders AS h USING applied AS a
+    WHERE h.run_id = a.id AND a.outcome_n IS NOT NULL
+), events AS (
+    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+    SELECT id, NULL, type, metadata, now()
+    FROM (
+        SELECT id, 'RunStarted' AS type,
+               jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text) AS metadata,
+               0 AS part, start_n AS n
+        FROM applied WHERE start_n IS NOT NULL
+        UNION ALL
+        SELECT id, CASE WHEN status = 'canceled' THEN 'RunCanceled' ELSE event END,
+               CASE WHEN status = 'canceled' THEN metadata - 'retry_in' ELSE metadata END, 1, outcome_n
+        FROM applied WHERE outcome_n IS NOT NULL
+    ) AS e
+    ORDER BY part, n
+)
+SELECT id, attempt FROM applied WHERE outcome_n IS NOT NULL;
+
+-- name: cancel_requests
+SELECT id, attempt FROM tidegate_runs
+WHERE worker_id = %(worker)s::text AND status = 'running' AND cancel_requested;
+
+-- name: claim_fence
+-- Every claiming cycle takes this (shared) before it reads the rules, and every
+-- change of the rules takes it exclusive (rules_fence): so the rules a claim
+-- read stay in force until it commits, and once a lowered limit is set nobody
+-- is admitted under the old one. It also turns enable_sort off for the rest of
+-- the transaction, whose statements either need no sort or cannot avoid one:
+-- each claim read then walks the index whose order it asks for, whatever the
+-- statistics say. Without statistics (a table just filled) every partial index
+-- looks empty, and the planner would take the smallest (the due index) and
+-- sort the queue's whole backlog, once per partition head. (JIT is off on
+-- every connection: the cost a disabled sort adds to a plan that cannot avoid
+-- one would otherwise pass jit_above_cost and compile each statement.)
+-- Claim statements stamp with statement_timestamp(), not now(): the time after
+-- this fence and the scope locks were granted, so a claim that waited is never
+-- stamped before the release it followed (now() is when the transaction began).
+SELECT pg_advisory_xact_lock_shared(hashtext('tidegate:rules'), hashtext(coalesce(current_schema(), ''))),
+       set_config('enable_sort', 'off', true);
+
+-- name: claim_turn
+-- One claimer at a time per queue that a limit applies to, or that is fair
+-- (see _Claim._take_turns); held until commit. A 64-bit key, so two queues
+-- practically never share one, and claimers take them in queue-name order.
+SELECT pg_advisory_xact_lock(hashtextextended('tidegate:claim/' || coalesce(current_schema(), '') || '/' || %(queue)s::text, 0));
+
+-- name: due_now
+-- "Look again at once", as a next-due answer.
+SELECT 0.0::double precision;
+
+-- name: claim_window
+-- The first due runs of each queue in claim order, locked; rows another
+-- claimer holds are skipped, not waited on. One walk of the claim index per
+-- queue (queue leads it), each with its own size: `queue = ANY(...)` would sort
+-- every due run instead; the cost is the window, not the backlog. Runs that
+-- carry a tag of `excluded` (a list of {"key": "value"} objects: full tag
+-- scopes) are left out. Tags are read only when some tag limit exists (`tags`):
+-- otherwise no scope depends on them. Rows come grouped by queue, unsorted
+-- across queues; every row read stays locked until commit.
+SELECT c.id, c.task, c.queue, c.partition_key, c.tags, c.priority, c.scheduled_at, c.block_reason, c.suspect
+FROM unnest(%(queues)s::text[], %(sizes)s::integer[]) AS q(name, size)
+CROSS JOIN LATERAL (
+    SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
+           priority, scheduled_at, block_reason, suspect FROM tidegate_runs AS r
+    WHERE status = 'queued' AND queue = q.name AND scheduled_at <= statement_timestamp()
+      AND (deadline_at IS NULL OR deadline_at > statement_timestamp())
+      AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
+    ORDER BY priority DESC, scheduled_at, id
+    LIMIT q.size
+    FOR UPDATE SKIP LOCKED
+) AS c;
+
+-- name: claim_partitions
+-- The distinct partitions with queued runs, by a loose index scan over the
+-- partition index (a recursive CTE: one seek per partition, however many runs
+-- each holds), each with its head in claim order, read and locked like the
+-- window in the same statement: one run of a partition that is full
+-- (`saturated`: so its block reason is recorded), enough of the others for
+-- the claim limit taking turns. A partition with no run to show (all locked,
+-- excluded or not yet due) still appears, with a NULL id. Unsorted: the
+-- adapter groups the rows by partition.
+WITH RECURSIVE parts(key) AS (
+    (SELECT partition_key FROM tidegate_runs
+     WHERE status = 'queued' AND queue = %(queue)s::text
+     ORDER BY partition_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT r.partition_key FROM tidegate_runs AS r
+            WHERE r.status = 'queued' AND r.queue = %(queue)s::text AND r.partition_key > p.key
+            ORDER BY r.partition_key LIMIT 1)
+    FROM parts AS p WHERE p.key IS NOT NULL
+), found AS (
+    SELECT key FROM parts WHERE key IS NOT NULL LIMIT %(limit)s::integer
+), turns AS (
+    -- As claiming._partition_heads: min(claim limit, ceil(claim limit / open partitions) + 1).
+    SELECT least(%(claim_limit)s::integer,
+                 ceil(%(claim_limit)s::numeric
+                      / greatest(1, count(*) FILTER (WHERE NOT key = ANY(%(saturated)s::text[]))))::integer + 1)
+           AS per_partition
+    FROM found
+)
+SELECT f.key, t.per_partition, h.id, h.task, h.queue, h.partition_key, h.tags, h.priority, h.scheduled_at,
+       h.block_reason, h.suspect
+FROM found AS f
+CROSS JOIN turns AS t
+LEFT JOIN LATERAL (
+    SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
+           priority, scheduled_at, block_reason, suspect FROM tidegate_runs AS r
+    WHERE status = 'queued' AND queue = %(queue)s::text AND partition_key = f.key
+      AND scheduled_at <= statement_timestamp() AND (deadline_at IS NULL OR deadline_at > statement_timestamp())
+      AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
+    ORDER BY priority DESC, scheduled_at, id
+    LIMIT CASE WHEN f.key = ANY(%(saturated)s::text[]) THEN 1 ELSE t.per_partition END
+    FOR UPDATE SKIP LOCKED
+) AS h ON true;
+
+-- name: claim_partition_head
+-- The head of one partition, when claim_partitions did not read what is asked.
+SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
+       priority, scheduled_at, block_reason, suspect FROM tidegate_runs AS r
+WHERE status = 'queued' AND queue = %(queue)s::text AND partition_key = %(partition)s::text
+  AND scheduled_at <= statement_timestamp() AND (deadline_at IS NULL OR deadline_at > statement_timestamp())
+  AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
+ORDER BY priority DESC, scheduled_at, id
+LIMIT %(limit)s::integer
+FOR UPDATE SKIP LOCKED;
+
+-- name: scope_usage_of
+SELECT scope, sum(slots)::integer FROM tidegate_holders
+WHERE scope = ANY(%(keys)s::text[])
+GROUP BY scope;
+
+-- name: local_usage
+SELECT queue, partition_key, count(*)::integer FROM tidegate_runs
+WHERE worker_id = %(worker)s::text AND status = 'running'
+GROUP BY queue, partition_key;
+
+-- name: lane_load
+-- Running runs per partition of fair queues: the least-served partition goes first.
+SELECT queue, partition_key, count(*)::integer FROM tidegate_runs
+WHERE status = 'running' AND queue = ANY(%(queues)s::text[])
+GROUP BY queue, partition_key;
+
+-- name: set_block_reasons
+-- Only reasons that changed arrive here, each with its RunBlocked event.
+WITH reasons AS (
+    SELECT * FROM jsonb_to_recordset(%(reasons)s::jsonb) AS b(n integer, id text, reason jsonb)
+), blocked AS (
+    UPDATE tidegate_runs AS r SET block_reason = b.reason
+    FROM reasons AS b
+    WHERE r.id = b.id AND r.status = 'queued'
+)
+INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+SELECT id, NULL, 'RunBlocked', jsonb_build_object('blocked_by', reason), statement_timestamp()
+FROM reasons ORDER BY n;
+
+-- name: claim_runs
+-- Claims the admitted candidates (locked), in admission order, with their
+-- RunDequeued events and one holder row per (scope, run), carrying the new
+-- attempt and the lease expiry. A holder left behind by an earlier attempt
+-- of the same run (a leak the sweep has not repaired yet) is taken over.
+WITH claimed AS (
+    UPDATE tidegate_runs AS r SET
+        status = 'running', attempt = r.attempt + 1, worker_id = %(worker)s::text,
+        lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s::double precision),
+        started_at = NULL, block_reason = NULL
+    FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS c(id, n)
+    WHERE r.id = c.id AND r.status = 'queued'
+    RETURNING c.n, r.id, r.task, r.queue, r.args, r.attempt, r.max_attempts, r.retry_backoff, r.timeout, r.suspect
+), dequeued AS (
+    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+    SELECT id, NULL, 'RunDequeued', jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text),
+           statement_timestamp()
+    FROM claimed ORDER BY n
+), held AS (
+    INSERT INTO tidegate_holders AS t (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)
+    SELECT h.scope, c.id, c.id, c.attempt, %(worker)s::text, 1, statement_timestamp(),
+           statement_timestamp() + make_interval(secs => %(lease)s::double precision)
+    FROM unnest(%(holder_scopes)s::text[], %(holder_runs)s::text[]) AS h(scope, run_id)
+    JOIN claimed AS c ON c.id = h.run_id
+    ON CONFLICT (scope, holder) DO UPDATE SET
+        run_id = excluded.run_id, attempt = excluded.attempt, worker_id = excluded.worker_id,
+        slots = excluded.slots, claimed_at = excluded.claimed_at, expires_at = excluded.expires_at
+)
+SELECT id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect
+FROM claimed ORDER BY n;
+
+-- name: next_due
+-- Seconds until the earliest queued run not yet due falls due (one index probe
+-- per queue). A due run that is blocked waits for a release (a wake-up), not a timer.
+SELECT extract(epoch FROM min(d.scheduled_at) - statement_timestamp())::double precision
+FROM unnest(%(queues)s::text[]) AS q(name)
+CROSS JOIN LATERAL (
+    SELECT scheduled_at FROM tidegate_runs
+    WHERE status = 'queued' AND queue = q.name AND scheduled_at > statement_timestamp()
+    ORDER BY scheduled_at
+    LIMIT 1
+) AS d;

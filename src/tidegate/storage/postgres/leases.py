@@ -1,0 +1,80 @@
+"""PostgreSQL leases and the sweep: renewals, hand-backs, and recovery of what was lost.
+
+One sweeper at a time (a leased row, `take_lock`) recovers runs whose lease
+ran out or whose worker stopped heartbeating (`storage.rescue` decides),
+repairs leaked scope holders, expires step holders and fails runs past their
+dispatch deadline, all in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from psycopg.rows import dict_row
+
+from tidegate.domain.model import SweepReport
+from tidegate.storage import rescue
+from tidegate.storage.port import Fence
+from tidegate.storage.postgres.database import Aggregate, Database
+from tidegate.storage.postgres.payloads import fence_arrays, payload_json
+from tidegate.storage.postgres.pipeline import transaction
+from tidegate.storage.postgres.steps import PostgresStepVerbs
+
+SWEEPER_LOCK = "sweeper"
+WORKER_SHUTTING_DOWN = "worker shutting down"
+
+
+class Leases(Aggregate):
+    """The lease and sweep verbs of the storage port."""
+
+    def __init__(self, db: Database, steps: PostgresStepVerbs) -> None:
+        super().__init__(db)
+        self._steps = steps
+
+    def renew_leases(self, worker_id: str, held: Sequence[Fence], lease_seconds: float) -> list[Fence]:
+        if not held:
+            return []
+        with self._connection() as connection:  # one statement: its own transaction
+            renewed = {
+                (row[0], row[1])
+                for row in connection.execute(
+                    self._q("renew_leases"), {**fence_arrays(held), "worker": worker_id, "lease": lease_seconds}
+                ).fetchall()
+            }
+        return [(run_id, attempt) for run_id, attempt in held if (run_id, attempt) not in renewed]
+
+    def hand_back(self, worker_id: str, held: Sequence[Fence]) -> list[str]:
+        if not held:
+            return []
+        with self._connection() as connection:
+            with transaction(connection):
+                back = connection.execute(
+                    self._q("hand_back"),
+                    {**fence_arrays(held), "worker": worker_id, "reason": WORKER_SHUTTING_DOWN},
+                )
+                connection.execute(self._q("notify"))
+            return [row[0] for row in back.fetchall()]
+
+    def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
+        with self._connection() as connection, transaction(connection):
+            turn = connection.execute(
+                self._q("take_lock"), {"name": SWEEPER_LOCK, "holder": sweeper_id, "ttl": 3 * interval}
+            ).fetchone()
+            if turn is None:
+                return None
+            lost = connection.cursor(row_factory=dict_row).execute(self._q("sweep_lost")).fetchall()
+            verdicts = rescue.payload(rescue.decide(lost))
+            recovered = connection.execute(self._q("sweep_recover"), {"verdicts": payload_json(verdicts)})
+            connection.execute(self._q("forget_dead_workers"))
+            leaks = connection.execute(self._q("sweep_leaks"))
+            expired_steps = self._steps.sweep_step_holders(connection)
+            late = connection.execute(self._q("sweep_deadlines"))
+            report = SweepReport(
+                leaks_repaired=leaks.fetchone()[0],  # type: ignore[index]
+                step_slots_expired=expired_steps.fetchone()[0],  # type: ignore[index]
+            )
+            report.failed.extend(row[0] for row in late.fetchall())
+            rescue.add_to_report(report, dict(recovered.fetchall()))
+            if report:
+                connection.execute(self._q("notify"))  # freed slots and requeued runs: claim again now
+        return report

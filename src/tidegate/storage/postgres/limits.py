@@ -1,0 +1,126 @@
+"""PostgreSQL rules and limits: declared limits, overrides, the rules cache and scope reads.
+
+Every claim checks the rules version (`load_rules` with the cached version
+returns only the version when nothing moved), so the rules are read whole
+only after a change; changes wait on the rules fence for claims in flight.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from tidegate.domain.errors import StoreUnavailable
+from tidegate.domain.jsonvalue import dumps
+from tidegate.domain.limits import (
+    QueueConfig,
+    RunQueueConfig,
+    queue_from_dict,
+    queue_to_dict,
+    run_queue_from_dict,
+    run_queue_to_dict,
+)
+from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
+from tidegate.domain.scopes import Rules, effective_limit
+from tidegate.storage import records
+from tidegate.storage.postgres.database import Aggregate, Database
+from tidegate.storage.postgres.payloads import payload_json, to_time
+from tidegate.storage.postgres.pipeline import transaction
+
+
+class Limits(Aggregate):
+    """The rules and limit verbs, and the cache of the rules every claim uses."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self.cached: tuple[str, Rules] | None = None  # (rules_version, rules)
+
+    def register_limits(
+        self, run_queue: RunQueueConfig | None, queues: Sequence[QueueConfig], implied_queues: Sequence[str]
+    ) -> None:
+        params = {
+            "run_queue": None if run_queue is None else dumps(run_queue_to_dict(run_queue)),
+            "queues": payload_json([{"name": queue.name, "config": queue_to_dict(queue)} for queue in queues]),
+            "implied": payload_json(
+                [{"name": name, "config": queue_to_dict(QueueConfig(name))} for name in implied_queues]
+            ),
+        }
+        with self._connection() as connection, transaction(connection):
+            connection.execute(self._q("rules_fence"))  # waits for claims in flight; the next ones see the change
+            connection.execute(self._q("register_limits"), params)
+
+    def rules(self) -> Rules:
+        rules = self.rules_from_row(self._fetchone("load_rules", {"known": self._known_rules_version()}))
+        if rules is None:
+            rules = self.rules_from_row(self._fetchone("load_rules", {"known": None}))
+        return rules  # type: ignore[return-value]
+
+    def set_limit(self, target: str, limit: int | None) -> LimitChange:
+        return self._change_limit(target, limit, reset=False)
+
+    def reset_limit(self, target: str) -> LimitChange:
+        return self._change_limit(target, None, reset=True)
+
+    def _change_limit(self, target: str, limit: int | None, *, reset: bool) -> LimitChange:
+        """Change an override under the rules fence: no claim is in flight meanwhile, so
+        `before` is what every claim used until now and `after` what every later one uses."""
+        with self._connection() as connection, transaction(connection):
+            connection.execute(self._q("rules_fence"))
+            before_row = connection.execute(self._q("load_rules"), {"known": None})
+            if reset:
+                changed = connection.execute(self._q("reset_override"), {"target": target})
+            else:
+                changed = connection.execute(self._q("set_override"), {"target": target, "limit": limit})
+            connection.execute(self._q("bump_rules_version"))
+            after_row = connection.execute(self._q("load_rules"), {"known": None})
+            before = self.parse_rules(before_row.fetchone())
+            row = changed.fetchone()
+            version = (0 if row is None else row[1]) if reset else row[0]  # type: ignore[index]
+            after = self.parse_rules(after_row.fetchone())
+            change = LimitChange(target, effective_limit(before, target), effective_limit(after, target), version)
+            metadata = {"target": target, "old": change.old, "new": change.new, "version": version, "reset": reset}
+            connection.execute(
+                self._q("insert_event"), {"run_id": None, "type": "LimitChanged", "metadata": dumps(metadata)}
+            )
+            connection.execute(self._q("notify"))  # a raised limit may unblock runs
+        return change
+
+    def parse_rules(self, row: Sequence[Any] | None) -> Rules:
+        rules = self.rules_from_row(row)  # a complete row (known=None): never None
+        assert rules is not None
+        return rules
+
+    def rules_from_row(self, row: Sequence[Any] | None) -> Rules | None:
+        """The rules a `load_rules` row describes: the cached ones when it says they did not
+        move; None when it carries only a version that is no longer the cached one."""
+        if row is None:
+            raise StoreUnavailable("the rules version is missing: run 'tidegate db migrate'")
+        version, run_queue, queues, overrides = row
+        cached = self.cached
+        if queues is None:
+            return cached[1] if cached is not None and cached[0] == version else None
+        rules = Rules(
+            run_queue=run_queue_from_dict(json.loads(run_queue)) if run_queue else RunQueueConfig(),
+            queues={config.name: config for config in (queue_from_dict(item) for item in queues)},
+            overrides={target: limit for target, limit in overrides},
+        )
+        self.cached = (version, rules)
+        return rules
+
+    def _known_rules_version(self) -> str | None:
+        cached = self.cached
+        return None if cached is None else cached[0]
+
+    def limit_overrides(self) -> list[LimitOverride]:
+        with self._connection() as connection:
+            rows = connection.execute(self._q("load_overrides")).fetchall()
+        return [LimitOverride(target, limit, version, to_time(at)) for target, limit, version, at in rows]  # type: ignore[arg-type]
+
+    def scope_usage(self) -> dict[str, int]:
+        with self._connection() as connection:
+            return {scope: used for scope, used in connection.execute(self._q("scope_usage")).fetchall()}
+
+    def scope_holders(self, scope: str) -> list[HolderRecord]:
+        rows = self._fetch_dicts("scope_holders", {"scope": scope})
+        return [records.holder_record(row, to_time) for row in rows]

@@ -1,0 +1,138 @@
+"""PostgreSQL rows: batches as JSON documents for the SQL, and the rows read back as records.
+
+Shared by the adapter's modules (steps included), so that times, JSON and
+batch payloads are converted one way everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from tidegate.domain.backpressure import WorkerSlot
+from tidegate.domain.jsonvalue import dumps
+from tidegate.domain.model import ClaimedRun, NewRun, Outcome
+from tidegate.storage import records
+from tidegate.storage.port import Fence
+
+_JSON_NUL = "\\u0000"  # how json.dumps writes U+0000, which jsonb and text refuse
+
+
+def to_time(value: datetime | None) -> datetime | None:
+    """In UTC, like the SQLite adapter, whatever the session's TimeZone."""
+    return None if value is None else value.astimezone(UTC)
+
+
+def to_json(value: Any) -> Any:
+    return value  # already decoded by the connection's jsonb loader (_sorted_loads)
+
+
+def payload_json(rows: list[dict[str, Any]]) -> str:
+    """A batch as one JSON document for jsonb_to_recordset (order kept in `n`)."""
+    return dumps(rows)
+
+
+def fence_arrays(fences: Sequence[Fence]) -> dict[str, list[Any]]:
+    return {"ids": [run_id for run_id, _ in fences], "attempts": [attempt for _, attempt in fences]}
+
+
+def start_arrays(starts: Sequence[Fence]) -> dict[str, list[Any]]:
+    unique = list(dict.fromkeys((run_id, attempt) for run_id, attempt in starts))
+    arrays = fence_arrays(unique)
+    return {"start_ids": arrays["ids"], "start_attempts": arrays["attempts"]}
+
+
+def enqueue_payload(runs: Sequence[NewRun]) -> str:
+    """Args, tags and keys hold no NUL: submit refuses them on both adapters (domain/jsonvalue.py)."""
+    return payload_json([_new_run_row(index, run) for index, run in enumerate(runs)])
+
+
+def _new_run_row(index: int, run: NewRun) -> dict[str, Any]:
+    return {
+        "n": index,
+        "id": run.id,
+        "task": run.task,
+        "queue": run.queue,
+        "partition_key": run.partition,
+        "priority": run.priority,
+        "args": run.args,
+        "tags": run.tags,
+        "concurrency_key": run.concurrency_key,
+        "max_attempts": run.max_attempts,
+        "retry_backoff": run.retry_backoff,
+        "timeout": run.timeout,
+        "delay": run.delay,
+        "deadline": run.deadline,
+    }
+
+
+def outcome_payload(outcomes: Sequence[Outcome]) -> tuple[list[Fence], str]:
+    """The fences reported (once each) and the rows to apply, as one JSON document."""
+    if not outcomes:
+        return [], "[]"
+    rows = _outcome_rows(outcomes)
+    text = payload_json(list(rows.values()))
+    if _JSON_NUL in text:
+        rows = _outcome_rows([_storable(outcome) for outcome in outcomes])
+        text = payload_json(list(rows.values()))
+    return list(rows), text
+
+
+def _outcome_rows(outcomes: Sequence[Outcome]) -> dict[Fence, dict[str, Any]]:
+    """One row per fence (the last report wins, as on SQLite), with its event precomputed."""
+    rows: dict[Fence, dict[str, Any]] = {}
+    for outcome in outcomes:
+        status = records.outcome_status(outcome.kind.value, outcome.retry_delay)
+        rows[(outcome.run_id, outcome.attempt)] = {
+            "id": outcome.run_id,
+            "attempt": outcome.attempt,
+            "status": status,
+            "result": outcome.result,
+            "error": outcome.error,
+            "delay": outcome.retry_delay,
+            "event": records.EVENT_FOR_STATUS[status],
+            "metadata": _outcome_metadata(outcome, status),
+        }
+    for index, row in enumerate(rows.values()):
+        row["n"] = index
+    return rows
+
+
+def _outcome_metadata(outcome: Outcome, status: str) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"attempt": outcome.attempt}
+    if outcome.error is not None:
+        metadata["error"] = outcome.error
+    if status == "queued":
+        metadata["retry_in"] = round(outcome.retry_delay or 0.0, 3)
+    return metadata
+
+
+def _storable(outcome: Outcome) -> Outcome:
+    """PostgreSQL refuses U+0000 in text; without this one error message would sink the whole cycle.
+
+    (A result never holds it: the worker refuses such a result on both adapters, domain/jsonvalue.py.)
+    """
+    if outcome.error is None or "\x00" not in outcome.error:
+        return outcome
+    error = outcome.error.replace("\x00", "\\x00")
+    return Outcome(outcome.run_id, outcome.attempt, outcome.kind, outcome.result, error, outcome.retry_delay)
+
+
+def worker_slot(row: Mapping[str, Any]) -> WorkerSlot:
+    return WorkerSlot(row["id"], row["rank"], row["capacity"], row["running"], frozenset(row["queues"]))
+
+
+def claimed_run(row: tuple[Any, ...]) -> ClaimedRun:
+    run_id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect = row
+    return ClaimedRun(
+        id=run_id,
+        task=task,
+        queue=queue,
+        args=args,
+        attempt=attempt,
+        max_attempts=max_attempts,
+        retry_backoff=retry_backoff,
+        timeout=timeout,
+        suspect=suspect,
+    )

@@ -1,0 +1,129 @@
+"""PostgreSQL runs: task definitions, submits, cancels and the reads of runs, events and queues.
+
+Admission ceilings (`max_active`) are checked in the submit's own
+transaction, still one round trip: the batch takes one advisory lock per
+ceiling it meets, in key order, and only the next statement counts the
+active runs and inserts (or inserts nothing), so two submitters can never
+both take the last place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tidegate.domain.backpressure import RATE_WINDOW_SECONDS, retry_after
+from tidegate.domain.errors import AdmissionRejected, RunNotFound
+from tidegate.domain.model import EventRecord, NewRun, RunRecord, RunStatus, TaskDefinition
+from tidegate.storage import records
+from tidegate.storage.postgres.database import Aggregate
+from tidegate.storage.postgres.payloads import enqueue_payload, payload_json, to_json, to_time
+from tidegate.storage.postgres.pipeline import transaction
+
+CANCELED_WHILE_QUEUED = "canceled while queued"
+
+
+class Runs(Aggregate):
+    """The run verbs of the storage port."""
+
+
+    def register_tasks(self, tasks: Sequence[TaskDefinition]) -> None:
+        if not tasks:
+            return
+        latest = {task.name: task for task in tasks}  # an upsert may touch a row only once
+        rows = [
+            {
+                "name": task.name,
+                "queue": task.queue,
+                "priority": task.priority,
+                "tags": task.tags,
+                "max_attempts": task.max_attempts,
+                "retry_backoff": task.retry_backoff,
+                "timeout": task.timeout,
+                "dispatch_deadline": task.dispatch_deadline,
+            }
+            for task in latest.values()
+        ]
+        with self._connection() as connection, transaction(connection):
+            connection.execute(self._q("register_tasks"), {"tasks": payload_json(rows)})
+
+    def get_task(self, name: str) -> TaskDefinition | None:
+        rows = self._fetch_dicts("get_task", {"name": name})
+        return records.task_definition(rows[0], to_json) if rows else None
+
+    def enqueue(self, runs: Sequence[NewRun]) -> None:
+        if not runs:
+            return
+        payload = enqueue_payload(runs)
+        queues = sorted({run.queue for run in runs})
+        with self._connection() as connection:
+            # READ COMMITTED whatever the server's default: the count must see every submit
+            # committed before the ceiling's lock was granted.
+            with transaction(connection, b"BEGIN ISOLATION LEVEL READ COMMITTED"):
+                connection.execute(self._q("enqueue_fence"))
+                connection.execute(self._q("enqueue_lock"), {"queues": queues})
+                refused = connection.execute(self._q("enqueue"), {"runs": payload, "window": RATE_WINDOW_SECONDS})
+                connection.execute(self._q("notify"))  # a refused batch stored nothing: a spare wake-up at worst
+            row = refused.fetchone()
+        if row is not None:
+            queue, active, ceiling, incoming, recent = row
+            raise AdmissionRejected(
+                "all queues" if queue is None else f"queue {queue}",
+                active,
+                ceiling,
+                retry_after(active, ceiling, incoming, recent),
+            )
+
+    def cancel_run(self, run_id: str) -> RunStatus:
+        """Cancel if queued, else ask the running worker; one round trip.
+
+        `request_cancel` runs after `cancel_queued` in the same transaction
+        and so matches nothing once the run was canceled while queued.
+        """
+        params = {"id": run_id, "reason": CANCELED_WHILE_QUEUED}
+        with self._connection() as connection:
+            with transaction(connection):
+                connection.execute(self._q("cancel_queued"), params)
+                connection.execute(self._q("request_cancel"), params)
+                status = connection.execute(self._q("run_status"), params)
+                connection.execute(self._q("notify"))
+            row = status.fetchone()
+        if row is None:
+            raise RunNotFound(f"no run with id {run_id!r}")
+        return RunStatus(row[0])
+
+    def pending_count(self, queues: Sequence[str]) -> int:
+        return self._fetchone("pending_count", {"queues": list(queues)})[0]
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        rows = self._fetch_dicts("get_run", {"id": run_id})
+        return records.run_record(rows[0], to_time, to_json) if rows else None
+
+    def list_runs(
+        self, status: RunStatus | None = None, queue: str | None = None, limit: int = 100
+    ) -> list[RunRecord]:
+        rows = self._fetch_dicts(
+            "list_runs", {"status": status.value if status else None, "queue": queue, "limit": limit}
+        )
+        return [records.run_record(row, to_time, to_json) for row in rows]
+
+    def run_events(self, run_id: str) -> list[EventRecord]:
+        rows = self._fetch_dicts("run_events", {"run_id": run_id})
+        return [records.event_record(row, to_time, to_json) for row in rows]
+
+    def status_counts(self, queue: str | None = None) -> dict[RunStatus, int]:
+        counts = dict.fromkeys(RunStatus, 0)
+        with self._connection() as connection:
+            for status, count in connection.execute(self._q("status_counts"), {"queue": queue}).fetchall():
+                counts[RunStatus(status)] = count
+        return counts
+
+    def list_queued(self, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
+        rows = self._fetch_dicts("list_queued", {"queue": queue, "limit": limit})
+        return [records.run_record(row, to_time, to_json) for row in rows]
+
+    def queue_position(self, run_id: str) -> tuple[int, int]:
+        row = self._fetchone("queue_position", {"id": run_id})
+        if row is None:
+            raise RunNotFound(f"no run with id {run_id!r}")
+        ahead, total = row
+        return ahead + 1, total

@@ -1,0 +1,165 @@
+-- PostgreSQL queries of runs.py: task definitions, submits (admission), cancels, reads of runs and events.
+-- Conventions (parameters, clock, batches): database.sql.
+
+-- name: register_tasks
+INSERT INTO tidegate_tasks (
+    name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, updated_at)
+SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, now()
+FROM jsonb_to_recordset(%(tasks)s::jsonb) AS t(
+    name text, queue text, priority integer, tags jsonb, max_attempts integer,
+    retry_backoff double precision, timeout double precision, dispatch_deadline double precision)
+ON CONFLICT (name) DO UPDATE SET
+    queue = excluded.queue, priority = excluded.priority, tags = excluded.tags,
+    max_attempts = excluded.max_attempts, retry_backoff = excluded.retry_backoff,
+    timeout = excluded.timeout, dispatch_deadline = excluded.dispatch_deadline, updated_at = excluded.updated_at;
+
+-- name: get_task
+SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline
+FROM tidegate_tasks WHERE name = %(name)s::text;
+
+-- name: enqueue_fence
+-- The rules fence, shared (as claims take it): the admission ceilings read
+-- by enqueue_lock and enqueue stay those in force until this submit commits.
+SELECT pg_advisory_xact_lock_shared(hashtext('tidegate:rules'), hashtext(coalesce(current_schema(), '')));
+
+-- name: enqueue_lock
+-- One submitter at a time per admission ceiling this batch meets (`admission:*`
+-- for the global max_active, `admission:QUEUE` for a queue's), locks taken in
+-- key order so that two submitters never wait on each other in a circle. Only
+-- the next statement counts: under READ COMMITTED it sees every submit that
+-- committed before the lock was granted, so two can never take the last place.
+-- A batch that meets no ceiling takes no lock and submits in parallel.
+SELECT pg_advisory_xact_lock(hashtextextended('tidegate:' || coalesce(current_schema(), '') || '/' || c.key, 0))
+FROM (
+    SELECT key FROM (
+        SELECT 'admission:*' AS key FROM tidegate_settings
+        WHERE name = 'run_queue' AND (value::jsonb ->> 'max_active') IS NOT NULL
+        UNION ALL
+        SELECT 'admission:' || name FROM tidegate_queues
+        WHERE name = ANY(%(queues)s::text[]) AND (config ->> 'max_active') IS NOT NULL
+    ) AS u
+    ORDER BY key COLLATE "C"
+) AS c;
+
+-- name: enqueue
+-- Runs and their RunQueued events, all or none, in submission order; none if
+-- the batch would push the active runs (queued + running) of a ceiling past
+-- it (`max_active` of the declarations, as domain.scopes.Rules reads it).
+-- Then the one ceiling refused, in the order SQLite checks them (all queues,
+-- then queues as they first appear), with its count, what the batch adds and
+-- the completions of the last `window` seconds: the adapter raises with them.
+WITH new AS (
+    SELECT * FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
+        n integer, id text, task text, queue text, partition_key text, priority integer, args jsonb,
+        tags jsonb, concurrency_key text, max_attempts integer, retry_backoff double precision,
+        timeout double precision, delay double precision, deadline double precision)
+), ceilings AS (
+    SELECT NULL::text AS queue, (s.value::jsonb ->> 'max_active')::integer AS ceiling,
+           (SELECT count(*)::integer FROM new) AS incoming, -1 AS first
+    FROM tidegate_settings AS s
+    WHERE s.name = 'run_queue' AND (s.value::jsonb ->> 'max_active') IS NOT NULL
+    UNION ALL
+    SELECT q.name, (q.config ->> 'max_active')::integer, b.incoming, b.first
+    FROM (SELECT queue, count(*)::integer AS incoming, min(n) AS first FROM new GROUP BY queue) AS b
+    JOIN tidegate_queues AS q ON q.name = b.queue
+    WHERE (q.config ->> 'max_active') IS NOT NULL
+), refused AS (
+    SELECT c.queue, c.ceiling, c.incoming, a.active
+    FROM ceilings AS c
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN c.queue IS NULL
+                    THEN (SELECT count(*)::integer FROM tidegate_runs WHERE status IN ('queued', 'running'))
+                    ELSE (SELECT count(*)::integer FROM tidegate_runs
+                          WHERE status IN ('queued', 'running') AND queue = c.queue)
+               END AS active
+    ) AS a
+    WHERE a.active + c.incoming > c.ceiling
+    ORDER BY c.first
+    LIMIT 1
+), stored AS (
+    INSERT INTO tidegate_runs (
+        id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
+        retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at)
+    SELECT id, task, queue, partition_key, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
+           retry_backoff, timeout, now(), now(), now() + make_interval(secs => delay),
+           now() + make_interval(secs => deadline)
+    FROM new WHERE NOT EXISTS (SELECT 1 FROM refused) ORDER BY n
+), queued AS (
+    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+    SELECT id, NULL, 'RunQueued', jsonb_build_object('queue', queue), now()
+    FROM new WHERE NOT EXISTS (SELECT 1 FROM refused) ORDER BY n
+)
+SELECT f.queue, f.active, f.ceiling, f.incoming,
+       (SELECT count(*)::integer FROM tidegate_runs AS r
+        WHERE r.finished_at >= now() - make_interval(secs => %(window)s::double precision)
+          AND r.status IN ('completed', 'failed', 'canceled') AND (f.queue IS NULL OR r.queue = f.queue))
+FROM refused AS f;
+
+-- name: cancel_queued
+WITH canceled AS (
+    UPDATE tidegate_runs SET status = 'canceled', finished_at = now()
+    WHERE id = %(id)s::text AND status = 'queued'
+    RETURNING id
+)
+INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+SELECT id, NULL, 'RunCanceled', jsonb_build_object('reason', %(reason)s::text), now()
+FROM canceled;
+
+-- name: request_cancel
+-- The worker running it learns this in its next cycle and ends the attempt.
+UPDATE tidegate_runs SET cancel_requested = true
+WHERE id = %(id)s::text AND status = 'running';
+
+-- name: run_status
+SELECT status FROM tidegate_runs WHERE id = %(id)s::text;
+
+-- name: pending_count
+SELECT count(*) FROM tidegate_runs
+WHERE status IN ('queued', 'running') AND queue = ANY(%(queues)s::text[]);
+
+-- name: get_run
+-- Columns are named, not *, so a later migration that adds one cannot break
+-- the statements other processes have prepared ("cached plan must not change
+-- result type").
+SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
+       submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
+       cancel_requested, result, error, block_reason, suspect
+FROM tidegate_runs WHERE id = %(id)s::text;
+
+-- name: list_runs
+SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
+       submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
+       cancel_requested, result, error, block_reason, suspect
+FROM tidegate_runs
+WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+ORDER BY id DESC
+LIMIT %(limit)s::integer;
+
+-- name: run_events
+SELECT id, run_id, step_key, type, metadata, at FROM tidegate_events
+WHERE run_id = %(run_id)s::text ORDER BY id;
+
+-- name: status_counts
+SELECT status, count(*) FROM tidegate_runs
+WHERE (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+GROUP BY status;
+
+-- name: list_queued
+SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
+       submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
+       cancel_requested, result, error, block_reason, suspect
+FROM tidegate_runs
+WHERE status = 'queued' AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+ORDER BY priority DESC, scheduled_at, id
+LIMIT %(limit)s::integer;
+
+-- name: queue_position
+-- (runs ahead of it in its queue's claim order, runs queued in that queue); no row: no such run.
+SELECT
+    (SELECT count(*)::integer FROM tidegate_runs AS o
+     WHERE o.status = 'queued' AND o.queue = r.queue
+       AND (o.priority > r.priority OR (o.priority = r.priority
+            AND (o.scheduled_at < r.scheduled_at OR (o.scheduled_at = r.scheduled_at AND o.id < r.id))))),
+    (SELECT count(*)::integer FROM tidegate_runs AS o WHERE o.status = 'queued' AND o.queue = r.queue)
+FROM tidegate_runs AS r WHERE r.id = %(id)s::text;

@@ -1,0 +1,120 @@
+"""PostgreSQL worker registry: ranks for the fill order, heartbeats and the overflow signal.
+
+The registry (`tidegate_workers`) gives ranks for the fill order and lets
+the sweep recover the runs of a worker whose heartbeat stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from tidegate.domain.admission import LocalUsage, admit
+from tidegate.domain.backpressure import claimable_queues, lowest_free_rank
+from tidegate.domain.jsonvalue import dumps
+from tidegate.storage import claiming
+from tidegate.storage.postgres.database import Aggregate, Database
+from tidegate.storage.postgres.limits import Limits
+from tidegate.storage.postgres.payloads import worker_slot
+from tidegate.storage.postgres.pipeline import transaction
+
+OVERFLOW_TURN = "overflow"
+OVERFLOW_SAMPLE = 100  # queued runs looked at per queue when deciding whether runs wait for a worker
+
+
+class Workers(Aggregate):
+    """The worker verbs of the storage port, and the fill order they set up."""
+
+    def __init__(self, db: Database, limits: Limits) -> None:
+        super().__init__(db)
+        self._limits = limits
+        # Rank of each worker that joined the fill order through this store: the
+        # cycle of any other worker (or of rank 0, which nobody ranks below) then
+        # skips reading the registry, so the fill order costs nothing when off.
+        self.fill_ranks: dict[str, int] = {}
+
+    def register_worker(
+        self, worker_id: str, capacity: int, queues: Sequence[str], fill_order: bool, ttl: float
+    ) -> int:
+        with self._connection() as connection, transaction(connection):
+            connection.execute(self._q("register_worker_lock"))
+            live = dict(connection.execute(self._q("live_worker_ranks")).fetchall())
+            rank = live.get(worker_id)
+            if rank is None:
+                rank = lowest_free_rank(list(live.values()))
+            params = {
+                "id": worker_id,
+                "rank": rank,
+                "capacity": capacity,
+                "queues": dumps(sorted(queues)),
+                "fill_order": fill_order,
+                "ttl": ttl,
+            }
+            connection.execute(self._q("register_worker"), params)
+        if fill_order:
+            self.fill_ranks[worker_id] = rank
+        else:
+            self.fill_ranks.pop(worker_id, None)
+        return rank
+
+    def heartbeat_worker(self, worker_id: str, ttl: float) -> bool:
+        with self._connection() as connection:  # one statement: its own transaction
+            row = connection.execute(self._q("heartbeat_worker"), {"id": worker_id, "ttl": ttl}).fetchone()
+        return row is not None
+
+    def deregister_worker(self, worker_id: str) -> None:
+        with self._connection() as connection, transaction(connection):
+            connection.execute(self._q("deregister_worker"), {"id": worker_id})
+            connection.execute(self._q("release_locks"), {"id": worker_id})
+            connection.execute(self._q("notify"))  # higher-ranked workers may now claim
+        self.fill_ranks.pop(worker_id, None)
+
+    def check_overflow(self, worker_id: str, queues: Sequence[str], interval: float) -> int | None:
+        """Raise the overflow signal (once per interval, across workers) when eligible runs wait for a worker.
+
+        Eligible means the claim policy would admit it were there room: runs
+        held back by a limit do not count. Only when every live worker serving
+        these queues is full; returns the backlog when this call raised it.
+        Called only by a full worker, so its round trips stay off the hot path.
+        """
+        with self._connection() as connection, transaction(connection):
+            workers = connection.cursor(row_factory=dict_row).execute(self._q("worker_fill_state")).fetchall()
+            serving = [row for row in workers if set(row["queues"]) & set(queues)]
+            if not serving or any(row["running"] < row["capacity"] for row in serving):
+                return None
+            rules = self._limits.parse_rules(connection.execute(self._q("load_rules"), {"known": None}).fetchone())
+            usage = dict(connection.execute(self._q("scope_usage")).fetchall())
+            rows = connection.cursor(row_factory=dict_row).execute(
+                self._q("check_overflow_window"), {"queues": list(queues), "limit": OVERFLOW_SAMPLE}
+            ).fetchall()
+            candidates = [
+                claiming.to_candidate(row, rules, row["tags"], row["scheduled_at"].timestamp()) for row in rows
+            ]
+            eligible = len(admit(candidates, usage, rules, LocalUsage(), len(candidates)).admitted)
+            if eligible == 0:
+                return None
+            turn = connection.execute(
+                self._q("take_turn"), {"name": OVERFLOW_TURN, "holder": worker_id, "ttl": interval}
+            ).fetchone()
+            if turn is None:
+                return None
+            metadata = {"backlog": eligible, "workers": len(serving), "queues": sorted(queues)}
+            connection.execute(
+                self._q("insert_event"), {"run_id": None, "type": "CapacityOverflow", "metadata": dumps(metadata)}
+            )
+        return eligible
+
+    def fill_order_queues(
+        self, connection: psycopg.Connection[Any], worker_id: str, queues: list[str]
+    ) -> list[str]:
+        """The queues a worker in the fill order may claim from now (a round trip: the registry)."""
+        rows = connection.cursor(row_factory=dict_row).execute(self._q("worker_fill_state")).fetchall()
+        slots = {row["id"]: (row["fill_order"], worker_slot(row)) for row in rows}
+        mine = slots.get(worker_id)
+        if mine is None or not mine[0]:
+            return queues
+        allowed = claimable_queues(mine[1], [slot for fill, slot in slots.values() if fill])
+        return [queue for queue in queues if queue in allowed]

@@ -1,0 +1,207 @@
+"""SQLite claims: the worker's cycle (report, then claim) and the claim inside it.
+
+BEGIN IMMEDIATE serializes every claimer on SQLite, so the usage a claim
+reads cannot change before its holders are written; `admit` decides.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from tidegate.domain.admission import LocalUsage, admit
+from tidegate.domain.jsonvalue import dumps
+from tidegate.domain.model import ClaimedRun, CycleResult, Outcome
+from tidegate.storage import claiming, records
+from tidegate.storage.port import Fence
+from tidegate.storage.sqlite.database import Aggregate, Database
+from tidegate.storage.sqlite.limits import Limits
+from tidegate.storage.sqlite.payloads import claimed_run, event
+from tidegate.storage.sqlite.workers import Workers
+
+
+class Claims(Aggregate):
+    """The cycle verb of the storage port."""
+
+    def __init__(self, db: Database, limits: Limits, workers: Workers) -> None:
+        super().__init__(db)
+        self._limits = limits
+        self._workers = workers
+
+    def cycle(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        starts: Sequence[Fence],
+        outcomes: Sequence[Outcome],
+        claim_limit: int,
+        lease_seconds: float,
+    ) -> CycleResult:
+        events: list[dict[str, Any]] = []
+        fenced_out: list[Fence] = []
+        claimed: list[ClaimedRun] = []
+        more = False
+        with self._write() as (connection, now):
+            if starts:
+                for run_id, attempt in connection.execute(
+                    self._q("record_starts"), {"fences": json.dumps(starts), "worker": worker_id, "now": now}
+                ).fetchall():
+                    events.append(event(run_id, "RunStarted", {"attempt": attempt, "worker": worker_id}, now))
+            if outcomes:
+                fenced_out = self._record_outcomes(connection, worker_id, outcomes, events, now)
+            cancel_requested = [
+                (row[0], row[1]) for row in connection.execute(self._q("cancel_requests"), {"worker": worker_id})
+            ]
+            next_due_in = None
+            if claim_limit > 0 and self._workers.fill_ranks.get(worker_id, 0) > 0:
+                queues = self._workers.fill_order_queues(connection, worker_id, queues, now)
+                claim_limit = claim_limit if queues else 0
+            if claim_limit > 0:
+                claimed, more = self._claim(connection, worker_id, queues, claim_limit, lease_seconds, events, now)
+                if len(claimed) < claim_limit:
+                    next_due_in = self._next_due_in(connection, queues, now)
+            if events:
+                connection.executemany(self._q("insert_event"), events)
+        if outcomes or (worker_id in self._workers.fill_ranks and claimed and len(claimed) == claim_limit):
+            # Finished runs free capacity and may be waited on; a full claim by a worker in the
+            # fill order may leave work for the next one, which only looks when told.
+            self._notifier.notify()
+        return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more)
+
+    def _record_outcomes(
+        self,
+        connection: sqlite3.Connection,
+        worker_id: str,
+        outcomes: Sequence[Outcome],
+        events: list[dict[str, Any]],
+        now: float,
+    ) -> list[Fence]:
+        payload = []
+        by_fence = {}
+        for outcome in outcomes:
+            status = records.outcome_status(outcome.kind.value, outcome.retry_delay)
+            payload.append(
+                {
+                    "id": outcome.run_id,
+                    "attempt": outcome.attempt,
+                    "status": status,
+                    "result": None if outcome.result is None else dumps(outcome.result),
+                    "error": outcome.error,
+                    "delay": outcome.retry_delay,
+                }
+            )
+            by_fence[(outcome.run_id, outcome.attempt)] = (status, outcome)
+        applied = {
+            (row[0], row[1]): row[2]
+            for row in connection.execute(
+                self._q("record_outcomes"), {"outcomes": json.dumps(payload), "worker": worker_id, "now": now}
+            )
+        }
+        if applied:
+            connection.execute(self._q("release_holders"), {"ids": json.dumps([fence[0] for fence in applied])})
+        for fence, (status, outcome) in by_fence.items():
+            if fence in applied:
+                final = applied[fence]  # "canceled" when a cancel was requested meanwhile
+                metadata: dict[str, Any] = {"attempt": outcome.attempt}
+                if outcome.error is not None:
+                    metadata["error"] = outcome.error
+                if final == "queued":
+                    metadata["retry_in"] = round(outcome.retry_delay or 0.0, 3)
+                events.append(event(outcome.run_id, records.EVENT_FOR_STATUS[final], metadata, now))
+        return [fence for fence in by_fence if fence not in applied]
+
+    def _claim(
+        self,
+        connection: sqlite3.Connection,
+        worker_id: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: float,
+        events: list[dict[str, Any]],
+        now: float,
+    ) -> tuple[list[ClaimedRun], bool]:
+        """Read candidates and usage, let the pure policy decide, write its decision.
+
+        Returns the claimed runs and whether to claim again at once (the read
+        was full and not everything in it could be taken this time).
+
+        BEGIN IMMEDIATE already serializes every claimer on SQLite, so the
+        usage read here cannot change before the holders are written.
+        """
+        rules = self._limits.load_rules(connection)
+        usage = {scope: used for scope, used in connection.execute(self._q("scope_usage"))}
+        local = LocalUsage()
+        if any(rules.local_limit(queue) is not None or rules.max_workers(queue) is not None for queue in queues):
+            # Only per-worker caps read this worker's own counts; skip the query on the hot path otherwise.
+            local = self._local_usage(connection, worker_id)
+        reader = claiming.CandidateReader(
+            window=lambda queue, size, excluded: connection.execute(
+                self._q("claim_window"), {"queue": queue, "now": now, "limit": size, "excluded": json.dumps(excluded)}
+            ).fetchall(),
+            partitions=lambda queue, size: [
+                row[0] for row in connection.execute(self._q("claim_partitions"), {"queue": queue, "limit": size})
+            ],
+            partition_head=lambda queue, partition, size, excluded: connection.execute(
+                self._q("claim_partition_head"),
+                {"queue": queue, "partition": partition, "now": now, "limit": size, "excluded": json.dumps(excluded)},
+            ).fetchall(),
+        )
+        found = claiming.candidate_rows(queues, limit, rules, usage, reader, local)
+        rows = found.rows
+        if not rows:
+            return [], False
+        if any(row["suspect"] for row in rows):  # a suspect is taken only by an idle worker: count what it runs
+            local = self._local_usage(connection, worker_id)
+        lane_load = {
+            (queue, partition): count
+            for queue in claiming.fair_lanes(queues, rules)
+            for partition, count in connection.execute(self._q("lane_load"), {"queue": queue})
+        }
+        candidates = [claiming.to_candidate(row, rules, json.loads(row["tags"]), row["scheduled_at"]) for row in rows]
+        decision = admit(candidates, usage, rules, local, limit, lane_load)
+        changed = claiming.changed_block_reasons(decision, {row["id"]: row["block_reason"] for row in rows})
+        if changed:
+            connection.execute(self._q("set_block_reasons"), {"reasons": json.dumps(list(changed.items()))})
+            for run_id, reason in changed.items():
+                events.append(event(run_id, "RunBlocked", {"blocked_by": json.loads(reason)}, now))
+        if not decision.admitted:
+            return [], False
+        admitted_ids = [candidate.id for candidate, _ in decision.admitted]
+        claimed_rows = connection.execute(
+            self._q("claim_runs"),
+            {"ids": json.dumps(admitted_ids), "worker": worker_id, "now": now, "lease": lease_seconds},
+        ).fetchall()
+        order = {run_id: index for index, run_id in enumerate(admitted_ids)}
+        claimed = sorted((claimed_run(row) for row in claimed_rows), key=lambda run: order[run.id])
+        attempts = {run.id: run.attempt for run in claimed}
+        holders = [
+            (need.key, candidate.id, attempts[candidate.id])
+            for candidate, needs in decision.admitted
+            for need in needs
+            if candidate.id in attempts
+        ]
+        if holders:
+            connection.execute(
+                self._q("insert_holders"),
+                {"holders": json.dumps(holders), "worker": worker_id, "now": now, "lease": lease_seconds},
+            )
+        for run in claimed:
+            events.append(event(run.id, "RunDequeued", {"attempt": run.attempt, "worker": worker_id}, now))
+        return claimed, found.exhausted and len(claimed) < limit
+
+    def _local_usage(self, connection: sqlite3.Connection, worker_id: str) -> LocalUsage:
+        """What this worker runs, per queue and per (queue, partition)."""
+        local = LocalUsage()
+        for queue, partition, count in connection.execute(self._q("local_usage"), {"worker": worker_id}):
+            local.per_queue[queue] = local.per_queue.get(queue, 0) + count
+            local.per_partition[(queue, partition)] = count
+        return local
+
+    def _next_due_in(self, connection: sqlite3.Connection, queues: Sequence[str], now: float) -> float | None:
+        dues = [
+            connection.execute(self._q("next_due"), {"queue": queue, "now": now}).fetchone()[0] for queue in queues
+        ]
+        known = [due for due in dues if due is not None]
+        return min(known) if known else None

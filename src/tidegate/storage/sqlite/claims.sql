@@ -1,0 +1,110 @@
+-- SQLite queries of claims.py: the worker's cycle: reports, the claim, its reads and writes.
+-- Conventions (parameters, clock, batches): database.sql.
+
+-- name: record_starts
+UPDATE tidegate_runs SET started_at = :now
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
+      FROM json_each(:fences)) AS f
+WHERE tidegate_runs.id = f.id AND tidegate_runs.attempt = f.attempt
+  AND +tidegate_runs.status = 'running' AND +tidegate_runs.worker_id = :worker
+RETURNING tidegate_runs.id, tidegate_runs.attempt;
+
+-- name: record_outcomes
+-- Fenced on (id, attempt, running): an outcome from an attempt that was taken
+-- over matches no row and is reported back as fenced out. A run whose cancel
+-- was requested ends canceled unless it completed: a retry must not undo it.
+UPDATE tidegate_runs SET
+    status = CASE WHEN tidegate_runs.cancel_requested = 1 AND o.status IN ('queued', 'failed') THEN 'canceled'
+                  ELSE o.status END,
+    result = o.result,
+    error = o.error,
+    finished_at = CASE WHEN o.status = 'queued' AND tidegate_runs.cancel_requested = 0 THEN NULL ELSE :now END,
+    queued_at = CASE WHEN o.status = 'queued' AND tidegate_runs.cancel_requested = 0 THEN :now
+                     ELSE tidegate_runs.queued_at END,
+    scheduled_at = CASE WHEN o.status = 'queued' AND tidegate_runs.cancel_requested = 0 THEN :now + o.delay
+                        ELSE tidegate_runs.scheduled_at END,
+    worker_id = NULL,
+    lease_expires_at = NULL,
+    cancel_requested = 0,
+    suspect = 0  -- a suspect whose attempt reported an outcome did not kill its worker: cleared
+FROM (SELECT json_extract(value, '$.id') AS id,
+             json_extract(value, '$.attempt') AS attempt,
+             json_extract(value, '$.status') AS status,
+             json_extract(value, '$.result') AS result,
+             json_extract(value, '$.error') AS error,
+             coalesce(json_extract(value, '$.delay'), 0) AS delay
+      FROM json_each(:outcomes)) AS o
+WHERE tidegate_runs.id = o.id AND tidegate_runs.attempt = o.attempt
+  AND +tidegate_runs.status = 'running' AND +tidegate_runs.worker_id = :worker
+RETURNING tidegate_runs.id, tidegate_runs.attempt, tidegate_runs.status;
+
+-- name: cancel_requests
+SELECT id, attempt FROM tidegate_runs
+WHERE worker_id = :worker AND status = 'running' AND cancel_requested = 1;
+
+-- name: claim_window
+-- One queue at a time so that the claim index delivers rows in order: the
+-- cost is the window, not the backlog.
+SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect FROM tidegate_runs
+WHERE status = 'queued' AND queue = :queue AND +scheduled_at <= :now
+  AND (deadline_at IS NULL OR deadline_at > :now)
+  AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) AS x
+                  WHERE json_extract(tidegate_runs.tags, '$."' || json_extract(x.value, '$[0]') || '"')
+                        = json_extract(x.value, '$[1]'))
+ORDER BY priority DESC, scheduled_at, id
+LIMIT :limit;
+
+-- name: claim_partitions
+-- The distinct partitions with queued runs, by skip-scan over the partition
+-- index (one seek per partition, however many runs each holds).
+WITH RECURSIVE parts(key) AS (
+    SELECT (SELECT partition_key FROM tidegate_runs
+            WHERE status = 'queued' AND queue = :queue ORDER BY partition_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT partition_key FROM tidegate_runs
+            WHERE status = 'queued' AND queue = :queue AND partition_key > parts.key
+            ORDER BY partition_key LIMIT 1)
+    FROM parts WHERE parts.key IS NOT NULL
+)
+SELECT key FROM parts WHERE key IS NOT NULL LIMIT :limit;
+
+-- name: claim_partition_head
+SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect FROM tidegate_runs
+WHERE status = 'queued' AND queue = :queue AND partition_key = :partition AND +scheduled_at <= :now
+  AND (deadline_at IS NULL OR deadline_at > :now)
+  AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) AS x
+                  WHERE json_extract(tidegate_runs.tags, '$."' || json_extract(x.value, '$[0]') || '"')
+                        = json_extract(x.value, '$[1]'))
+ORDER BY priority DESC, scheduled_at, id
+LIMIT :limit;
+
+-- name: claim_runs
+UPDATE tidegate_runs SET
+    status = 'running', attempt = attempt + 1, worker_id = :worker,
+    lease_expires_at = :now + :lease, started_at = NULL, block_reason = NULL
+WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'queued'
+RETURNING id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect;
+
+-- name: next_due
+-- Only runs not yet due: a due run that is blocked waits for a release (a wake-up), not a timer.
+SELECT min(scheduled_at) - :now FROM tidegate_runs WHERE status = 'queued' AND queue = :queue AND scheduled_at > :now;
+
+-- name: local_usage
+SELECT queue, partition_key, count(*) FROM tidegate_runs
+WHERE worker_id = :worker AND status = 'running'
+GROUP BY queue, partition_key;
+
+-- name: lane_load
+-- Running runs per partition of a fair queue: the least-served partition goes first.
+SELECT partition_key, count(*) FROM tidegate_runs WHERE status = 'running' AND queue = :queue GROUP BY partition_key;
+
+-- name: insert_holders
+INSERT INTO tidegate_holders (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[1]'),
+       json_extract(value, '$[2]'), :worker, 1, :now, :now + :lease
+FROM json_each(:holders);
+
+-- name: set_block_reasons
+UPDATE tidegate_runs SET block_reason = json_extract(b.value, '$[1]')
+FROM json_each(:reasons) AS b
+WHERE tidegate_runs.id = json_extract(b.value, '$[0]') AND +tidegate_runs.status = 'queued';

@@ -1,0 +1,128 @@
+"""SQLite leases and the sweep: renewals, hand-backs, and recovery of what was lost.
+
+One sweeper at a time (a leased row, `take_lock`) recovers runs whose lease
+ran out or whose worker stopped heartbeating (`storage.rescue` decides),
+repairs leaked scope holders, expires step holders and fails runs past their
+dispatch deadline, all in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from tidegate.domain.model import SweepReport
+from tidegate.storage import rescue
+from tidegate.storage.port import Fence
+from tidegate.storage.sqlite.database import Aggregate, Database
+from tidegate.storage.sqlite.payloads import event
+from tidegate.storage.sqlite.steps import SQLiteStepVerbs
+
+SWEEPER_LOCK = "sweeper"
+
+
+class Leases(Aggregate):
+    """The lease and sweep verbs of the storage port."""
+
+    def __init__(self, db: Database, steps: SQLiteStepVerbs) -> None:
+        super().__init__(db)
+        self._steps = steps
+
+    def renew_leases(self, worker_id: str, held: Sequence[Fence], lease_seconds: float) -> list[Fence]:
+        if not held:
+            return []
+        with self._write() as (connection, now):
+            renewed = {
+                (row[0], row[1])
+                for row in connection.execute(
+                    self._q("renew_leases"),
+                    {"fences": json.dumps(held), "worker": worker_id, "now": now, "lease": lease_seconds},
+                )
+            }
+            connection.execute(
+                self._q("renew_holders"),
+                {"ids": json.dumps([fence[0] for fence in renewed]), "worker": worker_id, "now": now, "lease": lease_seconds},
+            )
+        return [tuple(fence) for fence in held if tuple(fence) not in renewed]  # type: ignore[misc]
+
+    def hand_back(self, worker_id: str, held: Sequence[Fence]) -> list[str]:
+        if not held:
+            return []
+        with self._write() as (connection, now):
+            rows = connection.execute(
+                self._q("hand_back"), {"fences": json.dumps(held), "worker": worker_id, "now": now}
+            ).fetchall()
+            connection.execute(self._q("release_holders"), {"ids": json.dumps([row[0] for row in rows])})
+            events = [
+                event(
+                    run_id,
+                    "RunRequeued" if status == "queued" else "RunCanceled",
+                    {
+                        "attempt": attempt,
+                        "reason": "worker shutting down",
+                        "worker": worker_id,
+                        "charged": False,
+                        "suspect": bool(suspect),
+                    },
+                    now,
+                )
+                for run_id, attempt, status, suspect in rows
+            ]
+            connection.executemany(self._q("insert_event"), events)
+        self._notifier.notify()
+        return [row[0] for row in rows]
+
+    def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
+        with self._write() as (connection, now):
+            turn = connection.execute(
+                self._q("take_lock"), {"name": SWEEPER_LOCK, "holder": sweeper_id, "now": now, "ttl": 3 * interval}
+            ).fetchone()
+            if turn is None:
+                return None
+            verdicts = rescue.payload(rescue.decide(connection.execute(self._q("sweep_lost"), {"now": now}).fetchall()))
+            recovered: dict[str, str] = {}
+            if verdicts:
+                recovered = dict(
+                    connection.execute(
+                        self._q("sweep_recover"), {"verdicts": json.dumps(verdicts), "now": now}
+                    ).fetchall()
+                )
+                connection.execute(self._q("release_holders"), {"ids": json.dumps(list(recovered))})
+            connection.execute(self._q("forget_dead_workers"), {"now": now})
+            events = self._repair_leaks(connection, now)
+            expired_slots, step_events = self._steps.sweep_step_holders(connection, now)
+            report = SweepReport(leaks_repaired=len(events), step_slots_expired=expired_slots)
+            events += step_events
+            events += self._fail_missed_deadlines(connection, report, now)
+            rescue.add_to_report(report, recovered)
+            events += [
+                event(verdict["id"], verdict["event"], verdict["metadata"], now)
+                for verdict in verdicts
+                if verdict["id"] in recovered
+            ]
+            connection.executemany(self._q("insert_event"), events)
+        if report:
+            self._notifier.notify()
+        return report
+
+    def _fail_missed_deadlines(
+        self, connection: sqlite3.Connection, report: SweepReport, now: float
+    ) -> list[dict[str, Any]]:
+        events = []
+        for row in connection.execute(self._q("missed_deadlines"), {"now": now}).fetchall():
+            failed = connection.execute(self._q("fail_missed_deadline"), {"id": row["id"], "now": now}).fetchone()
+            if failed is not None:
+                report.failed.append(row["id"])
+                events.append(event(row["id"], "RunFailed", {"attempt": failed["attempt"], "error": failed["error"]}, now))
+        return events
+
+    def _repair_leaks(self, connection: sqlite3.Connection, now: float) -> list[dict[str, Any]]:
+        """Delete holders whose run no longer runs that attempt; one SlotLeakRepaired event each."""
+        events = []
+        for row in connection.execute(self._q("leaked_holders")).fetchall():
+            connection.execute(self._q("delete_holder"), {"scope": row["scope"], "holder": row["holder"]})
+            metadata = {"scope": row["scope"], "slots": row["slots"], "attempt": row["attempt"]}
+            events.append(event(row["run_id"], "SlotLeakRepaired", metadata, now))
+        return events

@@ -1,0 +1,120 @@
+"""SQLite rules and limits: declared limits, overrides, the rules cache and scope reads.
+
+The rules are re-read only when their version moved (`load_rules`), so a
+claim costs one small read for them.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+
+from tidegate.domain.jsonvalue import dumps
+from tidegate.domain.limits import (
+    QueueConfig,
+    RunQueueConfig,
+    queue_from_dict,
+    queue_to_dict,
+    run_queue_from_dict,
+    run_queue_to_dict,
+)
+from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
+from tidegate.domain.scopes import Rules, effective_limit
+from tidegate.storage import records
+from tidegate.storage.sqlite.database import Aggregate, Database
+from tidegate.storage.sqlite.payloads import event, to_time
+
+
+class Limits(Aggregate):
+    """The rules and limit verbs, and the cache of the rules every claim uses."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self._rules_cache: tuple[str, Rules] | None = None
+
+    def register_limits(
+        self, run_queue: RunQueueConfig | None, queues: Sequence[QueueConfig], implied_queues: Sequence[str]
+    ) -> None:
+        with self._write() as (connection, now):
+            changed = False
+            if run_queue is not None:
+                changed |= bool(
+                    connection.execute(
+                        self._q("register_run_queue"), {"value": dumps(run_queue_to_dict(run_queue)), "now": now}
+                    ).fetchone()
+                )
+            for queue in queues:
+                changed |= bool(
+                    connection.execute(
+                        self._q("register_queue"), {"name": queue.name, "config": dumps(queue_to_dict(queue)), "now": now}
+                    ).fetchone()
+                )
+            for name in implied_queues:
+                changed |= bool(
+                    connection.execute(
+                        self._q("register_implied_queue"),
+                        {"name": name, "config": dumps(queue_to_dict(QueueConfig(name))), "now": now},
+                    ).fetchone()
+                )
+            if changed:
+                connection.execute(self._q("bump_rules_version"), {"now": now})
+        if changed:
+            self._notifier.notify()  # a raised limit may unblock runs
+
+    def rules(self) -> Rules:
+        return self.load_rules(self._connection())
+
+    def set_limit(self, target: str, limit: int | None) -> LimitChange:
+        return self._change_limit(target, limit, reset=False)
+
+    def reset_limit(self, target: str) -> LimitChange:
+        return self._change_limit(target, None, reset=True)
+
+    def _change_limit(self, target: str, limit: int | None, *, reset: bool) -> LimitChange:
+        with self._write() as (connection, now):
+            before = self.load_rules(connection)
+            if reset:
+                row = connection.execute(self._q("reset_override"), {"target": target}).fetchone()
+                version = 0 if row is None else row[1]
+            else:
+                version = connection.execute(
+                    self._q("set_override"), {"target": target, "limit": limit, "now": now}
+                ).fetchone()[0]
+            connection.execute(self._q("bump_rules_version"), {"now": now})
+            after = self.load_rules(connection)
+            change = LimitChange(target, effective_limit(before, target), effective_limit(after, target), version)
+            metadata = {"target": target, "old": change.old, "new": change.new, "version": version, "reset": reset}
+            connection.execute(self._q("insert_event"), event(None, "LimitChanged", metadata, now))
+        self._notifier.notify()
+        return change
+
+    def load_rules(self, connection: sqlite3.Connection) -> Rules:
+        """The declared limits plus live overrides, re-read only when their version moved."""
+        version = connection.execute(self._q("rules_version")).fetchone()[0]
+        if self._rules_cache is not None and self._rules_cache[0] == version:
+            return self._rules_cache[1]
+        row = connection.execute(self._q("load_run_queue")).fetchone()
+        rules = Rules(
+            run_queue=run_queue_from_dict(json.loads(row[0])) if row else RunQueueConfig(),
+            queues={
+                config.name: config
+                for config in (queue_from_dict(json.loads(r[0])) for r in connection.execute(self._q("load_queues")))
+            },
+            overrides={r[0]: r[1] for r in connection.execute(self._q("load_overrides"))},
+        )
+        self._rules_cache = (version, rules)
+        return rules
+
+    def limit_overrides(self) -> list[LimitOverride]:
+        return [
+            LimitOverride(row[0], row[1], row[2], to_time(row[3]))  # type: ignore[arg-type]
+            for row in self._connection().execute(self._q("load_overrides"))
+        ]
+
+    def scope_usage(self) -> dict[str, int]:
+        return {scope: used for scope, used in self._connection().execute(self._q("scope_usage"))}
+
+    def scope_holders(self, scope: str) -> list[HolderRecord]:
+        rows = self._connection().execute(self._q("scope_holders"), {"scope": scope})
+        return [records.holder_record(row, to_time) for row in rows]  # type: ignore[arg-type]

@@ -1,0 +1,57 @@
+-- SQLite queries of limits.py: declared limits, overrides, the rules and scope usage.
+-- Conventions (parameters, clock, batches): database.sql.
+
+-- name: rules_version
+SELECT value FROM tidegate_settings WHERE name = 'rules_version';
+
+-- name: bump_rules_version
+UPDATE tidegate_settings SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT), updated_at = :now
+WHERE name = 'rules_version';
+
+-- name: load_run_queue
+SELECT value FROM tidegate_settings WHERE name = 'run_queue';
+
+-- name: load_queues
+SELECT config FROM tidegate_queues ORDER BY name;
+
+-- name: load_overrides
+SELECT target, "limit", version, updated_at FROM tidegate_limit_overrides ORDER BY target;
+
+-- name: register_queue
+INSERT INTO tidegate_queues (name, config, updated_at) VALUES (:name, :config, :now)
+ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at
+WHERE tidegate_queues.config <> excluded.config
+RETURNING name;
+
+-- name: register_implied_queue
+-- A queue a task uses without declaring it: known, with no limits, unless declared elsewhere.
+INSERT INTO tidegate_queues (name, config, updated_at) VALUES (:name, :config, :now)
+ON CONFLICT (name) DO NOTHING
+RETURNING name;
+
+-- name: register_run_queue
+INSERT INTO tidegate_settings (name, value, updated_at) VALUES ('run_queue', :value, :now)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
+WHERE tidegate_settings.value <> excluded.value
+RETURNING name;
+
+-- name: scope_usage
+-- Run-level scopes only: a run's own holders (holder = its id); steps' pool
+-- and window slots are shown by `pools`.
+SELECT scope, sum(slots) FROM tidegate_holders WHERE holder = run_id GROUP BY scope;
+
+-- name: scope_holders
+SELECT scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at FROM tidegate_holders
+WHERE scope = :scope ORDER BY claimed_at, holder;
+
+-- name: get_override
+SELECT "limit", version FROM tidegate_limit_overrides WHERE target = :target;
+
+-- name: set_override
+INSERT INTO tidegate_limit_overrides (target, "limit", version, updated_at) VALUES (:target, :limit, 1, :now)
+ON CONFLICT (target) DO UPDATE SET
+    "limit" = excluded."limit", version = tidegate_limit_overrides.version + 1, updated_at = excluded.updated_at
+RETURNING version;
+
+-- name: reset_override
+DELETE FROM tidegate_limit_overrides WHERE target = :target RETURNING "limit", version;

@@ -1,0 +1,46 @@
+"""SQLite rows: stored times and JSON as records, event rows (of runs and of steps), claimed runs.
+
+Shared by the adapter's modules, so that values are converted one way everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime
+from typing import Any
+
+from tidegate.domain.jsonvalue import dumps
+from tidegate.domain.model import ClaimedRun
+
+
+def to_time(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+def to_json(value: str | None) -> Any:
+    return None if value is None else json.loads(value)
+
+
+def event(run_id: str | None, type_: str, metadata: dict[str, Any], now: float) -> dict[str, Any]:
+    return {"run_id": run_id, "type": type_, "metadata": dumps(metadata), "now": now}
+
+
+def step_event(
+    run_id: str | None, key: str | None, type_: str, metadata: dict[str, Any], now: float
+) -> dict[str, Any]:
+    return {"run_id": run_id, "step_key": key, "type": type_, "metadata": dumps(metadata), "now": now}
+
+
+def claimed_run(row: sqlite3.Row) -> ClaimedRun:
+    return ClaimedRun(
+        id=row["id"],
+        task=row["task"],
+        queue=row["queue"],
+        args=json.loads(row["args"]),
+        attempt=row["attempt"],
+        max_attempts=row["max_attempts"],
+        retry_backoff=row["retry_backoff"],
+        timeout=row["timeout"],
+        suspect=bool(row["suspect"]),
+    )

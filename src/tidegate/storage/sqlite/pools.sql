@@ -1,0 +1,38 @@
+-- SQLite queries of pools.py: pool limits and their holders.
+-- Conventions (parameters, clock, batches): database.sql.
+
+-- name: set_pool_limit
+INSERT INTO tidegate_pools (name, "limit", lease_seconds, updated_at) VALUES (:name, :limit, :lease, :now)
+ON CONFLICT (name) DO UPDATE SET
+    "limit" = excluded."limit", lease_seconds = excluded.lease_seconds, updated_at = excluded.updated_at;
+
+-- name: set_pool_limit_before
+SELECT "limit", lease_seconds FROM tidegate_pools WHERE name = :name;
+
+-- name: pools
+-- Configured pools, and unconfigured ones that are held or waited for. Pending
+-- counts steps waiting for the pool whose attempt still owns its run.
+WITH claimed AS (
+    SELECT substr(scope, 6) AS name, sum(slots) AS claimed FROM tidegate_holders
+    WHERE scope >= 'pool:' AND scope < 'pool;'
+    GROUP BY scope
+), pending AS (
+    SELECT substr(w.key, 6) AS name, count(*) AS pending
+    FROM tidegate_steps AS s
+    JOIN tidegate_runs AS r ON r.id = s.run_id AND r.status = 'running' AND r.attempt = s.attempt,
+         json_each(s.waiting_for) AS w
+    WHERE s.waiting_for IS NOT NULL AND w.key >= 'pool:' AND w.key < 'pool;'
+    GROUP BY w.key
+), named AS (
+    SELECT name FROM tidegate_pools UNION SELECT name FROM claimed UNION SELECT name FROM pending
+)
+SELECT n.name, p."limit", p.lease_seconds, coalesce(c.claimed, 0), coalesce(w.pending, 0)
+FROM named AS n
+LEFT JOIN tidegate_pools AS p ON p.name = n.name
+LEFT JOIN claimed AS c ON c.name = n.name
+LEFT JOIN pending AS w ON w.name = n.name
+ORDER BY n.name;
+
+-- name: pool_holders
+SELECT scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at FROM tidegate_holders
+WHERE scope = 'pool:' || :pool ORDER BY claimed_at, holder;

@@ -1,0 +1,161 @@
+"""SQLite runs: task definitions, submits, cancels and the reads of runs, events and queues.
+
+Admission ceilings (`max_active`) are counted in the submit's own
+`BEGIN IMMEDIATE` transaction: SQLite's single writer is what keeps two
+submitters from both taking the last place.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from tidegate.domain.backpressure import RATE_WINDOW_SECONDS, retry_after
+from tidegate.domain.errors import AdmissionRejected, RunNotFound
+from tidegate.domain.jsonvalue import dumps
+from tidegate.domain.model import EventRecord, NewRun, RunRecord, RunStatus, TaskDefinition
+from tidegate.storage import records
+from tidegate.storage.sqlite.database import Aggregate, Database
+from tidegate.storage.sqlite.limits import Limits
+from tidegate.storage.sqlite.payloads import event, to_json, to_time
+
+
+class Runs(Aggregate):
+    """The run verbs of the storage port."""
+
+    def __init__(self, db: Database, limits: Limits) -> None:
+        super().__init__(db)
+        self._limits = limits
+
+    def register_tasks(self, tasks: Sequence[TaskDefinition]) -> None:
+        rows: list[dict[str, Any]] = [
+            {
+                "name": task.name,
+                "queue": task.queue,
+                "priority": task.priority,
+                "tags": dumps(task.tags),
+                "max_attempts": task.max_attempts,
+                "retry_backoff": task.retry_backoff,
+                "timeout": task.timeout,
+                "dispatch_deadline": task.dispatch_deadline,
+            }
+            for task in tasks
+        ]
+        with self._write() as (connection, now):
+            for row in rows:
+                row["now"] = now
+            connection.executemany(self._q("register_task"), rows)
+
+    def get_task(self, name: str) -> TaskDefinition | None:
+        row = self._connection().execute(self._q("get_task"), {"name": name}).fetchone()
+        return None if row is None else records.task_definition(row, to_json)
+
+    def enqueue(self, runs: Sequence[NewRun]) -> None:
+        rows: list[dict[str, Any]] = [
+            {
+                "id": run.id,
+                "task": run.task,
+                "queue": run.queue,
+                "partition_key": run.partition,
+                "priority": run.priority,
+                "args": dumps(run.args),
+                "tags": dumps(run.tags),
+                "concurrency_key": run.concurrency_key,
+                "max_attempts": run.max_attempts,
+                "retry_backoff": run.retry_backoff,
+                "timeout": run.timeout,
+                "delay": run.delay,
+                "deadline": run.deadline,
+            }
+            for run in runs
+        ]
+        events: list[dict[str, Any]] = [
+            {"run_id": run.id, "type": "RunQueued", "metadata": dumps({"queue": run.queue})} for run in runs
+        ]
+        with self._write() as (connection, now):
+            for row in rows + events:
+                row["now"] = now
+            self._check_admission(connection, runs, now)
+            connection.executemany(self._q("enqueue"), rows)
+            connection.executemany(self._q("insert_event"), events)
+        self._notifier.notify()
+
+    def _check_admission(self, connection: sqlite3.Connection, runs: Sequence[NewRun], now: float) -> None:
+        """Refuse the batch if it would push active runs past a ceiling (counted in this transaction)."""
+        rules = self._limits.load_rules(connection)
+        incoming: dict[str | None, int] = {None: len(runs)}
+        for run in runs:
+            incoming[run.queue] = incoming.get(run.queue, 0) + 1
+        for queue, count in incoming.items():
+            limit = rules.run_queue.max_active if queue is None else rules.max_active(queue)
+            if limit is None:
+                continue
+            active = connection.execute(self._q("active_runs"), {"queue": queue}).fetchone()[0]
+            if active + count > limit:
+                recent = connection.execute(
+                    self._q("recent_completions"), {"queue": queue, "since": now - RATE_WINDOW_SECONDS}
+                ).fetchone()[0]
+                raise AdmissionRejected(
+                    "all queues" if queue is None else f"queue {queue}",
+                    active,
+                    limit,
+                    retry_after(active, limit, count, recent),
+                )
+
+    def cancel_run(self, run_id: str) -> RunStatus:
+        with self._write() as (connection, now):
+            if connection.execute(self._q("cancel_queued"), {"id": run_id, "now": now}).fetchone():
+                connection.execute(
+                    self._q("insert_event"),
+                    event(run_id, "RunCanceled", {"reason": "canceled while queued"}, now),
+                )
+            elif connection.execute(self._q("request_cancel"), {"id": run_id}).fetchone():
+                pass  # the worker running it is told, and ends it
+            row = connection.execute(self._q("run_status"), {"id": run_id}).fetchone()
+        if row is None:
+            raise RunNotFound(f"no run with id {run_id!r}")
+        self._notifier.notify()
+        return RunStatus(row[0])
+
+    def pending_count(self, queues: Sequence[str]) -> int:
+        connection = self._connection()
+        return sum(connection.execute(self._q("pending_count"), {"queue": queue}).fetchone()[0] for queue in queues)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        row = self._connection().execute(self._q("get_run"), {"id": run_id}).fetchone()
+        return None if row is None else records.run_record(row, to_time, to_json)
+
+    def list_runs(
+        self, status: RunStatus | None = None, queue: str | None = None, limit: int = 100
+    ) -> list[RunRecord]:
+        rows = self._connection().execute(
+            self._q("list_runs"),
+            {"status": status.value if status else None, "queue": queue, "limit": limit},
+        )
+        return [records.run_record(row, to_time, to_json) for row in rows]
+
+    def run_events(self, run_id: str) -> list[EventRecord]:
+        rows = self._connection().execute(self._q("run_events"), {"run_id": run_id})
+        return [records.event_record(row, to_time, to_json) for row in rows]
+
+    def status_counts(self, queue: str | None = None) -> dict[RunStatus, int]:
+        counts = dict.fromkeys(RunStatus, 0)
+        for status, count in self._connection().execute(self._q("status_counts"), {"queue": queue}):
+            counts[RunStatus(status)] = count
+        return counts
+
+    def list_queued(self, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
+        rows = self._connection().execute(self._q("list_queued"), {"queue": queue, "limit": limit})
+        return [records.run_record(row, to_time, to_json) for row in rows]
+
+    def queue_position(self, run_id: str) -> tuple[int, int]:
+        connection = self._connection()
+        row = connection.execute(self._q("get_run"), {"id": run_id}).fetchone()
+        if row is None:
+            raise RunNotFound(f"no run with id {run_id!r}")
+        ahead, total = connection.execute(
+            self._q("queue_position"),
+            {"queue": row["queue"], "priority": row["priority"], "scheduled_at": row["scheduled_at"], "id": run_id},
+        ).fetchone()
+        return ahead + 1, total

@@ -1,0 +1,63 @@
+"""SQLite schema: migrations applied in one write transaction each, and the version check."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+
+from tidegate.storage.migrations import Migration, check_current, load_migrations, pending
+from tidegate.storage.sqlite.database import Aggregate, Database
+
+
+class Schema(Aggregate):
+    """The schema verbs of the storage port."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self._migrations: list[Migration] = load_migrations("tidegate.storage.sqlite.migrations")
+
+    def migrate(self) -> list[int]:
+        applied = []
+        with self._write() as (connection, now):
+            connection.execute(
+                "CREATE TABLE IF NOT EXISTS tidegate_schema_version "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+            )
+            current = connection.execute(self._q("schema_version")).fetchone()[0]
+            for migration in pending(self._migrations, current):
+                for statement in _statements(migration.sql):
+                    connection.execute(statement)
+                connection.execute(
+                    self._q("record_migration"),
+                    {"version": migration.version, "name": migration.name, "now": time.time()},
+                )
+                applied.append(migration.version)
+        return applied
+
+    def schema_version(self) -> int:
+        connection = self._connection()
+        exists = connection.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tidegate_schema_version'"
+        ).fetchone()
+        if not exists:
+            return 0
+        return connection.execute(self._q("schema_version")).fetchone()[0]
+
+    def check_schema(self) -> None:
+        check_current(self._migrations, self.schema_version())
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a migration into statements, the way SQLite's own parser sees them (comments and
+    quoted ';' included), without executescript's implicit COMMIT, which would break the
+    one-transaction-per-migration rule."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                yield buffer.strip()
+            buffer = ""
+    if buffer.strip() and not all(l.strip().startswith("--") or not l.strip() for l in buffer.splitlines()):
+        raise ValueError(f"incomplete SQL statement at the end of a migration: {buffer.strip()[:80]!r}")

@@ -1,0 +1,114 @@
+"""SQLite worker registry: ranks for the fill order, heartbeats and the overflow signal."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+
+from tidegate.domain.admission import LocalUsage, admit
+from tidegate.domain.backpressure import WorkerSlot, claimable_queues, lowest_free_rank
+from tidegate.storage import claiming
+from tidegate.storage.sqlite.database import Aggregate, Database
+from tidegate.storage.sqlite.limits import Limits
+from tidegate.storage.sqlite.payloads import event
+
+OVERFLOW_SAMPLE = 100  # queued runs looked at per queue when deciding whether runs wait for a worker
+
+
+class Workers(Aggregate):
+    """The worker verbs of the storage port, and the fill order they set up."""
+
+    def __init__(self, db: Database, limits: Limits) -> None:
+        super().__init__(db)
+        self._limits = limits
+        # Rank of each worker that joined the fill order through this store: only such a
+        # worker above rank 0 reads the registry when it claims, so the order costs nothing when off.
+        self.fill_ranks: dict[str, int] = {}
+
+    def register_worker(
+        self, worker_id: str, capacity: int, queues: Sequence[str], fill_order: bool, ttl: float
+    ) -> int:
+        with self._write() as (connection, now):
+            live = {row["id"]: row["rank"] for row in connection.execute(self._q("live_worker_ranks"), {"now": now})}
+            rank = live.get(worker_id)
+            if rank is None:
+                rank = lowest_free_rank(list(live.values()))
+            connection.execute(
+                self._q("register_worker"),
+                {
+                    "id": worker_id,
+                    "rank": rank,
+                    "capacity": capacity,
+                    "queues": json.dumps(sorted(queues)),
+                    "fill_order": int(fill_order),
+                    "now": now,
+                    "ttl": ttl,
+                },
+            )
+        if fill_order:
+            self.fill_ranks[worker_id] = rank
+        else:
+            self.fill_ranks.pop(worker_id, None)
+        return rank
+
+    def heartbeat_worker(self, worker_id: str, ttl: float) -> bool:
+        with self._write() as (connection, now):
+            row = connection.execute(self._q("heartbeat_worker"), {"id": worker_id, "now": now, "ttl": ttl})
+            return row.fetchone() is not None
+
+    def deregister_worker(self, worker_id: str) -> None:
+        with self._write() as (connection, _):
+            connection.execute(self._q("deregister_worker"), {"id": worker_id})
+            connection.execute(self._q("release_locks"), {"id": worker_id})
+        self.fill_ranks.pop(worker_id, None)
+        self._notifier.notify()  # higher-ranked workers may now claim
+
+    def check_overflow(self, worker_id: str, queues: Sequence[str], interval: float) -> int | None:
+        """Raise the overflow signal (once per interval, across workers) when eligible runs wait for a worker.
+
+        Eligible means the claim policy would admit it were there room: runs
+        held back by a limit do not count. Only when every live worker serving
+        these queues is full; returns the backlog when this call raised it.
+        """
+        with self._write() as (connection, now):
+            workers = [row for row in connection.execute(self._q("worker_fill_state"), {"now": now})]
+            serving = [row for row in workers if set(json.loads(row["queues"])) & set(queues)]
+            if not serving or any(row["running"] < row["capacity"] for row in serving):
+                return None
+            rules = self._limits.load_rules(connection)
+            usage = {scope: used for scope, used in connection.execute(self._q("scope_usage"))}
+            rows = [
+                row
+                for queue in queues
+                for row in connection.execute(
+                    self._q("claim_window"), {"queue": queue, "now": now, "limit": OVERFLOW_SAMPLE, "excluded": "[]"}
+                )
+            ]
+            candidates = [claiming.to_candidate(row, rules, json.loads(row["tags"]), row["scheduled_at"]) for row in rows]
+            eligible = len(admit(candidates, usage, rules, LocalUsage(), len(candidates)).admitted)
+            if eligible == 0:
+                return None
+            turn = connection.execute(
+                self._q("take_turn"), {"name": "overflow", "holder": worker_id, "now": now, "ttl": interval}
+            ).fetchone()
+            if turn is None:
+                return None
+            metadata = {"backlog": eligible, "workers": len(serving), "queues": sorted(queues)}
+            connection.execute(self._q("insert_event"), event(None, "CapacityOverflow", metadata, now))
+        return eligible
+
+    def fill_order_queues(self, connection: sqlite3.Connection, worker_id: str, queues: Sequence[str], now: float) -> list[str]:
+        """The queues this worker may claim from now: all of them, unless it is in the fill order."""
+        slots = {
+            row["id"]: (
+                bool(row["fill_order"]),
+                WorkerSlot(row["id"], row["rank"], row["capacity"], row["running"], frozenset(json.loads(row["queues"]))),
+            )
+            for row in connection.execute(self._q("worker_fill_state"), {"now": now})
+        }
+        mine = slots.get(worker_id)
+        if mine is None or not mine[0]:
+            return list(queues)
+        allowed = claimable_queues(mine[1], [slot for fill, slot in slots.values() if fill])
+        return [queue for queue in queues if queue in allowed]
