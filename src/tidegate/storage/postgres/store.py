@@ -18,29 +18,13 @@ built over one `Database` (the pool and the named queries, `database.py`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
 import psycopg
 
-from tidegate.domain.limits import QueueConfig, RunQueueConfig
-from tidegate.domain.model import (
-    CycleResult,
-    EventRecord,
-    HolderRecord,
-    LimitChange,
-    LimitOverride,
-    NewRun,
-    Outcome,
-    RunRecord,
-    RunStatus,
-    SweepReport,
-    TaskDefinition,
-)
-from tidegate.domain.scopes import Rules
-from tidegate.domain.steps import PoolConfig, PoolStatus, SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
-from tidegate.storage.port import Fence
+from tidegate.storage.facade import AggregateStore
 from tidegate.storage.postgres.claims import Claims
 from tidegate.storage.postgres.connections import CONNECT_TIMEOUT
 from tidegate.storage.postgres.database import Database
@@ -57,7 +41,7 @@ POOL_MIN_SIZE = 1
 POOL_MAX_SIZE = 8
 
 
-class PostgresStore:
+class PostgresStore(AggregateStore):
     def __init__(
         self,
         url: str,
@@ -95,166 +79,6 @@ class PostgresStore:
     @_queries.setter
     def _queries(self, queries: dict[str, str]) -> None:
         self._db.queries = queries
-
-    # --- schema ----------------------------------------------------------------
-
-    def migrate(self) -> list[int]:
-        return self._schema.migrate()
-
-    def schema_version(self) -> int:
-        return self._schema.schema_version()
-
-    def check_schema(self) -> None:
-        return self._schema.check_schema()
-
-    # --- runs ------------------------------------------------------------------
-
-    def register_tasks(self, tasks: Sequence[TaskDefinition]) -> None:
-        return self._runs.register_tasks(tasks)
-
-    def get_task(self, name: str) -> TaskDefinition | None:
-        return self._runs.get_task(name)
-
-    def enqueue(self, runs: Sequence[NewRun]) -> None:
-        return self._runs.enqueue(runs)
-
-    def cancel_run(self, run_id: str) -> RunStatus:
-        return self._runs.cancel_run(run_id)
-
-    def pending_count(self, queues: Sequence[str]) -> int:
-        return self._runs.pending_count(queues)
-
-    def get_run(self, run_id: str) -> RunRecord | None:
-        return self._runs.get_run(run_id)
-
-    def list_runs(self, status: RunStatus | None = None, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
-        return self._runs.list_runs(status, queue, limit)
-
-    def run_events(self, run_id: str) -> list[EventRecord]:
-        return self._runs.run_events(run_id)
-
-    def status_counts(self, queue: str | None = None) -> dict[RunStatus, int]:
-        return self._runs.status_counts(queue)
-
-    def list_queued(self, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
-        return self._runs.list_queued(queue, limit)
-
-    def queue_position(self, run_id: str) -> tuple[int, int]:
-        return self._runs.queue_position(run_id)
-
-    # --- claims ----------------------------------------------------------------
-
-    def cycle(
-        self,
-        worker_id: str,
-        queues: Sequence[str],
-        starts: Sequence[Fence],
-        outcomes: Sequence[Outcome],
-        claim_limit: int,
-        lease_seconds: float,
-    ) -> CycleResult:
-        return self._claims.cycle(worker_id, queues, starts, outcomes, claim_limit, lease_seconds)
-
-    # --- leases and sweep ------------------------------------------------------
-
-    def renew_leases(self, worker_id: str, held: Sequence[Fence], lease_seconds: float) -> list[Fence]:
-        return self._leases.renew_leases(worker_id, held, lease_seconds)
-
-    def hand_back(self, worker_id: str, held: Sequence[Fence]) -> list[str]:
-        return self._leases.hand_back(worker_id, held)
-
-    def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
-        return self._leases.sweep(sweeper_id, interval)
-
-    # --- workers ---------------------------------------------------------------
-
-    def register_worker(
-        self, worker_id: str, capacity: int, queues: Sequence[str], fill_order: bool, ttl: float
-    ) -> int:
-        return self._workers.register_worker(worker_id, capacity, queues, fill_order, ttl)
-
-    def heartbeat_worker(self, worker_id: str, ttl: float) -> bool:
-        return self._workers.heartbeat_worker(worker_id, ttl)
-
-    def deregister_worker(self, worker_id: str) -> None:
-        return self._workers.deregister_worker(worker_id)
-
-    def check_overflow(self, worker_id: str, queues: Sequence[str], interval: float) -> int | None:
-        return self._workers.check_overflow(worker_id, queues, interval)
-
-    # --- rules and limits ------------------------------------------------------
-
-    def register_limits(
-        self, run_queue: RunQueueConfig | None, queues: Sequence[QueueConfig], implied_queues: Sequence[str]
-    ) -> None:
-        return self._limits.register_limits(run_queue, queues, implied_queues)
-
-    def rules(self) -> Rules:
-        return self._limits.rules()
-
-    def set_limit(self, target: str, limit: int | None) -> LimitChange:
-        return self._limits.set_limit(target, limit)
-
-    def reset_limit(self, target: str) -> LimitChange:
-        return self._limits.reset_limit(target)
-
-    def limit_overrides(self) -> list[LimitOverride]:
-        return self._limits.limit_overrides()
-
-    def scope_usage(self) -> dict[str, int]:
-        return self._limits.scope_usage()
-
-    def scope_holders(self, scope: str) -> list[HolderRecord]:
-        return self._limits.scope_holders(scope)
-
-    # --- pools and steps ---------------------------------------------------------
-
-    def set_pool_limit(self, pool: str, limit: int, lease_seconds: float) -> PoolConfig:
-        return self._pools.set_pool_limit(pool, limit, lease_seconds)
-
-    def pools(self) -> list[PoolStatus]:
-        return self._pools.pools()
-
-    def pool_holders(self, pool: str) -> list[HolderRecord]:
-        return self._pools.pool_holders(pool)
-
-    def acquire_slots(
-        self, fence: Fence, worker_id: str, step_key: str, needs: Mapping[str, int], fixed_limits: Mapping[str, int]
-    ) -> SlotGrant:
-        return self._steps.acquire_slots(fence, worker_id, step_key, needs, fixed_limits)
-
-    def acquire_many(
-        self, fence: Fence, worker_id: str, requests: Sequence[SlotRequest], strict: bool = False
-    ) -> list[SlotGrant] | None:
-        return self._steps.acquire_many(fence, worker_id, requests, strict)
-
-    def renew_slots(self, fence: Fence, step_key: str) -> bool:
-        return self._steps.renew_slots(fence, step_key)
-
-    def release_slots(self, fence: Fence, step_key: str) -> None:
-        return self._steps.release_slots(fence, step_key)
-
-    def record_step(self, fence: Fence, step: StepUpdate) -> bool:
-        return self._steps.record_step(fence, step)
-
-    def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
-        return self._steps.record_steps(fence, steps)
-
-    def finish_step(
-        self,
-        fence: Fence,
-        worker_id: str,
-        step: StepUpdate,
-        successor: SlotRequest | None = None,
-        successor_started: StepUpdate | None = None,
-    ) -> StepFinish:
-        return self._steps.finish_step(fence, worker_id, step, successor, successor_started)
-
-    def run_steps(self, run_id: str) -> list[StepRecord]:
-        return self._steps.run_steps(run_id)
-
-    def next_map_item(self, fence: Fence, worker_id: str, map_key: str, window: int) -> StepRecord | None:
-        return self._steps.next_map_item(fence, worker_id, map_key, window)
 
     # --- wake-ups ----------------------------------------------------------------
 
