@@ -6,16 +6,25 @@ third adapter would touch this file and nothing else.
 
 from __future__ import annotations
 
+from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.storage.port import Store
 from tidegate.storage.urls import parse_database_url
 
 
-def open_store(url: str, *, migrate: bool = True, check: bool = True, listen_check: float | None = None) -> Store:
+def open_store(
+    url: str,
+    *,
+    migrate: bool = True,
+    check: bool = True,
+    listen_check: float | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> Store:
     """Open the store for `url`, then migrate it, or (if not allowed) check it is current.
 
     `check=False` skips both, for `tidegate db migrate`, which reports versions itself.
     `listen_check` is how often PostgreSQL's wake-up connections prove they are alive
-    (None: the adapter's default); SQLite's wake-ups need no such check.
+    (None: the adapter's default); SQLite's wake-ups need no such check. `clock` is where
+    the store's time comes from (PostgreSQL applies only its offset to the server's clock).
     """
     parsed = parse_database_url(url)
     store: Store
@@ -23,11 +32,14 @@ def open_store(url: str, *, migrate: bool = True, check: bool = True, listen_che
         from tidegate.storage.sqlite import SQLiteStore
 
         assert parsed.path is not None
-        store = SQLiteStore(url, parsed.path)
+        store = SQLiteStore(url, parsed.path, clock=clock)
     else:
         from tidegate.storage.postgres import PostgresStore
 
-        store = PostgresStore(url) if listen_check is None else PostgresStore(url, listen_check=listen_check)
+        if listen_check is None:
+            store = PostgresStore(url, clock=clock)
+        else:
+            store = PostgresStore(url, listen_check=listen_check, clock=clock)
     try:
         if migrate:
             store.migrate()

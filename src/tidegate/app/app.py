@@ -12,6 +12,7 @@ from tidegate.app.handle import RunHandle
 from tidegate.app.steps import WorkflowTask, make_step
 from tidegate.app.tasks import Task, TaskOptions
 from tidegate.bootstrap import open_store
+from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain import names
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError, InvalidArgument, UnknownTask
@@ -40,6 +41,7 @@ class App:
         run_queue: RunQueueConfig | None = None,
         executor: Executor | None = None,
         migrate: bool = True,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.database = resolve_database_url(database)
         parse_database_url(self.database)  # a malformed URL fails here, not at first use
@@ -54,6 +56,7 @@ class App:
         self.executor = executor or Executor.in_process()
         self._queues: dict[str, QueueConfig] = {}
         self._migrate = migrate
+        self.clock = clock  # where the store and the workers read time; tests move a ShiftedClock
         self._store: Store | None = None
         self._lock = threading.RLock()
         self._tasks: dict[str, Task] = {}
@@ -228,7 +231,7 @@ class App:
         with self._lock:
             if self._store is None:
                 self._store = open_store(
-                    self.database, migrate=self._migrate, listen_check=settings.listen_check_interval()
+                    self.database, migrate=self._migrate, listen_check=settings.listen_check_interval(), clock=self.clock
                 )
             return self._store
 
@@ -366,6 +369,7 @@ class App:
             {name: task.function for name, task in self._tasks.items()},
             worker_settings,
             on_overflow=list(self._overflow_callbacks),
+            clock=self.clock,
         )
 
 

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.errors import ConfigurationError, InvalidArgument
 from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD, ensure_payload
 from tidegate.domain.model import ClaimedRun, CycleResult, Outcome, OutcomeKind
@@ -77,8 +78,10 @@ class Worker:
         settings: WorkerSettings,
         on_ready: Callable[[], None] | None = None,
         on_overflow: Sequence[Callable[[int], None]] = (),
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._store = store
+        self.clock = clock  # the store reads the same clock (App passes one to both)
         self._on_overflow = list(on_overflow)
         self.rank: int | None = None
         self._tasks = tasks

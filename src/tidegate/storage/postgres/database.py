@@ -19,6 +19,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 
+from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.errors import ConfigurationError
 from tidegate.storage.postgres.connections import Connections
 from tidegate.storage.postgres.connections import first_line as _first_line
@@ -29,7 +30,8 @@ from tidegate.storage.urls import masked
 class Database:
     """The pool (in autocommit mode) and the named queries of one store."""
 
-    def __init__(self, url: str, *, min_size: int, max_size: int) -> None:
+    def __init__(self, url: str, *, min_size: int, max_size: int, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock  # the server's clock is the time; only this clock's offset is applied to it
         self.queries = load_queries("tidegate.storage.postgres")
         self.connections = Connections(
             url, where=_describe(url), min_size=min_size, max_size=max_size, configure=_configure

@@ -24,6 +24,7 @@ from typing import Any
 
 import psycopg
 
+from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.storage.facade import AggregateStore
 from tidegate.storage.postgres.claims import Claims
 from tidegate.storage.postgres.connections import CONNECT_TIMEOUT
@@ -49,10 +50,11 @@ class PostgresStore(AggregateStore):
         min_size: int = POOL_MIN_SIZE,
         max_size: int = POOL_MAX_SIZE,
         listen_check: float = CHECK_INTERVAL,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.url = url
         self._listen_check = listen_check  # how often a wake-up connection proves it is alive
-        self._db = Database(url, min_size=min_size, max_size=max_size)
+        self._db = Database(url, min_size=min_size, max_size=max_size, clock=clock)
         self._schema = Schema(self._db)
         self._runs = Runs(self._db)
         self._limits = Limits(self._db)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.errors import StoreUnavailable
 from tidegate.storage.sqlfile import load_queries
 from tidegate.storage.sqlite import files
@@ -33,8 +34,9 @@ BUSY_TIMEOUT_MS = 30_000
 class Database:
     """The file, one connection per thread, the named queries and the wake-up notifier of one store."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, clock: Clock = SYSTEM_CLOCK) -> None:
         self.path = path
+        self.clock = clock  # the database's time: SQLite has no clock of its own
         self._where = masked(str(path))  # for messages: even a path may carry a password= by mistake
         try:
             files.private_folder(path.parent)
@@ -108,7 +110,7 @@ class Database:
         connection = self.connection()
         connection.execute("BEGIN IMMEDIATE")
         try:
-            yield connection, time.time()
+            yield connection, self.clock.wall()
         except BaseException:
             connection.execute("ROLLBACK")
             raise

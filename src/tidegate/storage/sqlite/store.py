@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.storage.facade import AggregateStore
 from tidegate.storage.sqlite.claims import Claims
 from tidegate.storage.sqlite.database import Database
@@ -26,9 +27,9 @@ from tidegate.storage.sqlite.workers import Workers
 
 
 class SQLiteStore(AggregateStore):
-    def __init__(self, url: str, path: Path) -> None:
+    def __init__(self, url: str, path: Path, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.url = url
-        self._db = Database(path)
+        self._db = Database(path, clock)
         self._schema = Schema(self._db)
         self._limits = Limits(self._db)
         self._runs = Runs(self._db, self._limits)
