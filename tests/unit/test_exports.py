@@ -102,7 +102,8 @@ def test_every_type_of_the_public_api_is_exported_from_tidegate():
 def test_all_names_exactly_what_tidegate_exports():
     assert sorted(tidegate.__all__) == tidegate.__all__, "keep __all__ sorted"
     assert all(hasattr(tidegate, name) for name in tidegate.__all__)
-    public = {name for name, value in vars(tidegate).items() if not name.startswith("_") and not inspect.ismodule(value)}
+    names = vars(tidegate).items()
+    public = {name for name, value in names if not name.startswith("_") and not inspect.ismodule(value)}
     assert public == set(tidegate.__all__)
 
 

@@ -218,9 +218,8 @@ class App:
     def store(self) -> Store:
         with self._lock:
             if self._store is None:
-                self._store = open_store(
-                    self.database, migrate=self._migrate, listen_check=settings.listen_check_interval(), clock=self.clock
-                )
+                check = settings.listen_check_interval()
+                self._store = open_store(self.database, migrate=self._migrate, listen_check=check, clock=self.clock)
             return self._store
 
     def close(self) -> None:

@@ -58,7 +58,9 @@ def make_step(
 class WorkflowTask(Task):
     """A workflow registered as a task: `submit(**args)` stores a run whose worker builds and executes its DAG."""
 
-    def __init__(self, target: RunTarget, fn: Callable[..., Any], definition: TaskDefinition, executor: Executor) -> None:
+    def __init__(
+        self, target: RunTarget, fn: Callable[..., Any], definition: TaskDefinition, executor: Executor
+    ) -> None:
         if inspect.iscoroutinefunction(fn):
             raise ConfigurationError(
                 f"workflow {definition.name} is async: a workflow function only builds the DAG, "

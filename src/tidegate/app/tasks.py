@@ -71,7 +71,8 @@ class Task:
         run_at: datetime | timedelta | None = None,
         concurrency_key: str | None = None,
     ) -> TaskOptions:
-        return TaskOptions(self._target, self.definition, self.check_args, priority, tags, queue, run_at, concurrency_key)
+        options = (priority, tags, queue, run_at, concurrency_key)
+        return TaskOptions(self._target, self.definition, self.check_args, *options)
 
     def check_args(self, args: Mapping[str, Any]) -> None:
         try:

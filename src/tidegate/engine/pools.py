@@ -80,17 +80,15 @@ class _Wakeups:
             self._condition.notify_all()
             waiters = list(self._loops)
         for loop, event in waiters:
-            try:
+            with contextlib.suppress(RuntimeError):  # that loop has closed; its waiter is gone
                 loop.call_soon_threadsafe(event.set)
-            except RuntimeError:  # that loop has closed; its waiter is gone
-                pass
 
     def wait(self, seen: int, timeout: float) -> None:
         with self._condition:
             self._condition.wait_for(lambda: self._generation != seen, timeout)
 
-    async def wait_async(self, seen: int, timeout: float, also: asyncio.Future[Any] | None = None) -> None:
-        """Wait for a wake-up after generation `seen`, or for `also` to be done, at most `timeout`."""
+    async def wait_async(self, seen: int, pause: float, also: asyncio.Future[Any] | None = None) -> None:
+        """Wait for a wake-up after generation `seen`, or for `also` to be done, at most `pause` seconds."""
         event = asyncio.Event()
         entry = (asyncio.get_running_loop(), event)
         with self._condition:
@@ -99,7 +97,8 @@ class _Wakeups:
             self._loops.add(entry)
         woken = asyncio.ensure_future(event.wait())
         try:
-            await asyncio.wait([woken] if also is None else [woken, also], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            awaited = [woken] if also is None else [woken, also]
+            await asyncio.wait(awaited, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
         finally:
             woken.cancel()
             with self._condition:

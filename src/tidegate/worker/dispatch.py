@@ -141,7 +141,8 @@ class Dispatcher:
             scope = RunScope(self._store, attempt.fence, self._worker_id, max_payload=self._settings.max_payload)
             attempt.workflow_stopping = scope.stopping
             return execute_workflow(task.workflow, attempt.run.args, scope, self._pool_guard)
-        return task.fn(**task.call_args(attempt.run.args, attempt.context))
+        call: Coroutine[Any, Any, Any] = task.fn(**task.call_args(attempt.run.args, attempt.context))
+        return call
 
     def _record_start(self, attempt: Attempt) -> None:
         """Report the attempt's start; a suspect's is written now, in its own transaction.
@@ -159,7 +160,9 @@ class Dispatcher:
         try:
             self._store.cycle(self._worker_id, settings.queues, [attempt.fence], [], 0, settings.lease_duration)
         except Exception:
-            log.exception("could not record the start of suspect run %s; reporting it with the next turn", attempt.run.id)
+            log.exception(
+                "could not record the start of suspect run %s; reporting it with the next turn", attempt.run.id
+            )
             self._reports.started(attempt.fence)
 
     # --- settling (always on the loop thread) ---------------------------------------------

@@ -13,6 +13,7 @@ from its injected clock; the waits themselves run on real time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -105,10 +106,8 @@ class Worker:
         loop = self._bridge.loop
         if loop is None or loop.is_closed():
             return
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop already ended
             loop.call_soon_threadsafe(self._begin_stop, self.settings.shutdown_grace if grace is None else grace)
-        except RuntimeError:
-            pass  # the loop already ended
 
     def join(self, timeout: float | None = None) -> bool:
         return self._finished.wait(timeout)
@@ -172,65 +171,90 @@ class Worker:
             self._finished.set()
 
     async def _turns(self, woken: asyncio.Event) -> None:
-        poll = self.settings.poll_interval
         backoff = STORE_RETRY_FIRST
         look = True  # read the store this turn even with no free slot: a cancel may wait there
         while True:
             woken.clear()
-            starts, outcomes = self._reports.take()
-            held_back = self._stopping or self._dispatcher.running_suspect() or not self._alive()
-            free = 0 if held_back else self.settings.max_workers - self._dispatcher.in_flight
-            result: CycleResult | None = None
-            if starts or outcomes or free > 0 or look:
-                sent = self.clock.monotonic()  # the leases of the runs it claims are stamped no earlier
-                try:
-                    result = await self._bridge.call_store(
-                        self._store.cycle, self.id, self.settings.queues, starts, outcomes, free, self.settings.lease_duration
-                    )
-                except Exception:
-                    # The store is unreachable or failed: keep the reports, wait, try again.
-                    # Leases run out meanwhile if this lasts, and the sweeper recovers the runs.
-                    self._reports.put_back(starts, outcomes)
-                    log.exception("store cycle failed; retrying in %.2fs", backoff)
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, STORE_RETRY_MAX)
-                    look = True
-                    continue
-                backoff = STORE_RETRY_FIRST
-                self._apply(result, sent)
-                if free == 0 and look and not self._stopping:
-                    await self._check_overflow()
-                if free > 0 and result.claimed and (len(result.claimed) == free or result.more):
-                    continue  # a full batch, or a full read: more may be claimable now
-            if self._stopping:
-                if not self._dispatcher.unsettled() and not self._reports:
-                    return
-                if self._stop_deadline is not None and self.clock.monotonic() >= self._stop_deadline:
-                    return
-            elif self._idle_too_long():
-                log.info("idle for %.0fs (max idle): exiting", self.settings.max_idle)
+            turn = await self._turn(look, backoff)
+            if turn is None:
+                # The store is unreachable or failed: the reports were kept; wait, try again.
+                # Leases run out meanwhile if this lasts, and the sweeper recovers the runs.
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, STORE_RETRY_MAX)
+                look = True
+                continue
+            backoff = STORE_RETRY_FIRST
+            result, again = turn
+            if again:
+                continue  # a full batch, or a full read: more may be claimable now
+            if await self._done():
                 return
-            elif self.settings.drain and not self._dispatcher.in_flight and not self._reports:
-                try:
-                    if await self._bridge.call_store(self._store.pending_count, self.settings.queues) == 0:
-                        return
-                except Exception:
-                    log.exception("could not count pending runs; will ask again")
             if self._reports:
                 look = False
                 continue
-            timeout = poll
-            if result is not None and result.next_due_in is not None:
-                timeout = min(timeout, max(0.0, result.next_due_in) + 0.001)
-            if self._stopping and self._stop_deadline is not None:
-                timeout = min(timeout, max(0.0, self._stop_deadline - self.clock.monotonic()))
+            look = await self._wait(woken, result)
+
+    async def _turn(self, look: bool, backoff: float) -> tuple[CycleResult | None, bool] | None:
+        """Report and claim in one store cycle, if there is anything to say or room to claim.
+
+        Returns the cycle's result (None if none was needed) and whether to turn again at
+        once; None when the cycle failed (logged, its reports put back for the next one).
+        """
+        starts, outcomes = self._reports.take()
+        held_back = self._stopping or self._dispatcher.running_suspect() or not self._alive()
+        free = 0 if held_back else self.settings.max_workers - self._dispatcher.in_flight
+        if not (starts or outcomes or free > 0 or look):
+            return None, False
+        sent = self.clock.monotonic()  # the leases of the runs it claims are stamped no earlier
+        settings = self.settings
+        try:
+            result: CycleResult = await self._bridge.call_store(
+                self._store.cycle, self.id, settings.queues, starts, outcomes, free, settings.lease_duration
+            )
+        except Exception:
+            self._reports.put_back(starts, outcomes)
+            log.exception("store cycle failed; retrying in %.2fs", backoff)
+            return None
+        self._apply(result, sent)
+        if free == 0 and look and not self._stopping:
+            await self._check_overflow()
+        again = free > 0 and bool(result.claimed) and (len(result.claimed) == free or result.more)
+        return result, again
+
+    async def _done(self) -> bool:
+        """Whether to leave the loop: stopped and settled (or out of grace), idle too long, or drained."""
+        if self._stopping:
+            if not self._dispatcher.unsettled() and not self._reports:
+                return True
+            return self._stop_deadline is not None and self.clock.monotonic() >= self._stop_deadline
+        if self._idle_too_long():
+            log.info("idle for %.0fs (max idle): exiting", self.settings.max_idle)
+            return True
+        if self.settings.drain and not self._dispatcher.in_flight and not self._reports:
             try:
-                await asyncio.wait_for(woken.wait(), timeout)
-                timed_out = False
-            except TimeoutError:
-                timed_out = True  # the backstop poll
-            look = timed_out or self._external_wake
-            self._external_wake = False
+                pending: int = await self._bridge.call_store(self._store.pending_count, self.settings.queues)
+            except Exception:
+                log.exception("could not count pending runs; will ask again")
+                return False
+            return pending == 0
+        return False
+
+    async def _wait(self, woken: asyncio.Event, result: CycleResult | None) -> bool:
+        """Sleep until woken, a run falls due, the stop deadline or the backstop poll; returns
+        whether the next turn must read the store (polled, or woken from outside)."""
+        timeout = self.settings.poll_interval
+        if result is not None and result.next_due_in is not None:
+            timeout = min(timeout, max(0.0, result.next_due_in) + 0.001)
+        if self._stopping and self._stop_deadline is not None:
+            timeout = min(timeout, max(0.0, self._stop_deadline - self.clock.monotonic()))
+        try:
+            await asyncio.wait_for(woken.wait(), timeout)
+            timed_out = False
+        except TimeoutError:
+            timed_out = True  # the backstop poll
+        look = timed_out or self._external_wake
+        self._external_wake = False
+        return look
 
     def _apply(self, result: CycleResult, sent: float) -> None:
         for fence in result.fenced_out:
@@ -269,8 +293,9 @@ class Worker:
 
     def register(self) -> int:
         """Join the worker registry (rank for the fill order, liveness for orphan recovery)."""
+        settings = self.settings
         return self._store.register_worker(
-            self.id, self.settings.max_workers, self.settings.queues, self.settings.fill_order, self.settings.lease_duration
+            self.id, settings.max_workers, settings.queues, settings.fill_order, settings.lease_duration
         )
 
     def leases(self) -> dict[Fence, float]:
@@ -300,9 +325,8 @@ class Worker:
             log.warning("second signal: handing back in-flight runs now")
             self._begin_stop(0.0)
         else:
-            log.info(
-                "stopping: finishing %d in-flight runs (grace %.0fs)", self._dispatcher.in_flight, self.settings.shutdown_grace
-            )
+            grace = self.settings.shutdown_grace
+            log.info("stopping: finishing %d in-flight runs (grace %.0fs)", self._dispatcher.in_flight, grace)
             self._begin_stop(self.settings.shutdown_grace)
 
     def _begin_stop(self, grace: float) -> None:
@@ -316,9 +340,10 @@ class Worker:
         unsettled = self._dispatcher.unsettled_attempts()
         starts, outcomes = self._reports.take()
         if starts or outcomes:
+            settings = self.settings
             try:
                 await self._bridge.call_store(
-                    self._store.cycle, self.id, self.settings.queues, starts, outcomes, 0, self.settings.lease_duration
+                    self._store.cycle, self.id, settings.queues, starts, outcomes, 0, settings.lease_duration
                 )
             except Exception:
                 log.exception("could not record the last outcomes; their leases will expire and be recovered")

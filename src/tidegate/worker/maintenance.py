@@ -125,7 +125,7 @@ class Maintenance:
         except Exception:
             log.exception("lease renewal failed; will retry")
             return
-        self._renewed = {fence: started for fence in set(held).difference(map(tuple, lost))}
+        self._renewed = dict.fromkeys(set(held).difference(map(tuple, lost)), started)
         if lost:
             self._worker.lost_leases(lost)
 
@@ -166,4 +166,5 @@ class Maintenance:
             log.exception("sweep failed; will retry")
             return
         if report:
-            log.warning("sweeper: re-queued %d and failed %d runs whose lease expired", len(report.requeued), len(report.failed))
+            requeued, failed = len(report.requeued), len(report.failed)
+            log.warning("sweeper: re-queued %d and failed %d runs whose lease expired", requeued, failed)

@@ -6,7 +6,7 @@ directly agrees with one built by `App.worker` (which reads the environment).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD
@@ -26,7 +26,7 @@ class WorkerSettings:
     sweep_interval: float = sweep_interval_for(_DEFAULT_LEASE)  # App.worker derives it from the lease given
     cancel_grace: float = default_seconds("TIDEGATE_CANCEL_GRACE")
     shutdown_grace: float = default_seconds("TIDEGATE_SHUTDOWN_GRACE")
-    claim_policy: ClaimPolicy = ClaimPolicy()  # how workflow steps wait for pool slots
+    claim_policy: ClaimPolicy = field(default_factory=ClaimPolicy)  # how workflow steps wait for pool slots
     fill_order: bool = False
     max_idle: float | None = None  # exit after this long with nothing to do
     overflow_interval: float = default_seconds("TIDEGATE_OVERFLOW_INTERVAL")
