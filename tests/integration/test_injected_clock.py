@@ -76,7 +76,9 @@ def test_a_stopping_worker_hands_back_a_run_once_the_clock_passes_its_grace(cloc
         started.set()
         release.wait(60)  # ignores the stop request: only the grace ends it
 
-    worker = start_worker(clocked_app, poll_interval="20ms")
+    # A long lease keeps the lease watchdog asleep (it looks every tenth of the lease) while
+    # the test runs: only the stop grace can end this worker.
+    worker = start_worker(clocked_app, poll_interval="20ms", lease_duration="10m")
     handle = stubborn.submit()
     try:
         assert started.wait(30)
