@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from ulid import ULID
 
+from tests.conftest import event_types, execute_sql, raw_store, wait_until
 from tidegate.bootstrap import open_store
 from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.jsonvalue import JSONValue
 from tidegate.domain.model import ClaimedRun, NewRun, Outcome, OutcomeKind
 from tidegate.storage.port import Fence, Store
-from tests.conftest import event_types, execute_sql, raw_store, wait_until
 
 QUEUE = "contract"
 LEASE = 30.0
@@ -116,7 +116,9 @@ def enqueue_one(store: Store, queue: str = QUEUE, **options: Any) -> str:
     return run.id
 
 
-def claim(store: Store, worker: str = "w1", limit: int = 1, queues: Sequence[str] = (QUEUE,), lease: float = LEASE) -> list[ClaimedRun]:
+def claim(
+    store: Store, worker: str = "w1", limit: int = 1, queues: Sequence[str] = (QUEUE,), lease: float = LEASE
+) -> list[ClaimedRun]:
     """One claim-only cycle for `worker`."""
     return store.cycle(worker, list(queues), [], [], limit, lease).claimed
 
