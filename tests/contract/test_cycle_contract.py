@@ -148,3 +148,13 @@ def test_hand_back_ignores_fences_the_worker_no_longer_holds(store):
     assert store.hand_back("holder", [(run.id, run.attempt + 1)]) == []
     assert store.hand_back("holder", []) == []
     assert store.get_run(run.id).status is RunStatus.RUNNING
+
+
+def test_a_second_outcome_for_a_finished_attempt_is_fenced_out_and_changes_nothing(store):
+    enqueue_one(store)
+    [run] = claim(store, "w1")
+    assert store.cycle("w1", [QUEUE], [run.fence], [completed(run.fence, 1)], 0, 30).fenced_out == []
+    again = store.cycle("w1", [QUEUE], [], [completed(run.fence, 2)], 0, 30)
+    assert [tuple(fence) for fence in again.fenced_out] == [run.fence]
+    assert store.get_run(run.id).result == 1
+    assert types(store, run.id).count("RunCompleted") == 1

@@ -61,7 +61,9 @@ def test_list_runs_filters_by_status_and_queue_and_honours_the_limit(store):
     other = enqueue_one(store, "other")
     [running] = claim(store)
 
-    assert {run.id for run in store.list_runs()} == {*queued, other}
+    listed = [run.id for run in store.list_runs()]
+    assert set(listed) == {*queued, other}
+    assert listed == sorted(listed, reverse=True)  # newest first: run ids (ULIDs) sort by time
     assert {run.id for run in store.list_runs(status=RunStatus.QUEUED)} == ({*queued, other} - {running.id})
     assert [run.id for run in store.list_runs(status=RunStatus.RUNNING)] == [running.id]
     assert [run.id for run in store.list_runs(queue="other")] == [other]
@@ -87,6 +89,8 @@ def test_cancel_run_cancels_a_queued_run_at_once_with_an_event(store):
     assert record.status is RunStatus.CANCELED and record.finished_at is not None
     assert types(store, run_id) == ["RunQueued", "RunCanceled"]
     assert claim(store) == []
+    assert store.cancel_run(run_id) is RunStatus.CANCELED  # again: nothing more happens
+    assert types(store, run_id) == ["RunQueued", "RunCanceled"]
 
 
 def test_cancel_run_of_a_running_run_asks_its_worker_and_leaves_it_running(store):
