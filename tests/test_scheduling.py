@@ -7,8 +7,6 @@ import pytest
 from tidegate import InvalidArgument, RunStatus
 
 
-
-
 def _dequeued_at(app, run_id):
     return next(event.at for event in app.store.run_events(run_id) if event.type == "RunDequeued")
 

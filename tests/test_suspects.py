@@ -18,7 +18,6 @@ from tidegate.domain.model import Outcome, OutcomeKind
 from tidegate.domain.recovery import LostAttempt, rescue
 from tidegate.domain.scopes import Rules
 
-
 QUEUE = "suspects"
 LEASE = 0.2
 

@@ -10,7 +10,7 @@ import pytest
 
 from tidegate import RunFailed, RunStatus
 
-from .conftest import event_types, wait_until
+from .conftest import event_types
 
 QUEUE = "swept"
 
