@@ -29,25 +29,21 @@ def _claim(store, worker, lease=30.0, limit=1):
     return store.cycle(worker, [QUEUE], [], [], limit, lease).claimed
 
 
-def _expire_and_sweep(store, run_id, lease_seconds):
-    """Wait (on the database's clock) until the lease has expired and a sweep re-queued the run."""
-    time.sleep(lease_seconds)
-
-    def swept():
-        report = store.sweep("test-sweeper", 0.05)
-        return report is not None and run_id in report.requeued
-
-    wait_until(swept, 30, 0.05, message=f"the sweeper to re-queue {run_id}")
+def _expire_and_sweep(store, clock, run_id, lease_seconds):
+    """Move the store's clock past the lease, then one sweep must re-queue the run."""
+    clock.advance(lease_seconds)
+    report = store.sweep("test-sweeper", 0.05)
+    assert report is not None and run_id in report.requeued
 
 
-def test_a_taken_over_attempt_cannot_report_its_outcome(app, job):
+def test_a_taken_over_attempt_cannot_report_its_outcome(app, job, clock):
     store = app.store
     handle = job.submit(x=1)
 
     [first] = _claim(store, "worker-A", lease=0.3)
     assert (first.id, first.attempt) == (handle.id, 1)
     store.cycle("worker-A", [QUEUE], [(handle.id, 1)], [], 0, 0.3)  # A started it
-    _expire_and_sweep(store, handle.id, 0.3)
+    _expire_and_sweep(store, clock, handle.id, 0.3)
     assert handle.status() is RunStatus.QUEUED
 
     [second] = _claim(store, "worker-B")
@@ -93,7 +89,7 @@ def test_a_taken_over_attempt_cannot_report_its_outcome(app, job):
     assert types.count("RunCompleted") == 1 and "RunFailed" not in types
 
 
-def test_renewing_a_taken_over_attempt_reports_it_lost(app, job):
+def test_renewing_a_taken_over_attempt_reports_it_lost(app, job, clock):
     store = app.store
     handle = job.submit(x=1)
     keep = job.submit(x=2)
@@ -101,7 +97,7 @@ def test_renewing_a_taken_over_attempt_reports_it_lost(app, job):
     assert {run.id for run in claimed} == {handle.id, keep.id}
     # A keeps renewing `keep`, but stops renewing `handle` and loses it
     assert store.renew_leases("worker-A", [(keep.id, 1)], 30) == []
-    _expire_and_sweep(store, handle.id, 0.3)
+    _expire_and_sweep(store, clock, handle.id, 0.3)
     [taken] = _claim(store, "worker-B")
     assert (taken.id, taken.attempt) == (handle.id, 2)
 
@@ -114,23 +110,23 @@ def test_renewing_a_taken_over_attempt_reports_it_lost(app, job):
     assert handle.info().worker_id == "worker-B"
 
 
-def test_a_just_renewed_lease_is_not_reaped(app, job):
+def test_a_just_renewed_lease_is_not_reaped(app, job, clock):
     store = app.store
     handle = job.submit(x=1)
     _claim(store, "worker-A", lease=0.5)
     assert store.renew_leases("worker-A", [(handle.id, 1)], 30) == []
-    time.sleep(0.8)  # past the original lease, well within the renewed one
+    clock.advance(0.8)  # past the original lease, well within the renewed one
     report = store.sweep("test-sweeper", 0.05)
     assert report is not None and not report
     assert handle.info().status is RunStatus.RUNNING
     assert store.renew_leases("worker-A", [(handle.id, 1)], 30) == []
 
 
-def test_a_start_from_a_taken_over_attempt_is_ignored(app, job):
+def test_a_start_from_a_taken_over_attempt_is_ignored(app, job, clock):
     store = app.store
     handle = job.submit(x=1)
     _claim(store, "worker-A", lease=0.3)
-    _expire_and_sweep(store, handle.id, 0.3)
+    _expire_and_sweep(store, clock, handle.id, 0.3)
     _claim(store, "worker-B")
     store.cycle("worker-A", [QUEUE], [(handle.id, 1)], [], 0, 30)  # A's late RunStarted
     assert "RunStarted" not in event_types(app, handle.id)

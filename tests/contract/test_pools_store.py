@@ -6,16 +6,12 @@ exact rather than left to timing.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tidegate import PoolRequestTooLarge
-from tidegate.domain.model import Outcome, OutcomeKind, SweepReport
+from tidegate.domain.model import Outcome, OutcomeKind
 from tidegate.domain.pools import fanout_scope, pool_needs
 from tidegate.domain.steps import StepStatus, StepUpdate
-
-from .conftest import execute_sql, wait_until
 
 QUEUE = "steps"
 
@@ -48,15 +44,6 @@ def step_events(store, run_id: str, key: str | None = None) -> list[str]:
 
 def usage(store) -> dict[str, int]:
     return {pool.name: pool.claimed for pool in store.pools()}
-
-
-def backdate_holders(database_url: str, scope: str) -> None:
-    """Age a scope's holder rows past their lease, as a worker that died and stopped renewing leaves them."""
-    if database_url.startswith("sqlite"):
-        statement = "UPDATE tidegate_holders SET expires_at = expires_at - 3600 WHERE scope = ?"
-    else:
-        statement = "UPDATE tidegate_holders SET expires_at = expires_at - interval '1 hour' WHERE scope = ?"
-    execute_sql(database_url, statement, (scope,))
 
 
 def test_a_grant_holds_weighted_slots_until_released(store, job):
@@ -148,14 +135,14 @@ def test_an_unconfigured_pool_is_unlimited_and_says_so_once_per_run(store, job):
     assert [(e.step_key, e.metadata["pool"]) for e in unconfigured] == [("s[0]", "warehouse")]
 
 
-def test_renewal_extends_each_pool_holder_by_its_own_lease(store, job):
+def test_renewal_extends_each_pool_holder_by_its_own_lease(store, job, clock):
     store.set_pool_limit("short", 1, 2)
     store.set_pool_limit("long", 1, 600)
     fence = claim(store, job)
     grant = store.acquire_slots(fence, "w1", "s", pool_needs({"short": 1, "long": 1}), {})
     assert grant.granted and grant.lease_seconds == 2
     before = {h.scope: h.expires_at for name in ("short", "long") for h in store.pool_holders(name)}
-    time.sleep(0.05)
+    clock.advance(0.05)
     assert store.renew_slots(fence, "s")
     after = {h.scope: h for name in ("short", "long") for h in store.pool_holders(name)}
     assert all(after[scope].expires_at > before[scope] for scope in before)
@@ -166,15 +153,16 @@ def test_renewal_extends_each_pool_holder_by_its_own_lease(store, job):
     assert not store.renew_slots(fence, "s")
 
 
-def test_the_sweep_frees_every_holder_of_a_step_whose_lease_expired(store, job, database_url):
-    store.set_pool_limit("a", 1, 300)
+def test_the_sweep_frees_every_holder_of_a_step_whose_lease_expired(store, job, clock):
+    store.set_pool_limit("a", 1, 5)
     store.set_pool_limit("b", 1, 300)
     fence, other = claim(store, job), claim(store, job)
     assert store.acquire_slots(fence, "w1", "crashed", pool_needs({"a": 1, "b": 1}), {}).granted
-    # As a crash leaves them: the step stopped renewing and only one of its pools has lapsed so far.
-    backdate_holders(database_url, "pool:a")
+    # As a crash leaves them: the step stopped renewing and only one of its pools has lapsed so far
+    # (the runs' leases, 30 s, still hold).
+    clock.advance(6)
     assert not store.acquire_slots(other, "w1", "next", pool_needs({"b": 1}), {}).granted
-    report = wait_until(lambda: store.sweep("sweeper", 0.05), 10)
+    report = store.sweep("sweeper", 0.05)
     assert report.step_slots_expired == 2 and report.requeued == [] and report.leaks_repaired == 0
     assert usage(store) == {"a": 0, "b": 0}
     [released] = [e for e in store.run_events(fence[0]) if e.type == "StepSlotReleased"]
@@ -192,15 +180,15 @@ def test_a_live_lease_is_not_swept(store, job):
     assert usage(store) == {"a": 1}
 
 
-def test_a_stale_attempt_changes_nothing(store, job):
+def test_a_stale_attempt_changes_nothing(store, job, clock):
     store.set_pool_limit("a", 1, 300)
     handle = job.submit()
     [first] = store.cycle("A", [QUEUE], [], [], 1, 0.3).claimed
     stale = first.fence
     assert store.acquire_slots(stale, "A", "s", pool_needs({"a": 1}), {}).granted
     assert store.record_steps(stale, [StepUpdate("m[0]", StepStatus.PENDING, "m", 0)])
-    time.sleep(0.35)
-    wait_until(lambda: handle.id in (store.sweep("sweeper", 0.05) or SweepReport()).requeued, 10)
+    clock.advance(0.35)
+    assert handle.id in store.sweep("sweeper", 0.05).requeued
     assert usage(store) == {"a": 0}  # the run's end released its step holders (defence in depth)
     [second] = store.cycle("B", [QUEUE], [], [], 1, 30).claimed
     current = second.fence
@@ -275,15 +263,15 @@ def test_map_items_fill_a_sliding_window_in_index_order(store, job):
     assert [s.output for s in store.run_steps(fence[0])] == [0, 1, 2, 3, 4]
 
 
-def test_a_recovered_run_takes_again_the_items_its_dead_attempt_had_taken(store, job):
+def test_a_recovered_run_takes_again_the_items_its_dead_attempt_had_taken(store, job, clock):
     handle = job.submit()
     [first] = store.cycle("A", [QUEUE], [], [], 1, 0.3).claimed
     store.record_steps(first.fence, [StepUpdate(f"f[{i}]", StepStatus.PENDING, "f", i) for i in range(4)])
     for _ in range(2):
         store.next_map_item(first.fence, "A", "f", 2)
     store.record_step(first.fence, StepUpdate("f[0]", StepStatus.COMPLETED, "f", 0, output=0))
-    time.sleep(0.35)
-    wait_until(lambda: handle.id in (store.sweep("sweeper", 0.05) or SweepReport()).requeued, 10)
+    clock.advance(0.35)
+    assert handle.id in store.sweep("sweeper", 0.05).requeued
     [second] = store.cycle("B", [QUEUE], [], [], 1, 30).claimed
     # re-recording the items up front keeps the checkpoint of f[0]
     store.record_steps(second.fence, [StepUpdate(f"f[{i}]", StepStatus.PENDING, "f", i) for i in range(4)])

@@ -6,10 +6,6 @@ priority (with a backlog, a killed run waited tens of seconds to run again).
 Retries after a failure are another path: they keep their backoff.
 """
 
-import time
-
-from .conftest import wait_until
-
 QUEUE = "placed"
 
 
@@ -17,7 +13,7 @@ def _claim(store, worker, limit=1, lease=30.0):
     return store.cycle(worker, [QUEUE], [], [], limit, lease).claimed
 
 
-def test_a_rescued_run_is_claimed_before_younger_runs_of_its_priority(app):
+def test_a_rescued_run_is_claimed_before_younger_runs_of_its_priority(app, clock):
     @app.task(name="t.placed", queue=QUEUE, max_attempts=3)
     def placed(n: int) -> int:
         return n
@@ -26,17 +22,18 @@ def test_a_rescued_run_is_claimed_before_younger_runs_of_its_priority(app):
     first = placed.submit(n=0)
     [run] = _claim(store, "dead-worker", lease=0.3)
     assert run.id == first.id
-    time.sleep(0.05)  # so that the younger runs are queued strictly later
+    clock.advance(0.05)  # so that the younger runs are queued strictly later
     younger = placed.submit_many([{"n": i} for i in range(1, 4)])
     scheduled = first.info().scheduled_at
-    time.sleep(0.3)
-    wait_until(lambda: first.id in (store.sweep("sweeper", 0.05) or _Empty()).requeued, 30, 0.05)
+    clock.advance(0.3)
+    report = store.sweep("sweeper", 0.05)
+    assert report is not None and report.requeued == [first.id]
     assert first.info().scheduled_at == scheduled  # its place is kept, not moved to the rescue's now()
     [again] = _claim(store, "live-worker")
     assert again.id == first.id, f"a younger run went first: {again.id} (younger: {[h.id for h in younger]})"
 
 
-def test_a_handed_back_run_is_claimed_before_younger_runs_of_its_priority(app):
+def test_a_handed_back_run_is_claimed_before_younger_runs_of_its_priority(app, clock):
     @app.task(name="t.placed_back", queue=QUEUE, max_attempts=3)
     def placed_back(n: int) -> int:
         return n
@@ -44,7 +41,7 @@ def test_a_handed_back_run_is_claimed_before_younger_runs_of_its_priority(app):
     store = app.store
     first = placed_back.submit(n=0)
     [run] = _claim(store, "leaving-worker")
-    time.sleep(0.05)
+    clock.advance(0.05)
     placed_back.submit_many([{"n": i} for i in range(1, 4)])
     scheduled = first.info().scheduled_at
     assert store.hand_back("leaving-worker", [run.fence]) == [first.id]
@@ -54,6 +51,3 @@ def test_a_handed_back_run_is_claimed_before_younger_runs_of_its_priority(app):
     [again] = _claim(store, "next-worker")
     assert again.id == first.id
 
-
-class _Empty:
-    requeued: tuple[str, ...] = ()

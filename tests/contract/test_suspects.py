@@ -18,8 +18,6 @@ from tidegate.domain.model import Outcome, OutcomeKind
 from tidegate.domain.recovery import LostAttempt, rescue
 from tidegate.domain.scopes import Rules
 
-from .conftest import wait_until
-
 QUEUE = "suspects"
 LEASE = 0.2
 
@@ -32,18 +30,11 @@ def _start(store, worker, *runs):
     store.cycle(worker, [QUEUE], [run.fence for run in runs], [], 0, LEASE)
 
 
-def _rescue(store, *run_ids):
-    """Let the short leases lapse, then sweep until every one of `run_ids` was rescued."""
-    time.sleep(LEASE + 0.05)
-    done: set[str] = set()
-
-    def swept():
-        report = store.sweep("sweeper", 0.05)
-        if report is not None:
-            done.update(report.requeued, report.failed)
-        return set(run_ids) <= done
-
-    wait_until(swept, 30, 0.05, message=f"the sweep to rescue {run_ids}")
+def _rescue(app, *run_ids):
+    """Move the clock past the short leases: the next sweep rescues every one of `run_ids`."""
+    app.clock.advance(LEASE + 0.05)
+    report = app.store.sweep("sweeper", 0.05)
+    assert report is not None and set(run_ids) <= {*report.requeued, *report.failed}, report
 
 
 def _rescue_event(store, run_id):
@@ -116,7 +107,7 @@ def test_admit_gives_a_suspect_only_to_an_idle_worker_as_its_only_run(order, run
 def test_a_claimed_but_never_started_run_is_not_charged(app, task):
     handle = task.submit(n=1)  # max_attempts=1: charging this rescue would fail it
     [run] = _claim(app.store, "dead-worker")
-    _rescue(app.store, run.id)
+    _rescue(app, run.id)
     record = handle.info()
     assert record.status is RunStatus.QUEUED, record.error
     assert record.attempt == 1 and record.max_attempts == 2 and record.suspect
@@ -130,7 +121,7 @@ def test_runs_that_shared_a_lost_worker_are_not_charged(app, task):
     handles = task.submit_many([{"n": i} for i in range(3)])
     runs = _claim(app.store, "dead-worker", limit=3)
     _start(app.store, "dead-worker", *runs)
-    _rescue(app.store, *(run.id for run in runs))
+    _rescue(app, *(run.id for run in runs))
     for handle in handles:
         record = handle.info()
         assert record.status is RunStatus.QUEUED and record.suspect and record.max_attempts == 2
@@ -145,11 +136,11 @@ def test_a_run_rescued_after_its_neighbours_is_not_charged_either(app, task):
     [early] = _claim(app.store, "dead-worker", lease=LEASE)
     [late] = app.store.cycle("dead-worker", [QUEUE], [early.fence], [], 1, 30).claimed  # a long lease
     _start(app.store, "dead-worker", late)
-    _rescue(app.store, early.id)
+    _rescue(app, early.id)
     assert late.id == second.id and app.run(late.id).status() is RunStatus.RUNNING
     # now its lease lapses too, with nothing of its worker running any more
     app.store.renew_leases("dead-worker", [late.fence], LEASE)
-    _rescue(app.store, late.id)
+    _rescue(app, late.id)
     record = second.info()
     assert record.status is RunStatus.QUEUED and record.suspect, record.error
     event = _rescue_event(app.store, late.id)
@@ -160,11 +151,11 @@ def test_a_run_rescued_after_its_neighbours_is_not_charged_either(app, task):
 def test_a_suspect_that_crashes_alone_is_charged_and_fails_when_spent(app, task):
     handle = task.submit(n=1)
     [run] = _claim(app.store, "dead-1")
-    _rescue(app.store, run.id)  # not started: not charged, max_attempts 2
+    _rescue(app, run.id)  # not started: not charged, max_attempts 2
     [run] = _claim(app.store, "dead-2")
     assert run.suspect and run.attempt == 2
     _start(app.store, "dead-2", run)
-    _rescue(app.store, run.id)
+    _rescue(app, run.id)
     record = handle.info()
     assert record.status is RunStatus.FAILED and not record.suspect
     event = _rescue_event(app.store, run.id)
@@ -179,7 +170,7 @@ def _make_suspect(app, task, n=0):
     handle = task.submit(n=n)
     [run] = _claim(app.store, "dead-worker")
     assert run.id == handle.id
-    _rescue(app.store, run.id)
+    _rescue(app, run.id)
     assert handle.info().suspect
     return handle
 
@@ -274,7 +265,7 @@ def test_a_worker_runs_a_suspect_alone_with_its_start_recorded_first(app, start_
     assert run.id == older[0].id
     claimed = app.store.cycle("dead-worker", [QUEUE], [], [], 3, LEASE).claimed
     assert suspect.id in {r.id for r in claimed}
-    _rescue(app.store, *(r.id for r in [run, *claimed]))
+    _rescue(app, *(r.id for r in [run, *claimed]))
     assert all(app.run(r.id).info().suspect for r in [run, *claimed])
     younger = timed.submit_many([{"n": i} for i in range(10, 16)])
     start_worker(max_workers=4)

@@ -10,7 +10,7 @@ import pytest
 
 from tidegate import RunFailed, RunStatus
 
-from .conftest import event_types, wait_until
+from .conftest import event_types
 
 QUEUE = "swept"
 
@@ -19,15 +19,15 @@ def _claim(store, worker, lease):
     return store.cycle(worker, [QUEUE], [], [], 1, lease).claimed
 
 
-def _sweep_until(store, predicate, sweeper="sweeper-1"):
-    def attempt():
-        report = store.sweep(sweeper, 0.05)
-        return report if report is not None and predicate(report) else None
+def _sweep_after(clock, store, seconds, predicate):
+    """Move the clock past a lease: the next sweep must repair it (no polling)."""
+    clock.advance(seconds)
+    report = store.sweep("sweeper-1", 0.05)
+    assert report is not None and predicate(report), report
+    return report
 
-    return wait_until(attempt, 30, 0.05, message="the sweep to repair the expired lease")
 
-
-def test_sweeper_requeues_an_expired_run_then_fails_it_when_attempts_are_exhausted(app):
+def test_sweeper_requeues_an_expired_run_then_fails_it_when_attempts_are_exhausted(app, clock):
     @app.task(name="t.orphan", queue=QUEUE, max_attempts=2)
     def orphan() -> int:
         return 1
@@ -43,8 +43,7 @@ def test_sweeper_requeues_an_expired_run_then_fails_it_when_attempts_are_exhaust
     assert report is not None and not report
     assert handle.status() is RunStatus.RUNNING
 
-    time.sleep(0.3)
-    report = _sweep_until(store, lambda r: handle.id in r.requeued)
+    report = _sweep_after(clock, store, 0.3, lambda r: handle.id in r.requeued)
     assert report.failed == []
     record = handle.info()
     assert record.status is RunStatus.QUEUED
@@ -59,8 +58,7 @@ def test_sweeper_requeues_an_expired_run_then_fails_it_when_attempts_are_exhaust
     [run] = _claim(store, "dead-worker-2", lease=0.3)
     assert run.attempt == 2
     store.cycle("dead-worker-2", [QUEUE], [run.fence], [], 0, 0.3)
-    time.sleep(0.3)
-    report = _sweep_until(store, lambda r: handle.id in r.failed)
+    report = _sweep_after(clock, store, 0.3, lambda r: handle.id in r.failed)
     assert report.requeued == []
     record = handle.info()
     assert record.status is RunStatus.FAILED
@@ -80,13 +78,15 @@ def test_only_one_sweeper_at_a_time(app):
     assert store.sweep("sweeper-1", 10) is not None  # the holder may sweep again
 
 
-def test_a_sweeper_turn_expires_when_its_holder_dies(app):
+def test_a_sweeper_turn_expires_when_its_holder_dies(app, clock):
     store = app.store
-    assert store.sweep("sweeper-1", 0.1) is not None
-    wait_until(lambda: store.sweep("sweeper-2", 0.1) is not None, 30, 0.05, message="the sweeper turn to expire")
+    assert store.sweep("sweeper-1", 0.1) is not None  # a turn of 3 intervals: 0.3 s
+    assert store.sweep("sweeper-2", 0.1) is None
+    clock.advance(0.3)
+    assert store.sweep("sweeper-2", 0.1) is not None
 
 
-def test_a_canceled_run_whose_worker_died_ends_canceled(app):
+def test_a_canceled_run_whose_worker_died_ends_canceled(app, clock):
     @app.task(name="t.orphan_cancel", queue=QUEUE, max_attempts=5)
     def orphan_cancel() -> int:
         return 1
@@ -95,8 +95,7 @@ def test_a_canceled_run_whose_worker_died_ends_canceled(app):
     handle = orphan_cancel.submit()
     _claim(store, "dead-worker", lease=0.3)
     assert handle.cancel() is RunStatus.RUNNING  # asked; its (dead) worker never answers
-    time.sleep(0.3)
-    wait_until(lambda: store.sweep("sweeper-1", 0.05) and handle.status().finished, 30, 0.05)
+    _sweep_after(clock, store, 0.3, bool)
     assert handle.status() is RunStatus.CANCELED
 
 

@@ -9,7 +9,6 @@ time is not affected however long it then runs.
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -54,7 +53,7 @@ def test_a_run_queued_past_its_deadline_fails_at_the_next_sweep(app, level):
     handle = job.submit()
     report = _sweep(app.store)
     assert handle.id not in report.failed and handle.status() is RunStatus.QUEUED  # not yet due to fail
-    time.sleep(1.1)
+    app.clock.advance(1.1)
     # past the deadline nobody may claim it any more, even before the sweep fails it
     assert app.store.cycle("late-worker", ["late"], [], [], 5, 30).claimed == []
     report = _sweep(app.store)
@@ -72,7 +71,7 @@ def test_the_task_deadline_wins_over_the_queue_deadline(app):
     def default() -> None: ...
 
     quick, patient = short.submit(), default.submit()
-    time.sleep(1.1)
+    app.clock.advance(1.1)
     report = _sweep(app.store)
     assert report.failed == [quick.id]
     _expect_capacity_failure(app, quick)
@@ -89,7 +88,7 @@ def test_a_worker_of_another_queue_fails_it_at_its_boot_sweep(app, start_worker)
     def other() -> None: ...
 
     handle = job.submit()
-    time.sleep(1.1)
+    app.clock.advance(1.1)
     start_worker(app, queues=["served"], lease_duration="1.5s")  # sweeps at start, then every 0.5s
     wait_until(lambda: handle.status() is RunStatus.FAILED, 30, message="the sweep to fail the late run")
     _expect_capacity_failure(app, handle)
@@ -97,24 +96,25 @@ def test_a_worker_of_another_queue_fails_it_at_its_boot_sweep(app, start_worker)
 
 def test_a_run_claimed_before_its_deadline_is_unaffected(app, start_worker):
     app.queue("prompt", dispatch_deadline="1s")
-    started = threading.Event()
+    started, finish = threading.Event(), threading.Event()
 
     @app.task(name="prompt.slow", queue="prompt")
     def slow() -> str:
         started.set()
-        time.sleep(1.6)  # runs well past its dispatch deadline
+        assert finish.wait(30)
         return "done"
 
-    worker = start_worker(app, queues=["prompt"], lease_duration="1.5s")  # its sweeper runs every 0.5s meanwhile
+    worker = start_worker(app, queues=["prompt"], lease_duration="30s")
     handle = slow.submit()
     assert started.wait(30)
+    app.clock.advance(2)  # it now runs well past its dispatch deadline (its lease still holds)
+    report = app.store.sweep(worker.id, 1.0)  # the worker's own sweeper turn, taken here: it runs now
+    assert report is not None and report.failed == []
+    assert handle.status() is RunStatus.RUNNING
+    finish.set()
     assert handle.wait(timeout=30) == "done"
     assert handle.status() is RunStatus.COMPLETED and handle.info().error is None
     assert "RunFailed" not in event_types(app, handle.id)
-    # the worker's sweeper ran (every 0.5s) while the run was past its deadline; one more for good measure
-    worker.stop(timeout=30, grace=0)  # a leaving worker hands its sweeper turn back
-    _sweep(app.store)
-    assert handle.status() is RunStatus.COMPLETED
 
 
 def test_recovery_by_the_sweeper_does_not_reset_the_deadline(app, database_url):
@@ -129,7 +129,7 @@ def test_recovery_by_the_sweeper_does_not_reset_the_deadline(app, database_url):
     deadline_at = _deadline_at(database_url, handle.id)
     [claimed] = app.store.cycle("dead-worker", ["crashy"], [], [], 1, 0.3).claimed  # never renewed
     assert claimed.id == handle.id
-    time.sleep(0.4)
+    app.clock.advance(0.4)
     report = _sweep(app.store)
     assert report.requeued == [handle.id]
     record = handle.info()
@@ -138,8 +138,7 @@ def test_recovery_by_the_sweeper_does_not_reset_the_deadline(app, database_url):
     assert _deadline_at(database_url, handle.id) == deadline_at, "recovery moved the dispatch deadline"
 
     # 2s after *submission* (not after the re-queue) it fails
-    remaining = submitted_at.timestamp() + 2.05 - time.time()
-    time.sleep(max(0.0, remaining))
+    app.clock.advance(max(0.0, submitted_at.timestamp() + 2.05 - app.clock.wall()))
     report = _sweep(app.store)
     assert report.failed == [handle.id]
     record = handle.info()

@@ -114,7 +114,6 @@ def test_a_worker_that_is_not_full_never_waits_on_a_higher_rank(app, start_worke
     assert (lowest.rank, higher.rank) == (0, 1)
     handles = held.submit_many([{"n": 0}, {"n": 1}])
     wait_until(lambda: lowest.in_flight == 2, 30, message="rank 0 to take both runs")
-    time.sleep(0.3)
     assert higher.in_flight == 0
     gate.set()
     for handle in handles:

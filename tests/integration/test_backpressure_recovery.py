@@ -143,23 +143,18 @@ def test_heartbeat_loss_stops_the_attempt_before_its_lease_expires(app, start_wo
 # --- orphans ---------------------------------------------------------------------------------------
 
 
-def _expire_worker(database_url, backend, worker_id):
-    if backend == "sqlite":
-        now = time.time()
-        execute_sql(database_url, "UPDATE tidegate_workers SET heartbeat_at = ?, expires_at = ? WHERE id = ?",
-                    (now - 120, now - 60, worker_id))
-    else:
-        execute_sql(database_url, "UPDATE tidegate_workers SET heartbeat_at = now() - interval '120 seconds', "
-                    "expires_at = now() - interval '60 seconds' WHERE id = ?", (worker_id,))
+DEAD_TTL = 30  # the heartbeat TTL of the workers that die here: the clock moves past it
 
 
-def _expire_holders(database_url, backend, run_id):
-    if backend == "sqlite":
-        execute_sql(database_url, "UPDATE tidegate_holders SET expires_at = ? WHERE run_id = ?",
-                    (time.time() - 60, run_id))
-    else:
-        execute_sql(database_url, "UPDATE tidegate_holders SET expires_at = now() - interval '60 seconds' "
-                    "WHERE run_id = ?", (run_id,))
+def _age_holders(database_url, run_id):
+    """Make a run's holder rows look old (expired at its submission) while its lease is fine:
+    a state no clock produces, since a renewal extends both."""
+    execute_sql(
+        database_url,
+        "UPDATE tidegate_holders SET expires_at = (SELECT submitted_at FROM tidegate_runs WHERE id = ?) "
+        "WHERE run_id = ?",
+        (run_id, run_id),
+    )
 
 
 def _holders(database_url, run_id):
@@ -167,7 +162,7 @@ def _holders(database_url, run_id):
 
 
 @pytest.mark.parametrize("recovery", ["one sweep", "a fresh worker"])
-def test_a_crashed_workers_rows_are_recovered_at_the_first_sweep(app, database_url, backend, start_worker, recovery):
+def test_a_crashed_workers_rows_are_recovered_at_the_first_sweep(app, database_url, clock, start_worker, recovery):
     app.queue("orph", concurrency=Concurrency(global_limit=5))  # limited: claims write holder rows
 
     @app.task(name="orph.job", queue="orph", max_attempts=3)
@@ -180,7 +175,7 @@ def test_a_crashed_workers_rows_are_recovered_at_the_first_sweep(app, database_u
 
     # The dead worker: registered, claimed two runs with leases that would last five more minutes,
     # reported the start of one of them (the other was claimed but never started), then vanished.
-    store.register_worker("dead-1", 2, ["orph"], False, 300)
+    store.register_worker("dead-1", 2, ["orph"], False, DEAD_TTL)
     claimed = store.cycle("dead-1", ["orph"], [], [], 2, 300).claimed
     assert len(claimed) == 2
     started_run, unstarted_run = claimed
@@ -190,9 +185,9 @@ def test_a_crashed_workers_rows_are_recovered_at_the_first_sweep(app, database_u
     [alive_run] = store.cycle("alive-1", ["orph"], [], [], 1, 300).claimed
     store.cycle("alive-1", ["orph"], [(alive_run.id, alive_run.attempt)], [], 0, 300)
 
-    _expire_worker(database_url, backend, "dead-1")
+    clock.advance(2 * DEAD_TTL)  # dead-1's heartbeat stopped; alive-1's and every lease still hold
     for run in (started_run, unstarted_run, alive_run):
-        _expire_holders(database_url, backend, run.id)
+        _age_holders(database_url, run.id)
     assert app.run(started_run.id).info().started_at is not None
     assert app.run(unstarted_run.id).info().started_at is None
     assert app.store.scope_usage().get("queue:orph") == 3
@@ -230,15 +225,15 @@ def test_a_crashed_workers_rows_are_recovered_at_the_first_sweep(app, database_u
     assert "RunRequeued" not in event_types(app, alive_run.id)
 
 
-def test_a_dead_workers_run_past_its_last_attempt_fails_as_orphaned(app, database_url, backend):
+def test_a_dead_workers_run_past_its_last_attempt_fails_as_orphaned(app, clock):
     @app.task(name="orph.once", queue="orph1", max_attempts=1)
     def once() -> None: ...
 
     handle = once.submit()
-    app.store.register_worker("dead-2", 1, ["orph1"], False, 300)
+    app.store.register_worker("dead-2", 1, ["orph1"], False, DEAD_TTL)
     [claimed] = app.store.cycle("dead-2", ["orph1"], [], [], 1, 300).claimed
     app.store.cycle("dead-2", ["orph1"], [claimed.fence], [], 0, 300)  # it started, alone: the crash is its own
-    _expire_worker(database_url, backend, "dead-2")
+    clock.advance(2 * DEAD_TTL)
     report = app.store.sweep("sweeper-1", 1.0)
     assert report is not None and report.failed == [handle.id] and report.requeued == []
     record = handle.info()

@@ -1,11 +1,9 @@
 """Claim order: priority first (higher first), then age; across all of a worker's queues."""
 
-import time
-
 from tidegate import RunStatus
 
 
-def test_runs_are_claimed_by_priority_then_age_across_queues(app):
+def test_runs_are_claimed_by_priority_then_age_across_queues(app, clock):
     @app.task(name="t.a", queue="qa")
     def a(n: int) -> int:
         return n
@@ -21,7 +19,7 @@ def test_runs_are_claimed_by_priority_then_age_across_queues(app):
     submitted = []
     for n, (task, priority) in enumerate([(a, 0), (b, 0), (a, 5), (b, 5), (a, -1), (b, 9), (c, 100)]):
         submitted.append((task.options(priority=priority).submit(n=n), priority))
-        time.sleep(0.002)  # distinct queued times
+        clock.advance(0.002)  # distinct queued times
     store = app.store
     order = []
     while True:

@@ -44,9 +44,10 @@ def assert_held_by(app, database_url, run_id, attempt):
 
 
 @pytest.fixture
-def dapp(database_url):
+def dapp(database_url, clock):
     application = App(
         database_url,
+        clock=clock,
         run_queue=RunQueueConfig(
             max_concurrent_runs=10,
             tag_concurrency_limits=[TagConcurrencyLimit(key="tenant", per_unique_value=True, limit=5)],
@@ -147,20 +148,16 @@ def test_released_on_hand_back(dapp, database_url, start_worker):
     release.set()
 
 
-def test_released_on_lease_expiry_recovery_without_a_leak_repair(dapp, database_url):
+def test_released_on_lease_expiry_recovery_without_a_leak_repair(dapp, database_url, clock):
     task, _, _ = _gated_task(dapp, "d.expire", max_attempts=3)
     handle = task.submit()
     store = dapp.store
     [claimed] = store.cycle("doomed-worker", [QUEUE], [], [], 1, 0.3).claimed
     assert claimed.id == handle.id
     assert_held_by(dapp, database_url, handle.id, 1)
-    time.sleep(0.35)
-
-    def recovered():
-        report = store.sweep("test-sweeper", 0.05)
-        return report if report is not None and handle.id in report.requeued else None
-
-    report = wait_until(recovered, 30, 0.05, message="the sweep to recover the expired run")
+    clock.advance(0.35)
+    report = store.sweep("test-sweeper", 0.05)
+    assert report is not None and handle.id in report.requeued
     assert report.leaks_repaired == 0  # released with the recovery, not found later as a leak
     assert handle.status() is RunStatus.QUEUED
     assert_released(dapp, database_url)

@@ -31,11 +31,11 @@ HOLD = 0.15  # long enough that runs claimed together really overlap
 
 
 @pytest.fixture
-def make_app(database_url):
+def make_app(database_url, clock):
     apps: list[App] = []
 
     def make(run_queue: RunQueueConfig | None = None) -> App:
-        application = App(database_url, run_queue=run_queue)
+        application = App(database_url, run_queue=run_queue, clock=clock)
         apps.append(application)
         return application
 
@@ -371,13 +371,13 @@ def test_a_partition_at_its_local_limit_does_not_delay_another_partition(make_ap
 # --- fairness -----------------------------------------------------------------------------------------
 
 
-def test_a_fair_queue_lets_a_late_small_tenant_through_a_big_backlog(make_app, start_worker):
+def test_a_fair_queue_lets_a_late_small_tenant_through_a_big_backlog(make_app, start_worker, clock):
     app = make_app(RunQueueConfig(max_concurrent_runs=4))
     app.queue("fair", concurrency=Concurrency(partition=Partition(by_args=["tenant"])), ordering="fair")
     recorder = Recorder()
     task = _sleeper(app, recorder, "g.fair", "fair")
     tenant_a = task.submit_many([{"tenant": "a", "seconds": 0.02, "n": i} for i in range(1000)])
-    time.sleep(0.01)
+    clock.advance(0.01)  # b's runs are strictly younger
     tenant_b = task.submit_many([{"tenant": "b", "seconds": 0.02, "n": i} for i in range(10)])
     start_worker(application=app, max_workers=8)
     b_ids = set(_ids(tenant_b))
@@ -409,7 +409,7 @@ def test_overlap_arithmetic():
     assert max_overlap([]) == 0
 
 
-def test_a_fair_queue_alternates_partitions_when_slots_free_one_at_a_time(make_app):
+def test_a_fair_queue_alternates_partitions_when_slots_free_one_at_a_time(make_app, clock):
     """The fair order, claim by claim: each finished run frees one slot of the global cap of 4.
 
     Partitions must take turns across claims, not only within one claim
@@ -424,7 +424,7 @@ def test_a_fair_queue_alternates_partitions_when_slots_free_one_at_a_time(make_a
         return n
 
     fair1.submit_many([{"tenant": "a", "n": i} for i in range(100)])
-    time.sleep(0.01)
+    clock.advance(0.01)  # b's runs are strictly younger
     fair1.submit_many([{"tenant": "b", "n": i} for i in range(10)])
     store = app.store
     running = list(store.cycle("w", ["fair1"], [], [], 8, 60).claimed)

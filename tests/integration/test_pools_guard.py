@@ -139,12 +139,12 @@ def test_renewal_keeps_a_long_step_slots_past_the_lease(app, job, guard):
     assert store.pool_holders("db") == []  # released on exit
 
 
-def test_without_renewal_the_sweep_takes_the_slots_back_and_the_guard_sees_it_lost(app, job, guard):
+def test_without_renewal_the_sweep_takes_the_slots_back_and_the_guard_sees_it_lost(app, job, guard, clock):
     store = app.store
     store.set_pool_limit("db", 1, 0.3)
     fence = claim(store, job)
     assert store.acquire_slots(fence, "w1", "crashed", pool_needs({"db": 1}), {}).granted  # no guard: nobody renews
-    time.sleep(0.4)
+    clock.advance(0.4)
     report = store.sweep("sweeper", 0.05)
     assert report.step_slots_expired == 1 and store.pool_holders("db") == []
 
@@ -159,12 +159,12 @@ def test_the_context_manager_releases_on_error(app, job, guard):
     assert store.pool_holders("db") == []
 
 
-def test_a_taken_over_attempt_cannot_acquire(app, job, guard):
+def test_a_taken_over_attempt_cannot_acquire(app, job, guard, clock):
     store = app.store
     handle = job.submit()
     [run] = store.cycle("w1", [QUEUE], [], [], 1, 0.3).claimed
-    time.sleep(0.35)
-    wait_until(lambda: handle.id in getattr(store.sweep("sweeper", 0.05), "requeued", []), 10)
+    clock.advance(0.35)
+    assert handle.id in store.sweep("sweeper", 0.05).requeued
     with pytest.raises(StepFencedOut, match="was taken over"):
         guard().acquire_sync(run.fence, "w1", "s", pool_needs({"db": 1}))
     assert store.pools() == []

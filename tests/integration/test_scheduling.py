@@ -1,6 +1,5 @@
 """Delayed runs (`run_at`): never claimed before they are due, and not forgotten after."""
 
-import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -8,14 +7,12 @@ import pytest
 from tidegate import InvalidArgument, RunStatus
 
 
-
-
 def _dequeued_at(app, run_id):
     return next(event.at for event in app.store.run_events(run_id) if event.type == "RunDequeued")
 
 
 @pytest.mark.parametrize("form", ["timedelta", "aware-datetime", "naive-datetime"])
-def test_a_delayed_run_is_not_claimed_before_it_is_due(app, start_worker, form):
+def test_a_delayed_run_is_not_claimed_before_it_is_due(app, start_worker, clock, form):
     @app.task(name="t.when")
     def when() -> str:
         return "ran"
@@ -32,15 +29,16 @@ def test_a_delayed_run_is_not_claimed_before_it_is_due(app, start_worker, form):
         run_at = datetime.now(timezone.utc) + delay
     else:
         run_at = datetime.now() + delay  # local time, like datetime.now() users write
-    t0 = time.monotonic()
     delayed = when.options(run_at=run_at).submit()
     immediate = now_task.submit()
     # a due run is not held up behind the delayed one
     assert immediate.wait(timeout=30) == "now"
-    # while it is not due, it stays queued (the check is only made inside the window)
-    while time.monotonic() - t0 < 1.5:
-        assert delayed.status() is RunStatus.QUEUED
-        time.sleep(0.05)
+    # while it is not due, no claim takes it (the worker's turns make this same call)
+    clock.advance(2.0)
+    assert app.store.cycle("probe", [delayed.info().queue], [], [], 1, 30).claimed == []
+    assert delayed.status() is RunStatus.QUEUED
+    clock.advance(0.5)
+    now_task.submit()  # a submit wakes the worker now; its own timer for the due run runs on real time
     assert delayed.wait(timeout=30) == "ran"
     record = delayed.info()
     # the store's own clock says it was dequeued no earlier than it was scheduled
@@ -61,7 +59,7 @@ def test_a_worker_wakes_for_a_due_run_without_polling(app, start_worker):
     assert _dequeued_at(app, handle.id) >= handle.info().scheduled_at
 
 
-def test_delayed_runs_keep_their_order_by_due_time(app, start_worker):
+def test_delayed_runs_keep_their_order_by_due_time(app, start_worker, clock):
     order = []
 
     @app.task(name="t.ordered")
@@ -70,6 +68,7 @@ def test_delayed_runs_keep_their_order_by_due_time(app, start_worker):
         return n
 
     handles = [ordered.options(run_at=timedelta(seconds=0.4 * (3 - n))).submit(n=n) for n in range(3)]
+    clock.advance(1.2)  # all due: claims take them by due time, not by submission
     start_worker(max_workers=1)
     for handle in handles:
         handle.wait(timeout=30)
@@ -96,7 +95,7 @@ def test_run_at_of_the_wrong_type_is_refused(app):
     assert app.store.list_runs() == []
 
 
-def test_a_delayed_run_can_be_canceled_before_it_is_due(app, start_worker):
+def test_a_delayed_run_can_be_canceled_before_it_is_due(app, start_worker, clock):
     ran = []
 
     @app.task(name="t.cancel_later")
@@ -106,6 +105,7 @@ def test_a_delayed_run_can_be_canceled_before_it_is_due(app, start_worker):
     start_worker()
     handle = cancel_later.options(run_at=timedelta(seconds=1)).submit()
     assert handle.cancel() is RunStatus.CANCELED
-    time.sleep(1.5)
+    clock.advance(1.5)  # past its due time: still nothing may claim it
+    assert app.store.cycle("probe", [handle.info().queue], [], [], 1, 30).claimed == []
     assert ran == []
     assert handle.status() is RunStatus.CANCELED

@@ -176,15 +176,18 @@ def test_a_sliding_window_starts_each_next_item_as_one_completes(app, start_work
     def window(wf: Workflow):
         return wf.map(item, list(range(5)), concurrency=3)
 
-    start_worker()
+    worker = start_worker()
     run = window.submit()
     wait_until(lambda: len(started) >= 3, message="the first three items")
-    time.sleep(0.2)
-    assert started == [0, 1, 2]  # the window is full: nothing else starts
+
+    def window_full() -> bool:
+        """Ask the store for the next item as the run's own worker would: refused while the window is full."""
+        return app.store.next_map_item((run.id, 1), worker.id, "item", 3) is None
+
+    assert window_full() and started == [0, 1, 2]  # nothing else starts
     done[1].set()
     wait_until(lambda: len(started) >= 4, message="the item after 1's completion")
-    time.sleep(0.1)
-    assert started == [0, 1, 2, 3]  # exactly the next item, no more
+    assert window_full() and started == [0, 1, 2, 3]  # exactly the next item, no more
     done[0].set()
     wait_until(lambda: len(started) >= 5, message="the item after 0's completion")
     assert started == [0, 1, 2, 3, 4]

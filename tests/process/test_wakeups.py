@@ -57,8 +57,8 @@ def test_postgres_wake_ups_stay_within_their_schema(postgres_url):
     woken = {"mine": threading.Event(), "other": threading.Event()}
     listeners = [app.store.listen(woken["mine"].set), other.listen(woken["other"].set)]
     try:
-        time.sleep(0.5)  # each listener wakes once when its LISTEN starts: let that pass
-        for event in woken.values():
+        for name, event in woken.items():  # each listener wakes once when its LISTEN starts: let that pass
+            assert event.wait(10), f"the {name} listener did not start"
             event.clear()
         noop.submit()
         assert woken["mine"].wait(5), "a submit did not wake a listener on its own schema"

@@ -6,7 +6,7 @@ takeover commits meanwhile), then locks the `tidegate_scopes` rows
 of the scopes it asks for in key order, and only then reads limits and sums
 holders: claimers of a scope queue up there instead of both seeing its last
 free slot, and the common order rules out deadlocks between them. Times are
-the server's (`statement_timestamp()` once locks are held, `now()` elsewhere).
+the server's (`tidegate_statement_timestamp()` once locks are held, `tidegate_now()` elsewhere).
 """
 
 from __future__ import annotations

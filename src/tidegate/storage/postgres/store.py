@@ -1,7 +1,8 @@
 """PostgreSQL adapter of the storage port (the distributed engine).
 
 Workers on many machines share one database, so the database is the only
-clock (`now()` in SQL, never a worker's time) and the only lock (`FOR UPDATE
+clock (`tidegate_now()` in SQL: the server's `now()` plus the injected clock's
+offset, 0 outside tests; never a worker's time) and the only lock (`FOR UPDATE
 SKIP LOCKED` on run rows, an advisory lock around migrations, a leased row
 for the sweeper's turn). It behaves exactly like the SQLite adapter: same
 statuses, events and fencing; only the mechanics differ.

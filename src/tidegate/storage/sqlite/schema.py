@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Iterator
 
 from tidegate.storage.migrations import Migration, check_current, load_migrations, pending
@@ -30,7 +29,7 @@ class Schema(Aggregate):
                     connection.execute(statement)
                 connection.execute(
                     self._q("record_migration"),
-                    {"version": migration.version, "name": migration.name, "now": time.time()},
+                    {"version": migration.version, "name": migration.name, "now": now},
                 )
                 applied.append(migration.version)
         return applied
