@@ -2,7 +2,7 @@
 
 `store` is a real adapter opened by the composition root (`open_store`) on the
 backend-parametrized `database_url`, with no App in front of it, so what a
-contract test sees is the port's own behaviour. Its time comes from `clock`, a
+contract test sees is the port's own behaviour. Its time comes from the shared `clock`, a
 `ShiftedClock`: a contract that needs a lease or a turn to lapse advances it
 instead of sleeping, and is marked `advances_clock` (see below).
 
@@ -29,13 +29,6 @@ from tidegate.storage.port import Fence, Store
 QUEUE = "contract"
 LEASE = 30.0
 
-# PostgreSQL reads the server's clock and, until the injected clock's offset is applied to it
-# (the clock helper's branch, issue 11), ignores `clock.advance`. Contracts that advance the
-# clock are therefore expected to fail there, strictly: once the offset lands they pass, the
-# strict xfail turns into a failure, and this flag is flipped to True (one line) to enable them.
-POSTGRES_APPLIES_CLOCK_OFFSET = False
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "advances_clock: the contract moves the store's clock (`clock.advance`)")
     config.addinivalue_line(
@@ -49,21 +42,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         params = getattr(item, "callspec", None)
         backend = params.params.get("database_url") if params else None
-        if backend == "postgres" and item.get_closest_marker("advances_clock") and not POSTGRES_APPLIES_CLOCK_OFFSET:
-            reason = "PostgreSQL does not yet apply the injected clock's offset (clock helper, issue 11)"
-            item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
         for marker in item.iter_markers("adapter_difference"):
             if marker.args[0] == backend:
                 item.add_marker(pytest.mark.xfail(strict=True, reason=f"adapter difference: {marker.args[1]}"))
-
-
-@pytest.fixture
-def clock() -> ShiftedClock:
-    """The store's clock; contracts advance it instead of sleeping.
-
-    The clock helper adds a shared `clock` fixture to tests/conftest.py; once it is merged
-    this one can go (the contract store then takes that one)."""
-    return ShiftedClock()
 
 
 @pytest.fixture
