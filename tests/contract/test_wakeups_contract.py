@@ -65,9 +65,6 @@ def test_closing_a_store_twice_is_harmless(database_url):
     store.close()
 
 
-@pytest.mark.adapter_difference(
-    "sqlite", "a closed SQLite store opens a fresh connection for the next call (never closed again) instead of refusing it"
-)
 def test_a_closed_store_refuses_further_calls(database_url):
     store = open_store(database_url)
     store.close()
