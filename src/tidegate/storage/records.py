@@ -96,18 +96,3 @@ def task_definition(row: Mapping[str, Any], to_json: ToJSON) -> TaskDefinition:
         timeout=row["timeout"],
         dispatch_deadline=row["dispatch_deadline"],
     )
-
-
-def outcome_status(kind: str, retry_delay: float | None) -> str:
-    """The status an outcome leads to: a failure with a retry delay goes back to the queue."""
-    if kind == "failed" and retry_delay is not None:
-        return "queued"
-    return kind
-
-
-EVENT_FOR_STATUS = {
-    "completed": "RunCompleted",
-    "failed": "RunFailed",
-    "canceled": "RunCanceled",
-    "queued": "RunRetried",
-}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tidegate.domain.events import rescued
 from tidegate.domain.model import SweepReport
 from tidegate.domain.recovery import LostAttempt, Rescue, rescue
 
@@ -38,20 +39,23 @@ def decide(rows: Sequence[Row]) -> list[tuple[LostAttempt, Rescue]]:
 
 def payload(decided: Sequence[tuple[LostAttempt, Rescue]]) -> list[dict[str, Any]]:
     """The verdicts as rows for the `sweep_recover` write (a JSON list), in run id order."""
-    return [
-        {
-            "id": verdict.run_id,
-            "attempt": verdict.attempt,
-            "status": verdict.status,
-            "error": verdict.error,
-            "max_attempts": verdict.max_attempts,
-            "suspect": verdict.suspect,
-            "worker": lost.worker,
-            "event": verdict.event,
-            "metadata": verdict.metadata(lost),
-        }
-        for lost, verdict in sorted(decided, key=lambda pair: pair[0].run_id)
-    ]
+    rows = []
+    for lost, verdict in sorted(decided, key=lambda pair: pair[0].run_id):
+        event = rescued(verdict, lost)
+        rows.append(
+            {
+                "id": verdict.run_id,
+                "attempt": verdict.attempt,
+                "status": verdict.status,
+                "error": verdict.error,
+                "max_attempts": verdict.max_attempts,
+                "suspect": verdict.suspect,
+                "worker": lost.worker,
+                "event": event.type,
+                "metadata": event.metadata,
+            }
+        )
+    return rows
 
 
 def add_to_report(report: SweepReport, written: Mapping[str, str]) -> None:

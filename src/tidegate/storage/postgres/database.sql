@@ -40,4 +40,4 @@ SELECT key FROM tidegate_scopes WHERE key = ANY(%(keys)s::text[]) ORDER BY key F
 
 -- name: insert_event
 INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-VALUES (%(run_id)s::text, NULL, %(type)s::text, %(metadata)s::jsonb, now());
+VALUES (%(run_id)s::text, %(step_key)s::text, %(type)s::text, %(metadata)s::jsonb, now());

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from psycopg.rows import dict_row
 
+from tidegate.domain import events as history
 from tidegate.domain.model import SweepReport
 from tidegate.storage import rescue
 from tidegate.storage.port import Fence
@@ -21,7 +22,6 @@ from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.postgres.steps import PostgresStepVerbs
 
 SWEEPER_LOCK = "sweeper"
-WORKER_SHUTTING_DOWN = "worker shutting down"
 
 
 class Leases(Aggregate):
@@ -50,7 +50,7 @@ class Leases(Aggregate):
             with transaction(connection):
                 back = connection.execute(
                     self._q("hand_back"),
-                    {**fence_arrays(held), "worker": worker_id, "reason": WORKER_SHUTTING_DOWN},
+                    {**fence_arrays(held), "worker": worker_id, "reason": history.WORKER_SHUTTING_DOWN},
                 )
                 connection.execute(self._q("notify"))
             return [row[0] for row in back.fetchall()]

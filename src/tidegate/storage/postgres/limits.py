@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from tidegate.domain import events as history
 from tidegate.domain.errors import StoreUnavailable
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.limits import (
@@ -25,7 +26,7 @@ from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
 from tidegate.domain.scopes import Rules, effective_limit
 from tidegate.storage import records
 from tidegate.storage.postgres.database import Aggregate, Database
-from tidegate.storage.postgres.payloads import payload_json, to_time
+from tidegate.storage.postgres.payloads import event_params, payload_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
 
 
@@ -79,10 +80,8 @@ class Limits(Aggregate):
             version = (0 if row is None else row[1]) if reset else row[0]  # type: ignore[index]
             after = self.parse_rules(after_row.fetchone())
             change = LimitChange(target, effective_limit(before, target), effective_limit(after, target), version)
-            metadata = {"target": target, "old": change.old, "new": change.new, "version": version, "reset": reset}
-            connection.execute(
-                self._q("insert_event"), {"run_id": None, "type": "LimitChanged", "metadata": dumps(metadata)}
-            )
+            changed = history.limit_changed(target, change.old, change.new, version, reset)
+            connection.execute(self._q("insert_event"), event_params(None, changed))
             connection.execute(self._q("notify"))  # a raised limit may unblock runs
         return change
 

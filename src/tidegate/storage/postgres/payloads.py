@@ -11,9 +11,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tidegate.domain.backpressure import WorkerSlot
+from tidegate.domain.events import Event, attempt_ended
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import ClaimedRun, NewRun, Outcome
-from tidegate.storage import records
+from tidegate.domain.transitions import outcome_status
 from tidegate.storage.port import Fence
 
 _JSON_NUL = "\\u0000"  # how json.dumps writes U+0000, which jsonb and text refuse
@@ -26,6 +27,11 @@ def to_time(value: datetime | None) -> datetime | None:
 
 def to_json(value: Any) -> Any:
     return value  # already decoded by the connection's jsonb loader (_sorted_loads)
+
+
+def event_params(run_id: str | None, event: Event, step_key: str | None = None) -> dict[str, Any]:
+    """The parameters of `insert_event` for one event (built by domain/events.py)."""
+    return {"run_id": run_id, "step_key": step_key, "type": event.type, "metadata": dumps(event.metadata)}
 
 
 def payload_json(rows: list[dict[str, Any]]) -> str:
@@ -83,7 +89,8 @@ def _outcome_rows(outcomes: Sequence[Outcome]) -> dict[Fence, dict[str, Any]]:
     """One row per fence (the last report wins, as on SQLite), with its event precomputed."""
     rows: dict[Fence, dict[str, Any]] = {}
     for outcome in outcomes:
-        status = records.outcome_status(outcome.kind.value, outcome.retry_delay)
+        status = outcome_status(outcome.kind.value, outcome.retry_delay)
+        ended = attempt_ended(status, outcome.attempt, outcome.error, outcome.retry_delay)
         rows[(outcome.run_id, outcome.attempt)] = {
             "id": outcome.run_id,
             "attempt": outcome.attempt,
@@ -91,21 +98,14 @@ def _outcome_rows(outcomes: Sequence[Outcome]) -> dict[Fence, dict[str, Any]]:
             "result": outcome.result,
             "error": outcome.error,
             "delay": outcome.retry_delay,
-            "event": records.EVENT_FOR_STATUS[status],
-            "metadata": _outcome_metadata(outcome, status),
+            # As applied unless a cancel was requested: then cycle_reports ends it canceled
+            # (settle) and makes the event attempt_ended's for that status.
+            "event": ended.type,
+            "metadata": ended.metadata,
         }
     for index, row in enumerate(rows.values()):
         row["n"] = index
     return rows
-
-
-def _outcome_metadata(outcome: Outcome, status: str) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"attempt": outcome.attempt}
-    if outcome.error is not None:
-        metadata["error"] = outcome.error
-    if status == "queued":
-        metadata["retry_in"] = round(outcome.retry_delay or 0.0, 3)
-    return metadata
 
 
 def _storable(outcome: Outcome) -> Outcome:

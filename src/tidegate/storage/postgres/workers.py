@@ -12,13 +12,14 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from tidegate.domain import events as history
 from tidegate.domain.admission import LocalUsage, admit
 from tidegate.domain.backpressure import claimable_queues, lowest_free_rank
 from tidegate.domain.jsonvalue import dumps
 from tidegate.storage import claiming
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
-from tidegate.storage.postgres.payloads import worker_slot
+from tidegate.storage.postgres.payloads import event_params, worker_slot
 from tidegate.storage.postgres.pipeline import transaction
 
 OVERFLOW_TURN = "overflow"
@@ -101,10 +102,8 @@ class Workers(Aggregate):
             ).fetchone()
             if turn is None:
                 return None
-            metadata = {"backlog": eligible, "workers": len(serving), "queues": sorted(queues)}
-            connection.execute(
-                self._q("insert_event"), {"run_id": None, "type": "CapacityOverflow", "metadata": dumps(metadata)}
-            )
+            overflow = history.capacity_overflow(eligible, len(serving), queues)
+            connection.execute(self._q("insert_event"), event_params(None, overflow))
         return eligible
 
     def fill_order_queues(

@@ -13,11 +13,14 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from tidegate.domain import events as history
+from tidegate.domain import transitions
+from tidegate.domain.events import Event
 from tidegate.domain.model import SweepReport
 from tidegate.storage import rescue
 from tidegate.storage.port import Fence
 from tidegate.storage.sqlite.database import Aggregate, Database
-from tidegate.storage.sqlite.payloads import event
+from tidegate.storage.sqlite.payloads import event_row
 from tidegate.storage.sqlite.steps import SQLiteStepVerbs
 
 SWEEPER_LOCK = "sweeper"
@@ -52,22 +55,17 @@ class Leases(Aggregate):
             return []
         with self._write() as (connection, now):
             rows = connection.execute(
-                self._q("hand_back"), {"fences": json.dumps(held), "worker": worker_id, "now": now}
+                self._q("hand_back"),
+                {
+                    "fences": json.dumps(held),
+                    "worker": worker_id,
+                    "now": now,
+                    "if_canceled": transitions.settle(transitions.QUEUED, cancel_requested=True),
+                },
             ).fetchall()
             connection.execute(self._q("release_holders"), {"ids": json.dumps([row[0] for row in rows])})
             events = [
-                event(
-                    run_id,
-                    "RunRequeued" if status == "queued" else "RunCanceled",
-                    {
-                        "attempt": attempt,
-                        "reason": "worker shutting down",
-                        "worker": worker_id,
-                        "charged": False,
-                        "suspect": bool(suspect),
-                    },
-                    now,
-                )
+                event_row(run_id, history.handed_back(status, attempt, worker_id, bool(suspect)), now)
                 for run_id, attempt, status, suspect in rows
             ]
             connection.executemany(self._q("insert_event"), events)
@@ -98,7 +96,7 @@ class Leases(Aggregate):
             events += self._fail_missed_deadlines(connection, report, now)
             rescue.add_to_report(report, recovered)
             events += [
-                event(verdict["id"], verdict["event"], verdict["metadata"], now)
+                event_row(verdict["id"], Event(verdict["event"], verdict["metadata"]), now)
                 for verdict in verdicts
                 if verdict["id"] in recovered
             ]
@@ -112,10 +110,13 @@ class Leases(Aggregate):
     ) -> list[dict[str, Any]]:
         events = []
         for row in connection.execute(self._q("missed_deadlines"), {"now": now}).fetchall():
-            failed = connection.execute(self._q("fail_missed_deadline"), {"id": row["id"], "now": now}).fetchone()
+            error = transitions.deadline_error(now - row["submitted_at"])
+            failed = connection.execute(
+                self._q("fail_missed_deadline"), {"id": row["id"], "now": now, "error": error}
+            ).fetchone()
             if failed is not None:
                 report.failed.append(row["id"])
-                events.append(event(row["id"], "RunFailed", {"attempt": failed["attempt"], "error": failed["error"]}, now))
+                events.append(event_row(row["id"], history.deadline_missed(failed["attempt"], error), now))
         return events
 
     def _repair_leaks(self, connection: sqlite3.Connection, now: float) -> list[dict[str, Any]]:
@@ -123,6 +124,6 @@ class Leases(Aggregate):
         events = []
         for row in connection.execute(self._q("leaked_holders")).fetchall():
             connection.execute(self._q("delete_holder"), {"scope": row["scope"], "holder": row["holder"]})
-            metadata = {"scope": row["scope"], "slots": row["slots"], "attempt": row["attempt"]}
-            events.append(event(row["run_id"], "SlotLeakRepaired", metadata, now))
+            repaired = history.slot_leak_repaired(row["scope"], row["slots"], row["attempt"])
+            events.append(event_row(row["run_id"], repaired, now))
         return events

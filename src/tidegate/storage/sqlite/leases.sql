@@ -12,10 +12,11 @@ RETURNING tidegate_runs.id, tidegate_runs.attempt;
 -- name: hand_back
 -- A handed-back attempt does not count against max_attempts: the worker is
 -- leaving, the run did nothing wrong (its event says charged: false). It keeps
--- its place in the queue and its suspect flag. A run whose cancel was asked ends canceled.
+-- its place in the queue and its suspect flag. A run whose cancel was asked takes
+-- :if_canceled (domain.transitions.settle).
 UPDATE tidegate_runs SET
-    status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'queued' END,
-    finished_at = CASE WHEN cancel_requested = 1 THEN :now ELSE NULL END,
+    status = iif(cancel_requested, :if_canceled, 'queued'),
+    finished_at = iif(iif(cancel_requested, :if_canceled, 'queued') = 'queued', NULL, :now),
     max_attempts = max_attempts + 1,
     worker_id = NULL, lease_expires_at = NULL
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
@@ -86,10 +87,9 @@ SELECT id, queue, submitted_at, deadline_at FROM tidegate_runs
 WHERE status = 'queued' AND deadline_at IS NOT NULL AND deadline_at <= :now;
 
 -- name: fail_missed_deadline
+-- :error is domain.transitions.deadline_error of the time it waited.
 UPDATE tidegate_runs SET
-    status = 'failed', finished_at = :now, block_reason = NULL,
-    error = 'capacity: still queued ' || CAST(round(:now - submitted_at) AS INTEGER)
-            || 's after submission, past its dispatch deadline; no worker could take it in time'
+    status = 'failed', finished_at = :now, block_reason = NULL, error = :error
 WHERE id = :id AND status = 'queued'
 RETURNING id, attempt, error;
 

@@ -10,6 +10,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
+from tidegate.domain import events as history
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.limits import (
     QueueConfig,
@@ -23,7 +24,7 @@ from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
 from tidegate.domain.scopes import Rules, effective_limit
 from tidegate.storage import records
 from tidegate.storage.sqlite.database import Aggregate, Database
-from tidegate.storage.sqlite.payloads import event, to_time
+from tidegate.storage.sqlite.payloads import event_row, to_time
 
 
 class Limits(Aggregate):
@@ -84,8 +85,8 @@ class Limits(Aggregate):
             connection.execute(self._q("bump_rules_version"), {"now": now})
             after = self.load_rules(connection)
             change = LimitChange(target, effective_limit(before, target), effective_limit(after, target), version)
-            metadata = {"target": target, "old": change.old, "new": change.new, "version": version, "reset": reset}
-            connection.execute(self._q("insert_event"), event(None, "LimitChanged", metadata, now))
+            changed = history.limit_changed(target, change.old, change.new, version, reset)
+            connection.execute(self._q("insert_event"), event_row(None, changed, now))
         self._notifier.notify()
         return change
 

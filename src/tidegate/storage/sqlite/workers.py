@@ -6,12 +6,13 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
+from tidegate.domain import events as history
 from tidegate.domain.admission import LocalUsage, admit
 from tidegate.domain.backpressure import WorkerSlot, claimable_queues, lowest_free_rank
 from tidegate.storage import claiming
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
-from tidegate.storage.sqlite.payloads import event
+from tidegate.storage.sqlite.payloads import event_row
 
 OVERFLOW_SAMPLE = 100  # queued runs looked at per queue when deciding whether runs wait for a worker
 
@@ -94,8 +95,8 @@ class Workers(Aggregate):
             ).fetchone()
             if turn is None:
                 return None
-            metadata = {"backlog": eligible, "workers": len(serving), "queues": sorted(queues)}
-            connection.execute(self._q("insert_event"), event(None, "CapacityOverflow", metadata, now))
+            overflow = history.capacity_overflow(eligible, len(serving), queues)
+            connection.execute(self._q("insert_event"), event_row(None, overflow, now))
         return eligible
 
     def fill_order_queues(self, connection: sqlite3.Connection, worker_id: str, queues: Sequence[str], now: float) -> list[str]:
