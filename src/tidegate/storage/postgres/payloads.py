@@ -6,11 +6,10 @@ batch payloads are converted one way everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from tidegate.domain.backpressure import WorkerSlot
 from tidegate.domain.events import Event, attempt_ended
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import ClaimedRun, NewRun, Outcome
@@ -117,10 +116,6 @@ def _storable(outcome: Outcome) -> Outcome:
         return outcome
     error = outcome.error.replace("\x00", "\\x00")
     return Outcome(outcome.run_id, outcome.attempt, outcome.kind, outcome.result, error, outcome.retry_delay)
-
-
-def worker_slot(row: Mapping[str, Any]) -> WorkerSlot:
-    return WorkerSlot(row["id"], row["rank"], row["capacity"], row["running"], frozenset(row["queues"]))
 
 
 def claimed_run(row: tuple[Any, ...]) -> ClaimedRun:

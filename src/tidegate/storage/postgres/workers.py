@@ -7,24 +7,19 @@ the sweep recover the runs of a worker whose heartbeat stopped.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
 from tidegate.domain import events as history
-from tidegate.domain.admission import LocalUsage, admit
-from tidegate.domain.backpressure import claimable_queues, lowest_free_rank
 from tidegate.domain.jsonvalue import dumps
-from tidegate.storage import claiming
+from tidegate.storage import registry
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
-from tidegate.storage.postgres.payloads import event_params, worker_slot
+from tidegate.storage.postgres.payloads import event_params, to_json
 from tidegate.storage.postgres.pipeline import transaction
-
-OVERFLOW_TURN = "overflow"
-OVERFLOW_SAMPLE = 100  # queued runs looked at per queue when deciding whether runs wait for a worker
-
 
 class Workers(Aggregate):
     """The worker verbs of the storage port, and the fill order they set up."""
@@ -43,9 +38,7 @@ class Workers(Aggregate):
         with self._connection() as connection, transaction(connection):
             connection.execute(self._q("register_worker_lock"))
             live = dict(connection.execute(self._q("live_worker_ranks")).fetchall())
-            rank = live.get(worker_id)
-            if rank is None:
-                rank = lowest_free_rank(list(live.values()))
+            rank = registry.rank_for(worker_id, live)
             params = {
                 "id": worker_id,
                 "rank": rank,
@@ -83,26 +76,23 @@ class Workers(Aggregate):
         """
         with self._connection() as connection, transaction(connection):
             workers = connection.cursor(row_factory=dict_row).execute(self._q("worker_fill_state")).fetchall()
-            serving = [row for row in workers if set(row["queues"]) & set(queues)]
-            if not serving or any(row["running"] < row["capacity"] for row in serving):
+            serving = registry.all_serving_full(workers, queues, to_json)
+            if not serving:
                 return None
             rules = self._limits.parse_rules(connection.execute(self._q("load_rules"), {"known": None}).fetchone())
             usage = dict(connection.execute(self._q("scope_usage")).fetchall())
             rows = connection.cursor(row_factory=dict_row).execute(
-                self._q("check_overflow_window"), {"queues": list(queues), "limit": OVERFLOW_SAMPLE}
+                self._q("check_overflow_window"), {"queues": list(queues), "limit": registry.OVERFLOW_SAMPLE}
             ).fetchall()
-            candidates = [
-                claiming.to_candidate(row, rules, row["tags"], row["scheduled_at"].timestamp()) for row in rows
-            ]
-            eligible = len(admit(candidates, usage, rules, LocalUsage(), len(candidates)).admitted)
+            eligible = registry.eligible_backlog(rows, rules, usage, to_json, datetime.timestamp)
             if eligible == 0:
                 return None
             turn = connection.execute(
-                self._q("take_turn"), {"name": OVERFLOW_TURN, "holder": worker_id, "ttl": interval}
+                self._q("take_turn"), {"name": registry.OVERFLOW_TURN, "holder": worker_id, "ttl": interval}
             ).fetchone()
             if turn is None:
                 return None
-            overflow = history.capacity_overflow(eligible, len(serving), queues)
+            overflow = history.capacity_overflow(eligible, serving, queues)
             connection.execute(self._q("insert_event"), event_params(None, overflow))
         return eligible
 
@@ -111,9 +101,4 @@ class Workers(Aggregate):
     ) -> list[str]:
         """The queues a worker in the fill order may claim from now (a round trip: the registry)."""
         rows = connection.cursor(row_factory=dict_row).execute(self._q("worker_fill_state")).fetchall()
-        slots = {row["id"]: (row["fill_order"], worker_slot(row)) for row in rows}
-        mine = slots.get(worker_id)
-        if mine is None or not mine[0]:
-            return queues
-        allowed = claimable_queues(mine[1], [slot for fill, slot in slots.values() if fill])
-        return [queue for queue in queues if queue in allowed]
+        return registry.fill_order_queues(rows, worker_id, queues, to_json)
