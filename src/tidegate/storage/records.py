@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from tidegate.domain.model import EventRecord, HolderRecord, RunRecord, RunStatus, TaskDefinition
+from tidegate.domain.model import EventRecord, HolderRecord, NewRun, RunRecord, RunStatus, TaskDefinition
 from tidegate.domain.steps import StepRecord, StepStatus
 
 ToTime = Callable[[Any], datetime | None]
@@ -96,3 +96,36 @@ def task_definition(row: Mapping[str, Any], to_json: ToJSON) -> TaskDefinition:
         timeout=row["timeout"],
         dispatch_deadline=row["dispatch_deadline"],
     )
+
+
+def task_row(task: TaskDefinition) -> dict[str, Any]:
+    """A task definition as `register_task(s)` stores it (its tags still a dict)."""
+    return {
+        "name": task.name,
+        "queue": task.queue,
+        "priority": task.priority,
+        "tags": task.tags,
+        "max_attempts": task.max_attempts,
+        "retry_backoff": task.retry_backoff,
+        "timeout": task.timeout,
+        "dispatch_deadline": task.dispatch_deadline,
+    }
+
+
+def new_run_row(run: NewRun) -> dict[str, Any]:
+    """A submitted run as `enqueue` stores it (its args and tags still JSON values)."""
+    return {
+        "id": run.id,
+        "task": run.task,
+        "queue": run.queue,
+        "partition_key": run.partition,
+        "priority": run.priority,
+        "args": run.args,
+        "tags": run.tags,
+        "concurrency_key": run.concurrency_key,
+        "max_attempts": run.max_attempts,
+        "retry_backoff": run.retry_backoff,
+        "timeout": run.timeout,
+        "delay": run.delay,
+        "deadline": run.deadline,
+    }

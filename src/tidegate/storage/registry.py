@@ -23,6 +23,33 @@ Row = Mapping[str, Any]
 ToJSON = Callable[[Any], Any]
 
 
+class FillOrder:
+    """The workers that joined the fill order through this store, with their ranks.
+
+    Only such a worker above rank 0 reads the registry when it claims (nobody
+    ranks below rank 0), so the fill order costs nothing when it is off.
+    """
+
+    def __init__(self) -> None:
+        self._ranks: dict[str, int] = {}
+
+    def registered(self, worker_id: str, rank: int, fill_order: bool) -> None:
+        if fill_order:
+            self._ranks[worker_id] = rank
+        else:
+            self._ranks.pop(worker_id, None)
+
+    def left(self, worker_id: str) -> None:
+        self._ranks.pop(worker_id, None)
+
+    def member(self, worker_id: str) -> bool:
+        return worker_id in self._ranks
+
+    def reads_registry(self, worker_id: str) -> bool:
+        """Whether this worker must learn from the registry which queues it may claim from."""
+        return self._ranks.get(worker_id, 0) > 0
+
+
 def rank_for(worker_id: str, live: Mapping[str, int]) -> int:
     """A (re-)registering worker keeps its live rank; a new one takes the lowest free rank."""
     rank = live.get(worker_id)

@@ -1,5 +1,10 @@
 """The sweep's rescue of lost attempts, shared by both adapters.
 
+One sweeper at a time (a leased row, `take_lock` on SWEEPER_LOCK) recovers
+runs whose lease ran out or whose worker stopped heartbeating, repairs leaked
+scope holders, expires step holders and fails runs past their dispatch
+deadline, all in one transaction.
+
 The store reads the lost attempts (locked, in the sweep's transaction), the
 pure rule `domain.recovery.rescue` decides each one, and the store writes
 the verdicts as one batch with their events. The rule exists once; the two
@@ -16,6 +21,8 @@ from tidegate.domain.model import SweepReport
 from tidegate.domain.recovery import LostAttempt, Rescue, rescue
 
 Row = Mapping[str, Any]
+
+SWEEPER_LOCK = "sweeper"  # the leased turn (tidegate_locks) that lets one sweeper at a time work
 
 
 def decide(rows: Sequence[Row]) -> list[tuple[LostAttempt, Rescue]]:

@@ -14,6 +14,7 @@ from tidegate.domain.events import Event, attempt_ended
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import ClaimedRun, NewRun, Outcome
 from tidegate.domain.transitions import outcome_status
+from tidegate.storage import records
 from tidegate.storage.port import Fence
 
 _JSON_NUL = "\\u0000"  # how json.dumps writes U+0000, which jsonb and text refuse
@@ -50,26 +51,7 @@ def start_arrays(starts: Sequence[Fence]) -> dict[str, list[Any]]:
 
 def enqueue_payload(runs: Sequence[NewRun]) -> str:
     """Args, tags and keys hold no NUL: submit refuses them on both adapters (domain/jsonvalue.py)."""
-    return payload_json([_new_run_row(index, run) for index, run in enumerate(runs)])
-
-
-def _new_run_row(index: int, run: NewRun) -> dict[str, Any]:
-    return {
-        "n": index,
-        "id": run.id,
-        "task": run.task,
-        "queue": run.queue,
-        "partition_key": run.partition,
-        "priority": run.priority,
-        "args": run.args,
-        "tags": run.tags,
-        "concurrency_key": run.concurrency_key,
-        "max_attempts": run.max_attempts,
-        "retry_backoff": run.retry_backoff,
-        "timeout": run.timeout,
-        "delay": run.delay,
-        "deadline": run.deadline,
-    }
+    return payload_json([{"n": index, **records.new_run_row(run)} for index, run in enumerate(runs)])
 
 
 def outcome_payload(outcomes: Sequence[Outcome]) -> tuple[list[Fence], str]:

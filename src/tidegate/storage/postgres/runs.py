@@ -28,19 +28,7 @@ class Runs(Aggregate):
         if not tasks:
             return
         latest = {task.name: task for task in tasks}  # an upsert may touch a row only once
-        rows = [
-            {
-                "name": task.name,
-                "queue": task.queue,
-                "priority": task.priority,
-                "tags": task.tags,
-                "max_attempts": task.max_attempts,
-                "retry_backoff": task.retry_backoff,
-                "timeout": task.timeout,
-                "dispatch_deadline": task.dispatch_deadline,
-            }
-            for task in latest.values()
-        ]
+        rows = [records.task_row(task) for task in latest.values()]
         with self._connection() as connection, transaction(connection):
             connection.execute(self._q("register_tasks"), {"tasks": payload_json(rows)})
 

@@ -11,7 +11,7 @@ the server's (`statement_timestamp()` once locks are held, `now()` elsewhere).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -34,17 +34,6 @@ class PostgresStepVerbs(Aggregate):
     """The step verbs of the storage port."""
 
     # --- slots ----------------------------------------------------------------------
-
-    def acquire_slots(
-        self,
-        fence: Fence,
-        worker_id: str,
-        step_key: str,
-        needs: Mapping[str, int],
-        fixed_limits: Mapping[str, int],
-    ) -> SlotGrant:
-        grants = self.acquire_many(fence, worker_id, [SlotRequest(step_key, needs, fixed_limits)], strict=True)
-        return SlotGrant(False, fenced_out=True) if grants is None else grants[0]
 
     def acquire_many(
         self, fence: Fence, worker_id: str, requests: Sequence[SlotRequest], strict: bool = False
@@ -148,9 +137,6 @@ class PostgresStepVerbs(Aggregate):
             connection.execute(self._q("release_slots"), params)
 
     # --- steps ----------------------------------------------------------------------
-
-    def record_step(self, fence: Fence, step: StepUpdate) -> bool:
-        return self.record_steps(fence, [step])
 
     def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
         with self._connection() as connection:

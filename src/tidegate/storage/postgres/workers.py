@@ -21,16 +21,14 @@ from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.payloads import event_params, to_json
 from tidegate.storage.postgres.pipeline import transaction
 
+
 class Workers(Aggregate):
     """The worker verbs of the storage port, and the fill order they set up."""
 
     def __init__(self, db: Database, limits: Limits) -> None:
         super().__init__(db)
         self._limits = limits
-        # Rank of each worker that joined the fill order through this store: the
-        # cycle of any other worker (or of rank 0, which nobody ranks below) then
-        # skips reading the registry, so the fill order costs nothing when off.
-        self.fill_ranks: dict[str, int] = {}
+        self.fill_order = registry.FillOrder()
 
     def register_worker(
         self, worker_id: str, capacity: int, queues: Sequence[str], fill_order: bool, ttl: float
@@ -48,10 +46,7 @@ class Workers(Aggregate):
                 "ttl": ttl,
             }
             connection.execute(self._q("register_worker"), params)
-        if fill_order:
-            self.fill_ranks[worker_id] = rank
-        else:
-            self.fill_ranks.pop(worker_id, None)
+        self.fill_order.registered(worker_id, rank, fill_order)
         return rank
 
     def heartbeat_worker(self, worker_id: str, ttl: float) -> bool:
@@ -64,7 +59,7 @@ class Workers(Aggregate):
             connection.execute(self._q("deregister_worker"), {"id": worker_id})
             connection.execute(self._q("release_locks"), {"id": worker_id})
             connection.execute(self._q("notify"))  # higher-ranked workers may now claim
-        self.fill_ranks.pop(worker_id, None)
+        self.fill_order.left(worker_id)
 
     def check_overflow(self, worker_id: str, queues: Sequence[str], interval: float) -> int | None:
         """Raise the overflow signal (once per interval, across workers) when eligible runs wait for a worker.

@@ -57,7 +57,7 @@ class Claims(Aggregate):
                 (row[0], row[1]) for row in connection.execute(self._q("cancel_requests"), {"worker": worker_id})
             ]
             next_due_in = None
-            if claim_limit > 0 and self._workers.fill_ranks.get(worker_id, 0) > 0:
+            if claim_limit > 0 and self._workers.fill_order.reads_registry(worker_id):
                 queues = self._workers.fill_order_queues(connection, worker_id, queues, now)
                 claim_limit = claim_limit if queues else 0
             if claim_limit > 0:
@@ -66,7 +66,7 @@ class Claims(Aggregate):
                     next_due_in = self._next_due_in(connection, queues, now)
             if events:
                 connection.executemany(self._q("insert_event"), events)
-        if outcomes or (worker_id in self._workers.fill_ranks and claimed and len(claimed) == claim_limit):
+        if outcomes or (self._workers.fill_order.member(worker_id) and claimed and len(claimed) == claim_limit):
             # Finished runs free capacity and may be waited on; a full claim by a worker in the
             # fill order may leave work for the next one, which only looks when told.
             self._notifier.notify()

@@ -1,9 +1,9 @@
 """SQLite leases and the sweep: renewals, hand-backs, and recovery of what was lost.
 
-One sweeper at a time (a leased row, `take_lock`) recovers runs whose lease
-ran out or whose worker stopped heartbeating (`storage.rescue` decides),
-repairs leaked scope holders, expires step holders and fails runs past their
-dispatch deadline, all in one transaction.
+What the sweep does is told in `storage/rescue.py`. Here every step of it
+reads its rows and writes them back with their events in the sweep's one
+`BEGIN IMMEDIATE` transaction: SQLite's single writer means nothing else
+changes them meanwhile.
 """
 
 from __future__ import annotations
@@ -22,9 +22,6 @@ from tidegate.storage.port import Fence
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row
 from tidegate.storage.sqlite.steps import SQLiteStepVerbs
-
-SWEEPER_LOCK = "sweeper"
-
 
 class Leases(Aggregate):
     """The lease and sweep verbs of the storage port."""
@@ -75,7 +72,7 @@ class Leases(Aggregate):
     def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
         with self._write() as (connection, now):
             turn = connection.execute(
-                self._q("take_lock"), {"name": SWEEPER_LOCK, "holder": sweeper_id, "now": now, "ttl": 3 * interval}
+                self._q("take_lock"), {"name": rescue.SWEEPER_LOCK, "holder": sweeper_id, "now": now, "ttl": 3 * interval}
             ).fetchone()
             if turn is None:
                 return None

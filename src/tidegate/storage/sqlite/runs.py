@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
 
 from tidegate.domain import events as history
 from tidegate.domain.backpressure import RATE_WINDOW_SECONDS
@@ -31,19 +30,7 @@ class Runs(Aggregate):
         self._limits = limits
 
     def register_tasks(self, tasks: Sequence[TaskDefinition]) -> None:
-        rows: list[dict[str, Any]] = [
-            {
-                "name": task.name,
-                "queue": task.queue,
-                "priority": task.priority,
-                "tags": dumps(task.tags),
-                "max_attempts": task.max_attempts,
-                "retry_backoff": task.retry_backoff,
-                "timeout": task.timeout,
-                "dispatch_deadline": task.dispatch_deadline,
-            }
-            for task in tasks
-        ]
+        rows = [{**records.task_row(task), "tags": dumps(task.tags)} for task in tasks]
         with self._write() as (connection, now):
             for row in rows:
                 row["now"] = now
@@ -54,24 +41,7 @@ class Runs(Aggregate):
         return None if row is None else records.task_definition(row, to_json)
 
     def enqueue(self, runs: Sequence[NewRun]) -> None:
-        rows: list[dict[str, Any]] = [
-            {
-                "id": run.id,
-                "task": run.task,
-                "queue": run.queue,
-                "partition_key": run.partition,
-                "priority": run.priority,
-                "args": dumps(run.args),
-                "tags": dumps(run.tags),
-                "concurrency_key": run.concurrency_key,
-                "max_attempts": run.max_attempts,
-                "retry_backoff": run.retry_backoff,
-                "timeout": run.timeout,
-                "delay": run.delay,
-                "deadline": run.deadline,
-            }
-            for run in runs
-        ]
+        rows = [{**records.new_run_row(run), "args": dumps(run.args), "tags": dumps(run.tags)} for run in runs]
         with self._write() as (connection, now):
             for row in rows:
                 row["now"] = now

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from tidegate.domain import events as history
@@ -34,17 +34,6 @@ class SQLiteStepVerbs(Aggregate):
     """The step verbs of the storage port."""
 
     # --- slots ----------------------------------------------------------------------
-
-    def acquire_slots(
-        self,
-        fence: Fence,
-        worker_id: str,
-        step_key: str,
-        needs: Mapping[str, int],
-        fixed_limits: Mapping[str, int],
-    ) -> SlotGrant:
-        grants = self.acquire_many(fence, worker_id, [SlotRequest(step_key, needs, fixed_limits)], strict=True)
-        return SlotGrant(False, fenced_out=True) if grants is None else grants[0]
 
     def acquire_many(
         self, fence: Fence, worker_id: str, requests: Sequence[SlotRequest], strict: bool = False
@@ -177,9 +166,6 @@ class SQLiteStepVerbs(Aggregate):
             self._notifier.notify()
 
     # --- steps ----------------------------------------------------------------------
-
-    def record_step(self, fence: Fence, step: StepUpdate) -> bool:
-        return self.record_steps(fence, [step])
 
     def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
         with self._write() as (connection, now):

@@ -19,9 +19,7 @@ class Workers(Aggregate):
     def __init__(self, db: Database, limits: Limits) -> None:
         super().__init__(db)
         self._limits = limits
-        # Rank of each worker that joined the fill order through this store: only such a
-        # worker above rank 0 reads the registry when it claims, so the order costs nothing when off.
-        self.fill_ranks: dict[str, int] = {}
+        self.fill_order = registry.FillOrder()
 
     def register_worker(
         self, worker_id: str, capacity: int, queues: Sequence[str], fill_order: bool, ttl: float
@@ -41,10 +39,7 @@ class Workers(Aggregate):
                     "ttl": ttl,
                 },
             )
-        if fill_order:
-            self.fill_ranks[worker_id] = rank
-        else:
-            self.fill_ranks.pop(worker_id, None)
+        self.fill_order.registered(worker_id, rank, fill_order)
         return rank
 
     def heartbeat_worker(self, worker_id: str, ttl: float) -> bool:
@@ -56,7 +51,7 @@ class Workers(Aggregate):
         with self._write() as (connection, _):
             connection.execute(self._q("deregister_worker"), {"id": worker_id})
             connection.execute(self._q("release_locks"), {"id": worker_id})
-        self.fill_ranks.pop(worker_id, None)
+        self.fill_order.left(worker_id)
         self._notifier.notify()  # higher-ranked workers may now claim
 
     def check_overflow(self, worker_id: str, queues: Sequence[str], interval: float) -> int | None:
