@@ -48,7 +48,7 @@ class Claims(Aggregate):
         with self._write() as (connection, now):
             if starts:
                 for run_id, attempt in connection.execute(
-                    self._q("record_starts"), {"fences": json.dumps(starts), "worker": worker_id, "now": now}
+                    self._q("cycle_reports_starts"), {"fences": json.dumps(starts), "worker": worker_id, "now": now}
                 ).fetchall():
                     events.append(event_row(run_id, history.run_started(attempt, worker_id), now))
             if outcomes:
@@ -99,7 +99,7 @@ class Claims(Aggregate):
         applied = {
             (row[0], row[1]): row[2]
             for row in connection.execute(
-                self._q("record_outcomes"), {"outcomes": json.dumps(payload), "worker": worker_id, "now": now}
+                self._q("cycle_reports"), {"outcomes": json.dumps(payload), "worker": worker_id, "now": now}
             )
         }
         if applied:
@@ -182,7 +182,7 @@ class Claims(Aggregate):
         ]
         if holders:
             connection.execute(
-                self._q("insert_holders"),
+                self._q("claim_runs_holders"),
                 {"holders": json.dumps(holders), "worker": worker_id, "now": now, "lease": lease_seconds},
             )
         for run in claimed:

@@ -1,7 +1,7 @@
 -- SQLite queries of claims.py: the worker's cycle: reports, the claim, its reads and writes.
 -- Conventions (parameters, clock, batches): database.sql.
 
--- name: record_starts
+-- name: cycle_reports_starts
 UPDATE tidegate_runs SET started_at = :now
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
       FROM json_each(:fences)) AS f
@@ -9,7 +9,7 @@ WHERE tidegate_runs.id = f.id AND tidegate_runs.attempt = f.attempt
   AND +tidegate_runs.status = 'running' AND +tidegate_runs.worker_id = :worker
 RETURNING tidegate_runs.id, tidegate_runs.attempt;
 
--- name: record_outcomes
+-- name: cycle_reports
 -- Fenced on (id, attempt, running): an outcome from an attempt that was taken
 -- over matches no row and is reported back as fenced out. Each outcome comes
 -- with the status it asks for and the one it takes when a cancel was requested
@@ -101,7 +101,7 @@ GROUP BY queue, partition_key;
 -- Running runs per partition of a fair queue: the least-served partition goes first.
 SELECT partition_key, count(*) FROM tidegate_runs WHERE status = 'running' AND queue = :queue GROUP BY partition_key;
 
--- name: insert_holders
+-- name: claim_runs_holders
 INSERT INTO tidegate_holders (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[1]'),
        json_extract(value, '$[2]'), :worker, 1, :now, :now + :lease

@@ -42,7 +42,7 @@ class Leases(Aggregate):
                 )
             }
             connection.execute(
-                self._q("renew_holders"),
+                self._q("renew_leases_holders"),
                 {"ids": json.dumps([fence[0] for fence in renewed]), "worker": worker_id, "now": now, "lease": lease_seconds},
             )
         return [tuple(fence) for fence in held if tuple(fence) not in renewed]  # type: ignore[misc]
@@ -106,10 +106,10 @@ class Leases(Aggregate):
         self, connection: sqlite3.Connection, report: SweepReport, now: float
     ) -> list[dict[str, Any]]:
         events = []
-        for row in connection.execute(self._q("missed_deadlines"), {"now": now}).fetchall():
+        for row in connection.execute(self._q("sweep_deadlines"), {"now": now}).fetchall():
             error = transitions.deadline_error(now - row["submitted_at"])
             failed = connection.execute(
-                self._q("fail_missed_deadline"), {"id": row["id"], "now": now, "error": error}
+                self._q("sweep_deadlines_fail"), {"id": row["id"], "now": now, "error": error}
             ).fetchone()
             if failed is not None:
                 report.failed.append(row["id"])
@@ -119,8 +119,8 @@ class Leases(Aggregate):
     def _repair_leaks(self, connection: sqlite3.Connection, now: float) -> list[dict[str, Any]]:
         """Delete holders whose run no longer runs that attempt; one SlotLeakRepaired event each."""
         events = []
-        for row in connection.execute(self._q("leaked_holders")).fetchall():
-            connection.execute(self._q("delete_holder"), {"scope": row["scope"], "holder": row["holder"]})
+        for row in connection.execute(self._q("sweep_leaks")).fetchall():
+            connection.execute(self._q("sweep_leaks_delete"), {"scope": row["scope"], "holder": row["holder"]})
             repaired = history.slot_leak_repaired(row["scope"], row["slots"], row["attempt"])
             events.append(event_row(row["run_id"], repaired, now))
         return events

@@ -65,28 +65,28 @@ FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.attempt')
 WHERE tidegate_runs.id = v.id AND tidegate_runs.attempt = v.attempt AND +tidegate_runs.status = 'running'
 RETURNING tidegate_runs.id, tidegate_runs.status;
 
--- name: renew_holders
+-- name: renew_leases_holders
 -- A run's own holders and its fan-out window slots share the run's lease; pool
 -- holders keep their pool's lease, renewed by their step (renew_slots).
 UPDATE tidegate_holders SET expires_at = :now + :lease
 WHERE run_id IN (SELECT value FROM json_each(:ids)) AND worker_id = :worker
   AND NOT (scope >= 'pool:' AND scope < 'pool;');
 
--- name: leaked_holders
+-- name: sweep_leaks
 -- Holders whose run no longer runs that attempt. Releases happen in the same
 -- transaction as every status change, so this should always be empty.
 SELECT h.scope, h.holder, h.run_id, h.attempt, h.slots FROM tidegate_holders AS h
 LEFT JOIN tidegate_runs AS r ON r.id = h.run_id
 WHERE r.id IS NULL OR r.status <> 'running' OR r.attempt <> h.attempt;
 
--- name: delete_holder
+-- name: sweep_leaks_delete
 DELETE FROM tidegate_holders WHERE scope = :scope AND holder = :holder;
 
--- name: missed_deadlines
+-- name: sweep_deadlines
 SELECT id, queue, submitted_at, deadline_at FROM tidegate_runs
 WHERE status = 'queued' AND deadline_at IS NOT NULL AND deadline_at <= :now;
 
--- name: fail_missed_deadline
+-- name: sweep_deadlines_fail
 -- :error is domain.transitions.deadline_error of the time it waited.
 UPDATE tidegate_runs SET
     status = 'failed', finished_at = :now, block_reason = NULL, error = :error

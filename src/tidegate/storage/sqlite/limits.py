@@ -35,19 +35,19 @@ class Limits(Aggregate):
             if run_queue is not None:
                 changed |= bool(
                     connection.execute(
-                        self._q("register_run_queue"), {"value": dumps(run_queue_to_dict(run_queue)), "now": now}
+                        self._q("register_limits"), {"value": dumps(run_queue_to_dict(run_queue)), "now": now}
                     ).fetchone()
                 )
             for queue in queues:
                 changed |= bool(
                     connection.execute(
-                        self._q("register_queue"), {"name": queue.name, "config": dumps(queue_to_dict(queue)), "now": now}
+                        self._q("register_limits_queue"), {"name": queue.name, "config": dumps(queue_to_dict(queue)), "now": now}
                     ).fetchone()
                 )
             for name in implied_queues:
                 changed |= bool(
                     connection.execute(
-                        self._q("register_implied_queue"),
+                        self._q("register_limits_implied"),
                         {"name": name, "config": dumps(queue_to_dict(QueueConfig(name))), "now": now},
                     ).fetchone()
                 )
@@ -83,13 +83,13 @@ class Limits(Aggregate):
 
     def load_rules(self, connection: sqlite3.Connection) -> Rules:
         """The declared limits plus live overrides, re-read only when their version moved."""
-        version = connection.execute(self._q("rules_version")).fetchone()[0]
+        version = connection.execute(self._q("load_rules")).fetchone()[0]
         if self._rules_cache is not None and self._rules_cache[0] == version:
             return self._rules_cache[1]
-        row = connection.execute(self._q("load_run_queue")).fetchone()
+        row = connection.execute(self._q("load_rules_run_queue")).fetchone()
         rules = stored_rules(
             None if row is None else json.loads(row[0]),
-            [json.loads(config) for config, in connection.execute(self._q("load_queues"))],
+            [json.loads(config) for config, in connection.execute(self._q("load_rules_queues"))],
             [(target, limit) for target, limit, _, _ in connection.execute(self._q("load_overrides"))],
         )
         self._rules_cache = (version, rules)

@@ -34,7 +34,7 @@ class Runs(Aggregate):
         with self._write() as (connection, now):
             for row in rows:
                 row["now"] = now
-            connection.executemany(self._q("register_task"), rows)
+            connection.executemany(self._q("register_tasks"), rows)
 
     def get_task(self, name: str) -> TaskDefinition | None:
         row = self._connection().execute(self._q("get_task"), {"name": name}).fetchone()
@@ -54,10 +54,10 @@ class Runs(Aggregate):
     def _check_admission(self, connection: sqlite3.Connection, runs: Sequence[NewRun], now: float) -> None:
         """Refuse the batch if it would push active runs past a ceiling (counted in this transaction)."""
         for ceiling in ceilings_met(self._limits.load_rules(connection), [run.queue for run in runs]):
-            active = connection.execute(self._q("active_runs"), {"queue": ceiling.queue}).fetchone()[0]
+            active = connection.execute(self._q("enqueue_active"), {"queue": ceiling.queue}).fetchone()[0]
             if ceiling.refuses(active):
                 recent = connection.execute(
-                    self._q("recent_completions"), {"queue": ceiling.queue, "since": now - RATE_WINDOW_SECONDS}
+                    self._q("enqueue_recent"), {"queue": ceiling.queue, "since": now - RATE_WINDOW_SECONDS}
                 ).fetchone()[0]
                 raise ceiling.rejection(active, recent)
 
