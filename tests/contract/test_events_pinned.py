@@ -13,7 +13,6 @@ import itertools
 import json
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,17 +21,14 @@ from tidegate.domain.limits import Concurrency, QueueConfig
 from tidegate.domain.pools import pool_scope
 from tidegate.domain.steps import StepStatus, StepUpdate
 
-from ..conftest import execute_sql
-from .test_transitions_pinned import LEASE, new_runs, running
+from tests.conftest import execute_sql
+
+from .conftest import LEASE
+from .test_transitions_pinned import new_runs, running
 
 EXAMPLES = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 _names = itertools.count()
 pool_names = st.text("abcxyz", min_size=1, max_size=4).map(lambda name: f"p{next(_names)}{name}")
-
-
-@pytest.fixture
-def store(app):
-    return app.store
 
 
 def events_of(store: Any, run_id: str | None, step_key: str | None = None) -> list[history.Event]:
@@ -106,7 +102,7 @@ def test_a_step_s_slots_read_the_same(store, configured, unconfigured, fails):
     store.release_slots(fence, "s1")
     assert store.acquire_slots(fence, "w-pinned", "s2", needs, {}).granted
     started = StepUpdate("s2", StepStatus.RUNNING)
-    ended = StepUpdate("s2", StepStatus.FAILED, error="boom") if fails else StepUpdate("s2", StepStatus.COMPLETED, output=1)
+    ended = StepUpdate("s2", StepStatus.FAILED, error="boom") if fails else StepUpdate("s2", StepStatus.COMPLETED)
     store.record_steps(fence, [started])
     store.record_steps(fence, [ended])
     unconfigured_events = [history.pool_unconfigured(pool) for pool in sorted(unconfigured)]

@@ -67,7 +67,13 @@ def canceled_while_queued() -> Event:
 
 def handed_back(status: str, attempt: int, worker: str, suspect: bool) -> Event:
     """A leaving worker's attempt, not charged: back to the queue, or canceled if that was asked."""
-    metadata = {"attempt": attempt, "reason": WORKER_SHUTTING_DOWN, "worker": worker, "charged": False, "suspect": suspect}
+    metadata = {
+        "attempt": attempt,
+        "reason": WORKER_SHUTTING_DOWN,
+        "worker": worker,
+        "charged": False,
+        "suspect": suspect,
+    }
     return Event("RunRequeued" if status == QUEUED else "RunCanceled", metadata)
 
 

@@ -84,5 +84,7 @@ def eligible_backlog(
 ) -> int:
     """How many of the sampled queued runs the claim policy would admit were there room:
     runs held back by a limit do not count as waiting for a worker."""
-    candidates = [claiming.to_candidate(row, rules, tags_of(row["tags"]) or {}, time_of(row["scheduled_at"])) for row in rows]
+    candidates = [
+        claiming.to_candidate(row, rules, tags_of(row["tags"]) or {}, time_of(row["scheduled_at"])) for row in rows
+    ]
     return len(admit(candidates, usage, rules, LocalUsage(), len(candidates)).admitted)

@@ -72,7 +72,8 @@ class Leases(Aggregate):
     def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
         with self._write() as (connection, now):
             turn = connection.execute(
-                self._q("take_lock"), {"name": rescue.SWEEPER_LOCK, "holder": sweeper_id, "now": now, "ttl": 3 * interval}
+                self._q("take_lock"),
+                {"name": rescue.SWEEPER_LOCK, "holder": sweeper_id, "now": now, "ttl": 3 * interval},
             ).fetchone()
             if turn is None:
                 return None

@@ -341,7 +341,9 @@ class SQLiteStepVerbs(Aggregate):
             self._q("sweep_step_holders_delete"), {"holders": json.dumps(sorted({row["holder"] for row in rows}))}
         )
         events = [
-            event_row(run_id, history.slots_released(attempt, pools, history.LEASE_EXPIRED), now, holder.partition("/")[2])
+            event_row(
+                run_id, history.slots_released(attempt, pools, history.LEASE_EXPIRED), now, holder.partition("/")[2]
+            )
             for (holder, run_id, attempt), freed in by_holder.items()
             if (pools := history.only_pools(freed))
         ]
