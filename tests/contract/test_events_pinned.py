@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tidegate.domain import events as history
 from tidegate.domain.limits import Concurrency, QueueConfig
 from tidegate.domain.pools import pool_scope
-from tidegate.domain.steps import StepStatus, StepUpdate
+from tidegate.domain.steps import SlotRequest, StepStatus, StepUpdate
 
 from tests.conftest import execute_sql
 
@@ -118,3 +118,45 @@ def test_a_step_s_slots_read_the_same(store, configured, unconfigured, fails):
         history.slots_released(attempt, needs, history.step_ended(ended.status)),
         history.step_event(attempt, ended),
     ]
+
+
+@EXAMPLES
+@given(needs=st.dictionaries(pool_names, st.integers(1, 3), min_size=1, max_size=2))
+def test_slots_handed_on_read_the_same(store, needs):
+    """A finished step's slots moved to its successor: StepSlotReleased "handed to" and
+    StepSlotClaimed "handed_from", built in `hand_on_holders` on PostgreSQL."""
+    scopes = {pool_scope(pool): slots for pool, slots in needs.items()}
+    _, [fence] = running(store, 1)
+    run_id, attempt = fence
+    assert store.acquire_slots(fence, "w-pinned", "a", scopes, {}).granted
+    store.record_steps(fence, [StepUpdate("a", StepStatus.RUNNING)])
+    finish = store.finish_step(
+        fence,
+        "w-pinned",
+        StepUpdate("a", StepStatus.COMPLETED),
+        successor=SlotRequest("b", scopes, {}),
+        successor_started=StepUpdate("b", StepStatus.RUNNING),
+    )
+    assert finish.recorded and finish.handed is not None and finish.handed.granted
+    assert history.slots_released(attempt, scopes, history.handed_to("b")) in events_of(store, run_id, "a")
+    assert history.slots_claimed(attempt, scopes, handed_from="a") in events_of(store, run_id, "b")
+
+
+def test_what_the_sweep_repairs_reads_the_same(store, database_url):
+    """SlotLeakRepaired (`sweep_leaks`) and StepSlotReleased "lease expired" (`sweep_step_holders`)."""
+    store.register_limits(None, [QueueConfig("leaky", Concurrency(global_limit=5))], [])
+    store.enqueue(new_runs("leaky", 1))
+    [claimed] = store.cycle("w-leak", ["leaky"], [], [], 1, LEASE).claimed
+    execute_sql(database_url, "UPDATE tidegate_holders SET attempt = attempt + 5 WHERE run_id = ?", (claimed.id,))
+    _, [fence] = running(store, 1)
+    assert store.acquire_slots(fence, "w-pinned", "s", {pool_scope("swept"): 2}, {}).granted
+    if database_url.startswith("sqlite"):
+        backdate = "UPDATE tidegate_holders SET expires_at = expires_at - 3600 WHERE scope = ?"
+    else:
+        backdate = "UPDATE tidegate_holders SET expires_at = expires_at - interval '1 hour' WHERE scope = ?"
+    execute_sql(database_url, backdate, (pool_scope("swept"),))
+    report = store.sweep("sweeper", 1.0)
+    assert report is not None and report.leaks_repaired == 1 and report.step_slots_expired == 1
+    assert events_of(store, claimed.id)[-1] == history.slot_leak_repaired("queue:leaky", 1, claimed.attempt + 5)
+    released = history.slots_released(fence[1], {pool_scope("swept"): 2}, history.LEASE_EXPIRED)
+    assert events_of(store, fence[0], "s")[-1] == released
