@@ -6,7 +6,10 @@
 -- often reports both at once, and one UPDATE then writes its row once.
 -- Fenced on (id, attempt, running, worker): a report about an attempt that
 -- was taken over matches no row; an outcome not returned is fenced out.
--- The event type and metadata of each outcome come computed by the adapter.
+-- The event type and metadata of each outcome come computed by the adapter
+-- (domain.events.attempt_ended); the cancel rule (domain.transitions.settle)
+-- and the events built here are pinned to the domain by
+-- tests/contract/test_transitions_pinned.py and test_events_pinned.py.
 -- An attempt that ended releases its scopes (deletes its holder rows) here,
 -- in the same statement as its status change, so no slot can outlive it.
 -- The rows are locked in id order before they are written, as in every verb

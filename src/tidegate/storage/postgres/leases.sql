@@ -29,7 +29,7 @@ SELECT id, attempt FROM renewed;
 -- A handed-back attempt does not count against max_attempts: the worker is
 -- leaving, the run did nothing wrong (its event says charged: false). It keeps
 -- its place in the queue and its suspect flag. A run whose cancel was asked
--- ends canceled. Locks in id order first, like cycle_reports.
+-- ends canceled (domain.transitions.settle; events: domain.events.handed_back). Locks in id order first, like cycle_reports.
 WITH locked AS (
     SELECT id FROM tidegate_runs
     WHERE id = ANY(%(ids)s::text[]) AND status = 'running' AND worker_id = %(worker)s::text
@@ -121,8 +121,9 @@ SELECT id, status FROM recovered ORDER BY id;
 
 -- name: sweep_deadlines
 -- Queued runs past their dispatch deadline fail "capacity: ..." (claims no
--- longer see them). A row a claimer holds is skipped: it is being taken, or
--- is failed at the next sweep.
+-- longer see them), the text of domain.transitions.deadline_error (pinned by
+-- tests/contract/test_transitions_pinned.py). A row a claimer holds is
+-- skipped: it is being taken, or is failed at the next sweep.
 WITH late AS (
     SELECT id FROM tidegate_runs
     WHERE status = 'queued' AND deadline_at <= tidegate_now()

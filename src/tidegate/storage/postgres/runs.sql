@@ -44,7 +44,8 @@ FROM (
 -- name: enqueue
 -- Runs and their RunQueued events, all or none, in submission order; none if
 -- the batch would push the active runs (queued + running) of a ceiling past
--- it (`max_active` of the declarations, as domain.scopes.Rules reads it).
+-- it (`max_active` of the declarations, as domain.transitions.ceilings_met and
+-- Ceiling.refuses decide; pinned by tests/contract/test_transitions_pinned.py).
 -- Then the one ceiling refused, in the order SQLite checks them (all queues,
 -- then queues as they first appear), with its count, what the batch adds and
 -- the completions of the last `window` seconds: the adapter raises with them.

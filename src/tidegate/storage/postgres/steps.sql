@@ -13,10 +13,6 @@ SELECT lease_expires_at FROM tidegate_runs
 WHERE id = %(run_id)s::text AND attempt = %(attempt)s::integer AND status = 'running'
 FOR SHARE;
 
--- name: insert_step_event
-INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-VALUES (%(run_id)s::text, %(step_key)s::text, %(type)s::text, %(metadata)s::jsonb, tidegate_statement_timestamp());
-
 -- name: acquire_slots_limits
 -- Read after the scope rows are locked, so a limit changed meanwhile is seen.
 SELECT name, "limit", lease_seconds FROM tidegate_pools

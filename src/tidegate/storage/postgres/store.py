@@ -20,10 +20,7 @@ built over one `Database` (the pool and the named queries, `database.py`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager
-from typing import Any
 
-import psycopg
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.storage.facade import AggregateStore
@@ -64,24 +61,6 @@ class PostgresStore(AggregateStore):
         self._pools = Pools(self._db)
         self._steps = PostgresStepVerbs(self._db)
         self._leases = Leases(self._db, self._steps)
-
-    # --- the shared connection and queries (tests/races.py replaces them) ----------
-
-    @property
-    def _connection(self) -> Callable[[], AbstractContextManager[psycopg.Connection[Any]]]:
-        return self._db.connection
-
-    @_connection.setter
-    def _connection(self, connection: Callable[[], AbstractContextManager[psycopg.Connection[Any]]]) -> None:
-        self._db.connection = connection
-
-    @property
-    def _queries(self) -> dict[str, str]:
-        return self._db.queries
-
-    @_queries.setter
-    def _queries(self, queries: dict[str, str]) -> None:
-        self._db.queries = queries
 
     # --- wake-ups ----------------------------------------------------------------
 

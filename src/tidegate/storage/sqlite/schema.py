@@ -19,10 +19,7 @@ class Schema(Aggregate):
     def migrate(self) -> list[int]:
         applied = []
         with self._write() as (connection, now):
-            connection.execute(
-                "CREATE TABLE IF NOT EXISTS tidegate_schema_version "
-                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
-            )
+            connection.execute(self._q("migrate_version_table"))
             current = connection.execute(self._q("schema_version")).fetchone()[0]
             for migration in pending(self._migrations, current):
                 for statement in _statements(migration.sql):
@@ -36,9 +33,7 @@ class Schema(Aggregate):
 
     def schema_version(self) -> int:
         connection = self._connection()
-        exists = connection.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tidegate_schema_version'"
-        ).fetchone()
+        exists = connection.execute(self._q("schema_version_exists")).fetchone()
         if not exists:
             return 0
         return connection.execute(self._q("schema_version")).fetchone()[0]
