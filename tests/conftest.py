@@ -23,6 +23,7 @@ import pytest
 
 import tidegate
 from tidegate import App, RunStatus, Worker
+from tidegate.domain.clock import SYSTEM_CLOCK, Clock, ShiftedClock
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 POSTGRES_ADMIN_URL = os.environ.get("TIDEGATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -106,8 +107,14 @@ def execute_sql(database_url: str, statement: str, params: tuple[Any, ...] = ())
 
 
 @pytest.fixture
-def app(database_url: str) -> Iterator[App]:
-    application = App(database_url)
+def clock() -> ShiftedClock:
+    """The time of the test's app and stores: `clock.advance(lease)` instead of sleeping out a lease."""
+    return ShiftedClock()
+
+
+@pytest.fixture
+def app(database_url: str, clock: ShiftedClock) -> Iterator[App]:
+    application = App(database_url, clock=clock)
     try:
         yield application
     finally:
@@ -228,7 +235,7 @@ def event_types(app: App, run_id: str) -> list[str]:
     return [event.type for event in app.store.run_events(run_id)]
 
 
-def raw_store(database_url: str) -> Any:
+def raw_store(database_url: str, clock: Clock = SYSTEM_CLOCK) -> Any:
     """The adapter for `database_url`, opened without migrating or checking (as tests need)."""
     from tidegate.storage.urls import parse_database_url
 
@@ -237,10 +244,10 @@ def raw_store(database_url: str) -> Any:
         from tidegate.storage.sqlite import SQLiteStore
 
         assert parsed.path is not None
-        return SQLiteStore(database_url, parsed.path)
+        return SQLiteStore(database_url, parsed.path, clock=clock)
     from tidegate.storage.postgres import PostgresStore
 
-    return PostgresStore(database_url)
+    return PostgresStore(database_url, clock=clock)
 
 
 def read_execution_log(path: Path) -> list[tuple[str, str, int]]:

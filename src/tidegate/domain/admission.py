@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tidegate.domain.scopes import Rules, ScopeNeed
+from tidegate.domain.transitions import has_room
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ def admit(
         saturated = tuple(
             Saturation(need.key, in_use.get(need.key, 0), need.limit)
             for need in needs
-            if in_use.get(need.key, 0) + 1 > need.limit
+            if not has_room(in_use.get(need.key, 0), need.limit)
         )
         if saturated:
             blocked[candidate.id] = saturated

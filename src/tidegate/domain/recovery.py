@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tidegate.domain.transitions import attempts_left, lost_attempt_error
+
 
 @dataclass(frozen=True)
 class LostAttempt:
@@ -52,10 +54,6 @@ class Rescue:
     error: str | None  # set when the rescue fails the run
     why: str
 
-    @property
-    def event(self) -> str:
-        return {"queued": "RunRequeued", "failed": "RunFailed"}.get(self.status, "RunCanceled")
-
     def metadata(self, lost: LostAttempt) -> dict[str, object]:
         return {
             "attempt": self.attempt,
@@ -83,11 +81,8 @@ def rescue(lost: LostAttempt) -> Rescue:
         return Rescue(lost.run_id, lost.attempt, "queued", False, True, lost.max_attempts + 1, None, why)
     alone = "alone as a suspect" if lost.suspect else "alone"
     counted = f"attempt {lost.attempt} of {lost.max_attempts} charged"
-    if lost.attempt >= lost.max_attempts:
-        if lost.lapsed:
-            error = f"lease expired: the worker stopped renewing it (attempt {lost.attempt} of {lost.max_attempts})"
-        else:
-            error = f"orphaned: its worker is gone (attempt {lost.attempt} of {lost.max_attempts})"
+    if not attempts_left(lost.attempt, lost.max_attempts):
+        error = lost_attempt_error(lost.lapsed, lost.attempt, lost.max_attempts)
         why = f"{cause} while it ran {alone}: {counted}, none left"
         return Rescue(lost.run_id, lost.attempt, "failed", True, False, lost.max_attempts, error, why)
     why = f"{cause} while it ran {alone}: {counted}; it runs alone next"

@@ -6,6 +6,8 @@ Exponential backoff with jitter spreads retries of runs that failed together
 
 from __future__ import annotations
 
+from tidegate.domain.transitions import attempts_left
+
 MAX_BACKOFF_SECONDS = 3600.0
 
 
@@ -16,7 +18,7 @@ def retry_delay(attempt: int, max_attempts: int, base_seconds: float, jitter: fl
     [0, 1) supplied by the caller (the domain draws no randomness itself), which
     scales the delay into [0.5, 1.5) of the exponential step.
     """
-    if attempt >= max_attempts:
+    if not attempts_left(attempt, max_attempts):
         return None
     step = base_seconds * (2 ** (attempt - 1))
     return min(MAX_BACKOFF_SECONDS, step * (0.5 + jitter))

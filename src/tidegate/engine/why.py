@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import HolderRecord, RunRecord, RunStatus
 from tidegate.domain.scopes import GLOBAL, Rules
+from tidegate.domain.transitions import has_room
 from tidegate.storage.port import Store
 
 
@@ -23,7 +24,7 @@ class ScopeCheck:
 
     @property
     def ok(self) -> bool:
-        return self.used + 1 <= self.limit
+        return has_room(self.used, self.limit)
 
 
 @dataclass(frozen=True)

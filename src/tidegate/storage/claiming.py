@@ -17,6 +17,7 @@ from typing import Any
 
 from tidegate.domain.admission import Admission, Candidate, LocalUsage, Saturation
 from tidegate.domain.scopes import GLOBAL, Rules, queue_scope
+from tidegate.domain.transitions import has_room
 
 WINDOW_MARGIN = 32  # at most this many rows read past the claim limit where limits apply
 MIN_MARGIN = 8  # at least this many, so that a claim of one still sees (and explains) the runs behind it
@@ -208,7 +209,7 @@ def saturated_partitions(queue: str, usage: Mapping[str, int], rules: Rules) -> 
 
 
 def _full(usage: Mapping[str, int], scope: str, limit: int | None) -> bool:
-    return limit is not None and usage.get(scope, 0) >= limit
+    return not has_room(usage.get(scope, 0), limit)
 
 
 def to_candidate(row: Row, rules: Rules, tags: Mapping[str, str], scheduled_at: float) -> Candidate:

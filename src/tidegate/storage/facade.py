@@ -10,7 +10,7 @@ The typed contract is `storage/port.py`, which these methods follow.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
@@ -35,6 +35,7 @@ from tidegate.storage.port import Fence
 class AggregateStore:
     """Delegates every verb; the aggregates are each dialect's own classes (duck-typed alike)."""
 
+    _db: Any  # the dialect's Database: `.connection` (a factory) and `.queries` (the named SQL)
     _schema: Any
     _runs: Any
     _limits: Any
@@ -43,6 +44,24 @@ class AggregateStore:
     _pools: Any
     _steps: Any
     _leases: Any
+
+    # --- the shared connection and queries (tests/races.py replaces them) ----------
+
+    @property
+    def _connection(self) -> Callable[[], Any]:
+        return self._db.connection
+
+    @_connection.setter
+    def _connection(self, connection: Callable[[], Any]) -> None:
+        self._db.connection = connection
+
+    @property
+    def _queries(self) -> dict[str, str]:
+        return self._db.queries
+
+    @_queries.setter
+    def _queries(self, queries: dict[str, str]) -> None:
+        self._db.queries = queries
 
     # --- schema ----------------------------------------------------------------
 
@@ -169,7 +188,8 @@ class AggregateStore:
     def acquire_slots(
         self, fence: Fence, worker_id: str, step_key: str, needs: Mapping[str, int], fixed_limits: Mapping[str, int]
     ) -> SlotGrant:
-        return self._steps.acquire_slots(fence, worker_id, step_key, needs, fixed_limits)
+        grants = self._steps.acquire_many(fence, worker_id, [SlotRequest(step_key, needs, fixed_limits)], strict=True)
+        return SlotGrant(False, fenced_out=True) if grants is None else grants[0]
 
     def acquire_many(
         self, fence: Fence, worker_id: str, requests: Sequence[SlotRequest], strict: bool = False
@@ -183,7 +203,7 @@ class AggregateStore:
         return self._steps.release_slots(fence, step_key)
 
     def record_step(self, fence: Fence, step: StepUpdate) -> bool:
-        return self._steps.record_step(fence, step)
+        return self._steps.record_steps(fence, [step])
 
     def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
         return self._steps.record_steps(fence, steps)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from tidegate.domain.model import EventRecord, HolderRecord, RunRecord, RunStatus, TaskDefinition
+from tidegate.domain.model import EventRecord, HolderRecord, NewRun, RunRecord, RunStatus, TaskDefinition
 from tidegate.domain.steps import StepRecord, StepStatus
 
 ToTime = Callable[[Any], datetime | None]
@@ -98,16 +98,34 @@ def task_definition(row: Mapping[str, Any], to_json: ToJSON) -> TaskDefinition:
     )
 
 
-def outcome_status(kind: str, retry_delay: float | None) -> str:
-    """The status an outcome leads to: a failure with a retry delay goes back to the queue."""
-    if kind == "failed" and retry_delay is not None:
-        return "queued"
-    return kind
+def task_row(task: TaskDefinition) -> dict[str, Any]:
+    """A task definition as `register_task(s)` stores it (its tags still a dict)."""
+    return {
+        "name": task.name,
+        "queue": task.queue,
+        "priority": task.priority,
+        "tags": task.tags,
+        "max_attempts": task.max_attempts,
+        "retry_backoff": task.retry_backoff,
+        "timeout": task.timeout,
+        "dispatch_deadline": task.dispatch_deadline,
+    }
 
 
-EVENT_FOR_STATUS = {
-    "completed": "RunCompleted",
-    "failed": "RunFailed",
-    "canceled": "RunCanceled",
-    "queued": "RunRetried",
-}
+def new_run_row(run: NewRun) -> dict[str, Any]:
+    """A submitted run as `enqueue` stores it (its args and tags still JSON values)."""
+    return {
+        "id": run.id,
+        "task": run.task,
+        "queue": run.queue,
+        "partition_key": run.partition,
+        "priority": run.priority,
+        "args": run.args,
+        "tags": run.tags,
+        "concurrency_key": run.concurrency_key,
+        "max_attempts": run.max_attempts,
+        "retry_backoff": run.retry_backoff,
+        "timeout": run.timeout,
+        "delay": run.delay,
+        "deadline": run.deadline,
+    }

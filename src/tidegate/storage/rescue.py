@@ -1,5 +1,10 @@
 """The sweep's rescue of lost attempts, shared by both adapters.
 
+One sweeper at a time (a leased row, `take_lock` on SWEEPER_LOCK) recovers
+runs whose lease ran out or whose worker stopped heartbeating, repairs leaked
+scope holders, expires step holders and fails runs past their dispatch
+deadline, all in one transaction.
+
 The store reads the lost attempts (locked, in the sweep's transaction), the
 pure rule `domain.recovery.rescue` decides each one, and the store writes
 the verdicts as one batch with their events. The rule exists once; the two
@@ -11,10 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tidegate.domain.events import rescued
 from tidegate.domain.model import SweepReport
 from tidegate.domain.recovery import LostAttempt, Rescue, rescue
 
 Row = Mapping[str, Any]
+
+SWEEPER_LOCK = "sweeper"  # the leased turn (tidegate_locks) that lets one sweeper at a time work
 
 
 def decide(rows: Sequence[Row]) -> list[tuple[LostAttempt, Rescue]]:
@@ -38,20 +46,23 @@ def decide(rows: Sequence[Row]) -> list[tuple[LostAttempt, Rescue]]:
 
 def payload(decided: Sequence[tuple[LostAttempt, Rescue]]) -> list[dict[str, Any]]:
     """The verdicts as rows for the `sweep_recover` write (a JSON list), in run id order."""
-    return [
-        {
-            "id": verdict.run_id,
-            "attempt": verdict.attempt,
-            "status": verdict.status,
-            "error": verdict.error,
-            "max_attempts": verdict.max_attempts,
-            "suspect": verdict.suspect,
-            "worker": lost.worker,
-            "event": verdict.event,
-            "metadata": verdict.metadata(lost),
-        }
-        for lost, verdict in sorted(decided, key=lambda pair: pair[0].run_id)
-    ]
+    rows = []
+    for lost, verdict in sorted(decided, key=lambda pair: pair[0].run_id):
+        event = rescued(verdict, lost)
+        rows.append(
+            {
+                "id": verdict.run_id,
+                "attempt": verdict.attempt,
+                "status": verdict.status,
+                "error": verdict.error,
+                "max_attempts": verdict.max_attempts,
+                "suspect": verdict.suspect,
+                "worker": lost.worker,
+                "event": event.type,
+                "metadata": event.metadata,
+            }
+        )
+    return rows
 
 
 def add_to_report(report: SweepReport, written: Mapping[str, str]) -> None:

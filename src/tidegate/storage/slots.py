@@ -1,26 +1,18 @@
 """What both adapters share about step slots: limits and leases of the scopes a
-step asks for, the grant decision around them, and the metadata of Step* events.
+step asks for and the grant decision around them (their events: domain/events.py).
 
 The adapters differ only in how they read usage and write rows; keeping the
-rest here means a StepSlotWaiting event or a lease reads the same on SQLite
-and PostgreSQL.
+rest here means a grant or a lease reads the same on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, check_request, decide_grant, pool_of
 from tidegate.domain.errors import PoolRequestTooLarge
-from tidegate.domain.steps import ScopeUse, SlotGrant, SlotRequest, StepStatus, StepUpdate
-
-STEP_EVENTS = {
-    StepStatus.RUNNING: "StepStarted",
-    StepStatus.COMPLETED: "StepCompleted",
-    StepStatus.FAILED: "StepFailed",
-}
+from tidegate.domain.steps import ScopeUse, SlotGrant, SlotRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,51 +152,3 @@ def held_grant(decision: Decision) -> SlotGrant | None:
     if dict(decision.held) != dict(decision.asked.needs):
         return None
     return SlotGrant(True, [], decision.request.lease_seconds())
-
-
-def display(scope: str) -> str:
-    """A pool's name, or the scope key for any other scope (a fan-out window)."""
-    return pool_of(scope) or scope
-
-
-def claimed_metadata(attempt: int, needs: Mapping[str, int]) -> dict[str, Any]:
-    return {"attempt": attempt, "pools": {display(scope): slots for scope, slots in sorted(needs.items())}}
-
-
-def waiting_metadata(attempt: int, needs: Mapping[str, int], blocking: list[ScopeUse]) -> dict[str, Any]:
-    return {
-        "attempt": attempt,
-        "blocked_by": [
-            {"pool": use.name, "claimed": use.used, "limit": use.limit, "slots": needs[use.scope]} for use in blocking
-        ],
-    }
-
-
-def released_metadata(attempt: int, freed: Mapping[str, int], reason: str) -> dict[str, Any]:
-    return {
-        "attempt": attempt,
-        "pools": {display(scope): slots for scope, slots in sorted(freed.items())},
-        "reason": reason,
-    }
-
-
-UNCONFIGURED_NOTE = "pool never configured: unlimited (tidegate pools set POOL LIMIT)"
-
-
-def unconfigured_metadata(pool: str) -> dict[str, Any]:
-    return {"pool": pool, "limit": None, "note": UNCONFIGURED_NOTE}
-
-
-def step_metadata(attempt: int, step: StepUpdate) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"attempt": attempt}
-    if step.map_key is not None:
-        metadata["map_key"] = step.map_key
-        metadata["item_index"] = step.item_index
-    if step.error is not None:
-        metadata["error"] = step.error
-    return metadata
-
-
-def only_pools(freed: Mapping[str, int]) -> dict[str, int]:
-    """The pool scopes among freed holders: only those get StepSlotReleased events."""
-    return {scope: slots for scope, slots in freed.items() if pool_of(scope) is not None}

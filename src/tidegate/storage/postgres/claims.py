@@ -78,7 +78,7 @@ class Claims(Aggregate):
                     connection.execute(self._q("notify"))  # finished runs may be waited on, and free capacity
                 cancels = connection.execute(self._q("cancel_requests"), {"worker": worker_id})
                 claim, due, more = None, None, False
-                if claim_limit > 0 and self._workers.fill_ranks.get(worker_id, 0) > 0:
+                if claim_limit > 0 and self._workers.fill_order.reads_registry(worker_id):
                     queue_list = self._workers.fill_order_queues(connection, worker_id, queue_list)
                 if claim_limit > 0 and queue_list:
                     connection.execute(self._q("claim_fence"))
@@ -184,7 +184,7 @@ class _Claim:
             connection.execute(store._q("set_block_reasons"), {"reasons": payload_json(reasons)})
         if not decision.admitted:
             return None, self._next_due(), False
-        if len(decision.admitted) == self.limit and self.worker_id in store._workers.fill_ranks:
+        if len(decision.admitted) == self.limit and store._workers.fill_order.member(self.worker_id):
             # A full claim may leave work for the next worker in the fill order, which only looks when told.
             connection.execute(store._q("notify"))
         holders = [(need.key, candidate.id) for candidate, needs in decision.admitted for need in needs]

@@ -6,7 +6,10 @@
 -- often reports both at once, and one UPDATE then writes its row once.
 -- Fenced on (id, attempt, running, worker): a report about an attempt that
 -- was taken over matches no row; an outcome not returned is fenced out.
--- The event type and metadata of each outcome come computed by the adapter.
+-- The event type and metadata of each outcome come computed by the adapter
+-- (domain.events.attempt_ended); the cancel rule (domain.transitions.settle)
+-- and the events built here are pinned to the domain by
+-- tests/contract/test_transitions_pinned.py and test_events_pinned.py.
 -- An attempt that ended releases its scopes (deletes its holder rows) here,
 -- in the same statement as its status change, so no slot can outlive it.
 -- The rows are locked in id order before they are written, as in every verb
@@ -30,7 +33,7 @@ WITH starts AS (
     FOR UPDATE
 ), applied AS (
     UPDATE tidegate_runs AS r SET
-        started_at = CASE WHEN p.start_n IS NULL THEN r.started_at ELSE now() END,
+        started_at = CASE WHEN p.start_n IS NULL THEN r.started_at ELSE tidegate_now() END,
         -- A run whose cancel was requested ends canceled unless it completed.
         status = CASE WHEN p.outcome_n IS NOT NULL AND r.cancel_requested AND p.status IN ('queued', 'failed')
                       THEN 'canceled' ELSE coalesce(p.status, r.status) END,
@@ -38,10 +41,10 @@ WITH starts AS (
         error = CASE WHEN p.outcome_n IS NULL THEN r.error ELSE p.error END,
         finished_at = CASE WHEN p.outcome_n IS NULL THEN r.finished_at
                            WHEN p.status = 'queued' AND NOT r.cancel_requested THEN NULL
-                           ELSE now() END,
-        queued_at = CASE WHEN p.status = 'queued' AND NOT r.cancel_requested THEN now() ELSE r.queued_at END,
+                           ELSE tidegate_now() END,
+        queued_at = CASE WHEN p.status = 'queued' AND NOT r.cancel_requested THEN tidegate_now() ELSE r.queued_at END,
         scheduled_at = CASE WHEN p.status = 'queued' AND NOT r.cancel_requested
-                            THEN now() + make_interval(secs => coalesce(p.delay, 0))
+                            THEN tidegate_now() + make_interval(secs => coalesce(p.delay, 0))
                             ELSE r.scheduled_at END,
         worker_id = CASE WHEN p.outcome_n IS NULL THEN r.worker_id END,
         lease_expires_at = CASE WHEN p.outcome_n IS NULL THEN r.lease_expires_at END,
@@ -57,7 +60,7 @@ WITH starts AS (
     WHERE h.run_id = a.id AND a.outcome_n IS NOT NULL
 ), events AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-    SELECT id, NULL, type, metadata, now()
+    SELECT id, NULL, type, metadata, tidegate_now()
     FROM (
         SELECT id, 'RunStarted' AS type,
                jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text) AS metadata,
@@ -88,9 +91,9 @@ WHERE worker_id = %(worker)s::text AND status = 'running' AND cancel_requested;
 -- sort the queue's whole backlog, once per partition head. (JIT is off on
 -- every connection: the cost a disabled sort adds to a plan that cannot avoid
 -- one would otherwise pass jit_above_cost and compile each statement.)
--- Claim statements stamp with statement_timestamp(), not now(): the time after
+-- Claim statements stamp with tidegate_statement_timestamp(), not tidegate_now(): the time after
 -- this fence and the scope locks were granted, so a claim that waited is never
--- stamped before the release it followed (now() is when the transaction began).
+-- stamped before the release it followed (tidegate_now() is when the transaction began).
 SELECT pg_advisory_xact_lock_shared(hashtext('tidegate:rules'), hashtext(coalesce(current_schema(), ''))),
        set_config('enable_sort', 'off', true);
 
@@ -118,8 +121,8 @@ FROM unnest(%(queues)s::text[], %(sizes)s::integer[]) AS q(name, size)
 CROSS JOIN LATERAL (
     SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
            priority, scheduled_at, block_reason, suspect FROM tidegate_runs AS r
-    WHERE status = 'queued' AND queue = q.name AND scheduled_at <= statement_timestamp()
-      AND (deadline_at IS NULL OR deadline_at > statement_timestamp())
+    WHERE status = 'queued' AND queue = q.name AND scheduled_at <= tidegate_statement_timestamp()
+      AND (deadline_at IS NULL OR deadline_at > tidegate_statement_timestamp())
       AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
     ORDER BY priority DESC, scheduled_at, id
     LIMIT q.size
@@ -162,7 +165,7 @@ LEFT JOIN LATERAL (
     SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
            priority, scheduled_at, block_reason, suspect FROM tidegate_runs AS r
     WHERE status = 'queued' AND queue = %(queue)s::text AND partition_key = f.key
-      AND scheduled_at <= statement_timestamp() AND (deadline_at IS NULL OR deadline_at > statement_timestamp())
+      AND scheduled_at <= tidegate_statement_timestamp() AND (deadline_at IS NULL OR deadline_at > tidegate_statement_timestamp())
       AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
     ORDER BY priority DESC, scheduled_at, id
     LIMIT CASE WHEN f.key = ANY(%(saturated)s::text[]) THEN 1 ELSE t.per_partition END
@@ -174,7 +177,7 @@ LEFT JOIN LATERAL (
 SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
        priority, scheduled_at, block_reason, suspect FROM tidegate_runs AS r
 WHERE status = 'queued' AND queue = %(queue)s::text AND partition_key = %(partition)s::text
-  AND scheduled_at <= statement_timestamp() AND (deadline_at IS NULL OR deadline_at > statement_timestamp())
+  AND scheduled_at <= tidegate_statement_timestamp() AND (deadline_at IS NULL OR deadline_at > tidegate_statement_timestamp())
   AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
 ORDER BY priority DESC, scheduled_at, id
 LIMIT %(limit)s::integer
@@ -206,7 +209,7 @@ WITH reasons AS (
     WHERE r.id = b.id AND r.status = 'queued'
 )
 INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-SELECT id, NULL, 'RunBlocked', jsonb_build_object('blocked_by', reason), statement_timestamp()
+SELECT id, NULL, 'RunBlocked', jsonb_build_object('blocked_by', reason), tidegate_statement_timestamp()
 FROM reasons ORDER BY n;
 
 -- name: claim_runs
@@ -217,7 +220,7 @@ FROM reasons ORDER BY n;
 WITH claimed AS (
     UPDATE tidegate_runs AS r SET
         status = 'running', attempt = r.attempt + 1, worker_id = %(worker)s::text,
-        lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s::double precision),
+        lease_expires_at = tidegate_statement_timestamp() + make_interval(secs => %(lease)s::double precision),
         started_at = NULL, block_reason = NULL
     FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS c(id, n)
     WHERE r.id = c.id AND r.status = 'queued'
@@ -225,12 +228,12 @@ WITH claimed AS (
 ), dequeued AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL, 'RunDequeued', jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text),
-           statement_timestamp()
+           tidegate_statement_timestamp()
     FROM claimed ORDER BY n
 ), held AS (
     INSERT INTO tidegate_holders AS t (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)
-    SELECT h.scope, c.id, c.id, c.attempt, %(worker)s::text, 1, statement_timestamp(),
-           statement_timestamp() + make_interval(secs => %(lease)s::double precision)
+    SELECT h.scope, c.id, c.id, c.attempt, %(worker)s::text, 1, tidegate_statement_timestamp(),
+           tidegate_statement_timestamp() + make_interval(secs => %(lease)s::double precision)
     FROM unnest(%(holder_scopes)s::text[], %(holder_runs)s::text[]) AS h(scope, run_id)
     JOIN claimed AS c ON c.id = h.run_id
     ON CONFLICT (scope, holder) DO UPDATE SET
@@ -243,11 +246,11 @@ FROM claimed ORDER BY n;
 -- name: next_due
 -- Seconds until the earliest queued run not yet due falls due (one index probe
 -- per queue). A due run that is blocked waits for a release (a wake-up), not a timer.
-SELECT extract(epoch FROM min(d.scheduled_at) - statement_timestamp())::double precision
+SELECT extract(epoch FROM min(d.scheduled_at) - tidegate_statement_timestamp())::double precision
 FROM unnest(%(queues)s::text[]) AS q(name)
 CROSS JOIN LATERAL (
     SELECT scheduled_at FROM tidegate_runs
-    WHERE status = 'queued' AND queue = q.name AND scheduled_at > statement_timestamp()
+    WHERE status = 'queued' AND queue = q.name AND scheduled_at > tidegate_statement_timestamp()
     ORDER BY scheduled_at
     LIMIT 1
 ) AS d;

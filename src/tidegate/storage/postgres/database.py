@@ -9,8 +9,9 @@ or queries (tests/races.py does) reaches every verb.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from operator import itemgetter
 from typing import Any
 
@@ -26,6 +27,11 @@ from tidegate.storage.postgres.connections import first_line as _first_line
 from tidegate.storage.sqlfile import load_queries
 from tidegate.storage.urls import masked
 
+# Connection set-up, like `SET jit = off` below, not a port verb: PostgreSQL only (SQLite reads the clock itself).
+# Session-wide (not LOCAL), so the connection keeps it until the clock moves again; read by tidegate_now()
+# (migrations/0006_clock_offset.sql).
+SET_CLOCK_OFFSET = "SELECT set_config('tidegate.clock_offset', %(offset)s::text, false)"
+
 
 class Database:
     """The pool (in autocommit mode) and the named queries of one store."""
@@ -36,7 +42,26 @@ class Database:
         self.connections = Connections(
             url, where=_describe(url), min_size=min_size, max_size=max_size, configure=_configure
         )
-        self.connection: Callable[[], AbstractContextManager[psycopg.Connection[Any]]] = self.connections.connection
+        self._offsets: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = weakref.WeakKeyDictionary()
+        self.connection: Callable[[], AbstractContextManager[psycopg.Connection[Any]]] = self._clocked_connection
+
+    @contextmanager
+    def _clocked_connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection whose `tidegate_now()` reads the injected clock's offset.
+
+        The offset is a session setting, written at checkout (an autocommit
+        statement of its own, before any transaction) only when it differs
+        from what that connection was last given. A connection starts at 0,
+        so the system clock never costs a statement, and a moved test clock
+        costs one per connection each time it moves, outside every verb's
+        transaction and pipeline.
+        """
+        with self.connections.connection() as connection:
+            offset = self.clock.offset
+            if self._offsets.get(connection, 0.0) != offset:
+                connection.execute(SET_CLOCK_OFFSET, {"offset": repr(offset)})
+                self._offsets[connection] = offset
+            yield connection
 
 
 class Aggregate:

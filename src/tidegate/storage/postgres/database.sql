@@ -1,7 +1,7 @@
 -- PostgreSQL queries, one block per port verb (or `verb_step` for a step of one).
 -- Parameters are named (%(name)s) and always cast, so a prepared statement
--- keeps one plan whatever Python type arrives. Every time is the server's
--- now(), the one clock all workers share. Batches arrive as arrays (unnest)
+-- keeps one plan whatever Python type arrives. Every time is tidegate_now():
+-- the server's clock, the one all workers share, plus the injected clock's offset. Batches arrive as arrays (unnest)
 -- or as one JSON document (jsonb_to_recordset), so a batch is one statement.
 -- Table names are unqualified: the connection's search_path picks the schema.
 -- Steps that write runs also write their events in the same statement, so a
@@ -40,4 +40,4 @@ SELECT key FROM tidegate_scopes WHERE key = ANY(%(keys)s::text[]) ORDER BY key F
 
 -- name: insert_event
 INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-VALUES (%(run_id)s::text, NULL, %(type)s::text, %(metadata)s::jsonb, now());
+VALUES (%(run_id)s::text, %(step_key)s::text, %(type)s::text, %(metadata)s::jsonb, tidegate_now());

@@ -1,9 +1,9 @@
 """PostgreSQL leases and the sweep: renewals, hand-backs, and recovery of what was lost.
 
-One sweeper at a time (a leased row, `take_lock`) recovers runs whose lease
-ran out or whose worker stopped heartbeating (`storage.rescue` decides),
-repairs leaked scope holders, expires step holders and fails runs past their
-dispatch deadline, all in one transaction.
+What the sweep does is told in `storage/rescue.py`. Here it is one pipelined
+transaction of set-based statements that write their own events; rows some
+other transaction holds are skipped (SKIP LOCKED), not waited on, and swept
+the next time.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from psycopg.rows import dict_row
 
+from tidegate.domain import events as history
 from tidegate.domain.model import SweepReport
 from tidegate.storage import rescue
 from tidegate.storage.port import Fence
@@ -19,10 +20,6 @@ from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.payloads import fence_arrays, payload_json
 from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.postgres.steps import PostgresStepVerbs
-
-SWEEPER_LOCK = "sweeper"
-WORKER_SHUTTING_DOWN = "worker shutting down"
-
 
 class Leases(Aggregate):
     """The lease and sweep verbs of the storage port."""
@@ -50,7 +47,7 @@ class Leases(Aggregate):
             with transaction(connection):
                 back = connection.execute(
                     self._q("hand_back"),
-                    {**fence_arrays(held), "worker": worker_id, "reason": WORKER_SHUTTING_DOWN},
+                    {**fence_arrays(held), "worker": worker_id, "reason": history.WORKER_SHUTTING_DOWN},
                 )
                 connection.execute(self._q("notify"))
             return [row[0] for row in back.fetchall()]
@@ -58,7 +55,7 @@ class Leases(Aggregate):
     def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
         with self._connection() as connection, transaction(connection):
             turn = connection.execute(
-                self._q("take_lock"), {"name": SWEEPER_LOCK, "holder": sweeper_id, "ttl": 3 * interval}
+                self._q("take_lock"), {"name": rescue.SWEEPER_LOCK, "holder": sweeper_id, "ttl": 3 * interval}
             ).fetchone()
             if turn is None:
                 return None

@@ -11,7 +11,7 @@ WITH locked AS (
     ORDER BY id
     FOR UPDATE
 ), renewed AS (
-    UPDATE tidegate_runs AS r SET lease_expires_at = now() + make_interval(secs => %(lease)s::double precision)
+    UPDATE tidegate_runs AS r SET lease_expires_at = tidegate_now() + make_interval(secs => %(lease)s::double precision)
     FROM unnest(%(ids)s::text[], %(attempts)s::integer[]) AS f(id, attempt), locked AS l
     WHERE r.id = f.id AND l.id = f.id AND r.attempt = f.attempt
       AND r.status = 'running' AND r.worker_id = %(worker)s::text
@@ -19,7 +19,7 @@ WITH locked AS (
 ), holders AS (
     -- A run's own holders and its fan-out window slots share its lease; pool
     -- holders keep their pool's lease, renewed by their step (renew_slots).
-    UPDATE tidegate_holders AS h SET expires_at = now() + make_interval(secs => %(lease)s::double precision)
+    UPDATE tidegate_holders AS h SET expires_at = tidegate_now() + make_interval(secs => %(lease)s::double precision)
     FROM renewed AS n
     WHERE h.run_id = n.id AND h.worker_id = %(worker)s::text AND NOT (h.scope >= 'pool:' AND h.scope < 'pool;')
 )
@@ -29,7 +29,7 @@ SELECT id, attempt FROM renewed;
 -- A handed-back attempt does not count against max_attempts: the worker is
 -- leaving, the run did nothing wrong (its event says charged: false). It keeps
 -- its place in the queue and its suspect flag. A run whose cancel was asked
--- ends canceled. Locks in id order first, like cycle_reports.
+-- ends canceled (domain.transitions.settle; events: domain.events.handed_back). Locks in id order first, like cycle_reports.
 WITH locked AS (
     SELECT id FROM tidegate_runs
     WHERE id = ANY(%(ids)s::text[]) AND status = 'running' AND worker_id = %(worker)s::text
@@ -38,7 +38,7 @@ WITH locked AS (
 ), back AS (
     UPDATE tidegate_runs AS r SET
         status = CASE WHEN r.cancel_requested THEN 'canceled' ELSE 'queued' END,
-        finished_at = CASE WHEN r.cancel_requested THEN now() ELSE NULL END,
+        finished_at = CASE WHEN r.cancel_requested THEN tidegate_now() ELSE NULL END,
         max_attempts = r.max_attempts + 1,
         worker_id = NULL, lease_expires_at = NULL
     FROM unnest(%(ids)s::text[], %(attempts)s::integer[]) WITH ORDINALITY AS f(id, attempt, n), locked AS l
@@ -53,7 +53,7 @@ WITH locked AS (
            CASE WHEN status = 'queued' THEN 'RunRequeued' ELSE 'RunCanceled' END,
            jsonb_build_object('attempt', attempt, 'reason', %(reason)s::text, 'worker', %(worker)s::text,
                               'charged', false, 'suspect', suspect),
-           now()
+           tidegate_now()
     FROM back ORDER BY n
 )
 SELECT id FROM back ORDER BY n;
@@ -61,9 +61,9 @@ SELECT id FROM back ORDER BY n;
 -- name: take_lock
 -- The turn is free when it expired, or already ours (then it is extended).
 INSERT INTO tidegate_locks (name, holder, expires_at)
-VALUES (%(name)s::text, %(holder)s::text, now() + make_interval(secs => %(ttl)s::double precision))
+VALUES (%(name)s::text, %(holder)s::text, tidegate_now() + make_interval(secs => %(ttl)s::double precision))
 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-WHERE tidegate_locks.expires_at < now() OR tidegate_locks.holder = excluded.holder
+WHERE tidegate_locks.expires_at < tidegate_now() OR tidegate_locks.holder = excluded.holder
 RETURNING holder;
 
 -- name: sweep_lost
@@ -77,11 +77,11 @@ RETURNING holder;
 -- an earlier one): a run that shared its lost worker is not charged.
 WITH lost AS (
     SELECT r.id, r.attempt, r.max_attempts, r.worker_id, r.cancel_requested, r.suspect,
-           r.started_at IS NOT NULL AS started, r.lease_expires_at < now() AS lapsed
+           r.started_at IS NOT NULL AS started, r.lease_expires_at < tidegate_now() AS lapsed
     FROM tidegate_runs AS r
     WHERE r.status = 'running'
-      AND (r.lease_expires_at < now()
-           OR EXISTS (SELECT 1 FROM tidegate_workers AS w WHERE w.id = r.worker_id AND w.expires_at < now()))
+      AND (r.lease_expires_at < tidegate_now()
+           OR EXISTS (SELECT 1 FROM tidegate_workers AS w WHERE w.id = r.worker_id AND w.expires_at < tidegate_now()))
     FOR UPDATE OF r SKIP LOCKED
 )
 SELECT l.id, l.attempt, l.max_attempts, l.worker_id, l.cancel_requested, l.suspect, l.started, l.lapsed,
@@ -105,7 +105,7 @@ WITH verdicts AS (
 ), recovered AS (
     UPDATE tidegate_runs AS r SET
         status = v.status, error = coalesce(v.error, r.error),
-        finished_at = CASE WHEN v.status = 'queued' THEN NULL ELSE now() END,
+        finished_at = CASE WHEN v.status = 'queued' THEN NULL ELSE tidegate_now() END,
         max_attempts = v.max_attempts, suspect = v.suspect, rescued_from = v.worker,
         worker_id = NULL, lease_expires_at = NULL
     FROM verdicts AS v
@@ -115,29 +115,30 @@ WITH verdicts AS (
     DELETE FROM tidegate_holders AS h USING recovered AS v WHERE h.run_id = v.id
 ), events AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-    SELECT id, NULL, event, metadata, now() FROM recovered ORDER BY id
+    SELECT id, NULL, event, metadata, tidegate_now() FROM recovered ORDER BY id
 )
 SELECT id, status FROM recovered ORDER BY id;
 
 -- name: sweep_deadlines
 -- Queued runs past their dispatch deadline fail "capacity: ..." (claims no
--- longer see them). A row a claimer holds is skipped: it is being taken, or
--- is failed at the next sweep.
+-- longer see them), the text of domain.transitions.deadline_error (pinned by
+-- tests/contract/test_transitions_pinned.py). A row a claimer holds is
+-- skipped: it is being taken, or is failed at the next sweep.
 WITH late AS (
     SELECT id FROM tidegate_runs
-    WHERE status = 'queued' AND deadline_at <= now()
+    WHERE status = 'queued' AND deadline_at <= tidegate_now()
     FOR UPDATE SKIP LOCKED
 ), failed AS (
     UPDATE tidegate_runs AS r SET
-        status = 'failed', finished_at = now(), block_reason = NULL,
-        error = 'capacity: still queued ' || round(extract(epoch FROM now() - r.submitted_at))::bigint
+        status = 'failed', finished_at = tidegate_now(), block_reason = NULL,
+        error = 'capacity: still queued ' || round(extract(epoch FROM tidegate_now() - r.submitted_at))::bigint
                 || 's after submission, past its dispatch deadline; no worker could take it in time'
     FROM late AS l
     WHERE r.id = l.id AND r.status = 'queued'
     RETURNING r.id, r.attempt, r.error
 ), events AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-    SELECT id, NULL, 'RunFailed', jsonb_build_object('attempt', attempt, 'error', error), now()
+    SELECT id, NULL, 'RunFailed', jsonb_build_object('attempt', attempt, 'error', error), tidegate_now()
     FROM failed ORDER BY id
 )
 SELECT id FROM failed ORDER BY id;
@@ -146,7 +147,7 @@ SELECT id FROM failed ORDER BY id;
 -- Registry rows whose heartbeat stopped and who hold no running run any more
 -- (sweep_recover, earlier in the same transaction, took their runs back).
 DELETE FROM tidegate_workers AS w
-WHERE w.expires_at < now()
+WHERE w.expires_at < tidegate_now()
   AND NOT EXISTS (SELECT 1 FROM tidegate_runs AS r WHERE r.worker_id = w.id AND r.status = 'running');
 
 -- name: sweep_leaks
@@ -166,7 +167,7 @@ WITH leaked AS (
 ), events AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT run_id, NULL, 'SlotLeakRepaired',
-           jsonb_build_object('scope', scope, 'slots', slots, 'attempt', attempt), now()
+           jsonb_build_object('scope', scope, 'slots', slots, 'attempt', attempt), tidegate_now()
     FROM repaired ORDER BY scope, holder
 )
 SELECT count(*)::integer FROM repaired;

@@ -13,19 +13,13 @@ from typing import Any
 
 from tidegate.domain.errors import StoreUnavailable
 from tidegate.domain.jsonvalue import dumps
-from tidegate.domain.limits import (
-    QueueConfig,
-    RunQueueConfig,
-    queue_from_dict,
-    queue_to_dict,
-    run_queue_from_dict,
-    run_queue_to_dict,
-)
+from tidegate.domain.limits import QueueConfig, RunQueueConfig, queue_to_dict, run_queue_to_dict
 from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
-from tidegate.domain.scopes import Rules, effective_limit
+from tidegate.domain.scopes import Rules
 from tidegate.storage import records
+from tidegate.storage.rules import limit_change, stored_rules
 from tidegate.storage.postgres.database import Aggregate, Database
-from tidegate.storage.postgres.payloads import payload_json, to_time
+from tidegate.storage.postgres.payloads import event_params, payload_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
 
 
@@ -78,11 +72,8 @@ class Limits(Aggregate):
             row = changed.fetchone()
             version = (0 if row is None else row[1]) if reset else row[0]  # type: ignore[index]
             after = self.parse_rules(after_row.fetchone())
-            change = LimitChange(target, effective_limit(before, target), effective_limit(after, target), version)
-            metadata = {"target": target, "old": change.old, "new": change.new, "version": version, "reset": reset}
-            connection.execute(
-                self._q("insert_event"), {"run_id": None, "type": "LimitChanged", "metadata": dumps(metadata)}
-            )
+            change, changed = limit_change(before, after, target, version, reset=reset)
+            connection.execute(self._q("insert_event"), event_params(None, changed))
             connection.execute(self._q("notify"))  # a raised limit may unblock runs
         return change
 
@@ -100,11 +91,8 @@ class Limits(Aggregate):
         cached = self.cached
         if queues is None:
             return cached[1] if cached is not None and cached[0] == version else None
-        rules = Rules(
-            run_queue=run_queue_from_dict(json.loads(run_queue)) if run_queue else RunQueueConfig(),
-            queues={config.name: config for config in (queue_from_dict(item) for item in queues)},
-            overrides={target: limit for target, limit in overrides},
-        )
+        overrides = [(target, limit) for target, limit in overrides]
+        rules = stored_rules(None if not run_queue else json.loads(run_queue), queues, overrides)
         self.cached = (version, rules)
         return rules
 

@@ -25,23 +25,23 @@ FROM tidegate_settings AS v WHERE v.name = 'rules_version';
 -- limit may unblock runs).
 WITH run_queue AS (
     INSERT INTO tidegate_settings (name, value, updated_at)
-    SELECT 'run_queue', %(run_queue)s::text, now() WHERE %(run_queue)s::text IS NOT NULL
+    SELECT 'run_queue', %(run_queue)s::text, tidegate_now() WHERE %(run_queue)s::text IS NOT NULL
     ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
     WHERE tidegate_settings.value <> excluded.value
     RETURNING name
 ), declared AS (
     INSERT INTO tidegate_queues (name, config, updated_at)
-    SELECT q.name, q.config, now() FROM jsonb_to_recordset(%(queues)s::jsonb) AS q(name text, config jsonb)
+    SELECT q.name, q.config, tidegate_now() FROM jsonb_to_recordset(%(queues)s::jsonb) AS q(name text, config jsonb)
     ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at
     WHERE tidegate_queues.config <> excluded.config
     RETURNING name
 ), implied AS (
     INSERT INTO tidegate_queues (name, config, updated_at)
-    SELECT q.name, q.config, now() FROM jsonb_to_recordset(%(implied)s::jsonb) AS q(name text, config jsonb)
+    SELECT q.name, q.config, tidegate_now() FROM jsonb_to_recordset(%(implied)s::jsonb) AS q(name text, config jsonb)
     ON CONFLICT (name) DO NOTHING
     RETURNING name
 ), bumped AS (
-    UPDATE tidegate_settings SET value = (value::bigint + 1)::text, updated_at = now()
+    UPDATE tidegate_settings SET value = (value::bigint + 1)::text, updated_at = tidegate_now()
     WHERE name = 'rules_version'
       AND EXISTS (SELECT 1 FROM run_queue UNION ALL SELECT 1 FROM declared UNION ALL SELECT 1 FROM implied)
     RETURNING value
@@ -49,7 +49,7 @@ WITH run_queue AS (
 SELECT pg_notify('tidegate_' || md5(current_schema()), '') FROM bumped;
 
 -- name: bump_rules_version
-UPDATE tidegate_settings SET value = (value::bigint + 1)::text, updated_at = now()
+UPDATE tidegate_settings SET value = (value::bigint + 1)::text, updated_at = tidegate_now()
 WHERE name = 'rules_version';
 
 -- name: load_overrides
@@ -57,7 +57,7 @@ SELECT target, "limit", version, updated_at FROM tidegate_limit_overrides ORDER 
 
 -- name: set_override
 INSERT INTO tidegate_limit_overrides (target, "limit", version, updated_at)
-VALUES (%(target)s::text, %(limit)s::integer, 1, now())
+VALUES (%(target)s::text, %(limit)s::integer, 1, tidegate_now())
 ON CONFLICT (target) DO UPDATE SET
     "limit" = excluded."limit", version = tidegate_limit_overrides.version + 1, updated_at = excluded.updated_at
 RETURNING version;

@@ -6,13 +6,14 @@ batch payloads are converted one way everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from tidegate.domain.backpressure import WorkerSlot
+from tidegate.domain.events import Event, attempt_ended
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import ClaimedRun, NewRun, Outcome
+from tidegate.domain.transitions import outcome_status
 from tidegate.storage import records
 from tidegate.storage.port import Fence
 
@@ -26,6 +27,11 @@ def to_time(value: datetime | None) -> datetime | None:
 
 def to_json(value: Any) -> Any:
     return value  # already decoded by the connection's jsonb loader (_sorted_loads)
+
+
+def event_params(run_id: str | None, event: Event, step_key: str | None = None) -> dict[str, Any]:
+    """The parameters of `insert_event` for one event (built by domain/events.py)."""
+    return {"run_id": run_id, "step_key": step_key, "type": event.type, "metadata": dumps(event.metadata)}
 
 
 def payload_json(rows: list[dict[str, Any]]) -> str:
@@ -45,26 +51,7 @@ def start_arrays(starts: Sequence[Fence]) -> dict[str, list[Any]]:
 
 def enqueue_payload(runs: Sequence[NewRun]) -> str:
     """Args, tags and keys hold no NUL: submit refuses them on both adapters (domain/jsonvalue.py)."""
-    return payload_json([_new_run_row(index, run) for index, run in enumerate(runs)])
-
-
-def _new_run_row(index: int, run: NewRun) -> dict[str, Any]:
-    return {
-        "n": index,
-        "id": run.id,
-        "task": run.task,
-        "queue": run.queue,
-        "partition_key": run.partition,
-        "priority": run.priority,
-        "args": run.args,
-        "tags": run.tags,
-        "concurrency_key": run.concurrency_key,
-        "max_attempts": run.max_attempts,
-        "retry_backoff": run.retry_backoff,
-        "timeout": run.timeout,
-        "delay": run.delay,
-        "deadline": run.deadline,
-    }
+    return payload_json([{"n": index, **records.new_run_row(run)} for index, run in enumerate(runs)])
 
 
 def outcome_payload(outcomes: Sequence[Outcome]) -> tuple[list[Fence], str]:
@@ -83,7 +70,8 @@ def _outcome_rows(outcomes: Sequence[Outcome]) -> dict[Fence, dict[str, Any]]:
     """One row per fence (the last report wins, as on SQLite), with its event precomputed."""
     rows: dict[Fence, dict[str, Any]] = {}
     for outcome in outcomes:
-        status = records.outcome_status(outcome.kind.value, outcome.retry_delay)
+        status = outcome_status(outcome.kind.value, outcome.retry_delay)
+        ended = attempt_ended(status, outcome.attempt, outcome.error, outcome.retry_delay)
         rows[(outcome.run_id, outcome.attempt)] = {
             "id": outcome.run_id,
             "attempt": outcome.attempt,
@@ -91,21 +79,14 @@ def _outcome_rows(outcomes: Sequence[Outcome]) -> dict[Fence, dict[str, Any]]:
             "result": outcome.result,
             "error": outcome.error,
             "delay": outcome.retry_delay,
-            "event": records.EVENT_FOR_STATUS[status],
-            "metadata": _outcome_metadata(outcome, status),
+            # As applied unless a cancel was requested: then cycle_reports ends it canceled
+            # (settle) and makes the event attempt_ended's for that status.
+            "event": ended.type,
+            "metadata": ended.metadata,
         }
     for index, row in enumerate(rows.values()):
         row["n"] = index
     return rows
-
-
-def _outcome_metadata(outcome: Outcome, status: str) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"attempt": outcome.attempt}
-    if outcome.error is not None:
-        metadata["error"] = outcome.error
-    if status == "queued":
-        metadata["retry_in"] = round(outcome.retry_delay or 0.0, 3)
-    return metadata
 
 
 def _storable(outcome: Outcome) -> Outcome:
@@ -117,10 +98,6 @@ def _storable(outcome: Outcome) -> Outcome:
         return outcome
     error = outcome.error.replace("\x00", "\\x00")
     return Outcome(outcome.run_id, outcome.attempt, outcome.kind, outcome.result, error, outcome.retry_delay)
-
-
-def worker_slot(row: Mapping[str, Any]) -> WorkerSlot:
-    return WorkerSlot(row["id"], row["rank"], row["capacity"], row["running"], frozenset(row["queues"]))
 
 
 def claimed_run(row: tuple[Any, ...]) -> ClaimedRun:

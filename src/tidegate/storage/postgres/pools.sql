@@ -8,7 +8,7 @@ WITH before AS (
     SELECT "limit" FROM tidegate_pools WHERE name = %(name)s::text
 ), saved AS (
     INSERT INTO tidegate_pools (name, "limit", lease_seconds, updated_at)
-    VALUES (%(name)s::text, %(limit)s::integer, %(lease)s::double precision, now())
+    VALUES (%(name)s::text, %(limit)s::integer, %(lease)s::double precision, tidegate_now())
     ON CONFLICT (name) DO UPDATE SET
         "limit" = excluded."limit", lease_seconds = excluded.lease_seconds, updated_at = excluded.updated_at
     RETURNING name, "limit", lease_seconds, updated_at
@@ -17,7 +17,7 @@ WITH before AS (
     SELECT NULL, NULL, 'LimitChanged',
            jsonb_build_object('target', 'pool:' || name, 'old', (SELECT "limit" FROM before), 'new', "limit",
                               'lease_seconds', lease_seconds),
-           now()
+           tidegate_now()
     FROM saved
 )
 SELECT name, "limit", lease_seconds, updated_at, pg_notify('tidegate_' || md5(current_schema()), '') FROM saved;

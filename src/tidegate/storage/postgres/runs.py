@@ -11,38 +11,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tidegate.domain.backpressure import RATE_WINDOW_SECONDS, retry_after
-from tidegate.domain.errors import AdmissionRejected, RunNotFound
+from tidegate.domain import events as history
+from tidegate.domain.backpressure import RATE_WINDOW_SECONDS
+from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import EventRecord, NewRun, RunRecord, RunStatus, TaskDefinition
+from tidegate.domain.transitions import Ceiling
 from tidegate.storage import records
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import enqueue_payload, payload_json, to_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
 
-CANCELED_WHILE_QUEUED = "canceled while queued"
-
-
 class Runs(Aggregate):
     """The run verbs of the storage port."""
-
 
     def register_tasks(self, tasks: Sequence[TaskDefinition]) -> None:
         if not tasks:
             return
         latest = {task.name: task for task in tasks}  # an upsert may touch a row only once
-        rows = [
-            {
-                "name": task.name,
-                "queue": task.queue,
-                "priority": task.priority,
-                "tags": task.tags,
-                "max_attempts": task.max_attempts,
-                "retry_backoff": task.retry_backoff,
-                "timeout": task.timeout,
-                "dispatch_deadline": task.dispatch_deadline,
-            }
-            for task in latest.values()
-        ]
+        rows = [records.task_row(task) for task in latest.values()]
         with self._connection() as connection, transaction(connection):
             connection.execute(self._q("register_tasks"), {"tasks": payload_json(rows)})
 
@@ -65,13 +51,8 @@ class Runs(Aggregate):
                 connection.execute(self._q("notify"))  # a refused batch stored nothing: a spare wake-up at worst
             row = refused.fetchone()
         if row is not None:
-            queue, active, ceiling, incoming, recent = row
-            raise AdmissionRejected(
-                "all queues" if queue is None else f"queue {queue}",
-                active,
-                ceiling,
-                retry_after(active, ceiling, incoming, recent),
-            )
+            queue, active, limit, incoming, recent = row
+            raise Ceiling(queue, limit, incoming).rejection(active, recent)
 
     def cancel_run(self, run_id: str) -> RunStatus:
         """Cancel if queued, else ask the running worker; one round trip.
@@ -79,7 +60,7 @@ class Runs(Aggregate):
         `request_cancel` runs after `cancel_queued` in the same transaction
         and so matches nothing once the run was canceled while queued.
         """
-        params = {"id": run_id, "reason": CANCELED_WHILE_QUEUED}
+        params = {"id": run_id, "reason": history.CANCELED_WHILE_QUEUED}
         with self._connection() as connection:
             with transaction(connection):
                 connection.execute(self._q("cancel_queued"), params)

@@ -4,7 +4,7 @@
 -- name: register_tasks
 INSERT INTO tidegate_tasks (
     name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, updated_at)
-SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, now()
+SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, tidegate_now()
 FROM jsonb_to_recordset(%(tasks)s::jsonb) AS t(
     name text, queue text, priority integer, tags jsonb, max_attempts integer,
     retry_backoff double precision, timeout double precision, dispatch_deadline double precision)
@@ -44,7 +44,8 @@ FROM (
 -- name: enqueue
 -- Runs and their RunQueued events, all or none, in submission order; none if
 -- the batch would push the active runs (queued + running) of a ceiling past
--- it (`max_active` of the declarations, as domain.scopes.Rules reads it).
+-- it (`max_active` of the declarations, as domain.transitions.ceilings_met and
+-- Ceiling.refuses decide; pinned by tests/contract/test_transitions_pinned.py).
 -- Then the one ceiling refused, in the order SQLite checks them (all queues,
 -- then queues as they first appear), with its count, what the batch adds and
 -- the completions of the last `window` seconds: the adapter raises with them.
@@ -81,28 +82,28 @@ WITH new AS (
         id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
         retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at)
     SELECT id, task, queue, partition_key, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
-           retry_backoff, timeout, now(), now(), now() + make_interval(secs => delay),
-           now() + make_interval(secs => deadline)
+           retry_backoff, timeout, tidegate_now(), tidegate_now(), tidegate_now() + make_interval(secs => delay),
+           tidegate_now() + make_interval(secs => deadline)
     FROM new WHERE NOT EXISTS (SELECT 1 FROM refused) ORDER BY n
 ), queued AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-    SELECT id, NULL, 'RunQueued', jsonb_build_object('queue', queue), now()
+    SELECT id, NULL, 'RunQueued', jsonb_build_object('queue', queue), tidegate_now()
     FROM new WHERE NOT EXISTS (SELECT 1 FROM refused) ORDER BY n
 )
 SELECT f.queue, f.active, f.ceiling, f.incoming,
        (SELECT count(*)::integer FROM tidegate_runs AS r
-        WHERE r.finished_at >= now() - make_interval(secs => %(window)s::double precision)
+        WHERE r.finished_at >= tidegate_now() - make_interval(secs => %(window)s::double precision)
           AND r.status IN ('completed', 'failed', 'canceled') AND (f.queue IS NULL OR r.queue = f.queue))
 FROM refused AS f;
 
 -- name: cancel_queued
 WITH canceled AS (
-    UPDATE tidegate_runs SET status = 'canceled', finished_at = now()
+    UPDATE tidegate_runs SET status = 'canceled', finished_at = tidegate_now()
     WHERE id = %(id)s::text AND status = 'queued'
     RETURNING id
 )
 INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-SELECT id, NULL, 'RunCanceled', jsonb_build_object('reason', %(reason)s::text), now()
+SELECT id, NULL, 'RunCanceled', jsonb_build_object('reason', %(reason)s::text), tidegate_now()
 FROM canceled;
 
 -- name: request_cancel

@@ -6,17 +6,18 @@ takeover commits meanwhile), then locks the `tidegate_scopes` rows
 of the scopes it asks for in key order, and only then reads limits and sums
 holders: claimers of a scope queue up there instead of both seeing its last
 free slot, and the common order rules out deadlocks between them. Times are
-the server's (`statement_timestamp()` once locks are held, `now()` elsewhere).
+the server's (`tidegate_statement_timestamp()` once locks are held, `tidegate_now()` elsewhere).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
+from tidegate.domain import events as history
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, fanout_scope, holder_key, pool_of
 from tidegate.domain.steps import SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
@@ -26,7 +27,6 @@ from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import to_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
 
-LEASE_EXPIRED = "lease expired"
 READ_COMMITTED = b"BEGIN ISOLATION LEVEL READ COMMITTED"  # each read after a lock sees every commit before it
 
 
@@ -34,17 +34,6 @@ class PostgresStepVerbs(Aggregate):
     """The step verbs of the storage port."""
 
     # --- slots ----------------------------------------------------------------------
-
-    def acquire_slots(
-        self,
-        fence: Fence,
-        worker_id: str,
-        step_key: str,
-        needs: Mapping[str, int],
-        fixed_limits: Mapping[str, int],
-    ) -> SlotGrant:
-        grants = self.acquire_many(fence, worker_id, [SlotRequest(step_key, needs, fixed_limits)], strict=True)
-        return SlotGrant(False, fenced_out=True) if grants is None else grants[0]
 
     def acquire_many(
         self, fence: Fence, worker_id: str, requests: Sequence[SlotRequest], strict: bool = False
@@ -105,10 +94,10 @@ class PostgresStepVerbs(Aggregate):
             return
         if not decision.granted:
             if mark_waiting:
-                metadata = slots.waiting_metadata(attempt, asked.needs, decision.blocking)
+                waiting = history.slots_waiting(attempt, asked.needs, decision.blocking)
                 connection.execute(
                     self._q("acquire_slots_waiting"),
-                    {**ids, "needs": dumps(dict(asked.needs)), "metadata": dumps(metadata)},
+                    {**ids, "needs": dumps(dict(asked.needs)), "metadata": dumps(waiting.metadata)},
                 )
             return
         if not decision.writes_holders:
@@ -123,9 +112,9 @@ class PostgresStepVerbs(Aggregate):
                 "holder": holder_key(run_id, asked.step_key),
                 "worker": worker_id,
                 "holders": dumps(wanted),
-                "claimed": dumps(slots.claimed_metadata(attempt, asked.needs)),
+                "claimed": dumps(history.slots_claimed(attempt, asked.needs).metadata),
                 "unconfigured": request.unconfigured(),
-                "note": slots.UNCONFIGURED_NOTE,
+                "note": history.UNCONFIGURED_NOTE,
             },
         )
 
@@ -148,9 +137,6 @@ class PostgresStepVerbs(Aggregate):
             connection.execute(self._q("release_slots"), params)
 
     # --- steps ----------------------------------------------------------------------
-
-    def record_step(self, fence: Fence, step: StepUpdate) -> bool:
-        return self.record_steps(fence, [step])
 
     def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
         with self._connection() as connection:
@@ -216,7 +202,7 @@ class PostgresStepVerbs(Aggregate):
                         "to_holder": holder_key(run_id, successor.step_key),
                         "worker": worker_id,
                         "needs": dumps(dict(successor.needs)),
-                        "reason": f"handed to {successor.step_key}",
+                        "reason": history.handed_to(successor.step_key),
                         "default_lease": UNCONFIGURED_LEASE_SECONDS,
                     },
                 )
@@ -239,27 +225,28 @@ class PostgresStepVerbs(Aggregate):
         params = {"run_id": fence[0], "attempt": fence[1], "step_key": asked.step_key, "needs": dumps(dict(asked.needs))}
         return connection.execute(self._q("finish_step_pools"), params)
 
-
     def _record(
         self, connection: psycopg.Connection[Any], fence: Fence, steps: Sequence[StepUpdate], wake: bool
     ) -> psycopg.Cursor[Any]:
         """Queue the upsert of the steps; its row: (fence held, holders freed, wake-ups sent)."""
         run_id, attempt = fence
         latest = {step.step_key: step for step in steps}  # an upsert may touch a row only once
-        payload = [
-            {
-                "n": index,
-                "step_key": step.step_key,
-                "map_key": step.map_key,
-                "item_index": step.item_index,
-                "status": step.status.value,
-                "output": step.output,
-                "error": step.error,
-                "event": slots.STEP_EVENTS.get(step.status),
-                "metadata": slots.step_metadata(attempt, step),
-            }
-            for index, step in enumerate(latest.values())
-        ]
+        payload = []
+        for index, step in enumerate(latest.values()):
+            own = history.step_event(attempt, step)  # StepStarted, StepCompleted, StepFailed, or none
+            payload.append(
+                {
+                    "n": index,
+                    "step_key": step.step_key,
+                    "map_key": step.map_key,
+                    "item_index": step.item_index,
+                    "status": step.status.value,
+                    "output": step.output,
+                    "error": step.error,
+                    "event": None if own is None else own.type,
+                    "metadata": None if own is None else own.metadata,
+                }
+            )
         return connection.execute(
             self._q("record_steps"), {"run_id": run_id, "attempt": attempt, "steps": dumps(payload), "wake": wake}
         )
@@ -293,4 +280,4 @@ class PostgresStepVerbs(Aggregate):
 
     def sweep_step_holders(self, connection: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
         """Queue the sweep of step holders whose lease expired; its row counts the holders freed."""
-        return connection.execute(self._q("sweep_step_holders"), {"reason": LEASE_EXPIRED})
+        return connection.execute(self._q("sweep_step_holders"), {"reason": history.LEASE_EXPIRED})

@@ -13,10 +13,6 @@ SELECT lease_expires_at FROM tidegate_runs
 WHERE id = %(run_id)s::text AND attempt = %(attempt)s::integer AND status = 'running'
 FOR SHARE;
 
--- name: insert_step_event
-INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-VALUES (%(run_id)s::text, %(step_key)s::text, %(type)s::text, %(metadata)s::jsonb, statement_timestamp());
-
 -- name: acquire_slots_limits
 -- Read after the scope rows are locked, so a limit changed meanwhile is seen.
 SELECT name, "limit", lease_seconds FROM tidegate_pools
@@ -41,8 +37,8 @@ WITH wanted AS (
 ), held AS (
     INSERT INTO tidegate_holders AS t (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)
     SELECT w.scope, %(holder)s::text, %(run_id)s::text, %(attempt)s::integer, %(worker)s::text, w.slots,
-           statement_timestamp(),
-           coalesce(statement_timestamp() + make_interval(secs => w.lease),
+           tidegate_statement_timestamp(),
+           coalesce(tidegate_statement_timestamp() + make_interval(secs => w.lease),
                     (SELECT lease_expires_at FROM tidegate_runs WHERE id = %(run_id)s::text))
     FROM wanted AS w ORDER BY w.scope
     ON CONFLICT (scope, holder) DO UPDATE SET
@@ -53,7 +49,7 @@ WITH wanted AS (
     WHERE run_id = %(run_id)s::text AND step_key = %(step_key)s::text AND waiting_for IS NOT NULL
 )
 INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-SELECT %(run_id)s::text, %(step_key)s::text, type, metadata, statement_timestamp()
+SELECT %(run_id)s::text, %(step_key)s::text, type, metadata, tidegate_statement_timestamp()
 FROM (
     SELECT 0 AS n, 'StepSlotClaimed' AS type, %(claimed)s::jsonb AS metadata
     UNION ALL
@@ -84,7 +80,7 @@ WITH marked AS (
     RETURNING step_key
 )
 INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-SELECT %(run_id)s::text, step_key, 'StepSlotWaiting', %(metadata)s::jsonb, statement_timestamp() FROM marked;
+SELECT %(run_id)s::text, step_key, 'StepSlotWaiting', %(metadata)s::jsonb, tidegate_statement_timestamp() FROM marked;
 
 -- name: finish_step_pools
 -- The successor's pools, as a finished step hands its slots on: whether a step
@@ -135,9 +131,9 @@ WITH run AS (
     WHERE EXISTS (SELECT 1 FROM run)
 ), moved AS (
     UPDATE tidegate_holders AS h
-    SET holder = %(to_holder)s::text, worker_id = %(worker)s::text, claimed_at = statement_timestamp(),
+    SET holder = %(to_holder)s::text, worker_id = %(worker)s::text, claimed_at = tidegate_statement_timestamp(),
         expires_at = CASE WHEN h.scope >= 'pool:' AND h.scope < 'pool;'
-            THEN statement_timestamp() + make_interval(secs => coalesce(
+            THEN tidegate_statement_timestamp() + make_interval(secs => coalesce(
                 (SELECT lease_seconds FROM tidegate_pools WHERE name = substr(h.scope, 6)),
                 %(default_lease)s::double precision))
             ELSE h.expires_at END
@@ -150,7 +146,7 @@ WITH run AS (
     SELECT jsonb_object_agg(substr(scope, 6), slots) AS pools FROM moved WHERE scope >= 'pool:' AND scope < 'pool;'
 ), events AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-    SELECT %(run_id)s::text, e.step_key, e.type, e.metadata, statement_timestamp()
+    SELECT %(run_id)s::text, e.step_key, e.type, e.metadata, tidegate_statement_timestamp()
     FROM pools AS p, LATERAL (VALUES
         (0, %(from_key)s::text, 'StepSlotReleased',
          jsonb_build_object('attempt', %(attempt)s::integer, 'pools', p.pools, 'reason', %(reason)s::text)),
@@ -177,7 +173,7 @@ WITH run AS (
     FOR UPDATE
 ), renewed AS (
     UPDATE tidegate_holders AS h
-    SET expires_at = now() + make_interval(secs => coalesce(
+    SET expires_at = tidegate_now() + make_interval(secs => coalesce(
         (SELECT lease_seconds FROM tidegate_pools WHERE name = substr(h.scope, 6)), %(default_lease)s::double precision))
     FROM locked AS l
     WHERE h.scope = l.scope AND h.holder = l.holder
@@ -187,7 +183,7 @@ WITH run AS (
     SELECT %(run_id)s::text, %(step_key)s::text, 'StepSlotRenewed',
            jsonb_build_object('attempt', %(attempt)s::integer,
                               'pools', (SELECT jsonb_agg(substr(scope, 6) ORDER BY scope) FROM renewed)),
-           now()
+           tidegate_now()
     WHERE EXISTS (SELECT 1 FROM renewed)
 )
 SELECT count(*)::integer FROM renewed;
@@ -215,7 +211,7 @@ WITH run AS (
            jsonb_build_object('attempt', %(attempt)s::integer,
                               'pools', (SELECT jsonb_object_agg(substr(scope, 6), slots) FROM freed),
                               'reason', 'released'),
-           now()
+           tidegate_now()
     WHERE EXISTS (SELECT 1 FROM freed)
 )
 SELECT pg_notify('tidegate_' || md5(current_schema()), '') WHERE EXISTS (SELECT 1 FROM freed);
@@ -240,8 +236,8 @@ WITH run AS (
         run_id, step_key, map_key, item_index, status, output, error, waiting_for, attempt, started_at, finished_at)
     SELECT %(run_id)s::text, i.step_key, i.map_key, i.item_index, i.status, i.output, i.error, NULL,
            %(attempt)s::integer,
-           CASE WHEN i.status = 'running' THEN now() END,
-           CASE WHEN i.status IN ('completed', 'failed') THEN now() END
+           CASE WHEN i.status = 'running' THEN tidegate_now() END,
+           CASE WHEN i.status IN ('completed', 'failed') THEN tidegate_now() END
     FROM input AS i WHERE EXISTS (SELECT 1 FROM run)
     ORDER BY i.n
     ON CONFLICT (run_id, step_key) DO UPDATE SET
@@ -267,7 +263,7 @@ WITH run AS (
     RETURNING h.holder, h.scope, h.slots
 ), events AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-    SELECT %(run_id)s::text, step_key, type, metadata, now()
+    SELECT %(run_id)s::text, step_key, type, metadata, tidegate_now()
     FROM (
         SELECT i.n, 0 AS part, i.step_key, 'StepSlotReleased' AS type,
                jsonb_build_object('attempt', %(attempt)s::integer,
@@ -319,7 +315,7 @@ WITH run AS (
 ), held AS (
     INSERT INTO tidegate_holders (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)
     SELECT %(scope)s::text, %(run_id)s::text || '/' || step_key, %(run_id)s::text, %(attempt)s::integer,
-           %(worker)s::text, 1, statement_timestamp(), (SELECT lease_expires_at FROM run)
+           %(worker)s::text, 1, tidegate_statement_timestamp(), (SELECT lease_expires_at FROM run)
     FROM taken
     ON CONFLICT (scope, holder) DO UPDATE SET
         attempt = excluded.attempt, worker_id = excluded.worker_id, claimed_at = excluded.claimed_at,
@@ -334,7 +330,7 @@ SELECT * FROM taken;
 -- not waited on, and looked at again next sweep; the lock re-reads a row a
 -- renewal just committed, so a just-renewed lease is never reaped.
 WITH candidates AS (
-    SELECT DISTINCT holder FROM tidegate_holders WHERE expires_at < now() AND holder <> run_id
+    SELECT DISTINCT holder FROM tidegate_holders WHERE expires_at < tidegate_now() AND holder <> run_id
 ), locked AS (
     SELECT h.scope, h.holder, h.expires_at FROM tidegate_holders AS h
     WHERE h.holder IN (SELECT holder FROM candidates)
@@ -343,7 +339,7 @@ WITH candidates AS (
 ), whole AS (
     SELECT l.holder FROM locked AS l
     GROUP BY l.holder
-    HAVING bool_or(l.expires_at < now())
+    HAVING bool_or(l.expires_at < tidegate_now())
        AND count(*) = (SELECT count(*) FROM tidegate_holders AS t WHERE t.holder = l.holder)
 ), freed AS (
     DELETE FROM tidegate_holders AS h USING whole AS w
@@ -354,7 +350,7 @@ WITH candidates AS (
     SELECT run_id, substr(holder, length(run_id) + 2), 'StepSlotReleased',
            jsonb_build_object('attempt', attempt, 'pools', jsonb_object_agg(substr(scope, 6), slots),
                               'reason', %(reason)s::text),
-           now()
+           tidegate_now()
     FROM freed WHERE scope >= 'pool:' AND scope < 'pool;'
     GROUP BY holder, run_id, attempt
     ORDER BY holder

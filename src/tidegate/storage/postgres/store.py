@@ -1,7 +1,8 @@
 """PostgreSQL adapter of the storage port (the distributed engine).
 
 Workers on many machines share one database, so the database is the only
-clock (`now()` in SQL, never a worker's time) and the only lock (`FOR UPDATE
+clock (`tidegate_now()` in SQL: the server's `now()` plus the injected clock's
+offset, 0 outside tests; never a worker's time) and the only lock (`FOR UPDATE
 SKIP LOCKED` on run rows, an advisory lock around migrations, a leased row
 for the sweeper's turn). It behaves exactly like the SQLite adapter: same
 statuses, events and fencing; only the mechanics differ.
@@ -19,10 +20,7 @@ built over one `Database` (the pool and the named queries, `database.py`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager
-from typing import Any
 
-import psycopg
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.storage.facade import AggregateStore
@@ -63,24 +61,6 @@ class PostgresStore(AggregateStore):
         self._pools = Pools(self._db)
         self._steps = PostgresStepVerbs(self._db)
         self._leases = Leases(self._db, self._steps)
-
-    # --- the shared connection and queries (tests/races.py replaces them) ----------
-
-    @property
-    def _connection(self) -> Callable[[], AbstractContextManager[psycopg.Connection[Any]]]:
-        return self._db.connection
-
-    @_connection.setter
-    def _connection(self, connection: Callable[[], AbstractContextManager[psycopg.Connection[Any]]]) -> None:
-        self._db.connection = connection
-
-    @property
-    def _queries(self) -> dict[str, str]:
-        return self._db.queries
-
-    @_queries.setter
-    def _queries(self, queries: dict[str, str]) -> None:
-        self._db.queries = queries
 
     # --- wake-ups ----------------------------------------------------------------
 

@@ -7,22 +7,19 @@ the sweep recover the runs of a worker whose heartbeat stopped.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
-from tidegate.domain.admission import LocalUsage, admit
-from tidegate.domain.backpressure import claimable_queues, lowest_free_rank
+from tidegate.domain import events as history
 from tidegate.domain.jsonvalue import dumps
-from tidegate.storage import claiming
+from tidegate.storage import registry
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
-from tidegate.storage.postgres.payloads import worker_slot
+from tidegate.storage.postgres.payloads import event_params, to_json
 from tidegate.storage.postgres.pipeline import transaction
-
-OVERFLOW_TURN = "overflow"
-OVERFLOW_SAMPLE = 100  # queued runs looked at per queue when deciding whether runs wait for a worker
 
 
 class Workers(Aggregate):
@@ -31,10 +28,7 @@ class Workers(Aggregate):
     def __init__(self, db: Database, limits: Limits) -> None:
         super().__init__(db)
         self._limits = limits
-        # Rank of each worker that joined the fill order through this store: the
-        # cycle of any other worker (or of rank 0, which nobody ranks below) then
-        # skips reading the registry, so the fill order costs nothing when off.
-        self.fill_ranks: dict[str, int] = {}
+        self.fill_order = registry.FillOrder()
 
     def register_worker(
         self, worker_id: str, capacity: int, queues: Sequence[str], fill_order: bool, ttl: float
@@ -42,9 +36,7 @@ class Workers(Aggregate):
         with self._connection() as connection, transaction(connection):
             connection.execute(self._q("register_worker_lock"))
             live = dict(connection.execute(self._q("live_worker_ranks")).fetchall())
-            rank = live.get(worker_id)
-            if rank is None:
-                rank = lowest_free_rank(list(live.values()))
+            rank = registry.rank_for(worker_id, live)
             params = {
                 "id": worker_id,
                 "rank": rank,
@@ -54,10 +46,7 @@ class Workers(Aggregate):
                 "ttl": ttl,
             }
             connection.execute(self._q("register_worker"), params)
-        if fill_order:
-            self.fill_ranks[worker_id] = rank
-        else:
-            self.fill_ranks.pop(worker_id, None)
+        self.fill_order.registered(worker_id, rank, fill_order)
         return rank
 
     def heartbeat_worker(self, worker_id: str, ttl: float) -> bool:
@@ -70,7 +59,7 @@ class Workers(Aggregate):
             connection.execute(self._q("deregister_worker"), {"id": worker_id})
             connection.execute(self._q("release_locks"), {"id": worker_id})
             connection.execute(self._q("notify"))  # higher-ranked workers may now claim
-        self.fill_ranks.pop(worker_id, None)
+        self.fill_order.left(worker_id)
 
     def check_overflow(self, worker_id: str, queues: Sequence[str], interval: float) -> int | None:
         """Raise the overflow signal (once per interval, across workers) when eligible runs wait for a worker.
@@ -82,29 +71,24 @@ class Workers(Aggregate):
         """
         with self._connection() as connection, transaction(connection):
             workers = connection.cursor(row_factory=dict_row).execute(self._q("worker_fill_state")).fetchall()
-            serving = [row for row in workers if set(row["queues"]) & set(queues)]
-            if not serving or any(row["running"] < row["capacity"] for row in serving):
+            serving = registry.all_serving_full(workers, queues, to_json)
+            if not serving:
                 return None
             rules = self._limits.parse_rules(connection.execute(self._q("load_rules"), {"known": None}).fetchone())
             usage = dict(connection.execute(self._q("scope_usage")).fetchall())
             rows = connection.cursor(row_factory=dict_row).execute(
-                self._q("check_overflow_window"), {"queues": list(queues), "limit": OVERFLOW_SAMPLE}
+                self._q("check_overflow_window"), {"queues": list(queues), "limit": registry.OVERFLOW_SAMPLE}
             ).fetchall()
-            candidates = [
-                claiming.to_candidate(row, rules, row["tags"], row["scheduled_at"].timestamp()) for row in rows
-            ]
-            eligible = len(admit(candidates, usage, rules, LocalUsage(), len(candidates)).admitted)
+            eligible = registry.eligible_backlog(rows, rules, usage, to_json, datetime.timestamp)
             if eligible == 0:
                 return None
             turn = connection.execute(
-                self._q("take_turn"), {"name": OVERFLOW_TURN, "holder": worker_id, "ttl": interval}
+                self._q("take_turn"), {"name": registry.OVERFLOW_TURN, "holder": worker_id, "ttl": interval}
             ).fetchone()
             if turn is None:
                 return None
-            metadata = {"backlog": eligible, "workers": len(serving), "queues": sorted(queues)}
-            connection.execute(
-                self._q("insert_event"), {"run_id": None, "type": "CapacityOverflow", "metadata": dumps(metadata)}
-            )
+            overflow = history.capacity_overflow(eligible, serving, queues)
+            connection.execute(self._q("insert_event"), event_params(None, overflow))
         return eligible
 
     def fill_order_queues(
@@ -112,9 +96,4 @@ class Workers(Aggregate):
     ) -> list[str]:
         """The queues a worker in the fill order may claim from now (a round trip: the registry)."""
         rows = connection.cursor(row_factory=dict_row).execute(self._q("worker_fill_state")).fetchall()
-        slots = {row["id"]: (row["fill_order"], worker_slot(row)) for row in rows}
-        mine = slots.get(worker_id)
-        if mine is None or not mine[0]:
-            return queues
-        allowed = claimable_queues(mine[1], [slot for fill, slot in slots.values() if fill])
-        return [queue for queue in queues if queue in allowed]
+        return registry.fill_order_queues(rows, worker_id, queues, to_json)

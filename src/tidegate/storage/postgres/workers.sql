@@ -6,17 +6,17 @@
 SELECT pg_advisory_xact_lock(hashtext('tidegate:workers'), hashtext(coalesce(current_schema(), '')));
 
 -- name: live_worker_ranks
-SELECT id, rank FROM tidegate_workers WHERE expires_at >= now();
+SELECT id, rank FROM tidegate_workers WHERE expires_at >= tidegate_now();
 
 -- name: register_worker
 INSERT INTO tidegate_workers AS w (id, rank, capacity, queues, fill_order, started_at, heartbeat_at, expires_at)
 VALUES (%(id)s::text, %(rank)s::integer, %(capacity)s::integer, %(queues)s::jsonb, %(fill_order)s::boolean,
-        now(), now(), now() + make_interval(secs => %(ttl)s::double precision))
+        tidegate_now(), tidegate_now(), tidegate_now() + make_interval(secs => %(ttl)s::double precision))
 ON CONFLICT (id) DO UPDATE SET
     rank = excluded.rank, heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at;
 
 -- name: heartbeat_worker
-UPDATE tidegate_workers SET heartbeat_at = now(), expires_at = now() + make_interval(secs => %(ttl)s::double precision)
+UPDATE tidegate_workers SET heartbeat_at = tidegate_now(), expires_at = tidegate_now() + make_interval(secs => %(ttl)s::double precision)
 WHERE id = %(id)s::text
 RETURNING rank;
 
@@ -33,7 +33,7 @@ SELECT w.id, w.rank, w.capacity, w.queues, w.fill_order,
        (SELECT count(*)::integer FROM tidegate_runs AS r WHERE r.worker_id = w.id AND r.status = 'running')
        AS running
 FROM tidegate_workers AS w
-WHERE w.expires_at >= now();
+WHERE w.expires_at >= tidegate_now();
 
 -- name: check_overflow_window
 -- The first due runs of each queue in claim order, as claim_window reads them
@@ -42,8 +42,8 @@ SELECT c.id, c.task, c.queue, c.partition_key, c.tags, c.priority, c.scheduled_a
 FROM unnest(%(queues)s::text[]) AS q(name)
 CROSS JOIN LATERAL (
     SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect FROM tidegate_runs
-    WHERE status = 'queued' AND queue = q.name AND scheduled_at <= now()
-      AND (deadline_at IS NULL OR deadline_at > now())
+    WHERE status = 'queued' AND queue = q.name AND scheduled_at <= tidegate_now()
+      AND (deadline_at IS NULL OR deadline_at > tidegate_now())
     ORDER BY priority DESC, scheduled_at, id
     LIMIT %(limit)s::integer
 ) AS c;
@@ -51,7 +51,7 @@ CROSS JOIN LATERAL (
 -- name: take_turn
 -- A duty done at most once per interval across all workers (unlike take_lock, the holder does not renew).
 INSERT INTO tidegate_locks (name, holder, expires_at)
-VALUES (%(name)s::text, %(holder)s::text, now() + make_interval(secs => %(ttl)s::double precision))
+VALUES (%(name)s::text, %(holder)s::text, tidegate_now() + make_interval(secs => %(ttl)s::double precision))
 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-WHERE tidegate_locks.expires_at < now()
+WHERE tidegate_locks.expires_at < tidegate_now()
 RETURNING holder;

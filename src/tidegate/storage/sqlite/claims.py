@@ -11,14 +11,16 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from tidegate.domain import events as history
+from tidegate.domain import transitions
 from tidegate.domain.admission import LocalUsage, admit
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import ClaimedRun, CycleResult, Outcome
-from tidegate.storage import claiming, records
+from tidegate.storage import claiming
 from tidegate.storage.port import Fence
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
-from tidegate.storage.sqlite.payloads import claimed_run, event
+from tidegate.storage.sqlite.payloads import claimed_run, event_row
 from tidegate.storage.sqlite.workers import Workers
 
 
@@ -46,16 +48,16 @@ class Claims(Aggregate):
         with self._write() as (connection, now):
             if starts:
                 for run_id, attempt in connection.execute(
-                    self._q("record_starts"), {"fences": json.dumps(starts), "worker": worker_id, "now": now}
+                    self._q("cycle_reports_starts"), {"fences": json.dumps(starts), "worker": worker_id, "now": now}
                 ).fetchall():
-                    events.append(event(run_id, "RunStarted", {"attempt": attempt, "worker": worker_id}, now))
+                    events.append(event_row(run_id, history.run_started(attempt, worker_id), now))
             if outcomes:
                 fenced_out = self._record_outcomes(connection, worker_id, outcomes, events, now)
             cancel_requested = [
                 (row[0], row[1]) for row in connection.execute(self._q("cancel_requests"), {"worker": worker_id})
             ]
             next_due_in = None
-            if claim_limit > 0 and self._workers.fill_ranks.get(worker_id, 0) > 0:
+            if claim_limit > 0 and self._workers.fill_order.reads_registry(worker_id):
                 queues = self._workers.fill_order_queues(connection, worker_id, queues, now)
                 claim_limit = claim_limit if queues else 0
             if claim_limit > 0:
@@ -64,7 +66,7 @@ class Claims(Aggregate):
                     next_due_in = self._next_due_in(connection, queues, now)
             if events:
                 connection.executemany(self._q("insert_event"), events)
-        if outcomes or (worker_id in self._workers.fill_ranks and claimed and len(claimed) == claim_limit):
+        if outcomes or (self._workers.fill_order.member(worker_id) and claimed and len(claimed) == claim_limit):
             # Finished runs free capacity and may be waited on; a full claim by a worker in the
             # fill order may leave work for the next one, which only looks when told.
             self._notifier.notify()
@@ -81,35 +83,31 @@ class Claims(Aggregate):
         payload = []
         by_fence = {}
         for outcome in outcomes:
-            status = records.outcome_status(outcome.kind.value, outcome.retry_delay)
+            status = transitions.outcome_status(outcome.kind.value, outcome.retry_delay)
             payload.append(
                 {
                     "id": outcome.run_id,
                     "attempt": outcome.attempt,
                     "status": status,
+                    "if_canceled": transitions.settle(status, cancel_requested=True),
                     "result": None if outcome.result is None else dumps(outcome.result),
                     "error": outcome.error,
                     "delay": outcome.retry_delay,
                 }
             )
-            by_fence[(outcome.run_id, outcome.attempt)] = (status, outcome)
+            by_fence[(outcome.run_id, outcome.attempt)] = outcome
         applied = {
             (row[0], row[1]): row[2]
             for row in connection.execute(
-                self._q("record_outcomes"), {"outcomes": json.dumps(payload), "worker": worker_id, "now": now}
+                self._q("cycle_reports"), {"outcomes": json.dumps(payload), "worker": worker_id, "now": now}
             )
         }
         if applied:
             connection.execute(self._q("release_holders"), {"ids": json.dumps([fence[0] for fence in applied])})
-        for fence, (status, outcome) in by_fence.items():
+        for fence, outcome in by_fence.items():
             if fence in applied:
-                final = applied[fence]  # "canceled" when a cancel was requested meanwhile
-                metadata: dict[str, Any] = {"attempt": outcome.attempt}
-                if outcome.error is not None:
-                    metadata["error"] = outcome.error
-                if final == "queued":
-                    metadata["retry_in"] = round(outcome.retry_delay or 0.0, 3)
-                events.append(event(outcome.run_id, records.EVENT_FOR_STATUS[final], metadata, now))
+                ended = history.attempt_ended(applied[fence], outcome.attempt, outcome.error, outcome.retry_delay)
+                events.append(event_row(outcome.run_id, ended, now))
         return [fence for fence in by_fence if fence not in applied]
 
     def _claim(
@@ -165,7 +163,7 @@ class Claims(Aggregate):
         if changed:
             connection.execute(self._q("set_block_reasons"), {"reasons": json.dumps(list(changed.items()))})
             for run_id, reason in changed.items():
-                events.append(event(run_id, "RunBlocked", {"blocked_by": json.loads(reason)}, now))
+                events.append(event_row(run_id, history.run_blocked(json.loads(reason)), now))
         if not decision.admitted:
             return [], False
         admitted_ids = [candidate.id for candidate, _ in decision.admitted]
@@ -184,11 +182,11 @@ class Claims(Aggregate):
         ]
         if holders:
             connection.execute(
-                self._q("insert_holders"),
+                self._q("claim_runs_holders"),
                 {"holders": json.dumps(holders), "worker": worker_id, "now": now, "lease": lease_seconds},
             )
         for run in claimed:
-            events.append(event(run.id, "RunDequeued", {"attempt": run.attempt, "worker": worker_id}, now))
+            events.append(event_row(run.id, history.run_dequeued(run.attempt, worker_id), now))
         return claimed, found.exhausted and len(claimed) < limit
 
     def _local_usage(self, connection: sqlite3.Connection, worker_id: str) -> LocalUsage:

@@ -1,7 +1,7 @@
 -- SQLite queries of claims.py: the worker's cycle: reports, the claim, its reads and writes.
 -- Conventions (parameters, clock, batches): database.sql.
 
--- name: record_starts
+-- name: cycle_reports_starts
 UPDATE tidegate_runs SET started_at = :now
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
       FROM json_each(:fences)) AS f
@@ -9,20 +9,22 @@ WHERE tidegate_runs.id = f.id AND tidegate_runs.attempt = f.attempt
   AND +tidegate_runs.status = 'running' AND +tidegate_runs.worker_id = :worker
 RETURNING tidegate_runs.id, tidegate_runs.attempt;
 
--- name: record_outcomes
+-- name: cycle_reports
 -- Fenced on (id, attempt, running): an outcome from an attempt that was taken
--- over matches no row and is reported back as fenced out. A run whose cancel
--- was requested ends canceled unless it completed: a retry must not undo it.
+-- over matches no row and is reported back as fenced out. Each outcome comes
+-- with the status it asks for and the one it takes when a cancel was requested
+-- meanwhile (domain.transitions.settle: a retry must not undo a cancel); the
+-- row's cancel_requested picks one. Only a run that goes back to the queue
+-- stays unfinished and gets its next time.
 UPDATE tidegate_runs SET
-    status = CASE WHEN tidegate_runs.cancel_requested = 1 AND o.status IN ('queued', 'failed') THEN 'canceled'
-                  ELSE o.status END,
+    status = iif(tidegate_runs.cancel_requested, o.if_canceled, o.status),
     result = o.result,
     error = o.error,
-    finished_at = CASE WHEN o.status = 'queued' AND tidegate_runs.cancel_requested = 0 THEN NULL ELSE :now END,
-    queued_at = CASE WHEN o.status = 'queued' AND tidegate_runs.cancel_requested = 0 THEN :now
-                     ELSE tidegate_runs.queued_at END,
-    scheduled_at = CASE WHEN o.status = 'queued' AND tidegate_runs.cancel_requested = 0 THEN :now + o.delay
-                        ELSE tidegate_runs.scheduled_at END,
+    finished_at = iif(iif(tidegate_runs.cancel_requested, o.if_canceled, o.status) = 'queued', NULL, :now),
+    queued_at = iif(iif(tidegate_runs.cancel_requested, o.if_canceled, o.status) = 'queued', :now,
+                    tidegate_runs.queued_at),
+    scheduled_at = iif(iif(tidegate_runs.cancel_requested, o.if_canceled, o.status) = 'queued', :now + o.delay,
+                       tidegate_runs.scheduled_at),
     worker_id = NULL,
     lease_expires_at = NULL,
     cancel_requested = 0,
@@ -30,6 +32,7 @@ UPDATE tidegate_runs SET
 FROM (SELECT json_extract(value, '$.id') AS id,
              json_extract(value, '$.attempt') AS attempt,
              json_extract(value, '$.status') AS status,
+             json_extract(value, '$.if_canceled') AS if_canceled,
              json_extract(value, '$.result') AS result,
              json_extract(value, '$.error') AS error,
              coalesce(json_extract(value, '$.delay'), 0) AS delay
@@ -98,7 +101,7 @@ GROUP BY queue, partition_key;
 -- Running runs per partition of a fair queue: the least-served partition goes first.
 SELECT partition_key, count(*) FROM tidegate_runs WHERE status = 'running' AND queue = :queue GROUP BY partition_key;
 
--- name: insert_holders
+-- name: claim_runs_holders
 INSERT INTO tidegate_holders (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[1]'),
        json_extract(value, '$[2]'), :worker, 1, :now, :now + :lease

@@ -47,6 +47,7 @@ class Database:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
+        self._closed = False  # a closed store refuses calls, as PostgreSQL's closed pool does
         self.connection: Callable[[], sqlite3.Connection] = self._thread_connection
         self._enable_wal()
         self.wake_folder = path.with_name(path.name + ".wake")
@@ -56,6 +57,8 @@ class Database:
     def _thread_connection(self) -> sqlite3.Connection:
         connection = getattr(self._local, "connection", None)
         if connection is None:
+            if self._closed:
+                raise StoreUnavailable(f"{self._where} is closed")
             try:
                 connection = sqlite3.connect(
                     self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
@@ -118,6 +121,7 @@ class Database:
 
     def close(self) -> None:
         with self._connections_lock:
+            self._closed = True
             for connection in self._connections:
                 connection.close()
             self._connections.clear()

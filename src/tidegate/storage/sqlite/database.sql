@@ -7,7 +7,7 @@
 
 -- name: insert_event
 INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-VALUES (:run_id, NULL, :type, :metadata, :now);
+VALUES (:run_id, :step_key, :type, :metadata, :now);
 
 -- name: release_holders
 DELETE FROM tidegate_holders WHERE run_id IN (SELECT value FROM json_each(:ids));

@@ -1,9 +1,9 @@
 """SQLite leases and the sweep: renewals, hand-backs, and recovery of what was lost.
 
-One sweeper at a time (a leased row, `take_lock`) recovers runs whose lease
-ran out or whose worker stopped heartbeating (`storage.rescue` decides),
-repairs leaked scope holders, expires step holders and fails runs past their
-dispatch deadline, all in one transaction.
+What the sweep does is told in `storage/rescue.py`. Here every step of it
+reads its rows and writes them back with their events in the sweep's one
+`BEGIN IMMEDIATE` transaction: SQLite's single writer means nothing else
+changes them meanwhile.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from tidegate.domain import events as history
+from tidegate.domain import transitions
+from tidegate.domain.events import Event
 from tidegate.domain.model import SweepReport
 from tidegate.storage import rescue
 from tidegate.storage.port import Fence
 from tidegate.storage.sqlite.database import Aggregate, Database
-from tidegate.storage.sqlite.payloads import event
+from tidegate.storage.sqlite.payloads import event_row
 from tidegate.storage.sqlite.steps import SQLiteStepVerbs
-
-SWEEPER_LOCK = "sweeper"
-
 
 class Leases(Aggregate):
     """The lease and sweep verbs of the storage port."""
@@ -42,7 +42,7 @@ class Leases(Aggregate):
                 )
             }
             connection.execute(
-                self._q("renew_holders"),
+                self._q("renew_leases_holders"),
                 {"ids": json.dumps([fence[0] for fence in renewed]), "worker": worker_id, "now": now, "lease": lease_seconds},
             )
         return [tuple(fence) for fence in held if tuple(fence) not in renewed]  # type: ignore[misc]
@@ -52,22 +52,17 @@ class Leases(Aggregate):
             return []
         with self._write() as (connection, now):
             rows = connection.execute(
-                self._q("hand_back"), {"fences": json.dumps(held), "worker": worker_id, "now": now}
+                self._q("hand_back"),
+                {
+                    "fences": json.dumps(held),
+                    "worker": worker_id,
+                    "now": now,
+                    "if_canceled": transitions.settle(transitions.QUEUED, cancel_requested=True),
+                },
             ).fetchall()
             connection.execute(self._q("release_holders"), {"ids": json.dumps([row[0] for row in rows])})
             events = [
-                event(
-                    run_id,
-                    "RunRequeued" if status == "queued" else "RunCanceled",
-                    {
-                        "attempt": attempt,
-                        "reason": "worker shutting down",
-                        "worker": worker_id,
-                        "charged": False,
-                        "suspect": bool(suspect),
-                    },
-                    now,
-                )
+                event_row(run_id, history.handed_back(status, attempt, worker_id, bool(suspect)), now)
                 for run_id, attempt, status, suspect in rows
             ]
             connection.executemany(self._q("insert_event"), events)
@@ -77,7 +72,8 @@ class Leases(Aggregate):
     def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
         with self._write() as (connection, now):
             turn = connection.execute(
-                self._q("take_lock"), {"name": SWEEPER_LOCK, "holder": sweeper_id, "now": now, "ttl": 3 * interval}
+                self._q("take_lock"),
+                {"name": rescue.SWEEPER_LOCK, "holder": sweeper_id, "now": now, "ttl": 3 * interval},
             ).fetchone()
             if turn is None:
                 return None
@@ -98,7 +94,7 @@ class Leases(Aggregate):
             events += self._fail_missed_deadlines(connection, report, now)
             rescue.add_to_report(report, recovered)
             events += [
-                event(verdict["id"], verdict["event"], verdict["metadata"], now)
+                event_row(verdict["id"], Event(verdict["event"], verdict["metadata"]), now)
                 for verdict in verdicts
                 if verdict["id"] in recovered
             ]
@@ -111,18 +107,21 @@ class Leases(Aggregate):
         self, connection: sqlite3.Connection, report: SweepReport, now: float
     ) -> list[dict[str, Any]]:
         events = []
-        for row in connection.execute(self._q("missed_deadlines"), {"now": now}).fetchall():
-            failed = connection.execute(self._q("fail_missed_deadline"), {"id": row["id"], "now": now}).fetchone()
+        for row in connection.execute(self._q("sweep_deadlines"), {"now": now}).fetchall():
+            error = transitions.deadline_error(now - row["submitted_at"])
+            failed = connection.execute(
+                self._q("sweep_deadlines_fail"), {"id": row["id"], "now": now, "error": error}
+            ).fetchone()
             if failed is not None:
                 report.failed.append(row["id"])
-                events.append(event(row["id"], "RunFailed", {"attempt": failed["attempt"], "error": failed["error"]}, now))
+                events.append(event_row(row["id"], history.deadline_missed(failed["attempt"], error), now))
         return events
 
     def _repair_leaks(self, connection: sqlite3.Connection, now: float) -> list[dict[str, Any]]:
         """Delete holders whose run no longer runs that attempt; one SlotLeakRepaired event each."""
         events = []
-        for row in connection.execute(self._q("leaked_holders")).fetchall():
-            connection.execute(self._q("delete_holder"), {"scope": row["scope"], "holder": row["holder"]})
-            metadata = {"scope": row["scope"], "slots": row["slots"], "attempt": row["attempt"]}
-            events.append(event(row["run_id"], "SlotLeakRepaired", metadata, now))
+        for row in connection.execute(self._q("sweep_leaks")).fetchall():
+            connection.execute(self._q("sweep_leaks_delete"), {"scope": row["scope"], "holder": row["holder"]})
+            repaired = history.slot_leak_repaired(row["scope"], row["slots"], row["attempt"])
+            events.append(event_row(row["run_id"], repaired, now))
         return events

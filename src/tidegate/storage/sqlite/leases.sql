@@ -12,10 +12,11 @@ RETURNING tidegate_runs.id, tidegate_runs.attempt;
 -- name: hand_back
 -- A handed-back attempt does not count against max_attempts: the worker is
 -- leaving, the run did nothing wrong (its event says charged: false). It keeps
--- its place in the queue and its suspect flag. A run whose cancel was asked ends canceled.
+-- its place in the queue and its suspect flag. A run whose cancel was asked takes
+-- :if_canceled (domain.transitions.settle).
 UPDATE tidegate_runs SET
-    status = CASE WHEN cancel_requested = 1 THEN 'canceled' ELSE 'queued' END,
-    finished_at = CASE WHEN cancel_requested = 1 THEN :now ELSE NULL END,
+    status = iif(cancel_requested, :if_canceled, 'queued'),
+    finished_at = iif(iif(cancel_requested, :if_canceled, 'queued') = 'queued', NULL, :now),
     max_attempts = max_attempts + 1,
     worker_id = NULL, lease_expires_at = NULL
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
@@ -64,32 +65,31 @@ FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.attempt')
 WHERE tidegate_runs.id = v.id AND tidegate_runs.attempt = v.attempt AND +tidegate_runs.status = 'running'
 RETURNING tidegate_runs.id, tidegate_runs.status;
 
--- name: renew_holders
+-- name: renew_leases_holders
 -- A run's own holders and its fan-out window slots share the run's lease; pool
 -- holders keep their pool's lease, renewed by their step (renew_slots).
 UPDATE tidegate_holders SET expires_at = :now + :lease
 WHERE run_id IN (SELECT value FROM json_each(:ids)) AND worker_id = :worker
   AND NOT (scope >= 'pool:' AND scope < 'pool;');
 
--- name: leaked_holders
+-- name: sweep_leaks
 -- Holders whose run no longer runs that attempt. Releases happen in the same
 -- transaction as every status change, so this should always be empty.
 SELECT h.scope, h.holder, h.run_id, h.attempt, h.slots FROM tidegate_holders AS h
 LEFT JOIN tidegate_runs AS r ON r.id = h.run_id
 WHERE r.id IS NULL OR r.status <> 'running' OR r.attempt <> h.attempt;
 
--- name: delete_holder
+-- name: sweep_leaks_delete
 DELETE FROM tidegate_holders WHERE scope = :scope AND holder = :holder;
 
--- name: missed_deadlines
+-- name: sweep_deadlines
 SELECT id, queue, submitted_at, deadline_at FROM tidegate_runs
 WHERE status = 'queued' AND deadline_at IS NOT NULL AND deadline_at <= :now;
 
--- name: fail_missed_deadline
+-- name: sweep_deadlines_fail
+-- :error is domain.transitions.deadline_error of the time it waited.
 UPDATE tidegate_runs SET
-    status = 'failed', finished_at = :now, block_reason = NULL,
-    error = 'capacity: still queued ' || CAST(round(:now - submitted_at) AS INTEGER)
-            || 's after submission, past its dispatch deadline; no worker could take it in time'
+    status = 'failed', finished_at = :now, block_reason = NULL, error = :error
 WHERE id = :id AND status = 'queued'
 RETURNING id, attempt, error;
 

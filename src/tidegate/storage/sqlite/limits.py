@@ -11,19 +11,13 @@ import sqlite3
 from collections.abc import Sequence
 
 from tidegate.domain.jsonvalue import dumps
-from tidegate.domain.limits import (
-    QueueConfig,
-    RunQueueConfig,
-    queue_from_dict,
-    queue_to_dict,
-    run_queue_from_dict,
-    run_queue_to_dict,
-)
+from tidegate.domain.limits import QueueConfig, RunQueueConfig, queue_to_dict, run_queue_to_dict
 from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
-from tidegate.domain.scopes import Rules, effective_limit
+from tidegate.domain.scopes import Rules
 from tidegate.storage import records
+from tidegate.storage.rules import limit_change, stored_rules
 from tidegate.storage.sqlite.database import Aggregate, Database
-from tidegate.storage.sqlite.payloads import event, to_time
+from tidegate.storage.sqlite.payloads import event_row, to_time
 
 
 class Limits(Aggregate):
@@ -41,19 +35,19 @@ class Limits(Aggregate):
             if run_queue is not None:
                 changed |= bool(
                     connection.execute(
-                        self._q("register_run_queue"), {"value": dumps(run_queue_to_dict(run_queue)), "now": now}
+                        self._q("register_limits"), {"value": dumps(run_queue_to_dict(run_queue)), "now": now}
                     ).fetchone()
                 )
             for queue in queues:
                 changed |= bool(
                     connection.execute(
-                        self._q("register_queue"), {"name": queue.name, "config": dumps(queue_to_dict(queue)), "now": now}
+                        self._q("register_limits_queue"), {"name": queue.name, "config": dumps(queue_to_dict(queue)), "now": now}
                     ).fetchone()
                 )
             for name in implied_queues:
                 changed |= bool(
                     connection.execute(
-                        self._q("register_implied_queue"),
+                        self._q("register_limits_implied"),
                         {"name": name, "config": dumps(queue_to_dict(QueueConfig(name))), "now": now},
                     ).fetchone()
                 )
@@ -82,26 +76,21 @@ class Limits(Aggregate):
                     self._q("set_override"), {"target": target, "limit": limit, "now": now}
                 ).fetchone()[0]
             connection.execute(self._q("bump_rules_version"), {"now": now})
-            after = self.load_rules(connection)
-            change = LimitChange(target, effective_limit(before, target), effective_limit(after, target), version)
-            metadata = {"target": target, "old": change.old, "new": change.new, "version": version, "reset": reset}
-            connection.execute(self._q("insert_event"), event(None, "LimitChanged", metadata, now))
+            change, changed = limit_change(before, self.load_rules(connection), target, version, reset=reset)
+            connection.execute(self._q("insert_event"), event_row(None, changed, now))
         self._notifier.notify()
         return change
 
     def load_rules(self, connection: sqlite3.Connection) -> Rules:
         """The declared limits plus live overrides, re-read only when their version moved."""
-        version = connection.execute(self._q("rules_version")).fetchone()[0]
+        version = connection.execute(self._q("load_rules")).fetchone()[0]
         if self._rules_cache is not None and self._rules_cache[0] == version:
             return self._rules_cache[1]
-        row = connection.execute(self._q("load_run_queue")).fetchone()
-        rules = Rules(
-            run_queue=run_queue_from_dict(json.loads(row[0])) if row else RunQueueConfig(),
-            queues={
-                config.name: config
-                for config in (queue_from_dict(json.loads(r[0])) for r in connection.execute(self._q("load_queues")))
-            },
-            overrides={r[0]: r[1] for r in connection.execute(self._q("load_overrides"))},
+        row = connection.execute(self._q("load_rules_run_queue")).fetchone()
+        rules = stored_rules(
+            None if row is None else json.loads(row[0]),
+            [json.loads(config) for config, in connection.execute(self._q("load_rules_queues"))],
+            [(target, limit) for target, limit, _, _ in connection.execute(self._q("load_overrides"))],
         )
         self._rules_cache = (version, rules)
         return rules

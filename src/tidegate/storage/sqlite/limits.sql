@@ -1,35 +1,39 @@
 -- SQLite queries of limits.py: declared limits, overrides, the rules and scope usage.
 -- Conventions (parameters, clock, batches): database.sql.
 
--- name: rules_version
+-- name: load_rules
+-- The version of the rules; the adapter reads them whole (load_rules_run_queue,
+-- load_rules_queues, load_overrides) only when it moved.
 SELECT value FROM tidegate_settings WHERE name = 'rules_version';
 
 -- name: bump_rules_version
 UPDATE tidegate_settings SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT), updated_at = :now
 WHERE name = 'rules_version';
 
--- name: load_run_queue
+-- name: load_rules_run_queue
 SELECT value FROM tidegate_settings WHERE name = 'run_queue';
 
--- name: load_queues
+-- name: load_rules_queues
 SELECT config FROM tidegate_queues ORDER BY name;
 
 -- name: load_overrides
 SELECT target, "limit", version, updated_at FROM tidegate_limit_overrides ORDER BY target;
 
--- name: register_queue
+-- name: register_limits_queue
 INSERT INTO tidegate_queues (name, config, updated_at) VALUES (:name, :config, :now)
 ON CONFLICT (name) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at
 WHERE tidegate_queues.config <> excluded.config
 RETURNING name;
 
--- name: register_implied_queue
+-- name: register_limits_implied
 -- A queue a task uses without declaring it: known, with no limits, unless declared elsewhere.
 INSERT INTO tidegate_queues (name, config, updated_at) VALUES (:name, :config, :now)
 ON CONFLICT (name) DO NOTHING
 RETURNING name;
 
--- name: register_run_queue
+-- name: register_limits
+-- The run-queue config; the queues follow (register_limits_queue,
+-- register_limits_implied). Each returns a row when it changed something.
 INSERT INTO tidegate_settings (name, value, updated_at) VALUES ('run_queue', :value, :now)
 ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
 WHERE tidegate_settings.value <> excluded.value
@@ -43,9 +47,6 @@ SELECT scope, sum(slots) FROM tidegate_holders WHERE holder = run_id GROUP BY sc
 -- name: scope_holders
 SELECT scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at FROM tidegate_holders
 WHERE scope = :scope ORDER BY claimed_at, holder;
-
--- name: get_override
-SELECT "limit", version FROM tidegate_limit_overrides WHERE target = :target;
 
 -- name: set_override
 INSERT INTO tidegate_limit_overrides (target, "limit", version, updated_at) VALUES (:target, :limit, 1, :now)

@@ -10,6 +10,7 @@ import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
+from tidegate.domain.events import Event
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import ClaimedRun
 
@@ -22,14 +23,9 @@ def to_json(value: str | None) -> Any:
     return None if value is None else json.loads(value)
 
 
-def event(run_id: str | None, type_: str, metadata: dict[str, Any], now: float) -> dict[str, Any]:
-    return {"run_id": run_id, "type": type_, "metadata": dumps(metadata), "now": now}
-
-
-def step_event(
-    run_id: str | None, key: str | None, type_: str, metadata: dict[str, Any], now: float
-) -> dict[str, Any]:
-    return {"run_id": run_id, "step_key": key, "type": type_, "metadata": dumps(metadata), "now": now}
+def event_row(run_id: str | None, event: Event, now: float, step_key: str | None = None) -> dict[str, Any]:
+    """The parameters of `insert_event` for one event (built by domain/events.py)."""
+    return {"run_id": run_id, "step_key": step_key, "type": event.type, "metadata": dumps(event.metadata), "now": now}
 
 
 def claimed_run(row: sqlite3.Row) -> ClaimedRun:

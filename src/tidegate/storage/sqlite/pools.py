@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from tidegate.domain import events as history
 from tidegate.domain.model import HolderRecord
 from tidegate.domain.steps import PoolConfig, PoolStatus
 from tidegate.storage import records
 from tidegate.storage.sqlite.database import Aggregate
-from tidegate.storage.sqlite.payloads import step_event, to_time
+from tidegate.storage.sqlite.payloads import event_row, to_time
 
 
 class Pools(Aggregate):
@@ -18,13 +19,8 @@ class Pools(Aggregate):
             connection.execute(
                 self._q("set_pool_limit"), {"name": pool, "limit": limit, "lease": lease_seconds, "now": now}
             )
-            metadata = {
-                "target": f"pool:{pool}",
-                "old": None if before is None else before[0],
-                "new": limit,
-                "lease_seconds": lease_seconds,
-            }
-            connection.execute(self._q("insert_step_event"), step_event(None, None, "LimitChanged", metadata, now))
+            changed = history.pool_limit_changed(pool, None if before is None else before[0], limit, lease_seconds)
+            connection.execute(self._q("insert_event"), event_row(None, changed, now))
         self._notifier.notify()  # a raised limit lets waiting steps in
         return PoolConfig(pool, limit, lease_seconds, to_time(now))  # type: ignore[arg-type]
 

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
 
-from tidegate.domain.backpressure import RATE_WINDOW_SECONDS, retry_after
-from tidegate.domain.errors import AdmissionRejected, RunNotFound
+from tidegate.domain import events as history
+from tidegate.domain.backpressure import RATE_WINDOW_SECONDS
+from tidegate.domain.errors import RunNotFound
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import EventRecord, NewRun, RunRecord, RunStatus, TaskDefinition
+from tidegate.domain.transitions import ceilings_met
 from tidegate.storage import records
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
-from tidegate.storage.sqlite.payloads import event, to_json, to_time
+from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
 
 
 class Runs(Aggregate):
@@ -29,53 +30,22 @@ class Runs(Aggregate):
         self._limits = limits
 
     def register_tasks(self, tasks: Sequence[TaskDefinition]) -> None:
-        rows: list[dict[str, Any]] = [
-            {
-                "name": task.name,
-                "queue": task.queue,
-                "priority": task.priority,
-                "tags": dumps(task.tags),
-                "max_attempts": task.max_attempts,
-                "retry_backoff": task.retry_backoff,
-                "timeout": task.timeout,
-                "dispatch_deadline": task.dispatch_deadline,
-            }
-            for task in tasks
-        ]
+        rows = [{**records.task_row(task), "tags": dumps(task.tags)} for task in tasks]
         with self._write() as (connection, now):
             for row in rows:
                 row["now"] = now
-            connection.executemany(self._q("register_task"), rows)
+            connection.executemany(self._q("register_tasks"), rows)
 
     def get_task(self, name: str) -> TaskDefinition | None:
         row = self._connection().execute(self._q("get_task"), {"name": name}).fetchone()
         return None if row is None else records.task_definition(row, to_json)
 
     def enqueue(self, runs: Sequence[NewRun]) -> None:
-        rows: list[dict[str, Any]] = [
-            {
-                "id": run.id,
-                "task": run.task,
-                "queue": run.queue,
-                "partition_key": run.partition,
-                "priority": run.priority,
-                "args": dumps(run.args),
-                "tags": dumps(run.tags),
-                "concurrency_key": run.concurrency_key,
-                "max_attempts": run.max_attempts,
-                "retry_backoff": run.retry_backoff,
-                "timeout": run.timeout,
-                "delay": run.delay,
-                "deadline": run.deadline,
-            }
-            for run in runs
-        ]
-        events: list[dict[str, Any]] = [
-            {"run_id": run.id, "type": "RunQueued", "metadata": dumps({"queue": run.queue})} for run in runs
-        ]
+        rows = [{**records.new_run_row(run), "args": dumps(run.args), "tags": dumps(run.tags)} for run in runs]
         with self._write() as (connection, now):
-            for row in rows + events:
+            for row in rows:
                 row["now"] = now
+            events = [event_row(run.id, history.run_queued(run.queue), now) for run in runs]
             self._check_admission(connection, runs, now)
             connection.executemany(self._q("enqueue"), rows)
             connection.executemany(self._q("insert_event"), events)
@@ -83,33 +53,18 @@ class Runs(Aggregate):
 
     def _check_admission(self, connection: sqlite3.Connection, runs: Sequence[NewRun], now: float) -> None:
         """Refuse the batch if it would push active runs past a ceiling (counted in this transaction)."""
-        rules = self._limits.load_rules(connection)
-        incoming: dict[str | None, int] = {None: len(runs)}
-        for run in runs:
-            incoming[run.queue] = incoming.get(run.queue, 0) + 1
-        for queue, count in incoming.items():
-            limit = rules.run_queue.max_active if queue is None else rules.max_active(queue)
-            if limit is None:
-                continue
-            active = connection.execute(self._q("active_runs"), {"queue": queue}).fetchone()[0]
-            if active + count > limit:
+        for ceiling in ceilings_met(self._limits.load_rules(connection), [run.queue for run in runs]):
+            active = connection.execute(self._q("enqueue_active"), {"queue": ceiling.queue}).fetchone()[0]
+            if ceiling.refuses(active):
                 recent = connection.execute(
-                    self._q("recent_completions"), {"queue": queue, "since": now - RATE_WINDOW_SECONDS}
+                    self._q("enqueue_recent"), {"queue": ceiling.queue, "since": now - RATE_WINDOW_SECONDS}
                 ).fetchone()[0]
-                raise AdmissionRejected(
-                    "all queues" if queue is None else f"queue {queue}",
-                    active,
-                    limit,
-                    retry_after(active, limit, count, recent),
-                )
+                raise ceiling.rejection(active, recent)
 
     def cancel_run(self, run_id: str) -> RunStatus:
         with self._write() as (connection, now):
             if connection.execute(self._q("cancel_queued"), {"id": run_id, "now": now}).fetchone():
-                connection.execute(
-                    self._q("insert_event"),
-                    event(run_id, "RunCanceled", {"reason": "canceled while queued"}, now),
-                )
+                connection.execute(self._q("insert_event"), event_row(run_id, history.canceled_while_queued(), now))
             elif connection.execute(self._q("request_cancel"), {"id": run_id}).fetchone():
                 pass  # the worker running it is told, and ends it
             row = connection.execute(self._q("run_status"), {"id": run_id}).fetchone()

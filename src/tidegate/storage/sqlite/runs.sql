@@ -1,7 +1,7 @@
 -- SQLite queries of runs.py: task definitions, submits (admission), cancels, reads of runs and events.
 -- Conventions (parameters, clock, batches): database.sql.
 
--- name: register_task
+-- name: register_tasks
 INSERT INTO tidegate_tasks (
     name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, updated_at)
 VALUES (:name, :queue, :priority, :tags, :max_attempts, :retry_backoff, :timeout, :dispatch_deadline, :now)
@@ -69,9 +69,9 @@ SELECT
             AND (scheduled_at < :scheduled_at OR (scheduled_at = :scheduled_at AND id < :id))))),
     (SELECT count(*) FROM tidegate_runs WHERE status = 'queued' AND queue = :queue);
 
--- name: active_runs
+-- name: enqueue_active
 SELECT count(*) FROM tidegate_runs WHERE status IN ('queued', 'running') AND (:queue IS NULL OR queue = :queue);
 
--- name: recent_completions
+-- name: enqueue_recent
 SELECT count(*) FROM tidegate_runs
 WHERE finished_at >= :since AND status IN ('completed', 'failed', 'canceled') AND (:queue IS NULL OR queue = :queue);

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Iterator
 
 from tidegate.storage.migrations import Migration, check_current, load_migrations, pending
@@ -20,26 +19,21 @@ class Schema(Aggregate):
     def migrate(self) -> list[int]:
         applied = []
         with self._write() as (connection, now):
-            connection.execute(
-                "CREATE TABLE IF NOT EXISTS tidegate_schema_version "
-                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
-            )
+            connection.execute(self._q("migrate_version_table"))
             current = connection.execute(self._q("schema_version")).fetchone()[0]
             for migration in pending(self._migrations, current):
                 for statement in _statements(migration.sql):
                     connection.execute(statement)
                 connection.execute(
                     self._q("record_migration"),
-                    {"version": migration.version, "name": migration.name, "now": time.time()},
+                    {"version": migration.version, "name": migration.name, "now": now},
                 )
                 applied.append(migration.version)
         return applied
 
     def schema_version(self) -> int:
         connection = self._connection()
-        exists = connection.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tidegate_schema_version'"
-        ).fetchone()
+        exists = connection.execute(self._q("schema_version_exists")).fetchone()
         if not exists:
             return 0
         return connection.execute(self._q("schema_version")).fetchone()[0]

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from tidegate.domain import events as history
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, fanout_scope, holder_key
 from tidegate.domain.steps import (
@@ -23,29 +24,16 @@ from tidegate.domain.steps import (
     StepStatus,
     StepUpdate,
 )
+from tidegate.domain.transitions import has_room
 from tidegate.storage import records, slots
 from tidegate.storage.port import Fence
 from tidegate.storage.sqlite.database import Aggregate
-from tidegate.storage.sqlite.payloads import step_event, to_json, to_time
-
-LEASE_EXPIRED = "lease expired"
-
+from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
 
 class SQLiteStepVerbs(Aggregate):
     """The step verbs of the storage port."""
 
     # --- slots ----------------------------------------------------------------------
-
-    def acquire_slots(
-        self,
-        fence: Fence,
-        worker_id: str,
-        step_key: str,
-        needs: Mapping[str, int],
-        fixed_limits: Mapping[str, int],
-    ) -> SlotGrant:
-        grants = self.acquire_many(fence, worker_id, [SlotRequest(step_key, needs, fixed_limits)], strict=True)
-        return SlotGrant(False, fenced_out=True) if grants is None else grants[0]
 
     def acquire_many(
         self, fence: Fence, worker_id: str, requests: Sequence[SlotRequest], strict: bool = False
@@ -98,24 +86,18 @@ class SQLiteStepVerbs(Aggregate):
                 {"run_id": run_id, "step_key": asked.step_key, "needs": dumps(dict(asked.needs)), "attempt": attempt},
             ).fetchone()
             if first is not None:  # only its first wait under this attempt (or for other slots) gets the event
-                metadata = slots.waiting_metadata(attempt, asked.needs, decision.blocking)
-                connection.execute(
-                    self._q("insert_step_event"), step_event(run_id, asked.step_key, "StepSlotWaiting", metadata, now)
-                )
+                waiting = history.slots_waiting(attempt, asked.needs, decision.blocking)
+                connection.execute(self._q("insert_event"), event_row(run_id, waiting, now, asked.step_key))
             return
         if decision.writes_holders:
             holder = holder_key(run_id, asked.step_key)
             self._hold(connection, run_id, attempt, worker_id, holder, decision.request, run_lease_expires, now)
-            events = [
-                step_event(run_id, asked.step_key, "StepSlotClaimed", slots.claimed_metadata(attempt, asked.needs), now)
-            ]
+            events = [event_row(run_id, history.slots_claimed(attempt, asked.needs), now, asked.step_key)]
             for pool in decision.request.unconfigured():
                 seen = connection.execute(self._q("acquire_slots_unconfigured_seen"), {"run_id": run_id, "pool": pool})
                 if seen.fetchone() is None:
-                    events.append(
-                        step_event(run_id, asked.step_key, "PoolUnconfigured", slots.unconfigured_metadata(pool), now)
-                    )
-            connection.executemany(self._q("insert_step_event"), events)
+                    events.append(event_row(run_id, history.pool_unconfigured(pool), now, asked.step_key))
+            connection.executemany(self._q("insert_event"), events)
         connection.execute(self._q("acquire_slots_granted"), {"run_id": run_id, "step_key": asked.step_key})
 
     def _hold(
@@ -163,10 +145,8 @@ class SQLiteStepVerbs(Aggregate):
                 )
             ]
             if renewed:
-                metadata = {"attempt": attempt, "pools": sorted(slots.display(scope) for scope in renewed)}
-                connection.execute(
-                    self._q("insert_step_event"), step_event(run_id, step_key, "StepSlotRenewed", metadata, now)
-                )
+                renewal = history.slots_renewed(attempt, renewed)
+                connection.execute(self._q("insert_event"), event_row(run_id, renewal, now, step_key))
         return bool(renewed)
 
     def release_slots(self, fence: Fence, step_key: str) -> None:
@@ -180,17 +160,12 @@ class SQLiteStepVerbs(Aggregate):
                 ).fetchall()
             )
             if freed:
-                metadata = slots.released_metadata(attempt, freed, "released")
-                connection.execute(
-                    self._q("insert_step_event"), step_event(run_id, step_key, "StepSlotReleased", metadata, now)
-                )
+                released = history.slots_released(attempt, freed, history.SLOTS_RELEASED)
+                connection.execute(self._q("insert_event"), event_row(run_id, released, now, step_key))
         if freed:
             self._notifier.notify()
 
     # --- steps ----------------------------------------------------------------------
-
-    def record_step(self, fence: Fence, step: StepUpdate) -> bool:
-        return self.record_steps(fence, [step])
 
     def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
         with self._write() as (connection, now):
@@ -268,16 +243,13 @@ class SQLiteStepVerbs(Aggregate):
                 },
             )
         ]
-        pools = slots.only_pools({scope: count for scope, count, _ in moved})
+        pools = history.only_pools({scope: count for scope, count, _ in moved})
         if pools:
-            released = slots.released_metadata(attempt, pools, f"handed to {to.step_key}")
-            claimed = {**slots.claimed_metadata(attempt, pools), "handed_from": from_key}
+            released = history.slots_released(attempt, pools, history.handed_to(to.step_key))
+            claimed = history.slots_claimed(attempt, pools, handed_from=from_key)
             connection.executemany(
-                self._q("insert_step_event"),
-                [
-                    step_event(run_id, from_key, "StepSlotReleased", released, now),
-                    step_event(run_id, to.step_key, "StepSlotClaimed", claimed, now),
-                ],
+                self._q("insert_event"),
+                [event_row(run_id, released, now, from_key), event_row(run_id, claimed, now, to.step_key)],
             )
         return moved
 
@@ -313,14 +285,14 @@ class SQLiteStepVerbs(Aggregate):
                     ).fetchall()
                 )
                 freed_any |= bool(freed)
-                pools = slots.only_pools(freed)
+                pools = history.only_pools(freed)
                 if pools:
-                    metadata = slots.released_metadata(attempt, pools, f"step {status.value}")
-                    events.append(step_event(run_id, step.step_key, "StepSlotReleased", metadata, now))
-            if status in slots.STEP_EVENTS:
-                metadata = slots.step_metadata(attempt, step)
-                events.append(step_event(run_id, step.step_key, slots.STEP_EVENTS[status], metadata, now))
-        connection.executemany(self._q("insert_step_event"), events)
+                    released = history.slots_released(attempt, pools, history.step_ended(status))
+                    events.append(event_row(run_id, released, now, step.step_key))
+            own = history.step_event(attempt, step)
+            if own is not None:
+                events.append(event_row(run_id, own, now, step.step_key))
+        connection.executemany(self._q("insert_event"), events)
         return freed_any
 
     def run_steps(self, run_id: str) -> list[StepRecord]:
@@ -334,7 +306,7 @@ class SQLiteStepVerbs(Aggregate):
             run = connection.execute(self._q("step_fence"), {"run_id": run_id, "attempt": attempt}).fetchone()
             if run is None:
                 return None
-            if connection.execute(self._q("next_map_item_used"), {"scope": scope}).fetchone()[0] >= window:
+            if not has_room(connection.execute(self._q("next_map_item_used"), {"scope": scope}).fetchone()[0], window):
                 return None
             row = connection.execute(
                 self._q("next_map_item"), {"run_id": run_id, "map_key": map_key, "attempt": attempt}
@@ -369,14 +341,10 @@ class SQLiteStepVerbs(Aggregate):
             self._q("sweep_step_holders_delete"), {"holders": json.dumps(sorted({row["holder"] for row in rows}))}
         )
         events = [
-            step_event(
-                run_id,
-                holder.partition("/")[2],
-                "StepSlotReleased",
-                slots.released_metadata(attempt, pools, LEASE_EXPIRED),
-                now,
+            event_row(
+                run_id, history.slots_released(attempt, pools, history.LEASE_EXPIRED), now, holder.partition("/")[2]
             )
             for (holder, run_id, attempt), freed in by_holder.items()
-            if (pools := slots.only_pools(freed))
+            if (pools := history.only_pools(freed))
         ]
         return len(rows), events

@@ -9,10 +9,6 @@
 -- The run as this attempt sees it, only while the attempt still owns it.
 SELECT lease_expires_at FROM tidegate_runs WHERE id = :run_id AND attempt = :attempt AND status = 'running';
 
--- name: insert_step_event
-INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-VALUES (:run_id, :step_key, :type, :metadata, :now);
-
 -- name: acquire_slots_limits
 -- The configured pools among the scopes asked for: name, limit, lease.
 SELECT name, "limit", lease_seconds FROM tidegate_pools

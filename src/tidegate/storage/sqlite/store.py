@@ -8,7 +8,6 @@ one `Database` (the file's connections, the named queries and the wake-ups).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,24 +37,6 @@ class SQLiteStore(AggregateStore):
         self._pools = Pools(self._db)
         self._steps = SQLiteStepVerbs(self._db)
         self._leases = Leases(self._db, self._steps)
-
-    # --- the shared connection and queries (tests/races.py replaces them) ----------
-
-    @property
-    def _connection(self) -> Callable[[], sqlite3.Connection]:
-        return self._db.connection
-
-    @_connection.setter
-    def _connection(self, connection: Callable[[], sqlite3.Connection]) -> None:
-        self._db.connection = connection
-
-    @property
-    def _queries(self) -> dict[str, str]:
-        return self._db.queries
-
-    @_queries.setter
-    def _queries(self, queries: dict[str, str]) -> None:
-        self._db.queries = queries
 
     # --- wake-ups ----------------------------------------------------------------
 

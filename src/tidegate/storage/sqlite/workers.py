@@ -6,14 +6,11 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from tidegate.domain.admission import LocalUsage, admit
-from tidegate.domain.backpressure import WorkerSlot, claimable_queues, lowest_free_rank
-from tidegate.storage import claiming
+from tidegate.domain import events as history
+from tidegate.storage import registry
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
-from tidegate.storage.sqlite.payloads import event
-
-OVERFLOW_SAMPLE = 100  # queued runs looked at per queue when deciding whether runs wait for a worker
+from tidegate.storage.sqlite.payloads import event_row, to_json
 
 
 class Workers(Aggregate):
@@ -22,18 +19,14 @@ class Workers(Aggregate):
     def __init__(self, db: Database, limits: Limits) -> None:
         super().__init__(db)
         self._limits = limits
-        # Rank of each worker that joined the fill order through this store: only such a
-        # worker above rank 0 reads the registry when it claims, so the order costs nothing when off.
-        self.fill_ranks: dict[str, int] = {}
+        self.fill_order = registry.FillOrder()
 
     def register_worker(
         self, worker_id: str, capacity: int, queues: Sequence[str], fill_order: bool, ttl: float
     ) -> int:
         with self._write() as (connection, now):
             live = {row["id"]: row["rank"] for row in connection.execute(self._q("live_worker_ranks"), {"now": now})}
-            rank = live.get(worker_id)
-            if rank is None:
-                rank = lowest_free_rank(list(live.values()))
+            rank = registry.rank_for(worker_id, live)
             connection.execute(
                 self._q("register_worker"),
                 {
@@ -46,10 +39,7 @@ class Workers(Aggregate):
                     "ttl": ttl,
                 },
             )
-        if fill_order:
-            self.fill_ranks[worker_id] = rank
-        else:
-            self.fill_ranks.pop(worker_id, None)
+        self.fill_order.registered(worker_id, rank, fill_order)
         return rank
 
     def heartbeat_worker(self, worker_id: str, ttl: float) -> bool:
@@ -61,7 +51,7 @@ class Workers(Aggregate):
         with self._write() as (connection, _):
             connection.execute(self._q("deregister_worker"), {"id": worker_id})
             connection.execute(self._q("release_locks"), {"id": worker_id})
-        self.fill_ranks.pop(worker_id, None)
+        self.fill_order.left(worker_id)
         self._notifier.notify()  # higher-ranked workers may now claim
 
     def check_overflow(self, worker_id: str, queues: Sequence[str], interval: float) -> int | None:
@@ -72,9 +62,9 @@ class Workers(Aggregate):
         these queues is full; returns the backlog when this call raised it.
         """
         with self._write() as (connection, now):
-            workers = [row for row in connection.execute(self._q("worker_fill_state"), {"now": now})]
-            serving = [row for row in workers if set(json.loads(row["queues"])) & set(queues)]
-            if not serving or any(row["running"] < row["capacity"] for row in serving):
+            workers = connection.execute(self._q("worker_fill_state"), {"now": now}).fetchall()
+            serving = registry.all_serving_full(workers, queues, to_json)
+            if not serving:
                 return None
             rules = self._limits.load_rules(connection)
             usage = {scope: used for scope, used in connection.execute(self._q("scope_usage"))}
@@ -82,33 +72,22 @@ class Workers(Aggregate):
                 row
                 for queue in queues
                 for row in connection.execute(
-                    self._q("claim_window"), {"queue": queue, "now": now, "limit": OVERFLOW_SAMPLE, "excluded": "[]"}
+                    self._q("check_overflow_window"), {"queue": queue, "now": now, "limit": registry.OVERFLOW_SAMPLE}
                 )
             ]
-            candidates = [claiming.to_candidate(row, rules, json.loads(row["tags"]), row["scheduled_at"]) for row in rows]
-            eligible = len(admit(candidates, usage, rules, LocalUsage(), len(candidates)).admitted)
+            eligible = registry.eligible_backlog(rows, rules, usage, to_json, float)
             if eligible == 0:
                 return None
             turn = connection.execute(
-                self._q("take_turn"), {"name": "overflow", "holder": worker_id, "now": now, "ttl": interval}
+                self._q("take_turn"), {"name": registry.OVERFLOW_TURN, "holder": worker_id, "now": now, "ttl": interval}
             ).fetchone()
             if turn is None:
                 return None
-            metadata = {"backlog": eligible, "workers": len(serving), "queues": sorted(queues)}
-            connection.execute(self._q("insert_event"), event(None, "CapacityOverflow", metadata, now))
+            overflow = history.capacity_overflow(eligible, serving, queues)
+            connection.execute(self._q("insert_event"), event_row(None, overflow, now))
         return eligible
 
     def fill_order_queues(self, connection: sqlite3.Connection, worker_id: str, queues: Sequence[str], now: float) -> list[str]:
         """The queues this worker may claim from now: all of them, unless it is in the fill order."""
-        slots = {
-            row["id"]: (
-                bool(row["fill_order"]),
-                WorkerSlot(row["id"], row["rank"], row["capacity"], row["running"], frozenset(json.loads(row["queues"]))),
-            )
-            for row in connection.execute(self._q("worker_fill_state"), {"now": now})
-        }
-        mine = slots.get(worker_id)
-        if mine is None or not mine[0]:
-            return list(queues)
-        allowed = claimable_queues(mine[1], [slot for fill, slot in slots.values() if fill])
-        return [queue for queue in queues if queue in allowed]
+        rows = connection.execute(self._q("worker_fill_state"), {"now": now})
+        return registry.fill_order_queues(rows, worker_id, queues, to_json)

@@ -33,3 +33,11 @@ INSERT INTO tidegate_locks (name, holder, expires_at) VALUES (:name, :holder, :n
 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
 WHERE tidegate_locks.expires_at < :now
 RETURNING holder;
+
+-- name: check_overflow_window
+-- The first due runs of a queue in claim order, as claim_window reads them.
+SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect FROM tidegate_runs
+WHERE status = 'queued' AND queue = :queue AND +scheduled_at <= :now
+  AND (deadline_at IS NULL OR deadline_at > :now)
+ORDER BY priority DESC, scheduled_at, id
+LIMIT :limit;

@@ -1,0 +1,178 @@
+"""The events of a run's history: each type's name and metadata, written once.
+
+Both stores append these rows (`tidegate_events`); the SQLite adapter writes
+what these functions return, the PostgreSQL adapter too, except inside its
+set-based statements (the cycle, the submit, the sweep, step slots), whose
+`jsonb_build_object` calls tests/contract/test_events_pinned.py holds to these
+functions on generated cases. Step slot events name a pool by its name and any
+other scope (a fan-out window) by its key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from tidegate.domain.pools import pool_of
+from tidegate.domain.steps import ScopeUse, StepStatus, StepUpdate
+from tidegate.domain.recovery import LostAttempt, Rescue
+from tidegate.domain.transitions import CANCELED, FAILED, QUEUED
+
+Metadata = dict[str, Any]
+
+
+class Event(NamedTuple):
+    type: str
+    metadata: Metadata
+
+
+# --- runs ----------------------------------------------------------------------------
+
+CANCELED_WHILE_QUEUED = "canceled while queued"
+WORKER_SHUTTING_DOWN = "worker shutting down"
+
+ENDED = {"completed": "RunCompleted", "failed": "RunFailed", CANCELED: "RunCanceled", QUEUED: "RunRetried"}
+
+
+def run_queued(queue: str) -> Event:
+    return Event("RunQueued", {"queue": queue})
+
+
+def run_dequeued(attempt: int, worker: str) -> Event:
+    return Event("RunDequeued", {"attempt": attempt, "worker": worker})
+
+
+def run_started(attempt: int, worker: str) -> Event:
+    return Event("RunStarted", {"attempt": attempt, "worker": worker})
+
+
+def run_blocked(blocked_by: Sequence[Mapping[str, Any]]) -> Event:
+    """Its saturated scopes, each {"scope", "used", "limit"} (the run's block reason)."""
+    return Event("RunBlocked", {"blocked_by": list(blocked_by)})
+
+
+def attempt_ended(status: str, attempt: int, error: str | None, retry_delay: float | None) -> Event:
+    """An outcome as applied: `status` is the one the run took (after a requested cancel)."""
+    metadata: Metadata = {"attempt": attempt}
+    if error is not None:
+        metadata["error"] = error
+    if status == QUEUED:
+        metadata["retry_in"] = round(retry_delay or 0.0, 3)
+    return Event(ENDED[status], metadata)
+
+
+def canceled_while_queued() -> Event:
+    return Event("RunCanceled", {"reason": CANCELED_WHILE_QUEUED})
+
+
+def handed_back(status: str, attempt: int, worker: str, suspect: bool) -> Event:
+    """A leaving worker's attempt, not charged: back to the queue, or canceled if that was asked."""
+    metadata = {
+        "attempt": attempt,
+        "reason": WORKER_SHUTTING_DOWN,
+        "worker": worker,
+        "charged": False,
+        "suspect": suspect,
+    }
+    return Event("RunRequeued" if status == QUEUED else "RunCanceled", metadata)
+
+
+def rescued(verdict: Rescue, lost: LostAttempt) -> Event:
+    """A lost attempt the sweep rescued (domain/recovery.py): re-queued, failed or canceled."""
+    name = {QUEUED: "RunRequeued", FAILED: "RunFailed"}.get(verdict.status, "RunCanceled")
+    return Event(name, verdict.metadata(lost))
+
+
+def deadline_missed(attempt: int, error: str) -> Event:
+    return Event("RunFailed", {"attempt": attempt, "error": error})
+
+
+def slot_leak_repaired(scope: str, slots: int, attempt: int) -> Event:
+    return Event("SlotLeakRepaired", {"scope": scope, "slots": slots, "attempt": attempt})
+
+
+def capacity_overflow(backlog: int, workers: int, queues: Sequence[str]) -> Event:
+    return Event("CapacityOverflow", {"backlog": backlog, "workers": workers, "queues": sorted(queues)})
+
+
+def limit_changed(target: str, old: int | None, new: int | None, version: int, reset: bool) -> Event:
+    return Event("LimitChanged", {"target": target, "old": old, "new": new, "version": version, "reset": reset})
+
+
+def pool_limit_changed(pool: str, old: int | None, new: int, lease_seconds: float) -> Event:
+    return Event("LimitChanged", {"target": f"pool:{pool}", "old": old, "new": new, "lease_seconds": lease_seconds})
+
+
+# --- steps ---------------------------------------------------------------------------
+
+STEP_EVENTS = {
+    StepStatus.RUNNING: "StepStarted",
+    StepStatus.COMPLETED: "StepCompleted",
+    StepStatus.FAILED: "StepFailed",
+}
+UNCONFIGURED_NOTE = "pool never configured: unlimited (tidegate pools set POOL LIMIT)"
+SLOTS_RELEASED = "released"
+LEASE_EXPIRED = "lease expired"
+
+
+def handed_to(step_key: str) -> str:
+    """Why a finished step's slots left it: its successor in the run took them over."""
+    return f"handed to {step_key}"
+
+
+def step_ended(status: StepStatus) -> str:
+    """Why a step's slots were freed when it was recorded finished."""
+    return f"step {status.value}"
+
+
+def display(scope: str) -> str:
+    """A pool's name, or the scope key for any other scope (a fan-out window)."""
+    return pool_of(scope) or scope
+
+
+def only_pools(freed: Mapping[str, int]) -> dict[str, int]:
+    """The pool scopes among freed holders: only those get StepSlotReleased events."""
+    return {scope: slots for scope, slots in freed.items() if pool_of(scope) is not None}
+
+
+def step_event(attempt: int, step: StepUpdate) -> Event | None:
+    """A step's own event for the status it was recorded with (none for pending)."""
+    name = STEP_EVENTS.get(step.status)
+    return None if name is None else Event(name, step_metadata(attempt, step))
+
+
+def step_metadata(attempt: int, step: StepUpdate) -> Metadata:
+    metadata: Metadata = {"attempt": attempt}
+    if step.map_key is not None:
+        metadata["map_key"] = step.map_key
+        metadata["item_index"] = step.item_index
+    if step.error is not None:
+        metadata["error"] = step.error
+    return metadata
+
+
+def slots_claimed(attempt: int, needs: Mapping[str, int], handed_from: str | None = None) -> Event:
+    metadata: Metadata = {"attempt": attempt, "pools": {display(scope): n for scope, n in sorted(needs.items())}}
+    if handed_from is not None:
+        metadata["handed_from"] = handed_from
+    return Event("StepSlotClaimed", metadata)
+
+
+def slots_waiting(attempt: int, needs: Mapping[str, int], blocking: Sequence[ScopeUse]) -> Event:
+    blocked_by = [
+        {"pool": use.name, "claimed": use.used, "limit": use.limit, "slots": needs[use.scope]} for use in blocking
+    ]
+    return Event("StepSlotWaiting", {"attempt": attempt, "blocked_by": blocked_by})
+
+
+def slots_released(attempt: int, freed: Mapping[str, int], reason: str) -> Event:
+    pools = {display(scope): n for scope, n in sorted(freed.items())}
+    return Event("StepSlotReleased", {"attempt": attempt, "pools": pools, "reason": reason})
+
+
+def slots_renewed(attempt: int, scopes: Sequence[str]) -> Event:
+    return Event("StepSlotRenewed", {"attempt": attempt, "pools": sorted(display(scope) for scope in scopes)})
+
+
+def pool_unconfigured(pool: str) -> Event:
+    return Event("PoolUnconfigured", {"pool": pool, "limit": None, "note": UNCONFIGURED_NOTE})
