@@ -1,7 +1,7 @@
 """The worker, its pool guard and run handles read time from the app's clock, not from `time`.
 
 Each test sets a duration far longer than the test may take (an hour), then
-moves a `ShiftedClock` past it: the code must notice at its next reading,
+moves the app's `ShiftedClock` (the shared `clock` fixture) past it: the code must notice at its next reading,
 within a poll of real time. Code that read `time.monotonic()` directly would
 wait the hour, and the bounded join or wait below would fail.
 """
@@ -9,12 +9,10 @@ wait the hour, and the bounded join or wait below would fail.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
-
-from tidegate import App, PoolClaimTimeout, RunStatus, ShiftedClock, WaitTimeout
+from tidegate import PoolClaimTimeout, RunStatus, WaitTimeout
 from tidegate.domain.pools import pool_needs
 from tidegate.engine.pools import ClaimPolicy, PoolGuard
 
@@ -42,43 +40,29 @@ def raised_within(seconds: float, call: Callable[[], Any]) -> BaseException | No
     return raised[0]
 
 
-@pytest.fixture
-def clock() -> ShiftedClock:
-    return ShiftedClock()
-
-
-@pytest.fixture
-def clocked_app(database_url: str, clock: ShiftedClock) -> Iterator[App]:
-    application = App(database_url, clock=clock)
-    try:
-        yield application
-    finally:
-        application.close()
-
-
-def test_an_idle_worker_exits_once_the_clock_passes_max_idle(clocked_app, clock, start_worker):
-    @clocked_app.task(name="clock.noop", queue=QUEUE)
+def test_an_idle_worker_exits_once_the_clock_passes_max_idle(app, clock, start_worker):
+    @app.task(name="clock.noop", queue=QUEUE)
     def noop() -> None:
         return None
 
-    worker = start_worker(clocked_app, max_idle="1h", poll_interval="20ms")
+    worker = start_worker(app, max_idle="1h", poll_interval="20ms")
     assert not worker.join(0.5), "the worker exited long before its max_idle"
     clock.advance(HOUR)
     assert worker.join(10), "an hour passed on the worker's clock, but it did not exit for max_idle"
     assert worker._error is None
 
 
-def test_a_stopping_worker_hands_back_a_run_once_the_clock_passes_its_grace(clocked_app, clock, start_worker):
+def test_a_stopping_worker_hands_back_a_run_once_the_clock_passes_its_grace(app, clock, start_worker):
     started, release = threading.Event(), threading.Event()
 
-    @clocked_app.task(name="clock.stubborn", queue=QUEUE)
+    @app.task(name="clock.stubborn", queue=QUEUE)
     def stubborn() -> None:
         started.set()
         release.wait(60)  # ignores the stop request: only the grace ends it
 
     # A long lease keeps the lease watchdog asleep (it looks every tenth of the lease) while
     # the test runs: only the stop grace can end this worker.
-    worker = start_worker(clocked_app, poll_interval="20ms", lease_duration="10m")
+    worker = start_worker(app, poll_interval="20ms", lease_duration="10m")
     handle = stubborn.submit()
     try:
         assert started.wait(30)
@@ -91,8 +75,8 @@ def test_a_stopping_worker_hands_back_a_run_once_the_clock_passes_its_grace(cloc
     assert handle.status() is RunStatus.QUEUED  # handed back, to run again elsewhere
 
 
-def test_a_run_handle_wait_times_out_once_the_clock_passes_its_timeout(clocked_app, clock):
-    @clocked_app.task(name="clock.never_run", queue=QUEUE)
+def test_a_run_handle_wait_times_out_once_the_clock_passes_its_timeout(app, clock):
+    @app.task(name="clock.never_run", queue=QUEUE)
     def never_run() -> None:
         return None
 
@@ -101,12 +85,12 @@ def test_a_run_handle_wait_times_out_once_the_clock_passes_its_timeout(clocked_a
     assert isinstance(raised_within(10, lambda: handle.wait(timeout="1h")), WaitTimeout)
 
 
-def test_a_pool_claim_times_out_once_the_guard_clock_passes_the_claim_timeout(clocked_app, clock):
-    @clocked_app.task(name="clock.holder", queue=QUEUE)
+def test_a_pool_claim_times_out_once_the_guard_clock_passes_the_claim_timeout(app, clock):
+    @app.task(name="clock.holder", queue=QUEUE)
     def holder() -> None:
         return None
 
-    store = clocked_app.store
+    store = app.store
     store.set_pool_limit("db", 1, 300)
     holder.submit()
     holder.submit()
