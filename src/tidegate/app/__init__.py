@@ -2,6 +2,7 @@
 
 from tidegate.app.app import App
 from tidegate.app.handle import RunHandle
-from tidegate.app.tasks import Task, TaskOptions
+from tidegate.app.submit import TaskOptions
+from tidegate.app.tasks import Task
 
 __all__ = ["App", "RunHandle", "Task", "TaskOptions"]

@@ -8,21 +8,25 @@ from datetime import datetime, timedelta
 from typing import Any, overload
 
 from tidegate.app import settings
+from tidegate.app.definitions import queue_declaration, task_definition
 from tidegate.app.handle import RunHandle
+from tidegate.app.registry import Registry
 from tidegate.app.steps import WorkflowTask, make_step
-from tidegate.app.tasks import Task, TaskOptions
+from tidegate.app.submit import Submitter, TaskOptions
+from tidegate.app.tasks import Task
 from tidegate.bootstrap import open_store
-from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain import names
+from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.durations import parse_duration
-from tidegate.domain.errors import ConfigurationError, InvalidArgument, UnknownTask
+from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.limits import Concurrency, Ordering, QueueConfig, RunQueueConfig
-from tidegate.domain.model import NewRun, TaskDefinition
 from tidegate.domain.steps import PoolConfig
+from tidegate.domain.tunables import DEFAULT_MAX_WORKERS, DEFAULT_POOL_LEASE
 from tidegate.engine import pool_config
 from tidegate.storage.port import Store
-from tidegate.storage.urls import masked, parse_database_url, resolve_database_url
-from tidegate.worker.runner import Worker, WorkerSettings
+from tidegate.storage.urls import parse_database_url, resolve_database_url
+from tidegate.worker.loop import Worker
+from tidegate.worker.settings import WorkerSettings
 from tidegate.workflow import Executor, Step
 
 
@@ -48,21 +52,23 @@ class App:
         self.max_payload = settings.max_payload()  # the largest args of a run (and result, in its workers)
         if run_queue is not None and not isinstance(run_queue, RunQueueConfig):
             raise ConfigurationError(f"run_queue must be a tidegate.RunQueueConfig, got {run_queue!r}")
-        self.run_queue = run_queue
         if executor is not None and not isinstance(executor, Executor):
             raise ConfigurationError(f"executor must be a tidegate.Executor, got {executor!r}")
         # Workflows without an executor of their own use this one: serial in the worker unless
         # asked, so a step needs no process start-up and need not pickle.
         self.executor = executor or Executor.in_process()
-        self._queues: dict[str, QueueConfig] = {}
         self._migrate = migrate
         self.clock = clock  # where the store and the workers read time; tests move a ShiftedClock
         self._store: Store | None = None
         self._lock = threading.RLock()
-        self._tasks: dict[str, Task] = {}
-        self._registered: set[str] = set()
-        self._limits_registered = False
+        self._registry: Registry[Task] = Registry(lambda: self.store, self._lock, run_queue)
+        self._submitter = Submitter(self._registry, lambda: self.store, self.database, self.max_payload, clock)
         self._overflow_callbacks: list[Callable[[int], None]] = []
+
+    @property
+    def run_queue(self) -> RunQueueConfig | None:
+        """The limits on all runs (`max_concurrent_runs`, `max_active`) this app declares."""
+        return self._registry.run_queue
 
     # --- declaring tasks ------------------------------------------------------------
 
@@ -100,18 +106,12 @@ class App:
         """Register a sync or async function as a task (usable with or without arguments)."""
 
         def register(function: Callable[..., Any]) -> Task:
-            definition = _definition(
+            definition = task_definition(
                 function, name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline
             )
-            return self._add_task(Task(self, function, definition))
+            return self._registry.add(Task(self._submitter, function, definition))
 
         return register(fn) if fn is not None else register
-
-    def _add_task(self, task: Task) -> Task:
-        with self._lock:
-            self._tasks[task.name] = task
-            self._registered.discard(task.name)
-        return task
 
     def step(
         self,
@@ -164,11 +164,11 @@ class App:
             raise ConfigurationError(f"executor must be a tidegate.Executor, got {executor!r}")
 
         def register(function: Callable[..., Any]) -> WorkflowTask:
-            definition = _definition(
+            definition = task_definition(
                 function, name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline
             )
-            task = WorkflowTask(self, function, definition, executor or self.executor)
-            self._add_task(task)
+            task = WorkflowTask(self._submitter, function, definition, executor or self.executor)
+            self._registry.add(task)
             return task
 
         return register(fn) if fn is not None else register
@@ -185,7 +185,7 @@ class App:
 
     @property
     def tasks(self) -> Mapping[str, Task]:
-        return dict(self._tasks)
+        return self._registry.tasks()
 
     def queue(
         self,
@@ -204,25 +204,13 @@ class App:
         the admission ceiling on its queued + running runs; `dispatch_deadline`
         fails a run still queued that long after submission.
         """
-        deadline = None if dispatch_deadline is None else parse_duration(dispatch_deadline, name="dispatch_deadline")
-        config = QueueConfig(name, concurrency or Concurrency(), max_workers, ordering, max_active, deadline)
-        with self._lock:
-            self._queues[name] = config
-            self._limits_registered = False
+        config = queue_declaration(name, concurrency, max_workers, ordering, max_active, dispatch_deadline)
+        self._registry.declare_queue(config)
         return config
 
     def queue_config(self, name: str) -> QueueConfig:
         """The declaration of a queue: from this app, else as registered in the store by another."""
-        if name in self._queues:
-            return self._queues[name]
-        if any(task.definition.queue == name for task in self._tasks.values()):
-            return QueueConfig(name)
-        known = self.store.rules().queues.get(name)
-        if known is None:
-            raise InvalidArgument(
-                f"unknown queue {name!r}: declare it with app.queue({name!r}, ...) or use it in a task"
-            )
-        return known
+        return self._registry.queue_config(name)
 
     # --- the store --------------------------------------------------------------------
 
@@ -230,30 +218,16 @@ class App:
     def store(self) -> Store:
         with self._lock:
             if self._store is None:
-                self._store = open_store(
-                    self.database, migrate=self._migrate, listen_check=settings.listen_check_interval(), clock=self.clock
-                )
+                check = settings.listen_check_interval()
+                self._store = open_store(self.database, migrate=self._migrate, listen_check=check, clock=self.clock)
             return self._store
-
-    def _register_tasks(self) -> None:
-        """Persist task defaults and limit declarations so other processes and the CLI see them."""
-        with self._lock:
-            new = [task.definition for name, task in self._tasks.items() if name not in self._registered]
-            if new:
-                self.store.register_tasks(new)
-                self._registered.update(definition.name for definition in new)
-            if new or not self._limits_registered:
-                implied = sorted({task.definition.queue for task in self._tasks.values()} - set(self._queues))
-                self.store.register_limits(self.run_queue, list(self._queues.values()), implied)
-                self._limits_registered = True
 
     def close(self) -> None:
         with self._lock:
             if self._store is not None:
                 self._store.close()
                 self._store = None
-                self._registered.clear()
-                self._limits_registered = False
+                self._registry.forget_persisted()
 
     def __enter__(self) -> App:
         return self
@@ -291,35 +265,15 @@ class App:
         concurrency_key: str | None = None,
     ) -> TaskOptions:
         """Submit options for a task known by name (registered here, or by any worker before)."""
-        known = self._tasks.get(task)
-        definition = known.definition if known is not None else self.store.get_task(names.check_name("task", task))
-        if definition is None:
-            raise UnknownTask(
-                f"unknown task {task!r}: no app has registered it in {masked(self.database)} "
-                "(start a worker with the code once, or submit from the app that defines it)"
-            )
-        return TaskOptions(
-            self,
-            definition,
-            known,
-            definition.priority if priority is None else priority,
-            tags,
-            definition.queue if queue is None else queue,
-            run_at,
-            concurrency_key,
+        return self._submitter.options_for(
+            task, priority=priority, tags=tags, queue=queue, run_at=run_at, concurrency_key=concurrency_key
         )
-
-    def _enqueue(self, runs: Sequence[NewRun]) -> list[RunHandle]:
-        self._register_tasks()
-        if runs:
-            self.store.enqueue(runs)
-        return [RunHandle(self.store, run.id) for run in runs]
 
     def run(self, run_id: str) -> RunHandle:
         """A handle on an existing run."""
-        return RunHandle(self.store, run_id)
+        return self._submitter.handle(run_id)
 
-    def set_pool_limit(self, pool: str, limit: int, lease_duration: str | float = "5m") -> PoolConfig:
+    def set_pool_limit(self, pool: str, limit: int, lease_duration: str | float = DEFAULT_POOL_LEASE) -> PoolConfig:
         """Create or change pool `pool`: at most `limit` slots held at once (0 pauses it), each
         claim leased for `lease_duration` and renewed by its step. Bad input raises and changes nothing."""
         return pool_config.set_pool_limit(self.store, pool, limit, lease_duration)
@@ -330,7 +284,7 @@ class App:
         self,
         *,
         queues: Sequence[str] | None = None,
-        max_workers: int = 10,
+        max_workers: int = DEFAULT_MAX_WORKERS,
         drain: bool = False,
         lease_duration: str | float | None = None,
         poll_interval: str | float | None = None,
@@ -345,7 +299,7 @@ class App:
         idle that long.
         """
         lease = settings.duration_setting("TIDEGATE_LEASE_DURATION", lease_duration, label="lease_duration")
-        chosen = tuple(queues) if queues else tuple(sorted({task.definition.queue for task in self._tasks.values()}))
+        chosen = tuple(queues) if queues else self._registry.task_queues()
         for queue in chosen:
             names.check_name("queue", queue)
         worker_settings = WorkerSettings(
@@ -363,40 +317,12 @@ class App:
             overflow_interval=settings.duration_setting("TIDEGATE_OVERFLOW_INTERVAL"),
             max_payload=self.max_payload,
         )
-        self._register_tasks()
+        self._registry.persist()
         return Worker(
             self.store,
-            {name: task.function for name, task in self._tasks.items()},
+            self._registry.functions(),
             worker_settings,
             on_overflow=list(self._overflow_callbacks),
             clock=self.clock,
         )
 
-
-def _definition(
-    function: Callable[..., Any],
-    name: str | None,
-    queue: str,
-    priority: int,
-    tags: Mapping[str, str] | None,
-    max_attempts: int,
-    retry_backoff: str | float,
-    timeout: str | float | None,
-    dispatch_deadline: str | float | None,
-) -> TaskDefinition:
-    """A task's validated defaults (shared by tasks and workflows)."""
-    definition = TaskDefinition(
-        name=names.check_name("task", name or f"{function.__module__}.{function.__qualname__}"),
-        queue=names.check_name("queue", queue),
-        priority=names.check_priority(priority),
-        tags=names.check_tags(tags),
-        max_attempts=names.check_max_attempts(max_attempts),
-        retry_backoff=parse_duration(retry_backoff, name="retry_backoff"),
-        timeout=None if timeout is None else parse_duration(timeout, name="timeout"),
-        dispatch_deadline=(
-            None if dispatch_deadline is None else parse_duration(dispatch_deadline, name="dispatch_deadline")
-        ),
-    )
-    if definition.timeout is not None and definition.timeout <= 0:
-        raise ConfigurationError(f"timeout must be positive, got {timeout!r}")
-    return definition

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import RunCanceled, RunFailed, RunNotFound, WaitTimeout
 from tidegate.domain.model import RunRecord, RunStatus
@@ -15,9 +16,11 @@ _MAX_POLL = 0.1
 
 
 class RunHandle:
-    def __init__(self, store: Store, run_id: str) -> None:
+    def __init__(self, store: Store, run_id: str, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        """`clock`: where `wait` reads its deadline (the app's); its pauses are real time."""
         self._store = store
         self.id = run_id
+        self._clock = clock
 
     def info(self) -> RunRecord:
         record = self._store.get_run(self.id)
@@ -39,7 +42,7 @@ class RunHandle:
         """
         if timeout is not None:
             timeout = parse_duration(timeout, name="timeout")
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else self._clock.monotonic() + timeout
         pause = _FIRST_POLL
         while True:
             record = self.info()
@@ -49,9 +52,9 @@ class RunHandle:
                 raise RunFailed(self.id, record.error)
             if record.status is RunStatus.CANCELED:
                 raise RunCanceled(self.id, record.error)
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and self._clock.monotonic() >= deadline:
                 raise WaitTimeout(f"run {self.id} is still {record.status.value} after {timeout:g}s")
-            remaining = pause if deadline is None else min(pause, max(0.0, deadline - time.monotonic()))
+            remaining = pause if deadline is None else min(pause, max(0.0, deadline - self._clock.monotonic()))
             time.sleep(remaining)
             pause = min(_MAX_POLL, pause * 2)
 

@@ -1,4 +1,4 @@
-"""Tunables read from the environment (`TIDEGATE_*`), with their defaults and accepted ranges.
+"""Tunables read from the environment (`TIDEGATE_*`); defaults and ranges are `domain.tunables`.
 
 They are read when a worker or app is built, not at import, so tests and
 scripts can set them per process. A value that cannot work (a poll interval
@@ -10,39 +10,16 @@ same range applies when the value is passed as an argument instead.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
-from tidegate.domain.durations import MAX_DURATION, parse_duration
+from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD, PAYLOAD_SETTING
 from tidegate.domain.sizes import format_size, parse_size
+from tidegate.domain.tunables import TUNABLES, sweep_interval_for
 from tidegate.engine.pools import ClaimPolicy
 
-MIN_INTERVAL = 0.01  # a loop that wakes more often than every 10ms burns a core for nothing
-MIN_LEASE = 0.3  # renewed every third of it: shorter would be all renewal and no work
 MIN_PAYLOAD = 1024
 MAX_PAYLOAD = 128 * 1024 * 1024  # a PostgreSQL jsonb value holds at most 256 MiB
-
-
-@dataclass(frozen=True)
-class Tunable:
-    default: str  # "" when derived from another setting
-    minimum: float = 0.0
-    maximum: float = MAX_DURATION
-
-
-TUNABLES = {
-    "TIDEGATE_LEASE_DURATION": Tunable("30s", MIN_LEASE),
-    "TIDEGATE_POLL_INTERVAL": Tunable("1s", MIN_INTERVAL),
-    "TIDEGATE_SWEEP_INTERVAL": Tunable("", MIN_INTERVAL),  # default: a third of the lease duration
-    "TIDEGATE_CANCEL_GRACE": Tunable("5s"),
-    "TIDEGATE_SHUTDOWN_GRACE": Tunable("30s"),
-    "TIDEGATE_CLAIM_TIMEOUT": Tunable("10m"),  # how long a step waits for its pool slots
-    "TIDEGATE_CLAIM_POLL_INTERVAL": Tunable("1s", MIN_INTERVAL),  # the fallback poll when no wake-up comes
-    "TIDEGATE_CLAIM_POLL_JITTER": Tunable("500ms"),  # random extra on each poll, so waiters do not march in step
-    "TIDEGATE_OVERFLOW_INTERVAL": Tunable("30s", MIN_INTERVAL),
-    "TIDEGATE_LISTEN_CHECK_INTERVAL": Tunable("5s", MIN_INTERVAL),  # PostgreSQL: round trip on each wake-up connection
-}
 
 
 def duration_setting(name: str, given: str | float | None = None, *, label: str | None = None) -> float:
@@ -57,7 +34,7 @@ def duration_setting(name: str, given: str | float | None = None, *, label: str 
 def sweep_interval(lease_duration: float) -> float:
     if os.environ.get("TIDEGATE_SWEEP_INTERVAL"):
         return duration_setting("TIDEGATE_SWEEP_INTERVAL")
-    return lease_duration / 3
+    return sweep_interval_for(lease_duration)
 
 
 def listen_check_interval() -> float:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tidegate.app.submit import RunTarget
 from tidegate.app.tasks import Task
 from tidegate.domain import names
 from tidegate.domain.durations import parse_duration
@@ -21,9 +22,6 @@ from tidegate.domain.model import TaskDefinition
 from tidegate.domain.pools import check_step_key
 from tidegate.worker.execution import TaskFunction
 from tidegate.workflow import Executor, Step, Workflow, WorkflowDefinition
-
-if TYPE_CHECKING:
-    from tidegate.app.app import App
 
 
 def make_step(
@@ -60,14 +58,16 @@ def make_step(
 class WorkflowTask(Task):
     """A workflow registered as a task: `submit(**args)` stores a run whose worker builds and executes its DAG."""
 
-    def __init__(self, app: App, fn: Callable[..., Any], definition: TaskDefinition, executor: Executor) -> None:
+    def __init__(
+        self, target: RunTarget, fn: Callable[..., Any], definition: TaskDefinition, executor: Executor
+    ) -> None:
         if inspect.iscoroutinefunction(fn):
             raise ConfigurationError(
                 f"workflow {definition.name} is async: a workflow function only builds the DAG, "
                 "so it is a plain def (its steps may be async)"
             )
         builder = find_builder_param(fn, definition.name)
-        super().__init__(app, fn, definition)
+        super().__init__(target, fn, definition)
         self.workflow_definition = WorkflowDefinition(definition.name, fn, builder, executor)
         self.function = TaskFunction(definition.name, fn, None, self.workflow_definition)
         signature = inspect.signature(fn)

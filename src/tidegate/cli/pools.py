@@ -23,7 +23,8 @@ from tidegate.domain.durations import format_duration
 from tidegate.domain.model import HolderRecord
 from tidegate.domain.pools import check_pool_name
 from tidegate.domain.steps import PoolStatus
-from tidegate.engine.pool_config import DEFAULT_LEASE, set_pool_limit
+from tidegate.domain.tunables import DEFAULT_POOL_LEASE
+from tidegate.engine.pool_config import set_pool_limit
 from tidegate.storage.urls import DEFAULT_DATABASE
 
 app = typer.Typer(help="Show pools and their slot holders; set a pool's limit.", no_args_is_help=True)
@@ -125,7 +126,7 @@ def set_limit(
     limit: Annotated[str, typer.Argument(metavar="LIMIT", help="Slots at most in use at once (0 pauses the pool).")],
     lease_duration: Annotated[
         str, typer.Option("--lease-duration", metavar="DURATION", help="How long a claim lasts unless renewed.")
-    ] = DEFAULT_LEASE,
+    ] = DEFAULT_POOL_LEASE,
     database: Database = DEFAULT_DATABASE,
 ) -> None:
     """Create a pool or change its limit and lease, live: waiting steps are woken at once."""

@@ -21,6 +21,7 @@ from tidegate.cli.errors import CommandError
 from tidegate.cli.loading import load_app
 from tidegate.cli.options import DATABASE_HELP
 from tidegate.cli.render import stdout
+from tidegate.domain.tunables import DEFAULT_MAX_WORKERS
 from tidegate.storage.urls import DATABASE_ENV, masked
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -34,7 +35,9 @@ def worker(
         list[str] | None,
         typer.Option("--queue", "-q", metavar="QUEUE", help="Serve this queue (repeatable; default: all the app's)."),
     ] = None,
-    max_workers: Annotated[int, typer.Option(min=1, metavar="N", help="Capacity: runs executed at once.")] = 10,
+    max_workers: Annotated[
+        int, typer.Option(min=1, metavar="N", help="Capacity: runs executed at once.")
+    ] = DEFAULT_MAX_WORKERS,
     drain: Annotated[bool, typer.Option("--drain", help="Exit once the queues are empty.")] = False,
     fill_order: Annotated[
         bool, typer.Option("--fill-order", help="Claim only when every lower-ranked worker is full (leaky bucket).")

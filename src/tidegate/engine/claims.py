@@ -1,6 +1,6 @@
 """A step's hold on its pool slots: the claim, its deadline, and the threads that renew it.
 
-Each claim keeps `safe_until`, the moment (on this process's monotonic
+Each claim keeps `safe_until`, the moment (a monotonic reading of the guard's
 clock) after which the store could find its lease expired, less a margin
 (`domain.leases`): the send of the request that last set the lease, plus
 the lease. The renewer moves it on with each renewal that lands and
@@ -15,10 +15,10 @@ import logging
 import math
 import queue
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.leases import usable_until
 from tidegate.domain.steps import SlotGrant
 from tidegate.storage.port import Fence, Store
@@ -75,8 +75,9 @@ class Renewer:
     declared lost while its renewal is still waiting for an answer.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, clock: Clock = SYSTEM_CLOCK) -> None:
         self._store = store
+        self._clock = clock  # due times and deadlines are its readings; the waits stay on real time
         self._condition = threading.Condition()
         self._due: dict[SlotClaim, float] = {}  # claim -> monotonic time of its next renewal
         self._renewing: set[SlotClaim] = set()  # renewals sent to the store thread, not answered yet
@@ -88,7 +89,7 @@ class Renewer:
     def add(self, claim: SlotClaim) -> None:
         if claim.lease_seconds is None:
             return  # nothing of its own to renew: window slots share the run's lease
-        due = time.monotonic() + claim.lease_seconds / 3
+        due = self._clock.monotonic() + claim.lease_seconds / 3
         with self._condition:
             self._due[claim] = due
             if not self._threads:
@@ -109,7 +110,7 @@ class Renewer:
         while True:
             with self._condition:
                 while not self._closed:
-                    now = time.monotonic()
+                    now = self._clock.monotonic()
                     lapsed = [claim for claim in self._due if claim.safe_until <= now]
                     ready = [
                         claim for claim, due in self._due.items()
@@ -143,7 +144,7 @@ class Renewer:
             self._renew(claim)
 
     def _renew(self, claim: SlotClaim) -> None:
-        sent = time.monotonic()  # the store stamps the new expiry no earlier than this
+        sent = self._clock.monotonic()  # the store stamps the new expiry no earlier than this
         kept: bool | None = None
         try:
             kept = self._store.renew_slots(claim.fence, claim.step_key)
@@ -156,7 +157,7 @@ class Renewer:
                 claim.safe_until = max(claim.safe_until, usable_until(sent, claim.lease_seconds))  # type: ignore[arg-type]
             elif held and kept is False:
                 del self._due[claim]
-            if held and self._due.get(claim, math.inf) <= time.monotonic():
+            if held and self._due.get(claim, math.inf) <= self._clock.monotonic():
                 self._condition.notify()  # its next renewal fell due while this one was on its way
         if held and kept is False:
             self._lose(claim, "lease expired or run taken over")

@@ -20,15 +20,16 @@ import contextlib
 import logging
 import random
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.durations import format_duration
 from tidegate.domain.errors import PoolClaimTimeout, StepFencedOut
 from tidegate.domain.steps import ScopeUse, SlotGrant
+from tidegate.domain.tunables import default_seconds
 from tidegate.engine.claims import Handed, Renewer, SlotClaim
 from tidegate.storage.port import Fence, Listener, Store
 
@@ -39,9 +40,9 @@ log = logging.getLogger(__name__)
 class ClaimPolicy:
     """How long to wait for slots and how often to look again without a wake-up (seconds)."""
 
-    timeout: float = 600.0
-    poll_interval: float = 1.0
-    poll_jitter: float = 0.5
+    timeout: float = default_seconds("TIDEGATE_CLAIM_TIMEOUT")
+    poll_interval: float = default_seconds("TIDEGATE_CLAIM_POLL_INTERVAL")
+    poll_jitter: float = default_seconds("TIDEGATE_CLAIM_POLL_JITTER")
 
 
 class _Wakeups:
@@ -79,17 +80,15 @@ class _Wakeups:
             self._condition.notify_all()
             waiters = list(self._loops)
         for loop, event in waiters:
-            try:
+            with contextlib.suppress(RuntimeError):  # that loop has closed; its waiter is gone
                 loop.call_soon_threadsafe(event.set)
-            except RuntimeError:  # that loop has closed; its waiter is gone
-                pass
 
     def wait(self, seen: int, timeout: float) -> None:
         with self._condition:
             self._condition.wait_for(lambda: self._generation != seen, timeout)
 
-    async def wait_async(self, seen: int, timeout: float, also: asyncio.Future[Any] | None = None) -> None:
-        """Wait for a wake-up after generation `seen`, or for `also` to be done, at most `timeout`."""
+    async def wait_async(self, seen: int, pause: float, also: asyncio.Future[Any] | None = None) -> None:
+        """Wait for a wake-up after generation `seen`, or for `also` to be done, at most `pause` seconds."""
         event = asyncio.Event()
         entry = (asyncio.get_running_loop(), event)
         with self._condition:
@@ -98,7 +97,8 @@ class _Wakeups:
             self._loops.add(entry)
         woken = asyncio.ensure_future(event.wait())
         try:
-            await asyncio.wait([woken] if also is None else [woken, also], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            awaited = [woken] if also is None else [woken, also]
+            await asyncio.wait(awaited, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
         finally:
             woken.cancel()
             with self._condition:
@@ -115,17 +115,25 @@ class PoolGuard:
     """Acquire (wait for a wake-up, poll as the fallback, give up at the timeout), renew, release.
 
     One guard serves a whole worker: it shares one store subscription and its
-    renewal threads between every step that waits or holds slots.
+    renewal threads between every step that waits or holds slots. Deadlines and
+    lease send times are read from `clock` (the worker's), so a test that
+    advances it sees claims time out and lapse; waits still run on real time.
     """
 
     def __init__(
-        self, store: Store, policy: ClaimPolicy | None = None, *, jitter: Callable[[], float] = random.random
+        self,
+        store: Store,
+        policy: ClaimPolicy | None = None,
+        *,
+        jitter: Callable[[], float] = random.random,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._store = store
         self._policy = policy or ClaimPolicy()
         self._jitter = jitter
+        self.clock = clock  # also read by the steps that hand slots on (`workflow.slots`)
         self._wakeups = _Wakeups(store)
-        self._renewer = Renewer(store)
+        self._renewer = Renewer(store, clock)
 
     # --- acquiring ----------------------------------------------------------------------
 
@@ -138,11 +146,11 @@ class PoolGuard:
         fixed_limits: Mapping[str, int] | None = None,
     ) -> SlotClaim:
         """Block until every slot of `needs` is held (all or none); see `acquire`."""
-        deadline = time.monotonic() + self._policy.timeout
+        deadline = self.clock.monotonic() + self._policy.timeout
         self._wakeups.listen()
         while True:
             seen = self._wakeups.generation
-            sent = time.monotonic()
+            sent = self.clock.monotonic()
             grant = self._store.acquire_slots(fence, worker_id, step_key, needs, fixed_limits or {})
             if grant.granted:
                 return self._held(fence, step_key, needs, Handed.leased(grant, sent))
@@ -172,7 +180,7 @@ class PoolGuard:
         PoolClaimTimeout after the policy's timeout, StepFencedOut if the
         attempt no longer owns its run.
         """
-        deadline = time.monotonic() + self._policy.timeout
+        deadline = self.clock.monotonic() + self._policy.timeout
         if not self._wakeups.listening:
             await asyncio.to_thread(self._wakeups.listen)
         grant: SlotGrant | None = None
@@ -181,7 +189,7 @@ class PoolGuard:
                 return self._held(fence, step_key, needs, handed.result())
             seen = self._wakeups.generation
             if seen != full_at:
-                sent = time.monotonic()
+                sent = self.clock.monotonic()
                 grant = await self._try(fence, worker_id, step_key, needs, fixed_limits or {})
                 if grant.granted:
                     return self._held(fence, step_key, needs, Handed.leased(grant, sent))
@@ -223,7 +231,7 @@ class PoolGuard:
             raise StepFencedOut(
                 f"step {step_key}: run {fence[0]} attempt {fence[1]} was taken over; its slots are not claimed"
             )
-        left = deadline - time.monotonic()
+        left = deadline - self.clock.monotonic()
         if left <= 0:
             raise PoolClaimTimeout(_timeout_message(step_key, self._policy.timeout, grant.blocking))
         return min(left, self._policy.poll_interval + self._jitter() * self._policy.poll_jitter)

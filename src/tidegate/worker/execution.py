@@ -10,7 +10,6 @@ worker never runs more than `max_workers` things at once.
 from __future__ import annotations
 
 import asyncio
-
 import ctypes
 import inspect
 import threading
@@ -22,6 +21,7 @@ from tidegate.domain.model import ClaimedRun
 from tidegate.worker.context import Cancelled, Context
 from tidegate.workflow import StepError, WorkflowDefinition
 from tidegate.workflow.errors import error_text
+
 
 class AttemptInterrupted(BaseException):
     """Raised inside a sync task's thread to stop it (cancel, timeout, shutdown).

@@ -5,8 +5,11 @@ blocks its loop or burns CPU cannot starve its own lease. The sweep is
 attempted by every worker but done by one at a time (a leased lock row in
 the store), re-queueing runs whose lease expired. The watchdog gives each
 attempt up once its lease could have expired in the store (`domain.leases`),
-judged on this process's clock from the requests that set it, so that a
+judged on the worker's clock from the requests that set it, so that a
 renewal blocked in an outage cannot keep an attempt running past its lease.
+
+It knows the worker only as a `LeaseHolder` (the few calls below), so the
+worker's loop depends on maintenance and never the other way round.
 """
 
 from __future__ import annotations
@@ -14,26 +17,58 @@ from __future__ import annotations
 import logging
 import math
 import threading
-import time
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
+from tidegate.domain.clock import Clock
 from tidegate.domain.leases import usable_until
 from tidegate.storage.port import Fence, Store
-
-if TYPE_CHECKING:
-    from tidegate.worker.runner import Worker, WorkerSettings
 
 log = logging.getLogger("tidegate.worker")
 
 WATCH_SHARE = 0.1  # the watchdog looks at least every tenth of the lease, for attempts claimed since
 
 
+class LeaseHolder(Protocol):
+    """What maintenance needs of its worker."""
+
+    id: str
+
+    def leases(self) -> dict[Fence, float]:
+        """Attempts to keep renewed, each with the `clock.monotonic()` its claim was sent."""
+        ...
+
+    def register(self) -> int:
+        """Register again (the registry row was swept while the worker was away)."""
+        ...
+
+    def resume_claims(self) -> None:
+        """A heartbeat landed after a lapse: claiming may go on."""
+        ...
+
+    def lost_leases(self, fences: Sequence[Fence], reason: str = "lease lost") -> None:
+        """Threadsafe: stop these attempts, whose leases are or could be someone else's."""
+        ...
+
+
 class Maintenance:
-    def __init__(self, store: Store, worker: Worker, settings: WorkerSettings, registered_at: float) -> None:
-        """`registered_at`: the monotonic time the worker's registration (its first heartbeat) was sent."""
+    def __init__(
+        self,
+        store: Store,
+        worker: LeaseHolder,
+        *,
+        lease_duration: float,
+        sweep_interval: float,
+        clock: Clock,
+        registered_at: float,
+    ) -> None:
+        """`registered_at`: the `clock.monotonic()` the worker's registration (its first heartbeat) was sent.
+        Every time is a reading of `clock`; the threads' waits run on real time."""
         self._store = store
         self._worker = worker
-        self._settings = settings
+        self._lease = lease_duration
+        self._sweep_every = sweep_interval
+        self._clock = clock
         self._stop = threading.Event()
         self._nudged = threading.Event()  # renew now: the worker holds its claims back until it is alive
         self._heartbeat_at = registered_at  # send time of the last heartbeat that landed
@@ -54,12 +89,12 @@ class Maintenance:
             thread.join(timeout=10)
 
     def _loop(self) -> None:
-        renew_every = self._settings.lease_duration / 3
-        sweep_every = self._settings.sweep_interval
-        next_renew = time.monotonic() + renew_every
-        next_sweep = time.monotonic()  # sweep once at start: recover what a crash left
+        renew_every = self._lease / 3
+        sweep_every = self._sweep_every
+        next_renew = self._clock.monotonic() + renew_every
+        next_sweep = self._clock.monotonic()  # sweep once at start: recover what a crash left
         while not self._stop.is_set():
-            now = time.monotonic()
+            now = self._clock.monotonic()
             if now >= next_renew or self._nudged.is_set():
                 self._nudged.clear()
                 next_renew = now + renew_every
@@ -70,7 +105,7 @@ class Maintenance:
             if now >= next_sweep:
                 next_sweep = now + sweep_every
                 self._sweep()
-            self._nudged.wait(max(0.0, min(next_renew, next_sweep) - time.monotonic()))
+            self._nudged.wait(max(0.0, min(next_renew, next_sweep) - self._clock.monotonic()))
 
     def renew_now(self) -> None:
         """Heartbeat at once rather than at the next turn: after an outage the worker claims
@@ -81,16 +116,16 @@ class Maintenance:
         """Heartbeat the registry and renew leases; a failure is retried at the next turn, and
         the watchdog stops the attempts before their leases could run out meanwhile."""
         held = list(self._worker.leases())
-        started = time.monotonic()  # the store stamps the heartbeat and the leases no earlier than this
+        started = self._clock.monotonic()  # the store stamps the heartbeat and the leases no earlier than this
         try:
-            if not self._store.heartbeat_worker(self._worker.id, self._settings.lease_duration):
+            if not self._store.heartbeat_worker(self._worker.id, self._lease):
                 self._worker.register()  # the row was swept while we were away
             self._heartbeat_at = started
-            lost = self._store.renew_leases(self._worker.id, held, self._settings.lease_duration) if held else []
+            lost = self._store.renew_leases(self._worker.id, held, self._lease) if held else []
         except Exception:
             log.exception("lease renewal failed; will retry")
             return
-        self._renewed = {fence: started for fence in set(held).difference(map(tuple, lost))}
+        self._renewed = dict.fromkeys(set(held).difference(map(tuple, lost)), started)
         if lost:
             self._worker.lost_leases(lost)
 
@@ -98,10 +133,10 @@ class Maintenance:
         """Give attempts up before the sweeper could: an attempt's run is rescued once its lease or
         its worker's heartbeat expired, each no earlier than the send of the request that set it
         plus the lease. Never waits for a store call."""
-        lease = self._settings.lease_duration
+        lease = self._lease
         given_up: set[Fence] = set()
         while not self._stop.is_set():
-            now = time.monotonic()
+            now = self._clock.monotonic()
             leases = self._worker.leases()
             renewed, heartbeat_until = self._renewed, self._heartbeat_until()
             until = {
@@ -115,20 +150,21 @@ class Maintenance:
                 self._worker.lost_leases(lapsed, reason="heartbeat lost")
                 given_up.update(lapsed)
             wake = min((deadline for deadline in until.values() if deadline > now), default=math.inf)
-            self._stop.wait(max(0.0, min(wake, now + lease * WATCH_SHARE) - time.monotonic()))
+            self._stop.wait(max(0.0, min(wake, now + lease * WATCH_SHARE) - self._clock.monotonic()))
 
     def heartbeat_alive(self) -> bool:
         """Whether this worker's registry row is surely not expired (see `_watch`)."""
-        return time.monotonic() < self._heartbeat_until()
+        return self._clock.monotonic() < self._heartbeat_until()
 
     def _heartbeat_until(self) -> float:
-        return usable_until(self._heartbeat_at, self._settings.lease_duration)
+        return usable_until(self._heartbeat_at, self._lease)
 
     def _sweep(self) -> None:
         try:
-            report = self._store.sweep(self._worker.id, self._settings.sweep_interval)
+            report = self._store.sweep(self._worker.id, self._sweep_every)
         except Exception:
             log.exception("sweep failed; will retry")
             return
         if report:
-            log.warning("sweeper: re-queued %d and failed %d runs whose lease expired", len(report.requeued), len(report.failed))
+            requeued, failed = len(report.requeued), len(report.failed)
+            log.warning("sweeper: re-queued %d and failed %d runs whose lease expired", requeued, failed)

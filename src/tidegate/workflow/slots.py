@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -179,7 +178,7 @@ class SlotClaims:
             return await self._hand_on(held, waiter, update)
         successor = None if waiter is None else waiter.request
         generation = self._guard.generation()
-        sent = time.monotonic()  # a grant to the successor is leased no earlier than this
+        sent = self._guard.clock.monotonic()  # a grant to the successor is leased no earlier than this
         finish = await self._call_finish(update, successor, None)
         if waiter is None or not finish.recorded:
             return finish
@@ -296,7 +295,7 @@ class SlotClaims:
     async def _answer_asks(self) -> list[Handed] | None:
         await asyncio.sleep(0)  # let every step made ready in this loop turn join the batch
         asks, self._asks, self._answers = self._asks, [], None
-        sent = time.monotonic()
+        sent = self._guard.clock.monotonic()
         grants = await asyncio.to_thread(self._store.acquire_many, self._fence, self._worker_id, asks)
         return None if grants is None else [Handed.leased(grant, sent) for grant in grants]
 

@@ -30,6 +30,7 @@ import psycopg
 from psycopg import sql
 from psycopg.pq import ExecStatus
 
+from tidegate.domain.tunables import default_seconds
 from tidegate.storage.postgres.connections import first_line
 from tidegate.storage.urls import masked
 
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 WAIT_SLICE = 0.25  # how often the thread looks up from waiting, to notice close()
 FIRST_BACKOFF = 0.1
 MAX_BACKOFF = 0.5  # a server that is back is heard from within this (then one rescan)
-CHECK_INTERVAL = 5.0  # default time between two round trips proving the connection is alive
+CHECK_INTERVAL = default_seconds("TIDEGATE_LISTEN_CHECK_INTERVAL")  # between two round trips proving it alive
 KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
 APPLICATION_NAME = "tidegate-listener"  # tells this connection apart in pg_stat_activity
 

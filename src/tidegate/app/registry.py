@@ -1,0 +1,103 @@
+"""What an app declares (tasks and queues) and its registration in the store.
+
+Declarations are kept here first, so defining tasks costs nothing; they are
+written to the store before the first submit or worker (`persist`), so other
+processes and the CLI see the same task defaults and limits.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, Protocol, TypeVar
+
+from tidegate.domain.errors import InvalidArgument
+from tidegate.domain.limits import QueueConfig, RunQueueConfig
+from tidegate.domain.model import TaskDefinition
+from tidegate.storage.port import Store
+from tidegate.worker.execution import TaskFunction
+
+
+class Registered(Protocol):
+    """A declared task as the registry needs it (`tidegate.Task` is one)."""
+
+    @property
+    def definition(self) -> TaskDefinition: ...
+
+    @property
+    def function(self) -> TaskFunction: ...
+
+    def check_args(self, args: Mapping[str, Any]) -> None: ...
+
+
+T = TypeVar("T", bound=Registered)
+
+
+class Registry(Generic[T]):
+    """Tasks and queues declared by one app; `lock` is the app's, which also guards its store."""
+
+    def __init__(self, store: Callable[[], Store], lock: threading.RLock, run_queue: RunQueueConfig | None) -> None:
+        self._store = store
+        self._lock = lock
+        self.run_queue = run_queue
+        self._tasks: dict[str, T] = {}
+        self._queues: dict[str, QueueConfig] = {}
+        self._registered: set[str] = set()  # task names whose definition the store has
+        self._limits_registered = False
+
+    def add(self, task: T) -> T:
+        with self._lock:
+            self._tasks[task.definition.name] = task
+            self._registered.discard(task.definition.name)
+        return task
+
+    def get(self, name: str) -> T | None:
+        return self._tasks.get(name)
+
+    def tasks(self) -> dict[str, T]:
+        return dict(self._tasks)
+
+    def declare_queue(self, config: QueueConfig) -> None:
+        with self._lock:
+            self._queues[config.name] = config
+            self._limits_registered = False
+
+    def queue_config(self, name: str) -> QueueConfig:
+        """The declaration of a queue: from this app, else as registered in the store by another."""
+        if name in self._queues:
+            return self._queues[name]
+        if any(task.definition.queue == name for task in self._tasks.values()):
+            return QueueConfig(name)
+        known = self._store().rules().queues.get(name)
+        if known is None:
+            raise InvalidArgument(
+                f"unknown queue {name!r}: declare it with app.queue({name!r}, ...) or use it in a task"
+            )
+        return known
+
+    def task_queues(self) -> tuple[str, ...]:
+        """Every queue a declared task uses (what a worker serves unless told otherwise)."""
+        return tuple(sorted({task.definition.queue for task in self._tasks.values()}))
+
+    def functions(self) -> dict[str, TaskFunction]:
+        """The callables a worker executes, by task name."""
+        return {name: task.function for name, task in self._tasks.items()}
+
+    def persist(self) -> None:
+        """Write new task defaults and changed limit declarations to the store."""
+        with self._lock:
+            store = self._store()
+            new = [task.definition for name, task in self._tasks.items() if name not in self._registered]
+            if new:
+                store.register_tasks(new)
+                self._registered.update(definition.name for definition in new)
+            if new or not self._limits_registered:
+                implied = sorted({task.definition.queue for task in self._tasks.values()} - set(self._queues))
+                store.register_limits(self.run_queue, list(self._queues.values()), implied)
+                self._limits_registered = True
+
+    def forget_persisted(self) -> None:
+        """The store was closed: the next one (perhaps another database) is told everything again."""
+        with self._lock:
+            self._registered.clear()
+            self._limits_registered = False

@@ -1,0 +1,187 @@
+"""Submitting: a Python call becomes a stored run.
+
+Everything a run needs is validated here, before the store is touched, so a
+bad submit raises a clear error and stores nothing. `TaskOptions` builds the
+runs; a `RunTarget` (the app's `Submitter`) says where they go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from ulid import ULID
+
+from tidegate.app.handle import RunHandle
+from tidegate.app.registry import Registered, Registry
+from tidegate.domain import names
+from tidegate.domain.clock import Clock
+from tidegate.domain.durations import MAX_DURATION
+from tidegate.domain.errors import InvalidArgument, UnknownTask
+from tidegate.domain.jsonvalue import ensure_json, ensure_size
+from tidegate.domain.limits import QueueConfig
+from tidegate.domain.model import NewRun, TaskDefinition
+from tidegate.domain.scopes import partition_of
+from tidegate.storage.port import Store
+from tidegate.storage.urls import masked
+
+UNSET: Any = object()  # an option not given: the task's default applies
+
+
+class RunTarget(Protocol):
+    """Where submitted runs go, and what their checks need to know."""
+
+    @property
+    def max_payload(self) -> int: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    def queue_config(self, name: str) -> QueueConfig: ...
+
+    def enqueue(self, runs: Sequence[NewRun]) -> list[RunHandle]: ...
+
+
+class TaskOptions:
+    """A task with per-submit options; `submit` stores a run with them."""
+
+    def __init__(
+        self,
+        target: RunTarget,
+        definition: TaskDefinition,
+        check_args: Callable[[Mapping[str, Any]], None] | None,
+        priority: int,
+        tags: Mapping[str, str] | None,
+        queue: str,
+        run_at: datetime | timedelta | None,
+        concurrency_key: str | None,
+    ) -> None:
+        """`check_args` binds args to the task's signature; None when the code is not importable here."""
+        self._target = target
+        self._definition = definition
+        self._check_args = check_args
+        self._priority = definition.priority if priority is UNSET else names.check_priority(priority)
+        self._tags = {**definition.tags, **names.check_tags(tags)}
+        self._queue = definition.queue if queue is UNSET else names.check_name("queue", queue)
+        self._run_at = _check_run_at(run_at)
+        self._concurrency_key = names.check_concurrency_key(concurrency_key)
+
+    def submit(self, **args: Any) -> RunHandle:
+        return self.submit_many([args])[0]
+
+    def submit_many(self, many_args: Iterable[Mapping[str, Any]]) -> list[RunHandle]:
+        self._queue_config = self._target.queue_config(self._queue)  # an undeclared queue fails here
+        runs = [self._new_run(args) for args in many_args]
+        return self._target.enqueue(runs)
+
+    def _new_run(self, args: Mapping[str, Any]) -> NewRun:
+        if not isinstance(args, Mapping):
+            raise InvalidArgument(f"{self._definition.name}: args must be a dict, got {type(args).__name__}")
+        limit = self._target.max_payload
+        at_most = 2
+        for key, value in args.items():
+            if not isinstance(key, str):
+                raise InvalidArgument(f"{self._definition.name}: argument names must be strings, got {key!r}")
+            at_most += ensure_json(key, f"{self._definition.name}: argument name {key[:20]!r}") + 2
+            at_most += ensure_json(value, f"{self._definition.name}: argument {key!r}", max_bytes=limit)
+        if self._check_args is not None:
+            self._check_args(args)
+        ensure_size(dict(args), f"{self._definition.name}: args", limit, at_most=at_most)
+        return NewRun(
+            id=str(ULID()),
+            task=self._definition.name,
+            queue=self._queue,
+            partition=partition_of(self._queue_config, self._definition.name, args, self._concurrency_key),
+            args=dict(args),
+            priority=self._priority,
+            tags=self._tags,
+            concurrency_key=self._concurrency_key,
+            max_attempts=self._definition.max_attempts,
+            retry_backoff=self._definition.retry_backoff,
+            timeout=self._definition.timeout,
+            delay=_delay_until(self._run_at, self._target.clock),
+            deadline=(
+                self._definition.dispatch_deadline
+                if self._definition.dispatch_deadline is not None
+                else self._queue_config.dispatch_deadline
+            ),
+        )
+
+
+class Submitter:
+    """The app's `RunTarget`: registers its declarations, then enqueues in one transaction."""
+
+    def __init__(
+        self, registry: Registry[Any], store: Callable[[], Store], database: str, max_payload: int, clock: Clock
+    ) -> None:
+        self._registry = registry
+        self._store = store
+        self._database = database
+        self.max_payload = max_payload
+        self.clock = clock
+
+    def queue_config(self, name: str) -> QueueConfig:
+        return self._registry.queue_config(name)
+
+    def enqueue(self, runs: Sequence[NewRun]) -> list[RunHandle]:
+        self._registry.persist()
+        if runs:
+            self._store().enqueue(runs)
+        return [self.handle(run.id) for run in runs]
+
+    def handle(self, run_id: str) -> RunHandle:
+        return RunHandle(self._store(), run_id, clock=self.clock)
+
+    def options_for(
+        self,
+        task: str,
+        *,
+        priority: int | None,
+        tags: Mapping[str, str] | None,
+        queue: str | None,
+        run_at: datetime | timedelta | None,
+        concurrency_key: str | None,
+    ) -> TaskOptions:
+        """Submit options for a task known by name (registered here, or by any worker before)."""
+        known: Registered | None = self._registry.get(task)
+        definition = known.definition if known is not None else self._store().get_task(names.check_name("task", task))
+        if definition is None:
+            raise UnknownTask(
+                f"unknown task {task!r}: no app has registered it in {masked(self._database)} "
+                "(start a worker with the code once, or submit from the app that defines it)"
+            )
+        return TaskOptions(
+            self,
+            definition,
+            None if known is None else known.check_args,
+            definition.priority if priority is None else priority,
+            tags,
+            definition.queue if queue is None else queue,
+            run_at,
+            concurrency_key,
+        )
+
+
+def _check_run_at(run_at: Any) -> datetime | timedelta | None:
+    if run_at is None or isinstance(run_at, (datetime, timedelta)):
+        return run_at
+    raise InvalidArgument(f"run_at must be a datetime or a timedelta, got {run_at!r}")
+
+
+def _delay_until(run_at: datetime | timedelta | None, clock: Clock) -> float:
+    """Seconds from now (the clock's); the store adds them to its own clock. At most MAX_DURATION
+    (100 years): a time further away would overflow the dates the stores hand back."""
+    if run_at is None:
+        return 0.0
+    if isinstance(run_at, timedelta):
+        delay = max(0.0, run_at.total_seconds())
+    else:
+        try:
+            aware = run_at if run_at.tzinfo is not None else run_at.astimezone()
+            delay = max(0.0, aware.timestamp() - clock.wall())
+        except (OverflowError, ValueError):  # a naive date at the edge of the calendar
+            raise InvalidArgument(f"run_at {run_at!r} is out of range") from None
+    if delay > MAX_DURATION:
+        raise InvalidArgument(f"run_at {run_at!r} is out of range: at most 100 years from now")
+    return delay

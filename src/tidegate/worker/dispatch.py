@@ -1,0 +1,244 @@
+"""Executing claimed runs: start each attempt, watch it, stop it, and settle it exactly once.
+
+Sync tasks run on daemon threads, async tasks and workflows on the worker's
+loop. Every method that touches the attempts in flight runs on the loop's
+thread (other threads come in through the `LoopBridge`), so the set of
+attempts needs no lock. A slot of capacity stays taken until the attempt's
+code has really returned, even after its outcome was recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any
+
+from tidegate.domain.model import ClaimedRun, Outcome
+from tidegate.engine.pools import PoolGuard
+from tidegate.storage.port import Fence, Store
+from tidegate.worker import outcomes
+from tidegate.worker.bridge import LoopBridge
+from tidegate.worker.execution import Attempt, AttemptInterrupted, TaskFunction
+from tidegate.worker.reports import Reports
+from tidegate.worker.settings import WorkerSettings
+from tidegate.worker.threads import DaemonThreadPool
+from tidegate.workflow import RunScope, execute_workflow
+
+log = logging.getLogger("tidegate.worker")
+
+
+class Dispatcher:
+    """The attempts in flight on one worker, from claim to the release of their slot."""
+
+    def __init__(
+        self,
+        store: Store,
+        worker_id: str,
+        tasks: Mapping[str, TaskFunction],
+        settings: WorkerSettings,
+        bridge: LoopBridge,
+        reports: Reports,
+        pool_guard: PoolGuard,
+    ) -> None:
+        self._store = store
+        self._worker_id = worker_id
+        self._tasks = tasks
+        self._settings = settings
+        self._bridge = bridge
+        self._reports = reports
+        self._pool_guard = pool_guard  # shared by the steps of every workflow run here
+        self._busy: dict[Fence, Attempt] = {}
+        self._threads = DaemonThreadPool(settings.max_workers, "tidegate-task")
+        self.completed = 0  # attempts whose outcome was reported (for summaries and tests)
+
+    # --- what is in flight ------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._busy)
+
+    def unsettled(self) -> bool:
+        return any(not attempt.settled for attempt in self._busy.values())
+
+    def unsettled_attempts(self) -> list[Attempt]:
+        return [attempt for attempt in self._busy.values() if not attempt.settled]
+
+    def running_suspect(self) -> bool:
+        """A suspect runs alone: while one is in flight this worker claims nothing."""
+        return any(attempt.run.suspect for attempt in self._busy.values())
+
+    def leases(self) -> dict[Fence, float]:
+        """Attempts whose leases must be kept renewed, each with the monotonic time (of the
+        worker's clock) its claim was sent."""
+        return {fence: attempt.claim_sent for fence, attempt in list(self._busy.items()) if not attempt.settled}
+
+    # --- starting -----------------------------------------------------------------------
+
+    def dispatch(self, run: ClaimedRun, claim_sent: float) -> None:
+        loop = self._bridge.loop
+        assert loop is not None
+        task = self._tasks.get(run.task)
+        attempt = Attempt(run, task, claim_sent)
+        self._busy[attempt.fence] = attempt
+        if task is None:
+            self._settle(attempt, outcomes.failure(attempt, f"UnknownTask: no task named {run.task!r} on this worker"))
+            self._release(attempt)
+            return
+        if run.timeout is not None:
+            attempt.timers.append(loop.call_later(run.timeout, self._on_timeout, attempt))
+        if task.is_async:
+            attempt.async_task = loop.create_task(self._run_async(attempt, task))
+        else:
+            self._threads.submit(self._run_sync, attempt, task)
+
+    def _run_sync(self, attempt: Attempt, task: TaskFunction) -> None:
+        """On a task thread: execute, hand the outcome to the loop, then free the slot.
+
+        An interrupt (AttemptInterrupted) only ever arrives after the loop has
+        settled the attempt, so when it lands outside the task's code there is
+        nothing left to report.
+        """
+        try:
+            try:
+                attempt.enter_thread()
+                self._record_start(attempt)
+                try:
+                    value = task.fn(**task.call_args(attempt.run.args, attempt.context))
+                except BaseException as error:  # a task's exception never kills the worker
+                    outcome = outcomes.for_error(attempt, error)
+                else:
+                    outcome = outcomes.for_value(attempt, value, self._settings.max_payload)
+                attempt.leave_thread()
+                self._bridge.call(self._settle, attempt, outcome)
+            except AttemptInterrupted:
+                attempt.leave_thread()
+            self._bridge.call(self._release, attempt)
+        except AttemptInterrupted:
+            # Landed between leaving the task's code and the release: release still.
+            attempt.leave_thread()
+            self._bridge.call(self._release, attempt)
+
+    async def _run_async(self, attempt: Attempt, task: TaskFunction) -> None:
+        if attempt.run.suspect:
+            await self._bridge.call_store(self._record_start, attempt)  # a store write: off the loop
+        else:
+            self._record_start(attempt)
+        try:
+            value = await self._coroutine(attempt, task)
+        except asyncio.CancelledError as error:
+            outcome = outcomes.for_error(attempt, error)
+        except Exception as error:
+            outcome = outcomes.for_error(attempt, error)
+        else:
+            outcome = outcomes.for_value(attempt, value, self._settings.max_payload)
+        self._settle(attempt, outcome)
+        self._release(attempt)
+
+    def _coroutine(self, attempt: Attempt, task: TaskFunction) -> Coroutine[Any, Any, Any]:
+        """An async task's call, or a workflow's execution: its steps run under this attempt's fence."""
+        if task.workflow is not None:
+            scope = RunScope(self._store, attempt.fence, self._worker_id, max_payload=self._settings.max_payload)
+            attempt.workflow_stopping = scope.stopping
+            return execute_workflow(task.workflow, attempt.run.args, scope, self._pool_guard)
+        call: Coroutine[Any, Any, Any] = task.fn(**task.call_args(attempt.run.args, attempt.context))
+        return call
+
+    def _record_start(self, attempt: Attempt) -> None:
+        """Report the attempt's start; a suspect's is written now, in its own transaction.
+
+        Other starts ride on the next turn. A suspect runs alone so that a crash
+        during it is charged to it, and only an attempt whose start was recorded
+        is charged: so its start must be in the store before its body runs. The
+        write is made off the loop (on the task's thread, or the store's thread
+        for async attempts).
+        """
+        if not attempt.run.suspect:
+            self._reports.started(attempt.fence)
+            return
+        settings = self._settings
+        try:
+            self._store.cycle(self._worker_id, settings.queues, [attempt.fence], [], 0, settings.lease_duration)
+        except Exception:
+            log.exception(
+                "could not record the start of suspect run %s; reporting it with the next turn", attempt.run.id
+            )
+            self._reports.started(attempt.fence)
+
+    # --- settling (always on the loop thread) ---------------------------------------------
+
+    def _settle(self, attempt: Attempt, outcome: Outcome | None) -> None:
+        """Record the attempt's outcome once; None drops it (the store already took it away)."""
+        if attempt.settled:
+            return
+        attempt.settled = True
+        for timer in attempt.timers:
+            timer.cancel()
+        if outcome is not None:
+            self.completed += 1
+            self._reports.ended(outcome)
+
+    def _release(self, attempt: Attempt) -> None:
+        """The attempt's code has returned: its slot of capacity is free."""
+        attempt.context._remove_workdir()
+        self._busy.pop(attempt.fence, None)
+        self._bridge.wake()
+
+    def _on_timeout(self, attempt: Attempt) -> None:
+        if attempt.settled or attempt.stop_reason is not None:
+            return
+        attempt.stop_reason = "timeout"
+        attempt.context._cancel("timeout")
+        self._settle(attempt, outcomes.for_error(attempt, TimeoutError()))  # the slot is freed when the code returns
+        attempt.interrupt()
+
+    # --- stopping -------------------------------------------------------------------------
+
+    def cancel(self, fences: Sequence[Fence]) -> None:
+        """The store says these runs were asked to cancel: stop each, after the cancel grace."""
+        for fence in fences:
+            attempt = self._busy.get(fence)
+            if attempt is not None and not attempt.settled and attempt.stop_reason is None:
+                self._stop_attempt(attempt, "canceled", self._settings.cancel_grace)
+
+    def _stop_attempt(self, attempt: Attempt, reason: str, grace: float) -> None:
+        """Tell the attempt to stop (cooperatively), and stop it after `grace` seconds.
+
+        A workflow starts no step any more and ends once the steps already running have
+        finished (their outputs are checkpoints); those still running at the grace are stopped.
+        """
+        assert self._bridge.loop is not None
+        attempt.stop_reason = reason
+        attempt.context._cancel(reason)
+        if attempt.workflow_stopping is not None:
+            attempt.workflow_stopping.set()
+        attempt.timers.append(self._bridge.loop.call_later(grace, self._force_stop, attempt))
+
+    def _force_stop(self, attempt: Attempt) -> None:
+        if attempt.settled:
+            return
+        error = AttemptInterrupted(attempt.stop_reason or "stopped")
+        self._settle(attempt, outcomes.for_error(attempt, error))
+        attempt.interrupt()
+
+    def lost_leases(self, fences: Sequence[Fence], reason: str = "lease lost") -> None:
+        """Threadsafe: these attempts are, or are about to be, someone else's."""
+        self._bridge.call(self._drop, list(fences), reason)
+
+    def _drop(self, fences: list[Fence], reason: str) -> None:
+        for fence in fences:
+            attempt = self._busy.get(fence)
+            if attempt is not None and not attempt.settled:
+                log.warning("run %s attempt %s: %s; stopping it", fence[0], fence[1], reason)
+                self.give_up([attempt], reason)
+
+    def give_up(self, attempts: Sequence[Attempt], reason: str) -> None:
+        """Stop these attempts without an outcome: the store takes them back (hand-back, lost lease)."""
+        for attempt in attempts:
+            attempt.stop_reason = reason
+            attempt.context._cancel(reason)
+            self._settle(attempt, None)
+            attempt.interrupt()
+
+    def shutdown(self) -> None:
+        self._threads.shutdown()

@@ -1,0 +1,361 @@
+"""The worker loop: wake -> (report + claim) -> execute, one store round trip per turn.
+
+Each turn sends the store everything that happened since the last one (starts
+and outcomes) together with a claim for the free capacity, in a single
+transaction. Under load many completions share one turn, which is what makes
+draining fast; when idle, the worker sleeps until a wake-up (a new run, a
+freed slot, a cancel), a scheduled run falls due, or the backstop poll.
+
+Every time the worker reads (idle since, stop deadline, claim sent) comes
+from its injected clock; the waits themselves run on real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+
+from tidegate.domain.clock import SYSTEM_CLOCK, Clock
+from tidegate.domain.model import CycleResult
+from tidegate.engine.pools import PoolGuard
+from tidegate.storage.port import Fence, Store
+from tidegate.worker.bridge import LoopBridge
+from tidegate.worker.dispatch import Dispatcher
+from tidegate.worker.execution import TaskFunction
+from tidegate.worker.maintenance import Maintenance
+from tidegate.worker.metrics import OVERFLOW_SIGNALS
+from tidegate.worker.reports import Reports
+from tidegate.worker.settings import WorkerSettings
+from tidegate.workflow.executors import shutdown_process_pool
+
+log = logging.getLogger("tidegate.worker")
+
+STORE_RETRY_FIRST = 0.05  # seconds before retrying a failed store cycle; doubles up to STORE_RETRY_MAX
+STORE_RETRY_MAX = 0.5  # not the poll interval: a store that is back is used within this, whatever the poll
+
+
+class Worker:
+    """Claims runs from its queues and executes them, up to `max_workers` at once."""
+
+    def __init__(
+        self,
+        store: Store,
+        tasks: Mapping[str, TaskFunction],
+        settings: WorkerSettings,
+        on_ready: Callable[[], None] | None = None,
+        on_overflow: Sequence[Callable[[int], None]] = (),
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self._store = store
+        self.clock = clock  # the store reads the same clock (App passes one to both)
+        self._on_overflow = list(on_overflow)
+        self.rank: int | None = None
+        self.settings = settings
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._on_ready = on_ready
+        self._bridge = LoopBridge()
+        self._reports = Reports(on_outcome=self._bridge.wake_threadsafe)
+        self._pool_guard = PoolGuard(store, settings.claim_policy, clock=clock)
+        self._dispatcher = Dispatcher(store, self.id, tasks, settings, self._bridge, self._reports, self._pool_guard)
+        self._stopping = False
+        self._external_wake = False
+        self._idle_since = clock.monotonic()
+        self._stop_deadline: float | None = None
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+        self._finished = threading.Event()
+        self._error: BaseException | None = None
+        self._maintenance: Maintenance | None = None
+
+    # --- public control ---------------------------------------------------------
+
+    def run(self) -> None:
+        """Work until stopped (SIGTERM/SIGINT in the main thread), or until drained with `drain`.
+
+        In the main thread the worker owns its process: on the way out it also stops the
+        process's step pool, whose processes may still run steps of handed-back workflows.
+        """
+        owns_process = threading.current_thread() is threading.main_thread()
+        try:
+            asyncio.run(self._serve(install_signals=owns_process))
+        finally:
+            if owns_process:
+                shutdown_process_pool()
+
+    def start(self) -> Worker:
+        """Run in a background thread (for embedding and tests); returns once it is serving."""
+        self._thread = threading.Thread(target=self._run_in_thread, name="tidegate-worker", daemon=True)
+        self._thread.start()
+        self._started.wait(30)
+        return self
+
+    def stop(self, timeout: float | None = None, grace: float | None = None) -> None:
+        """Stop claiming; let in-flight runs finish within the grace period, then hand them back."""
+        self.request_stop(grace)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def request_stop(self, grace: float | None = None) -> None:
+        loop = self._bridge.loop
+        if loop is None or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop already ended
+            loop.call_soon_threadsafe(self._begin_stop, self.settings.shutdown_grace if grace is None else grace)
+
+    def join(self, timeout: float | None = None) -> bool:
+        return self._finished.wait(timeout)
+
+    @property
+    def in_flight(self) -> int:
+        return self._dispatcher.in_flight
+
+    @property
+    def completed(self) -> int:
+        """Attempts this worker reported an outcome for (for summaries and tests)."""
+        return self._dispatcher.completed
+
+    def _run_in_thread(self) -> None:
+        try:
+            asyncio.run(self._serve(install_signals=False))
+        except BaseException as error:  # surfaced to the embedding code by join/stop
+            self._error = error
+            log.exception("worker stopped on an error")
+            self._started.set()
+
+    # --- the loop ---------------------------------------------------------------
+
+    async def _serve(self, install_signals: bool) -> None:
+        woken = self._bridge.bind()
+        if install_signals:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                asyncio.get_running_loop().add_signal_handler(signum, self._on_signal)
+        registered_at = self.clock.monotonic()
+        self.rank = await self._bridge.call_store(self.register)
+        listener = self._store.listen(self._on_notification)
+        self._maintenance = maintenance = Maintenance(
+            self._store,
+            self,
+            lease_duration=self.settings.lease_duration,
+            sweep_interval=self.settings.sweep_interval,
+            clock=self.clock,
+            registered_at=registered_at,
+        )
+        maintenance.start()
+        self._started.set()
+        if self._on_ready is not None:
+            self._on_ready()
+        try:
+            await self._turns(woken)
+        finally:
+            try:
+                # First, while the loop still runs every step: stopping the threads below blocks it
+                # for a moment, and steps ending meanwhile would go unrecorded, to be run again.
+                await self._hand_back_unsettled()
+            finally:
+                maintenance.stop()
+                listener.close()
+            try:
+                await self._bridge.call_store(self._store.deregister_worker, self.id)
+            except Exception:
+                log.exception("could not deregister; the registry row expires by itself")
+            self._dispatcher.shutdown()
+            self._pool_guard.close()
+            self._bridge.close()
+            self._finished.set()
+
+    async def _turns(self, woken: asyncio.Event) -> None:
+        backoff = STORE_RETRY_FIRST
+        look = True  # read the store this turn even with no free slot: a cancel may wait there
+        while True:
+            woken.clear()
+            turn = await self._turn(look, backoff)
+            if turn is None:
+                # The store is unreachable or failed: the reports were kept; wait, try again.
+                # Leases run out meanwhile if this lasts, and the sweeper recovers the runs.
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, STORE_RETRY_MAX)
+                look = True
+                continue
+            backoff = STORE_RETRY_FIRST
+            result, again = turn
+            if again:
+                continue  # a full batch, or a full read: more may be claimable now
+            if await self._done():
+                return
+            if self._reports:
+                look = False
+                continue
+            look = await self._wait(woken, result)
+
+    async def _turn(self, look: bool, backoff: float) -> tuple[CycleResult | None, bool] | None:
+        """Report and claim in one store cycle, if there is anything to say or room to claim.
+
+        Returns the cycle's result (None if none was needed) and whether to turn again at
+        once; None when the cycle failed (logged, its reports put back for the next one).
+        """
+        starts, outcomes = self._reports.take()
+        held_back = self._stopping or self._dispatcher.running_suspect() or not self._alive()
+        free = 0 if held_back else self.settings.max_workers - self._dispatcher.in_flight
+        if not (starts or outcomes or free > 0 or look):
+            return None, False
+        sent = self.clock.monotonic()  # the leases of the runs it claims are stamped no earlier
+        settings = self.settings
+        try:
+            result: CycleResult = await self._bridge.call_store(
+                self._store.cycle, self.id, settings.queues, starts, outcomes, free, settings.lease_duration
+            )
+        except Exception:
+            self._reports.put_back(starts, outcomes)
+            log.exception("store cycle failed; retrying in %.2fs", backoff)
+            return None
+        self._apply(result, sent)
+        if free == 0 and look and not self._stopping:
+            await self._check_overflow()
+        again = free > 0 and bool(result.claimed) and (len(result.claimed) == free or result.more)
+        return result, again
+
+    async def _done(self) -> bool:
+        """Whether to leave the loop: stopped and settled (or out of grace), idle too long, or drained."""
+        if self._stopping:
+            if not self._dispatcher.unsettled() and not self._reports:
+                return True
+            return self._stop_deadline is not None and self.clock.monotonic() >= self._stop_deadline
+        if self._idle_too_long():
+            log.info("idle for %.0fs (max idle): exiting", self.settings.max_idle)
+            return True
+        if self.settings.drain and not self._dispatcher.in_flight and not self._reports:
+            try:
+                pending: int = await self._bridge.call_store(self._store.pending_count, self.settings.queues)
+            except Exception:
+                log.exception("could not count pending runs; will ask again")
+                return False
+            return pending == 0
+        return False
+
+    async def _wait(self, woken: asyncio.Event, result: CycleResult | None) -> bool:
+        """Sleep until woken, a run falls due, the stop deadline or the backstop poll; returns
+        whether the next turn must read the store (polled, or woken from outside)."""
+        timeout = self.settings.poll_interval
+        if result is not None and result.next_due_in is not None:
+            timeout = min(timeout, max(0.0, result.next_due_in) + 0.001)
+        if self._stopping and self._stop_deadline is not None:
+            timeout = min(timeout, max(0.0, self._stop_deadline - self.clock.monotonic()))
+        try:
+            await asyncio.wait_for(woken.wait(), timeout)
+            timed_out = False
+        except TimeoutError:
+            timed_out = True  # the backstop poll
+        look = timed_out or self._external_wake
+        self._external_wake = False
+        return look
+
+    def _apply(self, result: CycleResult, sent: float) -> None:
+        for fence in result.fenced_out:
+            log.warning("run %s attempt %s was taken over; its outcome was discarded", *fence)
+        self._dispatcher.cancel(result.cancel_requested)
+        for run in result.claimed:
+            self._dispatcher.dispatch(run, sent)
+
+    def _idle_too_long(self) -> bool:
+        if self._dispatcher.in_flight or self._reports:
+            self._idle_since = self.clock.monotonic()
+            return False
+        max_idle = self.settings.max_idle
+        return max_idle is not None and self.clock.monotonic() - self._idle_since >= max_idle
+
+    async def _check_overflow(self) -> None:
+        """Full, and woken or polled: if eligible runs wait for a worker, tell the autoscaler."""
+        try:
+            backlog = await self._bridge.call_store(
+                self._store.check_overflow, self.id, self.settings.queues, self.settings.overflow_interval
+            )
+        except Exception:
+            log.exception("overflow check failed")
+            return
+        if backlog is None:
+            return
+        OVERFLOW_SIGNALS.inc()
+        log.warning("capacity overflow: %d eligible runs wait while every worker is full", backlog)
+        for callback in self._on_overflow:
+            try:
+                callback(backlog)
+            except Exception:  # an autoscaler's failure never breaks dispatch
+                log.exception("on_overflow callback failed")
+
+    # --- what maintenance asks of the worker (`maintenance.LeaseHolder`) ---------------
+
+    def register(self) -> int:
+        """Join the worker registry (rank for the fill order, liveness for orphan recovery)."""
+        settings = self.settings
+        return self._store.register_worker(
+            self.id, settings.max_workers, settings.queues, settings.fill_order, settings.lease_duration
+        )
+
+    def leases(self) -> dict[Fence, float]:
+        return self._dispatcher.leases()
+
+    def lost_leases(self, fences: Sequence[Fence], reason: str = "lease lost") -> None:
+        self._dispatcher.lost_leases(fences, reason)
+
+    def resume_claims(self) -> None:
+        """From the maintenance thread: a heartbeat landed after a lapse, so claims may go on."""
+        self._external_wake = True
+        self._bridge.wake_threadsafe()
+
+    def _alive(self) -> bool:
+        """False while this worker's heartbeat could have lapsed in the store (renewals failing or
+        hanging): a run claimed now could be rescued from it at once, so it claims none, and asks
+        for a heartbeat at once (`resume_claims` wakes it when one lands)."""
+        if self._maintenance is None or self._maintenance.heartbeat_alive():
+            return True
+        self._maintenance.renew_now()
+        return False
+
+    # --- stopping ---------------------------------------------------------------------
+
+    def _on_signal(self) -> None:
+        if self._stopping:
+            log.warning("second signal: handing back in-flight runs now")
+            self._begin_stop(0.0)
+        else:
+            grace = self.settings.shutdown_grace
+            log.info("stopping: finishing %d in-flight runs (grace %.0fs)", self._dispatcher.in_flight, grace)
+            self._begin_stop(self.settings.shutdown_grace)
+
+    def _begin_stop(self, grace: float) -> None:
+        deadline = self.clock.monotonic() + grace
+        if self._stop_deadline is None or deadline < self._stop_deadline:
+            self._stop_deadline = deadline
+        self._stopping = True
+        self._bridge.wake()
+
+    async def _hand_back_unsettled(self) -> None:
+        unsettled = self._dispatcher.unsettled_attempts()
+        starts, outcomes = self._reports.take()
+        if starts or outcomes:
+            settings = self.settings
+            try:
+                await self._bridge.call_store(
+                    self._store.cycle, self.id, settings.queues, starts, outcomes, 0, settings.lease_duration
+                )
+            except Exception:
+                log.exception("could not record the last outcomes; their leases will expire and be recovered")
+        if not unsettled:
+            return
+        self._dispatcher.give_up(unsettled, "worker shutting down")
+        try:
+            await self._bridge.call_store(self._store.hand_back, self.id, [attempt.fence for attempt in unsettled])
+        except Exception:
+            log.exception("could not hand back in-flight runs; their leases will expire and be recovered")
+
+    def _on_notification(self) -> None:
+        """From the store's listener thread: something changed that this worker may act on."""
+        self._external_wake = True
+        self._bridge.wake_threadsafe()

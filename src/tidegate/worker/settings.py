@@ -1,0 +1,41 @@
+"""A worker's settings: what it serves, how much at once, and its timings.
+
+Defaults come from the one table in `domain.tunables`, so a worker built
+directly agrees with one built by `App.worker` (which reads the environment).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tidegate.domain.errors import ConfigurationError
+from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD
+from tidegate.domain.tunables import DEFAULT_MAX_WORKERS, MIN_LEASE, default_seconds, sweep_interval_for
+from tidegate.engine.pools import ClaimPolicy
+
+_DEFAULT_LEASE = default_seconds("TIDEGATE_LEASE_DURATION")
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    queues: tuple[str, ...]
+    max_workers: int = DEFAULT_MAX_WORKERS
+    drain: bool = False
+    lease_duration: float = _DEFAULT_LEASE
+    poll_interval: float = default_seconds("TIDEGATE_POLL_INTERVAL")
+    sweep_interval: float = sweep_interval_for(_DEFAULT_LEASE)  # App.worker derives it from the lease given
+    cancel_grace: float = default_seconds("TIDEGATE_CANCEL_GRACE")
+    shutdown_grace: float = default_seconds("TIDEGATE_SHUTDOWN_GRACE")
+    claim_policy: ClaimPolicy = field(default_factory=ClaimPolicy)  # how workflow steps wait for pool slots
+    fill_order: bool = False
+    max_idle: float | None = None  # exit after this long with nothing to do
+    overflow_interval: float = default_seconds("TIDEGATE_OVERFLOW_INTERVAL")
+    max_payload: int = DEFAULT_MAX_PAYLOAD  # a larger result fails its attempt instead of being stored
+
+    def __post_init__(self) -> None:
+        if not self.queues:
+            raise ConfigurationError("a worker needs at least one queue (no task is registered and none was given)")
+        if self.max_workers < 1:
+            raise ConfigurationError(f"max_workers must be >= 1, got {self.max_workers}")
+        if self.lease_duration < MIN_LEASE:
+            raise ConfigurationError(f"lease duration must be at least 300ms, got {self.lease_duration}s")
