@@ -43,7 +43,9 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def parse_options(doc: str | None, runs: int | None, extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+def parse_options(
+    doc: str | None, runs: int | None, extra: Callable[[argparse.ArgumentParser], None] | None = None
+) -> argparse.Namespace:
     """The options every benchmark takes (--repeat, --backends, and --runs when it drains a count)."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     if runs is not None:

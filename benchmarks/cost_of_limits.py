@@ -85,7 +85,9 @@ def measure(backend: str, runs: int) -> dict[str, float]:
 def main() -> None:
     options = parse_options(__doc__, runs=10_000)
     results: dict[str, dict[str, float]] = {}
-    for backend, samples in repeated(options.backends, options.repeat, lambda b: measure(b, options.runs), console).items():
+    for backend, samples in repeated(
+        options.backends, options.repeat, lambda b: measure(b, options.runs), console
+    ).items():
         figures = medians(samples)
         figures["limited_blocked"] = max(sample["limited_blocked"] for sample in samples)
         figures["ratio"] = median([s["limited_drain"] / s["unlimited_drain"] for s in samples])

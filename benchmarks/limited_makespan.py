@@ -91,7 +91,9 @@ def main() -> None:
     options = parse_options(__doc__, runs=400)
     ideal = options.runs * MAKESPAN_SLEEP / MAKESPAN_LIMIT
     results: dict[str, dict[str, float]] = {}
-    for backend, samples in repeated(options.backends, options.repeat, lambda b: measure(b, options.runs), console).items():
+    for backend, samples in repeated(
+        options.backends, options.repeat, lambda b: measure(b, options.runs), console
+    ).items():
         figures = medians(samples)
         for key in ("slot_concurrency", "exec_concurrency", "baseline_concurrency"):
             figures[key] = max(sample[key] for sample in samples)

@@ -165,7 +165,7 @@ def stop_worker(worker: subprocess.Popen[bytes]) -> None:
 def query(url: str, sql_sqlite: str, sql_postgres: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Rows of a read-only query; times come back as epoch seconds on both backends."""
     if url.startswith("sqlite"):
-        connection = sqlite3.connect(url[len("sqlite:///"):], timeout=30)
+        connection = sqlite3.connect(url[len("sqlite:///") :], timeout=30)
         try:
             return connection.execute(sql_sqlite, params).fetchall()
         finally:
@@ -195,7 +195,7 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process (all its threads), from /proc/PID/stat."""
     stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14 and 15)
 
 

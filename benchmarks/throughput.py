@@ -81,7 +81,7 @@ def claim_window(url: str) -> tuple[float, float, int]:
     where = "type IN ('RunDequeued', 'RunCompleted') AND run_id IN (SELECT id FROM tidegate_runs WHERE queue = 'bench')"
     count = "SELECT count(*) FROM tidegate_runs WHERE queue = 'bench' AND status = 'completed'"
     if url.startswith("sqlite"):
-        with sqlite3.connect(url[len("sqlite:///"):]) as connection:
+        with sqlite3.connect(url[len("sqlite:///") :]) as connection:
             first, last = connection.execute(f"SELECT min(at), max(at) FROM tidegate_events WHERE {where}").fetchone()
             completed = connection.execute(count).fetchone()[0]
         return first, last, completed

@@ -128,9 +128,12 @@ def measure(backend: str, steps: int) -> dict[str, float]:
 
 
 def main() -> None:
-    options = parse_options(__doc__, runs=None, extra=lambda parser: parser.add_argument("--steps", type=int, default=200))
+    options = parse_options(
+        __doc__, runs=None, extra=lambda parser: parser.add_argument("--steps", type=int, default=200)
+    )
     ideal = options.steps * SLEEP / POOL_LIMIT
     warm()
+
     def measure_either(backend: str) -> dict[str, float]:
         return measure_floor(options.steps) if backend == FLOOR else measure(backend, options.steps)
 

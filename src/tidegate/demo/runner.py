@@ -159,7 +159,10 @@ def _plan_runs(count: int) -> Iterator[Planned]:
         elif roll < 0.95:
             task, args = "fetch_quote", {"symbol": rng.choice(symbols)}
         else:
-            task, args = "nightly_report", {"days": [f"2026-11-{day:02d}" for day in range(number % 20 + 1, number % 20 + 5)]}
+            task, args = (
+                "nightly_report",
+                {"days": [f"2026-11-{day:02d}" for day in range(number % 20 + 1, number % 20 + 5)]},
+            )
         yield task, args, PRIORITY if rng.random() < PRIORITY_SHARE else 0, tags
 
 

@@ -151,10 +151,12 @@ def check_partition_form(key: str, partition: Partition) -> None:
         names.append(name)
     expected = ["kind"] if partition.by_kind else []
     if partition.by_args == ():
-        arg_names = names[len(expected):]
+        arg_names = names[len(expected) :]
         if names[: len(expected)] == expected and arg_names == sorted(set(arg_names)) and "kind" not in arg_names:
             return
-        form = "kind=TASK,NAME=VALUE,... (arg names sorted)" if partition.by_kind else "NAME=VALUE,... (arg names sorted)"
+        form = (
+            "kind=TASK,NAME=VALUE,... (arg names sorted)" if partition.by_kind else "NAME=VALUE,... (arg names sorted)"
+        )
         raise ConfigurationError(f"override {key!r} does not name a partition of this queue: expected {form}")
     expected += list(partition.by_args or ())
     unknown = [name for name in names if name not in expected]

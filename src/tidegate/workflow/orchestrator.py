@@ -221,7 +221,9 @@ class WorkflowRun:
         attempt = 1
         while True:
             # A retried item lost its window slot when its failure was recorded: it claims it again.
-            window = {} if item is None or attempt == 1 else {fanout_scope(self._scope.run_id, item.node.key): item.window}
+            window = (
+                {} if item is None or attempt == 1 else {fanout_scope(self._scope.run_id, item.node.key): item.window}
+            )
             try:
                 return await self._execute_once(step, key, args, kwargs, item, window)
             except StepFencedOut:
@@ -233,7 +235,9 @@ class WorkflowRun:
                 delay = retry_delay(attempt, step.max_attempts, step.retry_backoff, random.random())
                 if delay is None or self._scope.stopping.is_set():
                     raise StepError(key, text) from None
-                log.info("step %s of run %s failed (try %d); retrying in %.2fs", key, self._scope.run_id, attempt, delay)
+                log.info(
+                    "step %s of run %s failed (try %d); retrying in %.2fs", key, self._scope.run_id, attempt, delay
+                )
                 attempt += 1
                 await asyncio.sleep(delay)
 
@@ -256,7 +260,11 @@ class WorkflowRun:
                 # The start is recorded while the function starts, not before: one store round trip
                 # less per step. It has landed (or refused us) before the outcome is recorded. A step
                 # handed its slots in memory was recorded running by the hand-off's write.
-                started = None if held is not None and held.started_recorded else asyncio.create_task(self._write(start_record))
+                started = (
+                    None
+                    if held is not None and held.started_recorded
+                    else asyncio.create_task(self._write(start_record))
+                )
                 try:
                     try:
                         running = asyncio.ensure_future(self._caps.start(step.fn, step.is_async, args, kwargs))
@@ -270,7 +278,9 @@ class WorkflowRun:
                 except StepFencedOut:
                     raise
                 except Exception as error:
-                    await self._finish(StepUpdate(key, StepStatus.FAILED, map_key, index, error=error_text(error)), held)
+                    await self._finish(
+                        StepUpdate(key, StepStatus.FAILED, map_key, index, error=error_text(error)), held
+                    )
                     raise
             await self._finish(StepUpdate(key, StepStatus.COMPLETED, map_key, index, output=output), held)
         return output
@@ -356,4 +366,3 @@ async def _cancel_all(tasks: Mapping[asyncio.Task[Any], Any]) -> None:
         for task in tasks:
             task.cancel()
         raise
-

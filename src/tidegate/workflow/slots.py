@@ -175,7 +175,12 @@ class SlotClaims:
         await held.settled()
         turn = held.turn
         waiter = turn.next_waiter()
-        if waiter is not None and update.status is StepStatus.COMPLETED and not turn.shared and not held.claim.lost.is_set():
+        if (
+            waiter is not None
+            and update.status is StepStatus.COMPLETED
+            and not turn.shared
+            and not held.claim.lost.is_set()
+        ):
             return await self._hand_on(held, waiter, update)
         successor = None if waiter is None else waiter.request
         generation = self._guard.generation()
@@ -248,13 +253,20 @@ class SlotClaims:
                 try:
                     full_at, turn.full_at = turn.full_at, None
                     return await ask(
-                        fence, worker_id, request.step_key, request.needs, request.fixed_limits,
-                        handed=waiter.handed, full_at=full_at,
+                        fence,
+                        worker_id,
+                        request.step_key,
+                        request.needs,
+                        request.fixed_limits,
+                        handed=waiter.handed,
+                        full_at=full_at,
                     )
                 finally:
                     turn.lock.release()
             # Handed its slots while queued: no store call.
-            return await ask(fence, worker_id, request.step_key, request.needs, request.fixed_limits, handed=waiter.handed)
+            return await ask(
+                fence, worker_id, request.step_key, request.needs, request.fixed_limits, handed=waiter.handed
+            )
         except BaseException:
             waiter.on_its_way.set_result(None)
             if waiter.handed.done() and not waiter.handed.cancelled():
@@ -266,9 +278,7 @@ class SlotClaims:
         finally:
             turn.waiters.remove(waiter)
 
-    def _release_later(
-        self, step_key: str, landing: asyncio.Future[None] | None, claim: SlotClaim | None
-    ) -> None:
+    def _release_later(self, step_key: str, landing: asyncio.Future[None] | None, claim: SlotClaim | None) -> None:
         """Give a step's slots back in the background, once a hand-off moving them to it has landed."""
 
         async def release() -> None:
@@ -290,7 +300,9 @@ class SlotClaims:
             self._answers = asyncio.ensure_future(self._answer_asks())
         grants = await asyncio.shield(self._answers)
         if grants is None:
-            raise StepFencedOut(f"step {request.step_key}: run {self._fence[0]} attempt {self._fence[1]} was taken over")
+            raise StepFencedOut(
+                f"step {request.step_key}: run {self._fence[0]} attempt {self._fence[1]} was taken over"
+            )
         return grants[index]
 
     async def _answer_asks(self) -> list[Handed] | None:
