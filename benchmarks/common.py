@@ -11,6 +11,7 @@ import contextlib
 import os
 import statistics
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -74,6 +75,11 @@ def repeated(
 def medians(samples: list[dict[str, float]]) -> dict[str, float]:
     """The median of every figure over the repeats."""
     return {key: median([sample[key] for sample in samples]) for key in samples[0]}
+
+
+def measured_with(command: str) -> str:
+    """The first note of every results file: when, on how many cores, and the command to measure again."""
+    return f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores with `{command}`."
 
 
 def write_markdown(name: str, title: str, header: list[str], rows: list[list[str]], notes: list[str]) -> Path:

@@ -19,13 +19,12 @@ Two worker processes (max_workers=8 each) drain a queue declared with
 from __future__ import annotations
 
 import json
-import os
-import time
 
-from common import fresh_database, medians, parse_options, repeated, write_markdown
-from limits_apps import MAKESPAN_LIMIT, MAKESPAN_SLEEP, build, event_times, query, start_worker, stop_worker
 from rich.console import Console
 from rich.table import Table
+
+from common import fresh_database, measured_with, medians, parse_options, repeated, write_markdown
+from limits_apps import MAKESPAN_LIMIT, MAKESPAN_SLEEP, build, event_times, query, start_worker, stop_worker
 
 PROCESSES = 2
 MAX_WORKERS = 8
@@ -137,7 +136,7 @@ def main() -> None:
         header,
         rows,
         [
-            f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores with `python benchmarks/limited_makespan.py`.",
+            measured_with("python benchmarks/limited_makespan.py"),
             f"Ideal makespan: {options.runs} x {MAKESPAN_SLEEP * 1000:.0f} ms / {MAKESPAN_LIMIT} = {ideal:.2f} s; "
             "the target is ideal / actual >= 0.97.",
             "Makespan runs from the first claim (RunDequeued) to the last completion (RunCompleted) as the database "

@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,74 +36,100 @@ MAKESPAN_LIMIT = 4
 MAKESPAN_SLEEP = 0.05
 
 
+def makespan_app(scenario: str, url: str) -> tidegate.App:
+    """`makespan`: a queue limit of MAKESPAN_LIMIT; `makespan_local`: no gate (the baseline caps concurrency
+    with one worker's max_workers instead)."""
+    app = tidegate.App(url)
+    limit = MAKESPAN_LIMIT if scenario == "makespan" else None
+    app.queue("limited", concurrency=Concurrency(global_limit=limit))
+
+    @app.task(queue="limited", name="sleep50")
+    def sleep50() -> list[float]:
+        started = time.time()
+        time.sleep(MAKESPAN_SLEEP)
+        return [started, time.time()]  # the execution interval, as this process saw it
+
+    return app
+
+
+def cost_app(scenario: str, url: str) -> tidegate.App:
+    """`limited`: the loose global, partition and tag limits of cost_of_limits; `unlimited`: the same task bare."""
+    limited = scenario == "limited"
+    run_queue = (
+        RunQueueConfig(
+            max_concurrent_runs=COST_GLOBAL_CAP,
+            tag_concurrency_limits=[TagConcurrencyLimit("tenant", COST_TAG_LIMIT, per_unique_value=True)],
+        )
+        if limited
+        else None
+    )
+    app = tidegate.App(url, run_queue=run_queue)
+    if limited:
+        partition = Partition(by_args=["customer"])
+        app.queue("cost", concurrency=Concurrency(global_limit=COST_QUEUE_LIMIT, partition=partition))
+
+    @app.task(queue="cost", name="cost_noop")
+    def cost_noop(customer: str = "") -> None:
+        """Does nothing: measures the gates, not the task."""
+
+    return app
+
+
+def backlog_app(scenario: str, url: str) -> tidegate.App:
+    """One slot per partition `p`, so a held partition blocks its whole backlog."""
+    app = tidegate.App(url)
+    app.queue("blocked", concurrency=Concurrency(global_limit=1, partition=Partition(by_args=["p"])))
+
+    @app.task(queue="blocked", name="backlog_noop")
+    def backlog_noop(p: str = "") -> None:
+        """Does nothing."""
+
+    return app
+
+
+def handoff_app(scenario: str, url: str) -> tidegate.App:
+    """One slot: each run can start only once the one before it has freed it."""
+    app = tidegate.App(url)
+    app.queue("handoff", concurrency=Concurrency(global_limit=1))
+
+    @app.task(queue="handoff", name="handoff_noop")
+    def handoff_noop() -> None:
+        """Zero work: the gap between runs is all hand-off."""
+
+    return app
+
+
+def pingpong_app(scenario: str, url: str) -> tidegate.App:
+    """Two queues, one worker process each, behind one global slot: every run submits the next into the other
+    queue, which the other process can only claim once this run's completion has freed the slot."""
+    app = tidegate.App(url, run_queue=RunQueueConfig(max_concurrent_runs=1))
+    app.queue("ping")
+    app.queue("pong")
+
+    @app.task(queue="ping", name="bounce")
+    def bounce(n: int, total: int) -> None:
+        if n + 1 < total:
+            bounce.options(queue="pong" if n % 2 == 0 else "ping").submit(n=n + 1, total=total)
+
+    return app
+
+
+SCENARIOS: dict[str, Callable[[str, str], tidegate.App]] = {
+    "makespan": makespan_app,
+    "makespan_local": makespan_app,
+    "unlimited": cost_app,
+    "limited": cost_app,
+    "backlog": backlog_app,
+    "handoff": handoff_app,
+    "pingpong": pingpong_app,
+}
+
+
 def build(scenario: str, url: str) -> tidegate.App:
     """The app of one scenario against `url`."""
-    if scenario in ("makespan", "makespan_local"):
-        # makespan_local: no gate; the baseline caps concurrency with one worker's max_workers instead.
-        app = tidegate.App(url)
-        limit = MAKESPAN_LIMIT if scenario == "makespan" else None
-        app.queue("limited", concurrency=Concurrency(global_limit=limit))
-
-        @app.task(queue="limited", name="sleep50")
-        def sleep50() -> list[float]:
-            started = time.time()
-            time.sleep(MAKESPAN_SLEEP)
-            return [started, time.time()]  # the execution interval, as this process saw it
-
-        return app
-    if scenario in ("unlimited", "limited"):
-        limited = scenario == "limited"
-        run_queue = (
-            RunQueueConfig(
-                max_concurrent_runs=COST_GLOBAL_CAP,
-                tag_concurrency_limits=[TagConcurrencyLimit("tenant", COST_TAG_LIMIT, per_unique_value=True)],
-            )
-            if limited
-            else None
-        )
-        app = tidegate.App(url, run_queue=run_queue)
-        if limited:
-            partition = Partition(by_args=["customer"])
-            app.queue("cost", concurrency=Concurrency(global_limit=COST_QUEUE_LIMIT, partition=partition))
-
-        @app.task(queue="cost", name="cost_noop")
-        def cost_noop(customer: str = "") -> None:
-            """Does nothing: measures the gates, not the task."""
-
-        return app
-    if scenario == "backlog":
-        app = tidegate.App(url)
-        app.queue("blocked", concurrency=Concurrency(global_limit=1, partition=Partition(by_args=["p"])))
-
-        @app.task(queue="blocked", name="backlog_noop")
-        def backlog_noop(p: str = "") -> None:
-            """Does nothing."""
-
-        return app
-    if scenario == "handoff":
-        app = tidegate.App(url)
-        app.queue("handoff", concurrency=Concurrency(global_limit=1))
-
-        @app.task(queue="handoff", name="handoff_noop")
-        def handoff_noop() -> None:
-            """Zero work: the gap between runs is all hand-off."""
-
-        return app
-    if scenario == "pingpong":
-        # Two queues, one worker process each, behind one global slot: every
-        # run submits the next into the other queue, which the other process
-        # can only claim once this run's completion has freed the slot.
-        app = tidegate.App(url, run_queue=RunQueueConfig(max_concurrent_runs=1))
-        app.queue("ping")
-        app.queue("pong")
-
-        @app.task(queue="ping", name="bounce")
-        def bounce(n: int, total: int) -> None:
-            if n + 1 < total:
-                bounce.options(queue="pong" if n % 2 == 0 else "ping").submit(n=n + 1, total=total)
-
-        return app
-    raise SystemExit(f"unknown scenario {scenario!r}")
+    if scenario not in SCENARIOS:
+        raise SystemExit(f"unknown scenario {scenario!r}")
+    return SCENARIOS[scenario](scenario, url)
 
 
 def start_worker(

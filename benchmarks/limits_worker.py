@@ -28,9 +28,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from limits_apps import build  # noqa: E402
-
-from tidegate.app.settings import duration_setting  # noqa: E402
+from limits_apps import build
+from tidegate.app.settings import duration_setting
 
 
 class SilentListener:

@@ -26,14 +26,14 @@ floor / actual (1.0: tidegate costs nothing on top of the pool).
 from __future__ import annotations
 
 import asyncio
-import os
 import time
+from collections.abc import Callable
 
-from common import fresh_database, medians, parse_options, repeated, write_markdown
 from rich.console import Console
 from rich.table import Table
 
 import tidegate
+from common import fresh_database, measured_with, medians, parse_options, repeated, write_markdown
 from tidegate import Executor, Workflow
 from tidegate.workflow.executors import process_pool
 
@@ -75,7 +75,9 @@ def build(url: str) -> tuple[tidegate.App, tidegate.Task]:
     return app, makespan
 
 
-def floor_step():  # noqa: ANN201 - built in a function so cloudpickle ships it by value, as it ships the steps
+def floor_step() -> Callable[[int], list[float]]:
+    """The steps' body, built in a function so cloudpickle ships it by value, as it ships the steps."""
+
     def sleep50(n: int) -> list[float]:
         started = time.monotonic()
         time.sleep(SLEEP)
@@ -181,8 +183,7 @@ def main() -> None:
         header,
         rows,
         [
-            f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores with "
-            f"`python benchmarks/workflow_makespan.py --steps {options.steps} --repeat {options.repeat}`.",
+            measured_with(f"python benchmarks/workflow_makespan.py --steps {options.steps} --repeat {options.repeat}"),
             f"Ideal makespan: {options.steps} x {SLEEP * 1000:.0f} ms / {POOL_LIMIT} = {ideal:.2f} s; the aim is "
             "ideal / actual >= 0.95.",
             "Makespan runs from the first step's start to the last step's end as the steps measured them; the run's "

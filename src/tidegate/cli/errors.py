@@ -19,7 +19,6 @@ from tidegate.cli.render import stderr
 from tidegate.domain.errors import AdmissionRejected, RunCanceled, RunFailed, TidegateError
 from tidegate.storage.urls import masked
 
-
 EX_TEMPFAIL = 75  # sysexits.h: temporary failure, the caller should retry
 
 

@@ -15,6 +15,7 @@ each get their cap of the shared pool rather than a cap between them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -220,7 +221,5 @@ def _on_daemon_thread(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dic
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
-    try:
+    with contextlib.suppress(RuntimeError):  # the worker's loop has closed: nobody waits for this step any more
         loop.call_soon_threadsafe(fn, *args)
-    except RuntimeError:
-        pass  # the worker's loop has closed: nobody waits for this step any more

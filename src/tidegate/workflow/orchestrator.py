@@ -253,7 +253,7 @@ class WorkflowRun:
         """One try: claim pools (and a retried item's window slot), take an executor slot, run, record."""
         map_key = None if item is None else item.node.key
         index = None if item is None else item.index
-        needs = {**step.pool_needs, **{scope: 1 for scope in window}}
+        needs = {**step.pool_needs, **dict.fromkeys(window, 1)}
         start_record = StepUpdate(key, StepStatus.RUNNING, map_key, index)
         async with self._claims.holding(start_record, needs, window) as held:
             async with self._caps.slot(step.is_async, urgent=bool(needs)):
@@ -297,7 +297,8 @@ class WorkflowRun:
                 if not running.done():
                     await _stop(running)
                     raise SlotsLost(
-                        "its pool slots were lost while it ran (freed, or their lease about to run out: renewals failed)"
+                        "its pool slots were lost while it ran"
+                        " (freed, or their lease about to run out: renewals failed)"
                     )
                 lost.cancel()
             return await asyncio.shield(running)

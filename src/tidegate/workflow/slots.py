@@ -129,6 +129,7 @@ class SlotClaims:
         self._answers: asyncio.Future[list[Handed] | None] | None = None  # the batch being gathered
         self._landings: dict[str, asyncio.Future[None]] = {}  # step key -> the write moving slots to it
         self._holding: set[str] = set()  # steps holding slots claimed through here
+        self._releasing: set[asyncio.Task[None]] = set()  # the loop keeps only weak references to tasks
 
     @asynccontextmanager
     async def holding(
@@ -290,7 +291,9 @@ class SlotClaims:
             else:
                 await asyncio.to_thread(self._store.release_slots, self._fence, step_key)
 
-        asyncio.ensure_future(release())
+        task = asyncio.ensure_future(release())
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
 
     async def _ask_once(self, request: SlotRequest) -> Handed:
         """Join the batch of requests this loop turn gathers; one store transaction answers them all."""
