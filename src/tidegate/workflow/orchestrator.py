@@ -140,11 +140,11 @@ class WorkflowRun:
                 updates.append(StepUpdate(record.step_key, StepStatus.PENDING, record.map_key, record.item_index))
         for key, node in self._dag.nodes.items():
             if isinstance(node, StepNode):
-                record = self._records.get(key)
-                if record is None:
+                checkpoint = self._records.get(key)
+                if checkpoint is None:
                     updates.append(StepUpdate(key, StepStatus.PENDING))
-                elif record.status is StepStatus.COMPLETED:
-                    self._outputs[key] = record.output
+                elif checkpoint.status is StepStatus.COMPLETED:
+                    self._outputs[key] = checkpoint.output
             elif not isinstance(node.items, StepRef):
                 updates.extend(self._new_items(node, node.items))
         await self._write_many(updates)

@@ -105,7 +105,10 @@ class Held:
             if not lost.done():
                 lost.set_result(None)
 
-        self.claim.on_lost.append(lambda: loop.call_soon_threadsafe(resolve))
+        def resolve_on_loop() -> None:  # called on the renewer's thread
+            loop.call_soon_threadsafe(resolve)
+
+        self.claim.on_lost.append(resolve_on_loop)
         if self.claim.lost.is_set():
             resolve()
         return lost
@@ -320,8 +323,9 @@ async def _first_in_line(turn: _Turn, waiter: _Waiter) -> bool:
     """Wait until the waiter is handed slots (False) or is the one to ask the guard (True: it then
     holds the turn's lock)."""
     locking = asyncio.ensure_future(turn.lock.acquire())
+    either: list[asyncio.Future[Any]] = [locking, waiter.handed]
     try:
-        await asyncio.wait([locking, waiter.handed], return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
     except BaseException:
         _drop_lock(turn.lock, locking)
         raise
@@ -331,7 +335,7 @@ async def _first_in_line(turn: _Turn, waiter: _Waiter) -> bool:
     return True
 
 
-def _drop_lock(lock: asyncio.Lock, locking: asyncio.Future[bool]) -> None:
+def _drop_lock(lock: asyncio.Lock, locking: asyncio.Future[Any]) -> None:
     """Stop waiting for `lock`; release it if the wait had already got it."""
     if not locking.cancel() and not locking.cancelled() and locking.exception() is None:
         lock.release()
