@@ -41,6 +41,7 @@ from rich.table import Table
 
 from common import fresh_database, measured_with, median, write_markdown
 from limits_apps import build, idle_cpu_percent, query, start_worker, stop_worker, wait_ready, worker_cycles
+from tidegate import App
 from tidegate.domain.model import Outcome, OutcomeKind
 
 PARTITIONS = 10
@@ -56,7 +57,7 @@ CPU_SECONDS = 2.0
 console = Console()
 
 
-def fill(url: str, size: int, chunk: int) -> tuple[object, float]:
+def fill(url: str, size: int, chunk: int) -> tuple[App, float]:
     """Saturate p0..p9 with one held run each, then queue `size` runs behind them; (app, insert runs/s)."""
     app = build("backlog", url)
     task = app.tasks["backlog_noop"]
@@ -71,8 +72,8 @@ def fill(url: str, size: int, chunk: int) -> tuple[object, float]:
     return app, rate
 
 
-def timed_cycles(app: object, claim_limit: int, calls: int) -> float:
-    store = app.store  # type: ignore[attr-defined]
+def timed_cycles(app: App, claim_limit: int, calls: int) -> float:
+    store = app.store
     store.cycle(DIRECT, ["blocked"], [], [], claim_limit, 30.0)  # warm up: records block reasons once
     times: list[float] = []
     while len(times) < calls and (len(times) < MIN_CALLS or sum(times) < TIME_BUDGET):
@@ -84,10 +85,10 @@ def timed_cycles(app: object, claim_limit: int, calls: int) -> float:
     return statistics.median(times)
 
 
-def timed_eligible_claims(app: object, calls: int) -> float:
+def timed_eligible_claims(app: App, calls: int) -> float:
     """A cycle that finds and claims the one eligible run among the blocked ones."""
-    store = app.store  # type: ignore[attr-defined]
-    task = app.tasks["backlog_noop"]  # type: ignore[attr-defined]
+    store = app.store
+    task = app.tasks["backlog_noop"]
     times: list[float] = []
     while len(times) < calls and (len(times) < MIN_CALLS or sum(times) < TIME_BUDGET):
         task.submit(p=f"direct{len(times)}")
@@ -101,8 +102,8 @@ def timed_eligible_claims(app: object, calls: int) -> float:
     return statistics.median(times)
 
 
-def probe_latencies(url: str, app: object, probes: int, phase: str) -> list[float]:
-    task = app.tasks["backlog_noop"]  # type: ignore[attr-defined]
+def probe_latencies(url: str, app: App, probes: int, phase: str) -> list[float]:
+    task = app.tasks["backlog_noop"]
     latencies = []
     for index in range(probes):
         run_id = task.submit(p=f"probe-{phase}-{index}").id
@@ -131,7 +132,7 @@ def analyze(url: str) -> None:
         connection.execute("ANALYZE tidegate_runs")
 
 
-def measure_phase(url: str, app: object, probes: int, phase: str) -> dict[str, float]:
+def measure_phase(url: str, app: App, probes: int, phase: str) -> dict[str, float]:
     figures = {
         "cycle_1": timed_cycles(app, 1, TIMED_CYCLES),
         "cycle_64": timed_cycles(app, MAX_WORKERS, TIMED_CYCLES),
@@ -168,7 +169,7 @@ def measure_size(backend: str, size: int, probes: int, chunk: int) -> dict[str, 
                 analyze(url)
                 phases["analyzed"] = measure_phase(url, app, probes, "analyzed")
         finally:
-            app.close()  # type: ignore[attr-defined]
+            app.close()
     for figures in phases.values():
         figures["insert"] = insert_rate
     return phases

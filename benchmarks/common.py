@@ -45,7 +45,7 @@ def median(values: list[float]) -> float:
 
 
 def parse_options(
-    doc: str | None, runs: int | None, extra: Callable[[argparse.ArgumentParser], None] | None = None
+    doc: str | None, runs: int | None, extra: Callable[[argparse.ArgumentParser], object] | None = None
 ) -> argparse.Namespace:
     """The options every benchmark takes (--repeat, --backends, and --runs when it drains a count)."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -75,6 +75,16 @@ def repeated(
 def medians(samples: list[dict[str, float]]) -> dict[str, float]:
     """The median of every figure over the repeats."""
     return {key: median([sample[key] for sample in samples]) for key in samples[0]}
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """Most intervals open at once; [start, end) so a hand-off at the same instant is not an overlap."""
+    points = sorted([(end, -1) for _, end in intervals] + [(start, 1) for start, _ in intervals])
+    best = current = 0
+    for _, delta in points:
+        current += delta
+        best = max(best, current)
+    return best
 
 
 def measured_with(command: str) -> str:

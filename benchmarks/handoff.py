@@ -87,12 +87,13 @@ def summary(found: list[float], crossed: float) -> dict[str, float]:
 def completed(url: str, queues: list[str]) -> int:
     marks = ",".join("?" for _ in queues)
     pg_marks = ",".join("%s" for _ in queues)
-    return query(
+    [(count,)] = query(
         url,
         f"SELECT count(*) FROM tidegate_runs WHERE status = 'completed' AND queue IN ({marks})",
         f"SELECT count(*) FROM tidegate_runs WHERE status = 'completed' AND queue IN ({pg_marks})",
         tuple(queues),
-    )[0][0]
+    )
+    return int(count)
 
 
 def wait_completed(url: str, queues: list[str], runs: int, timeout: float) -> None:

@@ -23,22 +23,12 @@ import json
 from rich.console import Console
 from rich.table import Table
 
-from common import fresh_database, measured_with, medians, parse_options, repeated, write_markdown
+from common import fresh_database, max_overlap, measured_with, medians, parse_options, repeated, write_markdown
 from limits_apps import MAKESPAN_LIMIT, MAKESPAN_SLEEP, build, event_times, query, start_worker, stop_worker
 
 PROCESSES = 2
 MAX_WORKERS = 8
 console = Console()
-
-
-def max_overlap(intervals: list[tuple[float, float]]) -> int:
-    """Most intervals open at once; [start, end) so a hand-off at the same instant is not an overlap."""
-    points = sorted([(end, -1) for _, end in intervals] + [(start, 1) for start, _ in intervals])
-    best = current = 0
-    for _, delta in points:
-        current += delta
-        best = max(best, current)
-    return best
 
 
 def drain(url: str, scenario: str, runs: int, processes: int, max_workers: int) -> dict[str, float]:
@@ -69,7 +59,7 @@ def drain(url: str, scenario: str, runs: int, processes: int, max_workers: int) 
     return {
         "makespan": makespan,
         "slot_concurrency": max_overlap([(claims[run], completions[run]) for run in claims]),
-        "exec_concurrency": max_overlap(executions),  # type: ignore[arg-type]
+        "exec_concurrency": max_overlap(executions),
         "per_run": makespan * MAKESPAN_LIMIT / runs,
     }
 

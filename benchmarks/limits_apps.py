@@ -192,11 +192,11 @@ def stop_worker(worker: subprocess.Popen[bytes]) -> None:
 def query(url: str, sql_sqlite: str, sql_postgres: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Rows of a read-only query; times come back as epoch seconds on both backends."""
     if url.startswith("sqlite"):
-        connection = sqlite3.connect(url[len("sqlite:///") :], timeout=30)
+        embedded = sqlite3.connect(url[len("sqlite:///") :], timeout=30)
         try:
-            return connection.execute(sql_sqlite, params).fetchall()
+            return embedded.execute(sql_sqlite, params).fetchall()
         finally:
-            connection.close()
+            embedded.close()
     with psycopg.connect(url) as connection:
         return connection.execute(sql_postgres, params).fetchall()
 
@@ -213,7 +213,7 @@ def event_times(url: str, queue: str, kinds: tuple[str, ...]) -> list[tuple[str,
         "SELECT e.run_id, e.type, extract(epoch FROM e.at)::float8, e.metadata->>'worker' FROM tidegate_events e "
         f"JOIN tidegate_runs r ON r.id = e.run_id WHERE r.queue = %s AND e.type IN ({pg_placeholders}) ORDER BY e.id"
     )
-    return [tuple(row) for row in query(url, sqlite_sql, pg_sql, (queue, *kinds))]  # type: ignore[misc]
+    return [(run, kind, at, worker) for run, kind, at, worker in query(url, sqlite_sql, pg_sql, (queue, *kinds))]
 
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

@@ -80,7 +80,7 @@ def measure(backend: str, processes: int, limit: int, seconds: float, baseline: 
         ]
         for child in children:
             child.start()
-        total = sum(out.get(timeout=seconds + 120) for _ in children)
+        total: int = sum(out.get(timeout=seconds + 120) for _ in children)
         for child in children:
             child.join(30)
     return total / seconds

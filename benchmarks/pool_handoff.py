@@ -64,7 +64,7 @@ class NoWakeups:
 def taker(url: str, fence: tuple[str, int], me: int, turns: int, wakeups: bool, turn: Any, out: Any) -> None:
     """Take the slot on every other turn; put [(acquired, release called)] for the turns taken."""
     store = open_store(url, migrate=False)
-    guard = PoolGuard(store if wakeups else NoWakeups(store), ClaimPolicy())  # type: ignore[arg-type]
+    guard = PoolGuard(store if wakeups else NoWakeups(store), ClaimPolicy())
     needs = pool_needs({POOL: 1})
     held = []
     try:

@@ -86,11 +86,11 @@ def claim_window(url: str) -> tuple[float, float, int]:
             completed = connection.execute(count).fetchone()[0]
         return first, last, completed
     with psycopg.connect(url) as connection:
-        first, last = connection.execute(
+        [(first, last)] = connection.execute(
             "SELECT extract(epoch FROM min(at))::float8, extract(epoch FROM max(at))::float8"
             f" FROM tidegate_events WHERE {where}"
-        ).fetchone()
-        completed = connection.execute(count).fetchone()[0]
+        ).fetchall()
+        [(completed,)] = connection.execute(count).fetchall()
     return first, last, completed
 
 

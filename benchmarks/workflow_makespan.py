@@ -33,8 +33,8 @@ from rich.console import Console
 from rich.table import Table
 
 import tidegate
-from common import fresh_database, measured_with, medians, parse_options, repeated, write_markdown
-from tidegate import Executor, Workflow
+from common import fresh_database, max_overlap, measured_with, medians, parse_options, repeated, write_markdown
+from tidegate import Executor, StepRef, Workflow
 from tidegate.workflow.executors import process_pool
 
 POOL = "bench"
@@ -43,16 +43,6 @@ MAX_WORKERS = 8
 SLEEP = 0.05
 FLOOR = "loky floor (no tidegate)"
 console = Console()
-
-
-def max_overlap(intervals: list[tuple[float, float]]) -> int:
-    """Most intervals open at once; [start, end) so a hand-off at the same instant is not an overlap."""
-    points = sorted([(end, -1) for _, end in intervals] + [(start, 1) for start, _ in intervals])
-    best = current = 0
-    for _, delta in points:
-        current += delta
-        best = max(best, current)
-    return best
 
 
 def build(url: str) -> tuple[tidegate.App, tidegate.Task]:
@@ -65,7 +55,7 @@ def build(url: str) -> tuple[tidegate.App, tidegate.Task]:
         return [started, time.monotonic()]
 
     @app.workflow(name="bench.makespan", queue="bench", executor=Executor.parallel(max_workers=MAX_WORKERS))
-    def makespan(wf: Workflow, steps: int):
+    def makespan(wf: Workflow, steps: int) -> StepRef:
         return wf.step(collect, [wf.step(sleep50, n) for n in range(steps)])
 
     @app.step

@@ -20,6 +20,7 @@ from chaos import history
 from chaos.apps import LIMITS, PARTITIONS
 from chaos.cluster import Cluster
 from chaos.harness import Harness
+from tidegate.domain.model import RunStatus
 from tidegate.storage.postgres.listener import APPLICATION_NAME as LISTENER_NAME
 
 DRAIN_TIMEOUT = 90.0
@@ -158,7 +159,7 @@ def zombie(harness: Harness, rng: random.Random) -> Result:
         lambda: any(e.get("run") == run.id and e["kind"] == "end" and e["pid"] == first.pid for e in harness.entries()),
         15,
     )
-    _wait(lambda: str(harness.status(run.id).value) != "running", 60)  # type: ignore[union-attr]
+    _wait(lambda: harness.status(run.id) not in (None, RunStatus.RUNNING), 60)
     record = harness.app.store.get_run(run.id)
     return finish(
         harness,
@@ -228,7 +229,7 @@ def listen(harness: Harness, rng: random.Random, cluster: Cluster) -> Result:
             begun = time.monotonic()
             run = harness.app.tasks["chaos.sleep"].submit(p=1, ms=10)
             submitted.append(run.id)
-            _wait(lambda run=run: any(e.get("run") == run.id for e in harness.entries()), 60)
+            _wait(_picked_up(harness, run.id), 60)
             latencies.append(time.monotonic() - begun)  # baseline, killed, frozen
         finally:
             for pid in frozen:
@@ -252,6 +253,11 @@ def _resume_delay(harness: Harness, accepting_at: float, timeout: float = 30.0) 
     _wait(lambda: any(e["kind"] == "start" and e["t"] > accepting_at for e in harness.entries()), timeout)
     later = [e["t"] for e in harness.entries() if e["kind"] == "start" and e["t"] > accepting_at]
     return min(later, default=accepting_at + timeout) - accepting_at
+
+
+def _picked_up(harness: Harness, run_id: str) -> Callable[[], bool]:
+    """Whether the task log shows `run_id` started (a predicate for `_wait`)."""
+    return lambda: any(entry.get("run") == run_id for entry in harness.entries())
 
 
 def _wait(predicate: Callable[[], Any], timeout: float) -> bool:
