@@ -32,16 +32,16 @@ latency is <= 2x at 100,000. Medians over --repeat.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 
 import psycopg
-from common import fresh_database, median, write_markdown
-from limits_apps import build, idle_cpu_percent, query, start_worker, stop_worker, wait_ready, worker_cycles
 from rich.console import Console
 from rich.table import Table
 
+from common import fresh_database, measured_with, median, write_markdown
+from limits_apps import build, idle_cpu_percent, query, start_worker, stop_worker, wait_ready, worker_cycles
+from tidegate import App
 from tidegate.domain.model import Outcome, OutcomeKind
 
 PARTITIONS = 10
@@ -57,7 +57,7 @@ CPU_SECONDS = 2.0
 console = Console()
 
 
-def fill(url: str, size: int, chunk: int) -> tuple[object, float]:
+def fill(url: str, size: int, chunk: int) -> tuple[App, float]:
     """Saturate p0..p9 with one held run each, then queue `size` runs behind them; (app, insert runs/s)."""
     app = build("backlog", url)
     task = app.tasks["backlog_noop"]
@@ -72,8 +72,8 @@ def fill(url: str, size: int, chunk: int) -> tuple[object, float]:
     return app, rate
 
 
-def timed_cycles(app: object, claim_limit: int, calls: int) -> float:
-    store = app.store  # type: ignore[attr-defined]
+def timed_cycles(app: App, claim_limit: int, calls: int) -> float:
+    store = app.store
     store.cycle(DIRECT, ["blocked"], [], [], claim_limit, 30.0)  # warm up: records block reasons once
     times: list[float] = []
     while len(times) < calls and (len(times) < MIN_CALLS or sum(times) < TIME_BUDGET):
@@ -85,10 +85,10 @@ def timed_cycles(app: object, claim_limit: int, calls: int) -> float:
     return statistics.median(times)
 
 
-def timed_eligible_claims(app: object, calls: int) -> float:
+def timed_eligible_claims(app: App, calls: int) -> float:
     """A cycle that finds and claims the one eligible run among the blocked ones."""
-    store = app.store  # type: ignore[attr-defined]
-    task = app.tasks["backlog_noop"]  # type: ignore[attr-defined]
+    store = app.store
+    task = app.tasks["backlog_noop"]
     times: list[float] = []
     while len(times) < calls and (len(times) < MIN_CALLS or sum(times) < TIME_BUDGET):
         task.submit(p=f"direct{len(times)}")
@@ -102,8 +102,8 @@ def timed_eligible_claims(app: object, calls: int) -> float:
     return statistics.median(times)
 
 
-def probe_latencies(url: str, app: object, probes: int, phase: str) -> list[float]:
-    task = app.tasks["backlog_noop"]  # type: ignore[attr-defined]
+def probe_latencies(url: str, app: App, probes: int, phase: str) -> list[float]:
+    task = app.tasks["backlog_noop"]
     latencies = []
     for index in range(probes):
         run_id = task.submit(p=f"probe-{phase}-{index}").id
@@ -132,7 +132,7 @@ def analyze(url: str) -> None:
         connection.execute("ANALYZE tidegate_runs")
 
 
-def measure_phase(url: str, app: object, probes: int, phase: str) -> dict[str, float]:
+def measure_phase(url: str, app: App, probes: int, phase: str) -> dict[str, float]:
     figures = {
         "cycle_1": timed_cycles(app, 1, TIMED_CYCLES),
         "cycle_64": timed_cycles(app, MAX_WORKERS, TIMED_CYCLES),
@@ -169,7 +169,7 @@ def measure_size(backend: str, size: int, probes: int, chunk: int) -> dict[str, 
                 analyze(url)
                 phases["analyzed"] = measure_phase(url, app, probes, "analyzed")
         finally:
-            app.close()  # type: ignore[attr-defined]
+            app.close()
     for figures in phases.values():
         figures["insert"] = insert_rate
     return phases
@@ -178,44 +178,44 @@ def measure_size(backend: str, size: int, probes: int, chunk: int) -> dict[str, 
 PHASE_LABELS = {"inserted": "as inserted", "analyzed": "after ANALYZE"}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="0,10000,100000")
-    parser.add_argument("--probes", type=int, default=5)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--backends", default="sqlite,postgres")
-    parser.add_argument("--chunk", type=int, default=CHUNK, help="runs per submit_many when filling the backlog")
-    options = parser.parse_args()
-    sizes = [int(size) for size in options.sizes.split(",")]
-    if sizes[0] != 0:
-        sizes.insert(0, 0)  # the empty case is the baseline
-    results: dict[tuple[str, str, int], dict[str, float]] = {}
-    for backend in options.backends.split(","):
-        samples: dict[int, list[dict[str, dict[str, float]]]] = {size: [] for size in sizes}
-        for attempt in range(options.repeat):
-            for size in sizes:
-                console.print(f"[dim]{backend}: run {attempt + 1} of {options.repeat}, backlog {size:,}[/]")
-                samples[size].append(measure_size(backend, size, options.probes, options.chunk))
-                for phase, figures in samples[size][-1].items():
-                    console.print(f"[dim]  {phase}: { {key: round(value, 5) for key, value in figures.items()} }[/]")
-        for phase in samples[sizes[0]][0]:
-            for size in sizes:
-                runs = [sample[phase] for sample in samples[size]]
-                results[(backend, phase, size)] = {key: median([run[key] for run in runs]) for key in runs[0]}
-    header = [
-        "backend",
-        "statistics",
-        "blocked backlog",
-        "probe: submit to claim",
-        "vs empty",
-        "claim txn, limit 1, none eligible",
-        "claim txn, limit 64, none eligible",
-        "claim txn, limit 1, one eligible",
-        "vs empty",
-        "blocked worker: cycles/s",
-        "blocked worker: CPU",
-        "backlog insert",
-    ]
+Figures = dict[str, float]
+
+
+def measure_backend(backend: str, sizes: list[int], options: argparse.Namespace) -> dict[tuple[str, int], Figures]:
+    """Every backlog size measured `--repeat` times on one backend; the median of each figure per (phase, size)."""
+    samples: dict[int, list[dict[str, Figures]]] = {size: [] for size in sizes}
+    for attempt in range(options.repeat):
+        for size in sizes:
+            console.print(f"[dim]{backend}: run {attempt + 1} of {options.repeat}, backlog {size:,}[/]")
+            samples[size].append(measure_size(backend, size, options.probes, options.chunk))
+            for phase, figures in samples[size][-1].items():
+                console.print(f"[dim]  {phase}: { {key: round(value, 5) for key, value in figures.items()} }[/]")
+    results: dict[tuple[str, int], Figures] = {}
+    for phase in samples[sizes[0]][0]:
+        for size in sizes:
+            runs = [sample[phase] for sample in samples[size]]
+            results[(phase, size)] = {key: median([run[key] for run in runs]) for key in runs[0]}
+    return results
+
+
+HEADER = [
+    "backend",
+    "statistics",
+    "blocked backlog",
+    "probe: submit to claim",
+    "vs empty",
+    "claim txn, limit 1, none eligible",
+    "claim txn, limit 64, none eligible",
+    "claim txn, limit 1, one eligible",
+    "vs empty",
+    "blocked worker: cycles/s",
+    "blocked worker: CPU",
+    "backlog insert",
+]
+
+
+def table_rows(results: dict[tuple[str, str, int], Figures]) -> list[list[str]]:
+    """One row per (backend, phase, size), with its ratios to the empty backlog of the same backend and phase."""
     rows = []
     for (backend, phase, size), f in results.items():
         empty = results[(backend, phase, 0)]
@@ -235,41 +235,60 @@ def main() -> None:
                 f"{f['insert']:,.0f} runs/s" if size else "-",
             ]
         )
+    return rows
+
+
+def notes(options: argparse.Namespace) -> list[str]:
+    """What each column measures, written under the results table."""
+    return [
+        measured_with("python benchmarks/blocked_backlog.py"),
+        f"Queue partitioned by `p` with global_limit=1; p0..p{PARTITIONS - 1} each held by a run with a one-hour "
+        f"lease; the backlog is queued evenly behind them (`submit_many`, {options.chunk:,} runs a call), so none "
+        "of it may start.",
+        f"Probe: one worker process (max_workers={MAX_WORKERS}); one run of a free partition is submitted at a "
+        "time, and the time from its RunQueued to its RunDequeued event (database timestamps) is the median over "
+        "the probes. The target is <= 2x the empty case at 100,000.",
+        "Claim txn: one `store.cycle` in the benchmark process with no worker running, median of up to "
+        f"{TIMED_CYCLES} calls (none eligible) or {TIMED_CLAIMS} claims (one eligible run submitted before each), "
+        f"fewer (at least {MIN_CALLS}) when they take over {TIME_BUDGET:.0f} s.",
+        f"Blocked worker: over {CPU_SECONDS:.0f} s with the backlog queued and nothing eligible, how many store "
+        "cycles the worker process made per second and the % of one core it used (the database server's own "
+        "work is not in that figure).",
+        "PostgreSQL statistics: 'as inserted' measures right after the burst of inserts, before anything analyzed "
+        "the table (autovacuum is turned off on the benchmark schema's runs table so that it cannot do so "
+        "halfway); 'after ANALYZE' measures the same database again after `ANALYZE tidegate_runs`. SQLite keeps "
+        "no statistics unless asked, and tidegate does not ask.",
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="0,10000,100000")
+    parser.add_argument("--probes", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument("--chunk", type=int, default=CHUNK, help="runs per submit_many when filling the backlog")
+    options = parser.parse_args()
+    sizes = [int(size) for size in options.sizes.split(",")]
+    if sizes[0] != 0:
+        sizes.insert(0, 0)  # the empty case is the baseline
+    results = {
+        (backend, phase, size): figures
+        for backend in options.backends.split(",")
+        for (phase, size), figures in measure_backend(backend, sizes, options).items()
+    }
+    rows = table_rows(results)
     title = (
         f"Claiming past a blocked backlog: {PARTITIONS} saturated partitions, "
         f"median of {options.repeat} (probe: median of {options.probes})"
     )
     table = Table(title=title)
-    for column in header:
+    for column in HEADER:
         table.add_column(column, justify="left" if column in ("backend", "statistics") else "right")
     for row in rows:
         table.add_row(*row)
     console.print(table)
-    path = write_markdown(
-        "blocked_backlog",
-        title,
-        header,
-        rows,
-        [
-            f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores with `python benchmarks/blocked_backlog.py`.",
-            f"Queue partitioned by `p` with global_limit=1; p0..p{PARTITIONS - 1} each held by a run with a one-hour "
-            f"lease; the backlog is queued evenly behind them (`submit_many`, {options.chunk:,} runs a call), so none "
-            "of it may start.",
-            f"Probe: one worker process (max_workers={MAX_WORKERS}); one run of a free partition is submitted at a time, "
-            "and the time from its RunQueued to its RunDequeued event (database timestamps) is the median over the "
-            "probes. The target is <= 2x the empty case at 100,000.",
-            "Claim txn: one `store.cycle` in the benchmark process with no worker running, median of up to "
-            f"{TIMED_CYCLES} calls (none eligible) or {TIMED_CLAIMS} claims (one eligible run submitted before each), "
-            f"fewer (at least {MIN_CALLS}) when they take over {TIME_BUDGET:.0f} s.",
-            f"Blocked worker: over {CPU_SECONDS:.0f} s with the backlog queued and nothing eligible, how many store "
-            "cycles the worker process made per second and the % of one core it used (the database server's own "
-            "work is not in that figure).",
-            "PostgreSQL statistics: 'as inserted' measures right after the burst of inserts, before anything analyzed "
-            "the table (autovacuum is turned off on the benchmark schema's runs table so that it cannot do so halfway); "
-            "'after ANALYZE' measures the same database again after `ANALYZE tidegate_runs`. SQLite keeps no "
-            "statistics unless asked, and tidegate does not ask.",
-        ],
-    )
+    path = write_markdown("blocked_backlog", title, HEADER, rows, notes(options))
     console.print(f"written to {path}")
 
 

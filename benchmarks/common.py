@@ -11,6 +11,7 @@ import contextlib
 import os
 import statistics
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,7 +44,9 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def parse_options(doc: str | None, runs: int | None, extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+def parse_options(
+    doc: str | None, runs: int | None, extra: Callable[[argparse.ArgumentParser], object] | None = None
+) -> argparse.Namespace:
     """The options every benchmark takes (--repeat, --backends, and --runs when it drains a count)."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     if runs is not None:
@@ -72,6 +75,21 @@ def repeated(
 def medians(samples: list[dict[str, float]]) -> dict[str, float]:
     """The median of every figure over the repeats."""
     return {key: median([sample[key] for sample in samples]) for key in samples[0]}
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """Most intervals open at once; [start, end) so a hand-off at the same instant is not an overlap."""
+    points = sorted([(end, -1) for _, end in intervals] + [(start, 1) for start, _ in intervals])
+    best = current = 0
+    for _, delta in points:
+        current += delta
+        best = max(best, current)
+    return best
+
+
+def measured_with(command: str) -> str:
+    """The first note of every results file: when, on how many cores, and the command to measure again."""
+    return f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores with `{command}`."
 
 
 def write_markdown(name: str, title: str, header: list[str], rows: list[list[str]], notes: list[str]) -> Path:

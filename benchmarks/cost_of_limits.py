@@ -20,13 +20,13 @@ limits ever blocked (RunBlocked events, expected 0).
 
 from __future__ import annotations
 
-import os
 import time
 
-from common import fresh_database, median, medians, parse_options, repeated, write_markdown
-from limits_apps import COST_PARTITIONS, COST_TENANTS, build, event_times, query, start_worker, stop_worker
 from rich.console import Console
 from rich.table import Table
+
+from common import fresh_database, measured_with, median, medians, parse_options, repeated, write_markdown
+from limits_apps import COST_PARTITIONS, COST_TENANTS, build, event_times, query, start_worker, stop_worker
 
 MAX_WORKERS = 64
 CHUNK = 1000
@@ -40,7 +40,7 @@ def submit(url: str, scenario: str, runs: int) -> float:
     started = time.perf_counter()
     done = 0
     while done < runs:
-        for tenant, options in enumerate(per_tenant):
+        for options in per_tenant:
             size = min(CHUNK // COST_TENANTS, runs - done)
             if size <= 0:
                 break
@@ -85,7 +85,9 @@ def measure(backend: str, runs: int) -> dict[str, float]:
 def main() -> None:
     options = parse_options(__doc__, runs=10_000)
     results: dict[str, dict[str, float]] = {}
-    for backend, samples in repeated(options.backends, options.repeat, lambda b: measure(b, options.runs), console).items():
+    for backend, samples in repeated(
+        options.backends, options.repeat, lambda b: measure(b, options.runs), console
+    ).items():
         figures = medians(samples)
         figures["limited_blocked"] = max(sample["limited_blocked"] for sample in samples)
         figures["ratio"] = median([s["limited_drain"] / s["unlimited_drain"] for s in samples])
@@ -124,7 +126,7 @@ def main() -> None:
         header,
         rows,
         [
-            f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores with `python benchmarks/cost_of_limits.py`.",
+            measured_with("python benchmarks/cost_of_limits.py"),
             "Limits: max_concurrent_runs=1000; the queue partitioned by `customer` (10 values) with global_limit=100 "
             "per partition; a tag limit of 200 per unique `tenant` (10 values). Every run needs a slot of all three.",
             "Drain rate runs from the first claim to the last completion as recorded in the database. The ratio is "

@@ -17,14 +17,13 @@ Reports, per backend, the median over --repeat fresh databases of:
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
-from common import fresh_database, median, parse_options, write_markdown
-from limits_apps import build, event_times, query, start_worker, stop_worker, wait_ready
 from rich.console import Console
 from rich.table import Table
 
+from common import fresh_database, measured_with, median, parse_options, write_markdown
+from limits_apps import build, event_times, query, start_worker, stop_worker, wait_ready
 from tidegate import RunStatus
 
 SATURATION_PROCESSES = 2
@@ -169,7 +168,7 @@ def main() -> None:
             f"({trickle_runs} runs) to {TRICKLE_PROCESSES} worker processes (`max_workers={TRICKLE_MAX_WORKERS}`) "
             "started in rank order; the share of `RunDequeued` events per rank (median of each rank's share).",
             "",
-            f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores with `python benchmarks/fill_order.py`.",
+            measured_with("python benchmarks/fill_order.py"),
         ],
     )
     console.print(f"written to {path}")

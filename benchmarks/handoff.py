@@ -31,10 +31,13 @@ many store cycles per second each makes meanwhile (1/s is the poll).
 from __future__ import annotations
 
 import argparse
-import os
 import time
+from itertools import pairwise
 
-from common import fresh_database, median, write_markdown
+from rich.console import Console
+from rich.table import Table
+
+from common import fresh_database, measured_with, median, write_markdown
 from limits_apps import (
     build,
     event_times,
@@ -46,8 +49,6 @@ from limits_apps import (
     wait_ready,
     worker_cycles,
 )
-from rich.console import Console
-from rich.table import Table
 
 PROCESSES = 2
 MAX_WORKERS = 8
@@ -67,7 +68,7 @@ def gaps(url: str, queues: list[str]) -> tuple[list[float], float]:
                 completions[run_id] = at
     order = sorted(claims, key=lambda run_id: claims[run_id][0])
     found, crossed = [], 0
-    for previous, following in zip(order, order[1:], strict=False):
+    for previous, following in pairwise(order):
         found.append(claims[following][0] - completions[previous])
         crossed += claims[following][1].split(":")[1] != claims[previous][1].split(":")[1]  # by process id
     return found, crossed / max(1, len(found))
@@ -86,12 +87,13 @@ def summary(found: list[float], crossed: float) -> dict[str, float]:
 def completed(url: str, queues: list[str]) -> int:
     marks = ",".join("?" for _ in queues)
     pg_marks = ",".join("%s" for _ in queues)
-    return query(
+    [(count,)] = query(
         url,
         f"SELECT count(*) FROM tidegate_runs WHERE status = 'completed' AND queue IN ({marks})",
         f"SELECT count(*) FROM tidegate_runs WHERE status = 'completed' AND queue IN ({pg_marks})",
         tuple(queues),
-    )[0][0]
+    )
+    return int(count)
 
 
 def wait_completed(url: str, queues: list[str], runs: int, timeout: float) -> None:
@@ -250,7 +252,7 @@ def main() -> None:
         )
         + ".",
         "",
-        f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores with `python benchmarks/handoff.py`.",
+        measured_with("python benchmarks/handoff.py"),
         "Gap: from a run's RunCompleted to the next run's RunDequeued (claim order), database timestamps; p99 is "
         "nearest-rank. 'To the other process' is the share of hand-offs where the next run was claimed by the "
         "other worker process. Gap min is the smallest over all repeats: the database stamps an event with the "

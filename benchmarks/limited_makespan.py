@@ -19,27 +19,16 @@ Two worker processes (max_workers=8 each) drain a queue declared with
 from __future__ import annotations
 
 import json
-import os
-import time
 
-from common import fresh_database, medians, parse_options, repeated, write_markdown
-from limits_apps import MAKESPAN_LIMIT, MAKESPAN_SLEEP, build, event_times, query, start_worker, stop_worker
 from rich.console import Console
 from rich.table import Table
+
+from common import fresh_database, max_overlap, measured_with, medians, parse_options, repeated, write_markdown
+from limits_apps import MAKESPAN_LIMIT, MAKESPAN_SLEEP, build, event_times, query, start_worker, stop_worker
 
 PROCESSES = 2
 MAX_WORKERS = 8
 console = Console()
-
-
-def max_overlap(intervals: list[tuple[float, float]]) -> int:
-    """Most intervals open at once; [start, end) so a hand-off at the same instant is not an overlap."""
-    points = sorted([(end, -1) for _, end in intervals] + [(start, 1) for start, _ in intervals])
-    best = current = 0
-    for _, delta in points:
-        current += delta
-        best = max(best, current)
-    return best
 
 
 def drain(url: str, scenario: str, runs: int, processes: int, max_workers: int) -> dict[str, float]:
@@ -70,7 +59,7 @@ def drain(url: str, scenario: str, runs: int, processes: int, max_workers: int) 
     return {
         "makespan": makespan,
         "slot_concurrency": max_overlap([(claims[run], completions[run]) for run in claims]),
-        "exec_concurrency": max_overlap(executions),  # type: ignore[arg-type]
+        "exec_concurrency": max_overlap(executions),
         "per_run": makespan * MAKESPAN_LIMIT / runs,
     }
 
@@ -91,7 +80,9 @@ def main() -> None:
     options = parse_options(__doc__, runs=400)
     ideal = options.runs * MAKESPAN_SLEEP / MAKESPAN_LIMIT
     results: dict[str, dict[str, float]] = {}
-    for backend, samples in repeated(options.backends, options.repeat, lambda b: measure(b, options.runs), console).items():
+    for backend, samples in repeated(
+        options.backends, options.repeat, lambda b: measure(b, options.runs), console
+    ).items():
         figures = medians(samples)
         for key in ("slot_concurrency", "exec_concurrency", "baseline_concurrency"):
             figures[key] = max(sample[key] for sample in samples)
@@ -135,7 +126,7 @@ def main() -> None:
         header,
         rows,
         [
-            f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores with `python benchmarks/limited_makespan.py`.",
+            measured_with("python benchmarks/limited_makespan.py"),
             f"Ideal makespan: {options.runs} x {MAKESPAN_SLEEP * 1000:.0f} ms / {MAKESPAN_LIMIT} = {ideal:.2f} s; "
             "the target is ideal / actual >= 0.97.",
             "Makespan runs from the first claim (RunDequeued) to the last completion (RunCompleted) as the database "

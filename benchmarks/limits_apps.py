@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,74 +36,100 @@ MAKESPAN_LIMIT = 4
 MAKESPAN_SLEEP = 0.05
 
 
+def makespan_app(scenario: str, url: str) -> tidegate.App:
+    """`makespan`: a queue limit of MAKESPAN_LIMIT; `makespan_local`: no gate (the baseline caps concurrency
+    with one worker's max_workers instead)."""
+    app = tidegate.App(url)
+    limit = MAKESPAN_LIMIT if scenario == "makespan" else None
+    app.queue("limited", concurrency=Concurrency(global_limit=limit))
+
+    @app.task(queue="limited", name="sleep50")
+    def sleep50() -> list[float]:
+        started = time.time()
+        time.sleep(MAKESPAN_SLEEP)
+        return [started, time.time()]  # the execution interval, as this process saw it
+
+    return app
+
+
+def cost_app(scenario: str, url: str) -> tidegate.App:
+    """`limited`: the loose global, partition and tag limits of cost_of_limits; `unlimited`: the same task bare."""
+    limited = scenario == "limited"
+    run_queue = (
+        RunQueueConfig(
+            max_concurrent_runs=COST_GLOBAL_CAP,
+            tag_concurrency_limits=[TagConcurrencyLimit("tenant", COST_TAG_LIMIT, per_unique_value=True)],
+        )
+        if limited
+        else None
+    )
+    app = tidegate.App(url, run_queue=run_queue)
+    if limited:
+        partition = Partition(by_args=["customer"])
+        app.queue("cost", concurrency=Concurrency(global_limit=COST_QUEUE_LIMIT, partition=partition))
+
+    @app.task(queue="cost", name="cost_noop")
+    def cost_noop(customer: str = "") -> None:
+        """Does nothing: measures the gates, not the task."""
+
+    return app
+
+
+def backlog_app(scenario: str, url: str) -> tidegate.App:
+    """One slot per partition `p`, so a held partition blocks its whole backlog."""
+    app = tidegate.App(url)
+    app.queue("blocked", concurrency=Concurrency(global_limit=1, partition=Partition(by_args=["p"])))
+
+    @app.task(queue="blocked", name="backlog_noop")
+    def backlog_noop(p: str = "") -> None:
+        """Does nothing."""
+
+    return app
+
+
+def handoff_app(scenario: str, url: str) -> tidegate.App:
+    """One slot: each run can start only once the one before it has freed it."""
+    app = tidegate.App(url)
+    app.queue("handoff", concurrency=Concurrency(global_limit=1))
+
+    @app.task(queue="handoff", name="handoff_noop")
+    def handoff_noop() -> None:
+        """Zero work: the gap between runs is all hand-off."""
+
+    return app
+
+
+def pingpong_app(scenario: str, url: str) -> tidegate.App:
+    """Two queues, one worker process each, behind one global slot: every run submits the next into the other
+    queue, which the other process can only claim once this run's completion has freed the slot."""
+    app = tidegate.App(url, run_queue=RunQueueConfig(max_concurrent_runs=1))
+    app.queue("ping")
+    app.queue("pong")
+
+    @app.task(queue="ping", name="bounce")
+    def bounce(n: int, total: int) -> None:
+        if n + 1 < total:
+            bounce.options(queue="pong" if n % 2 == 0 else "ping").submit(n=n + 1, total=total)
+
+    return app
+
+
+SCENARIOS: dict[str, Callable[[str, str], tidegate.App]] = {
+    "makespan": makespan_app,
+    "makespan_local": makespan_app,
+    "unlimited": cost_app,
+    "limited": cost_app,
+    "backlog": backlog_app,
+    "handoff": handoff_app,
+    "pingpong": pingpong_app,
+}
+
+
 def build(scenario: str, url: str) -> tidegate.App:
     """The app of one scenario against `url`."""
-    if scenario in ("makespan", "makespan_local"):
-        # makespan_local: no gate; the baseline caps concurrency with one worker's max_workers instead.
-        app = tidegate.App(url)
-        limit = MAKESPAN_LIMIT if scenario == "makespan" else None
-        app.queue("limited", concurrency=Concurrency(global_limit=limit))
-
-        @app.task(queue="limited", name="sleep50")
-        def sleep50() -> list[float]:
-            started = time.time()
-            time.sleep(MAKESPAN_SLEEP)
-            return [started, time.time()]  # the execution interval, as this process saw it
-
-        return app
-    if scenario in ("unlimited", "limited"):
-        limited = scenario == "limited"
-        run_queue = (
-            RunQueueConfig(
-                max_concurrent_runs=COST_GLOBAL_CAP,
-                tag_concurrency_limits=[TagConcurrencyLimit("tenant", COST_TAG_LIMIT, per_unique_value=True)],
-            )
-            if limited
-            else None
-        )
-        app = tidegate.App(url, run_queue=run_queue)
-        if limited:
-            partition = Partition(by_args=["customer"])
-            app.queue("cost", concurrency=Concurrency(global_limit=COST_QUEUE_LIMIT, partition=partition))
-
-        @app.task(queue="cost", name="cost_noop")
-        def cost_noop(customer: str = "") -> None:
-            """Does nothing: measures the gates, not the task."""
-
-        return app
-    if scenario == "backlog":
-        app = tidegate.App(url)
-        app.queue("blocked", concurrency=Concurrency(global_limit=1, partition=Partition(by_args=["p"])))
-
-        @app.task(queue="blocked", name="backlog_noop")
-        def backlog_noop(p: str = "") -> None:
-            """Does nothing."""
-
-        return app
-    if scenario == "handoff":
-        app = tidegate.App(url)
-        app.queue("handoff", concurrency=Concurrency(global_limit=1))
-
-        @app.task(queue="handoff", name="handoff_noop")
-        def handoff_noop() -> None:
-            """Zero work: the gap between runs is all hand-off."""
-
-        return app
-    if scenario == "pingpong":
-        # Two queues, one worker process each, behind one global slot: every
-        # run submits the next into the other queue, which the other process
-        # can only claim once this run's completion has freed the slot.
-        app = tidegate.App(url, run_queue=RunQueueConfig(max_concurrent_runs=1))
-        app.queue("ping")
-        app.queue("pong")
-
-        @app.task(queue="ping", name="bounce")
-        def bounce(n: int, total: int) -> None:
-            if n + 1 < total:
-                bounce.options(queue="pong" if n % 2 == 0 else "ping").submit(n=n + 1, total=total)
-
-        return app
-    raise SystemExit(f"unknown scenario {scenario!r}")
+    if scenario not in SCENARIOS:
+        raise SystemExit(f"unknown scenario {scenario!r}")
+    return SCENARIOS[scenario](scenario, url)
 
 
 def start_worker(
@@ -165,11 +192,11 @@ def stop_worker(worker: subprocess.Popen[bytes]) -> None:
 def query(url: str, sql_sqlite: str, sql_postgres: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Rows of a read-only query; times come back as epoch seconds on both backends."""
     if url.startswith("sqlite"):
-        connection = sqlite3.connect(url[len("sqlite:///"):], timeout=30)
+        embedded = sqlite3.connect(url[len("sqlite:///") :], timeout=30)
         try:
-            return connection.execute(sql_sqlite, params).fetchall()
+            return embedded.execute(sql_sqlite, params).fetchall()
         finally:
-            connection.close()
+            embedded.close()
     with psycopg.connect(url) as connection:
         return connection.execute(sql_postgres, params).fetchall()
 
@@ -186,7 +213,7 @@ def event_times(url: str, queue: str, kinds: tuple[str, ...]) -> list[tuple[str,
         "SELECT e.run_id, e.type, extract(epoch FROM e.at)::float8, e.metadata->>'worker' FROM tidegate_events e "
         f"JOIN tidegate_runs r ON r.id = e.run_id WHERE r.queue = %s AND e.type IN ({pg_placeholders}) ORDER BY e.id"
     )
-    return [tuple(row) for row in query(url, sqlite_sql, pg_sql, (queue, *kinds))]  # type: ignore[misc]
+    return [(run, kind, at, worker) for run, kind, at, worker in query(url, sqlite_sql, pg_sql, (queue, *kinds))]
 
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -195,7 +222,7 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process (all its threads), from /proc/PID/stat."""
     stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14 and 15)
 
 

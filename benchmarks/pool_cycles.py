@@ -25,11 +25,11 @@ import os
 import time
 from typing import Any
 
-from common import fresh_database, median, parse_options, write_markdown
-from pool_apps import prepare
 from rich.console import Console
 from rich.table import Table
 
+from common import fresh_database, measured_with, median, parse_options, write_markdown
+from pool_apps import prepare
 from tidegate.bootstrap import open_store
 from tidegate.domain.pools import pool_needs
 from tidegate.domain.steps import StepStatus, StepUpdate
@@ -80,7 +80,7 @@ def measure(backend: str, processes: int, limit: int, seconds: float, baseline: 
         ]
         for child in children:
             child.start()
-        total = sum(out.get(timeout=seconds + 120) for _ in children)
+        total: int = sum(out.get(timeout=seconds + 120) for _ in children)
         for child in children:
             child.join(30)
     return total / seconds
@@ -113,8 +113,7 @@ def main() -> None:
     console.print(table)
     notes = [
         "",
-        f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores with "
-        f"`python benchmarks/pool_cycles.py --seconds {options.seconds:g} --repeat {options.repeat}`.",
+        measured_with(f"python benchmarks/pool_cycles.py --seconds {options.seconds:g} --repeat {options.repeat}"),
         "A cycle is `PoolGuard.acquire_sync` of one slot of one pool then `PoolGuard.release`: two store "
         "transactions, each fenced on the run's (id, attempt), writing or deleting the holder row and its "
         "StepSlotClaimed / StepSlotReleased event; on PostgreSQL the claim locks the pool's scope row, then "

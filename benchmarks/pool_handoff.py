@@ -22,17 +22,17 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import time
 from collections.abc import Callable
+from itertools import pairwise
 from typing import Any
 
-from common import fresh_database, medians, parse_options, repeated, write_markdown
-from limits_apps import percentile
-from pool_apps import prepare
 from rich.console import Console
 from rich.table import Table
 
+from common import fresh_database, measured_with, medians, parse_options, repeated, write_markdown
+from limits_apps import percentile
+from pool_apps import prepare
 from tidegate.bootstrap import open_store
 from tidegate.domain.pools import pool_needs
 from tidegate.engine.pools import ClaimPolicy, PoolGuard
@@ -64,7 +64,7 @@ class NoWakeups:
 def taker(url: str, fence: tuple[str, int], me: int, turns: int, wakeups: bool, turn: Any, out: Any) -> None:
     """Take the slot on every other turn; put [(acquired, release called)] for the turns taken."""
     store = open_store(url, migrate=False)
-    guard = PoolGuard(store if wakeups else NoWakeups(store), ClaimPolicy())  # type: ignore[arg-type]
+    guard = PoolGuard(store if wakeups else NoWakeups(store), ClaimPolicy())
     needs = pool_needs({POOL: 1})
     held = []
     try:
@@ -101,7 +101,7 @@ def measure(backend: str, handoffs: int, wakeups: bool) -> list[float]:
         for child in children:
             child.join(30)
     assert len(holds) == turns
-    return [following[0] - previous[1] for previous, following in zip(holds, holds[1:], strict=False)]
+    return [following[0] - previous[1] for previous, following in pairwise(holds)]
 
 
 def summary(gaps: list[float]) -> dict[str, float]:
@@ -173,8 +173,7 @@ def main() -> None:
     console.print(table)
     notes = [
         "",
-        f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores with "
-        f"`python benchmarks/pool_handoff.py --handoffs {options.handoffs} --repeat {options.repeat}`.",
+        measured_with(f"python benchmarks/pool_handoff.py --handoffs {options.handoffs} --repeat {options.repeat}"),
         "Gap: from just before the holder's `PoolGuard.release` (its transaction included) to the return of the "
         "waiter's `PoolGuard.acquire_sync` holding the slot; every hand-off is to the other process, which was "
         f"refused and waiting in the guard. Holders keep the slot {HOLD * 1000:.0f} ms. p99 is nearest-rank; "

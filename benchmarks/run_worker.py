@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_app import app  # noqa: E402
+from bench_app import app
 
 if __name__ == "__main__":
     app.worker(queues=["bench"], max_workers=int(sys.argv[1]), drain=True).run()

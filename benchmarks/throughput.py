@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 
 import psycopg
-from common import fresh_database, medians, parse_options, repeated, write_markdown
 from rich.console import Console
 from rich.table import Table
 
 import tidegate
+from common import fresh_database, measured_with, medians, parse_options, repeated, write_markdown
 from tidegate.domain.model import Outcome, OutcomeKind
 
 HERE = Path(__file__).parent
@@ -81,15 +81,16 @@ def claim_window(url: str) -> tuple[float, float, int]:
     where = "type IN ('RunDequeued', 'RunCompleted') AND run_id IN (SELECT id FROM tidegate_runs WHERE queue = 'bench')"
     count = "SELECT count(*) FROM tidegate_runs WHERE queue = 'bench' AND status = 'completed'"
     if url.startswith("sqlite"):
-        with sqlite3.connect(url[len("sqlite:///"):]) as connection:
+        with sqlite3.connect(url[len("sqlite:///") :]) as connection:
             first, last = connection.execute(f"SELECT min(at), max(at) FROM tidegate_events WHERE {where}").fetchone()
             completed = connection.execute(count).fetchone()[0]
         return first, last, completed
     with psycopg.connect(url) as connection:
-        first, last = connection.execute(
-            f"SELECT extract(epoch FROM min(at))::float8, extract(epoch FROM max(at))::float8 FROM tidegate_events WHERE {where}"
-        ).fetchone()
-        completed = connection.execute(count).fetchone()[0]
+        [(first, last)] = connection.execute(
+            "SELECT extract(epoch FROM min(at))::float8, extract(epoch FROM max(at))::float8"
+            f" FROM tidegate_events WHERE {where}"
+        ).fetchall()
+        [(completed,)] = connection.execute(count).fetchall()
     return first, last, completed
 
 
@@ -164,10 +165,11 @@ def main() -> None:
         header,
         rows,
         [
-            f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores with `python benchmarks/throughput.py`.",
+            measured_with("python benchmarks/throughput.py"),
             f"Worker processes run `max_workers={MAX_WORKERS}`; drain time runs from the first claim to the last "
             "completion as recorded in the database.",
-            "The baseline is one claim and one completion per transaction through the same store, measured in the same run.",
+            "The baseline is one claim and one completion per transaction through the same store, measured in the "
+            "same run.",
         ],
     )
     console.print(f"written to {path}")

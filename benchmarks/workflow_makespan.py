@@ -26,15 +26,15 @@ floor / actual (1.0: tidegate costs nothing on top of the pool).
 from __future__ import annotations
 
 import asyncio
-import os
 import time
+from collections.abc import Callable
 
-from common import fresh_database, medians, parse_options, repeated, write_markdown
 from rich.console import Console
 from rich.table import Table
 
 import tidegate
-from tidegate import Executor, Workflow
+from common import fresh_database, max_overlap, measured_with, medians, parse_options, repeated, write_markdown
+from tidegate import Executor, StepRef, Workflow
 from tidegate.workflow.executors import process_pool
 
 POOL = "bench"
@@ -43,16 +43,6 @@ MAX_WORKERS = 8
 SLEEP = 0.05
 FLOOR = "loky floor (no tidegate)"
 console = Console()
-
-
-def max_overlap(intervals: list[tuple[float, float]]) -> int:
-    """Most intervals open at once; [start, end) so a hand-off at the same instant is not an overlap."""
-    points = sorted([(end, -1) for _, end in intervals] + [(start, 1) for start, _ in intervals])
-    best = current = 0
-    for _, delta in points:
-        current += delta
-        best = max(best, current)
-    return best
 
 
 def build(url: str) -> tuple[tidegate.App, tidegate.Task]:
@@ -65,7 +55,7 @@ def build(url: str) -> tuple[tidegate.App, tidegate.Task]:
         return [started, time.monotonic()]
 
     @app.workflow(name="bench.makespan", queue="bench", executor=Executor.parallel(max_workers=MAX_WORKERS))
-    def makespan(wf: Workflow, steps: int):
+    def makespan(wf: Workflow, steps: int) -> StepRef:
         return wf.step(collect, [wf.step(sleep50, n) for n in range(steps)])
 
     @app.step
@@ -75,7 +65,9 @@ def build(url: str) -> tuple[tidegate.App, tidegate.Task]:
     return app, makespan
 
 
-def floor_step():  # noqa: ANN201 - built in a function so cloudpickle ships it by value, as it ships the steps
+def floor_step() -> Callable[[int], list[float]]:
+    """The steps' body, built in a function so cloudpickle ships it by value, as it ships the steps."""
+
     def sleep50(n: int) -> list[float]:
         started = time.monotonic()
         time.sleep(SLEEP)
@@ -128,9 +120,12 @@ def measure(backend: str, steps: int) -> dict[str, float]:
 
 
 def main() -> None:
-    options = parse_options(__doc__, runs=None, extra=lambda parser: parser.add_argument("--steps", type=int, default=200))
+    options = parse_options(
+        __doc__, runs=None, extra=lambda parser: parser.add_argument("--steps", type=int, default=200)
+    )
     ideal = options.steps * SLEEP / POOL_LIMIT
     warm()
+
     def measure_either(backend: str) -> dict[str, float]:
         return measure_floor(options.steps) if backend == FLOOR else measure(backend, options.steps)
 
@@ -178,8 +173,7 @@ def main() -> None:
         header,
         rows,
         [
-            f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores with "
-            f"`python benchmarks/workflow_makespan.py --steps {options.steps} --repeat {options.repeat}`.",
+            measured_with(f"python benchmarks/workflow_makespan.py --steps {options.steps} --repeat {options.repeat}"),
             f"Ideal makespan: {options.steps} x {SLEEP * 1000:.0f} ms / {POOL_LIMIT} = {ideal:.2f} s; the aim is "
             "ideal / actual >= 0.95.",
             "Makespan runs from the first step's start to the last step's end as the steps measured them; the run's "

@@ -32,9 +32,7 @@ from chaos.scenarios import Result
 console = Console(stderr=True)
 
 
-def run_backend(
-    backend: str, mode_name: str, seed: int, folder: Path, only: Collection[str] = ()
-) -> list[Result]:
+def run_backend(backend: str, mode_name: str, seed: int, folder: Path, only: Collection[str] = ()) -> list[Result]:
     """Every scenario of one backend (or those in `only`), each on a fresh database."""
     rng = random.Random(seed)
     mode = scenarios.SHORT if mode_name == "short" else scenarios.LONG[backend]
@@ -47,7 +45,10 @@ def run_backend(
         def harness(name: str) -> Iterator[Harness]:
             # The LISTEN scenario polls rarely, so a wake-up that never comes shows in its pickup time.
             env = (
-                {"TIDEGATE_POLL_INTERVAL": scenarios.LISTEN_POLL, "TIDEGATE_LISTEN_CHECK_INTERVAL": scenarios.LISTEN_CHECK}
+                {
+                    "TIDEGATE_POLL_INTERVAL": scenarios.LISTEN_POLL,
+                    "TIDEGATE_LISTEN_CHECK_INTERVAL": scenarios.LISTEN_CHECK,
+                }
                 if name == "listen"
                 else None
             )
@@ -116,8 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     length.add_argument("--long", dest="mode", action="store_const", const="long")
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--scenario", action="append", default=[], help="run only this one (repeatable)",
-                        choices=["storm", "poison", "zombie", "restart", "listen", "skew"])
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        default=[],
+        help="run only this one (repeatable)",
+        choices=["storm", "poison", "zombie", "restart", "listen", "skew"],
+    )
     parser.add_argument("--keep", type=Path, default=None, help="write the logs here (default: a temp dir, removed)")
     options = parser.parse_args(argv)
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # the restart scenario drops connections on purpose
@@ -130,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         for backend in backends:
             results += run_backend(backend, options.mode, seed, folder, options.scenario)
     failed = sum(bool(result.violations) for result in results)
-    console.print(f"chaos: {len(results)} scenarios, {failed} with violations (seed {seed})", highlight=False, soft_wrap=True)
+    console.print(
+        f"chaos: {len(results)} scenarios, {failed} with violations (seed {seed})", highlight=False, soft_wrap=True
+    )
     return 1 if failed else 0
 
 

@@ -37,8 +37,13 @@ LIMITS = {"global": GLOBAL_CAP, "tag:tier=gold": GOLD_LIMIT, f"pool:{POOL}": POO
 
 def log(kind: str, run: str, attempt: int, scopes: list[str], step: str | None = None) -> None:
     record = {
-        "kind": kind, "run": run, "attempt": attempt, "step": step,
-        "pid": os.getpid(), "t": time.monotonic(), "scopes": scopes,
+        "kind": kind,
+        "run": run,
+        "attempt": attempt,
+        "step": step,
+        "pid": os.getpid(),
+        "t": time.monotonic(),
+        "scopes": scopes,
     }
     fd = os.open(os.environ["CHAOS_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
@@ -89,8 +94,13 @@ def make_app(database: str | None = None) -> tidegate.App:
             log("end", execution, 0, [f"pool:{POOL}"], step=f"pooled[{item['n']}]")
         return int(item["n"])
 
-    @app.workflow(name="chaos.flow", queue="flows", max_attempts=1000, retry_backoff="10ms",
-                  executor=Executor.parallel(max_async_concurrent=8))
+    @app.workflow(
+        name="chaos.flow",
+        queue="flows",
+        max_attempts=1000,
+        retry_backoff="10ms",
+        executor=Executor.parallel(max_async_concurrent=8),
+    )
     def flow(wf: Workflow, items: int, ms: int) -> Any:
         return wf.map(pooled, [{"n": n, "ms": ms} for n in range(items)], concurrency=items)
 
@@ -105,4 +115,5 @@ def make_app(database: str | None = None) -> tidegate.App:
     def quick(ctx: Context, ms: int) -> str:
         _sleep_logged(ctx, [], ms)
         return "ok"
+
     return app

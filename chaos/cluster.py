@@ -61,8 +61,20 @@ class Cluster:
 
     def _ctl(self, action: str, *extra: str) -> None:
         options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run("pg_ctl", action, "-D", str(self.data), "-w", "-t", "60", "-o", options,
-                  "-l", str(self.folder / "server.log"), *extra)
+        self._run(
+            "pg_ctl",
+            action,
+            "-D",
+            str(self.data),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            options,
+            "-l",
+            str(self.folder / "server.log"),
+            *extra,
+        )
 
     def init(self) -> None:
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")

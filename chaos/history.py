@@ -164,8 +164,11 @@ def check_completions(events: Mapping[str, Sequence[EventFacts]], runs: Sequence
 
 
 def check_holders(held_slots: Mapping[str, int]) -> list[str]:
-    return [f"holder left: {slots} slots of {scope} held after every run ended"
-            for scope, slots in sorted(held_slots.items()) if slots]
+    return [
+        f"holder left: {slots} slots of {scope} held after every run ended"
+        for scope, slots in sorted(held_slots.items())
+        if slots
+    ]
 
 
 def check_innocence(

@@ -20,6 +20,7 @@ from chaos import history
 from chaos.apps import LIMITS, PARTITIONS
 from chaos.cluster import Cluster
 from chaos.harness import Harness
+from tidegate.domain.model import RunStatus
 from tidegate.storage.postgres.listener import APPLICATION_NAME as LISTENER_NAME
 
 DRAIN_TIMEOUT = 90.0
@@ -46,8 +47,10 @@ class Mode:
 
 
 SHORT = Mode(storm_kills=12, storm_workers=3, kill_gap=(0.3, 1.0), outage=3.0)
-LONG = {"postgres": Mode(storm_kills=1000, storm_workers=4, kill_gap=(0.05, 0.45), outage=10.0),
-        "sqlite": Mode(storm_kills=300, storm_workers=3, kill_gap=(0.1, 0.6), outage=10.0)}
+LONG = {
+    "postgres": Mode(storm_kills=1000, storm_workers=4, kill_gap=(0.05, 0.45), outage=10.0),
+    "sqlite": Mode(storm_kills=300, storm_workers=3, kill_gap=(0.1, 0.6), outage=10.0),
+}
 
 
 def submit_mix(harness: Harness, rng: random.Random, count: int) -> list[str]:
@@ -65,8 +68,9 @@ def submit_mix(harness: Harness, rng: random.Random, count: int) -> list[str]:
     return ids
 
 
-def finish(harness: Harness, name: str, submitted: list[str], started: float,
-           innocents: Sequence[str] = (), **figures: Any) -> Result:
+def finish(
+    harness: Harness, name: str, submitted: list[str], started: float, innocents: Sequence[str] = (), **figures: Any
+) -> Result:
     """Let the runs drain, stop every worker, then check the whole history."""
     drained = harness.wait_finished(DRAIN_TIMEOUT)
     harness.close_workers()
@@ -76,13 +80,17 @@ def finish(harness: Harness, name: str, submitted: list[str], started: float,
         violations.insert(0, f"drain: runs still unfinished after {DRAIN_TIMEOUT:.0f}s")
     spans = history.intervals(recorded.entries)
     peak = history.peaks(spans)
-    return Result(name, {
-        "runs": len(submitted),
-        **figures,
-        "peak": f"{peak.get('global', 0)}/{LIMITS['global']}",
-        "pool": f"{peak.get('pool:chaos', 0)}/{LIMITS['pool:chaos']}",
-        "secs": round(time.monotonic() - started),
-    }, violations)
+    return Result(
+        name,
+        {
+            "runs": len(submitted),
+            **figures,
+            "peak": f"{peak.get('global', 0)}/{LIMITS['global']}",
+            "pool": f"{peak.get('pool:chaos', 0)}/{LIMITS['pool:chaos']}",
+            "secs": round(time.monotonic() - started),
+        },
+        violations,
+    )
 
 
 def storm(harness: Harness, rng: random.Random, mode: Mode, progress: Callable[[int, int], None]) -> Result:
@@ -119,8 +127,15 @@ def poison(harness: Harness, rng: random.Random) -> Result:
             restarts += 1
         time.sleep(0.1)
     status = harness.status(poisoned.id)
-    return finish(harness, "poison", [poisoned.id, *innocents], started, innocents,
-                  restarts=restarts, poison=status.value if status else "?")
+    return finish(
+        harness,
+        "poison",
+        [poisoned.id, *innocents],
+        started,
+        innocents,
+        restarts=restarts,
+        poison=status.value if status else "?",
+    )
 
 
 def zombie(harness: Harness, rng: random.Random) -> Result:
@@ -140,12 +155,20 @@ def zombie(harness: Harness, rng: random.Random) -> Result:
     # Thaw it while the other worker runs attempt 2: its late outcome meets a running row.
     _wait(lambda: any(e.get("run") == run.id and e["attempt"] == 2 for e in harness.entries()), 60)
     harness.thaw(first)
-    late = _wait(lambda: any(e.get("run") == run.id and e["kind"] == "end" and e["pid"] == first.pid
-                             for e in harness.entries()), 15)
-    _wait(lambda: str(harness.status(run.id).value) != "running", 60)  # type: ignore[union-attr]
+    late = _wait(
+        lambda: any(e.get("run") == run.id and e["kind"] == "end" and e["pid"] == first.pid for e in harness.entries()),
+        15,
+    )
+    _wait(lambda: harness.status(run.id) not in (None, RunStatus.RUNNING), 60)
     record = harness.app.store.get_run(run.id)
-    return finish(harness, "zombie", [run.id], started, attempt=record.attempt if record else "?",
-                  late_end="yes" if late else "no")
+    return finish(
+        harness,
+        "zombie",
+        [run.id],
+        started,
+        attempt=record.attempt if record else "?",
+        late_end="yes" if late else "no",
+    )
 
 
 def skew(harness: Harness, rng: random.Random) -> Result:
@@ -176,8 +199,9 @@ def restart(harness: Harness, rng: random.Random, cluster: Cluster, outage: floa
     harness.note("db-started", 0)
     after_stop = _resume_delay(harness, cluster.wait_accepting())
     submitted += submit_mix(harness, rng, 30)
-    return finish(harness, "restart", submitted, started,
-                  resume_restart=f"{after_restart:.1f}s", resume_stop=f"{after_stop:.1f}s")
+    return finish(
+        harness, "restart", submitted, started, resume_restart=f"{after_restart:.1f}s", resume_stop=f"{after_stop:.1f}s"
+    )
 
 
 def listen(harness: Harness, rng: random.Random, cluster: Cluster) -> Result:
@@ -205,7 +229,7 @@ def listen(harness: Harness, rng: random.Random, cluster: Cluster) -> Result:
             begun = time.monotonic()
             run = harness.app.tasks["chaos.sleep"].submit(p=1, ms=10)
             submitted.append(run.id)
-            _wait(lambda run=run: any(e.get("run") == run.id for e in harness.entries()), 60)
+            _wait(_picked_up(harness, run.id), 60)
             latencies.append(time.monotonic() - begun)  # baseline, killed, frozen
         finally:
             for pid in frozen:
@@ -229,6 +253,11 @@ def _resume_delay(harness: Harness, accepting_at: float, timeout: float = 30.0) 
     _wait(lambda: any(e["kind"] == "start" and e["t"] > accepting_at for e in harness.entries()), timeout)
     later = [e["t"] for e in harness.entries() if e["kind"] == "start" and e["t"] > accepting_at]
     return min(later, default=accepting_at + timeout) - accepting_at
+
+
+def _picked_up(harness: Harness, run_id: str) -> Callable[[], bool]:
+    """Whether the task log shows `run_id` started (a predicate for `_wait`)."""
+    return lambda: any(entry.get("run") == run_id for entry in harness.entries())
 
 
 def _wait(predicate: Callable[[], Any], timeout: float) -> bool:

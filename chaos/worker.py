@@ -18,22 +18,23 @@ import time
 
 def shift_wall_clock(seconds: float) -> None:
     real_time, real_time_ns = time.time, time.time_ns
-    time.time = lambda: real_time() + seconds  # type: ignore[assignment]
-    time.time_ns = lambda: real_time_ns() + int(seconds * 1e9)  # type: ignore[assignment]
+    time.time = lambda: real_time() + seconds
+    time.time_ns = lambda: real_time_ns() + int(seconds * 1e9)
     real_datetime = datetime_module.datetime
 
-    class SkewedDatetime(real_datetime):  # type: ignore[misc, valid-type]
+    # Its now/utcnow return the real class's instances, not SkewedDatetime (hence the override ignores).
+    class SkewedDatetime(datetime_module.datetime):
         @classmethod
-        def now(cls, tz=None):  # type: ignore[no-untyped-def, override]
+        def now(cls, tz: datetime_module.tzinfo | None = None) -> datetime_module.datetime:  # type: ignore[override]
             return real_datetime.now(tz) + datetime_module.timedelta(seconds=seconds)
 
         @classmethod
-        def utcnow(cls):  # type: ignore[no-untyped-def, override]
+        def utcnow(cls) -> datetime_module.datetime:  # type: ignore[override]
             return real_datetime.now(datetime_module.UTC).replace(tzinfo=None) + datetime_module.timedelta(
                 seconds=seconds
             )
 
-    datetime_module.datetime = SkewedDatetime  # type: ignore[misc]
+    datetime_module.datetime = SkewedDatetime  # type: ignore[misc]  # replacing a class is the point here
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -113,6 +113,22 @@ class App:
 
         return register(fn) if fn is not None else register
 
+    @overload
+    def step(self, fn: Callable[..., Any]) -> Step: ...
+
+    @overload
+    def step(
+        self,
+        fn: None = None,
+        *,
+        name: str | None = None,
+        pool: str | None = None,
+        pool_slots: int | None = None,
+        pools: Mapping[str, int] | None = None,
+        max_attempts: int = 1,
+        retry_backoff: str | float = "1s",
+    ) -> Callable[[Callable[..., Any]], Step]: ...
+
     def step(
         self,
         fn: Callable[..., Any] | None = None,
@@ -140,6 +156,25 @@ class App:
             )
 
         return register(fn) if fn is not None else register
+
+    @overload
+    def workflow(self, fn: Callable[..., Any]) -> WorkflowTask: ...
+
+    @overload
+    def workflow(
+        self,
+        fn: None = None,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        tags: Mapping[str, str] | None = None,
+        max_attempts: int = 1,
+        retry_backoff: str | float = "1s",
+        timeout: str | float | None = None,
+        dispatch_deadline: str | float | None = None,
+        executor: Executor | None = None,
+    ) -> Callable[[Callable[..., Any]], WorkflowTask]: ...
 
     def workflow(
         self,

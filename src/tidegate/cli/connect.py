@@ -22,8 +22,7 @@ def check_exists(url: str) -> None:
     parsed = parse_database_url(url)
     if parsed.kind == "sqlite" and parsed.path is not None and not parsed.path.exists():
         raise CommandError(
-            f"no database at {parsed.path} (wrong directory? pass --database, "
-            "or create it with 'tidegate db migrate')"
+            f"no database at {parsed.path} (wrong directory? pass --database, or create it with 'tidegate db migrate')"
         )
 
 

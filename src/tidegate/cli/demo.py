@@ -20,7 +20,10 @@ def demo(
     database: Annotated[
         str | None,
         typer.Option(
-            "--database", "-d", metavar="URL", help="An empty database to use instead (e.g. postgresql://...).",
+            "--database",
+            "-d",
+            metavar="URL",
+            help="An empty database to use instead (e.g. postgresql://...).",
             show_default="a fresh .tidegate/demo.db",
         ),
     ] = None,

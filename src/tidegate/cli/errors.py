@@ -19,7 +19,6 @@ from tidegate.cli.render import stderr
 from tidegate.domain.errors import AdmissionRejected, RunCanceled, RunFailed, TidegateError
 from tidegate.storage.urls import masked
 
-
 EX_TEMPFAIL = 75  # sysexits.h: temporary failure, the caller should retry
 
 
@@ -46,7 +45,8 @@ def report(error: TidegateError) -> None:
 class ReportingGroup(TyperGroup):
     """The root command group; sub-commands run inside its `invoke`, so one handler sees all."""
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    # Typer hands its own Context subclass in; the base class names click's (vendored privately by Typer).
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
             return super().invoke(ctx)
         except AdmissionRejected as error:

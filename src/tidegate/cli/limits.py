@@ -78,9 +78,16 @@ def list_limits(database: Database = DEFAULT_DATABASE) -> None:
 def scopes_table(rules: Rules, usage: Mapping[str, int], overrides: list[LimitOverride]) -> Table:
     versions = {override.target: override.version for override in overrides}
     rows = limit_rows(rules, usage, versions)
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, title="limits in force", title_justify="left",
-                  title_style="bold", caption="in use: slots held now · change one: tidegate limits set TARGET LIMIT",
-                  caption_justify="left", caption_style="dim")
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        title="limits in force",
+        title_justify="left",
+        title_style="bold",
+        caption="in use: slots held now · change one: tidegate limits set TARGET LIMIT",
+        caption_justify="left",
+        caption_style="dim",
+    )
     table.add_column("scope (TARGET)", overflow="fold", min_width=12, ratio=1)
     table.add_column("limit", justify="right", no_wrap=True)
     table.add_column("in use", justify="right", no_wrap=True)
@@ -95,8 +102,14 @@ def scopes_table(rules: Rules, usage: Mapping[str, int], overrides: list[LimitOv
 
 def limit_rows(rules: Rules, usage: Mapping[str, int], versions: Mapping[str, int]) -> list[Row]:
     """Global, then each queue and its partitions, then tag limits, then anything else held."""
-    rows = [Row(GLOBAL, rules.global_limit(), usage.get(GLOBAL, 0), _source(rules, GLOBAL, versions, "code",
-                                                                          "max_concurrent_runs"))]
+    rows = [
+        Row(
+            GLOBAL,
+            rules.global_limit(),
+            usage.get(GLOBAL, 0),
+            _source(rules, GLOBAL, versions, "code", "max_concurrent_runs"),
+        )
+    ]
     for name in sorted(rules.queues, key=natural_key):
         rows.extend(_queue_rows(rules, rules.queues[name], usage, versions))
     rows.extend(_tag_rows(rules, usage, versions))
@@ -113,8 +126,8 @@ def _queue_rows(rules: Rules, config: QueueConfig, usage: Mapping[str, int], ver
     parent = f"queue:{name}"
     prefix = parent + "/"
     partitions = set(concurrency.overrides or {})
-    partitions |= {target[len(prefix):] for target in rules.overrides if target.startswith(prefix)}
-    partitions |= {scope[len(prefix):] for scope in usage if scope.startswith(prefix)}
+    partitions |= {target[len(prefix) :] for target in rules.overrides if target.startswith(prefix)}
+    partitions |= {scope[len(prefix) :] for scope in usage if scope.startswith(prefix)}
     by = partition_text(config)
     limit = rules.queue_limit(name, "")
     code = "code" if concurrency.global_limit is not None else ""
@@ -138,12 +151,15 @@ def _tag_rows(rules: Rules, usage: Mapping[str, int], versions: Mapping[str, int
         if declared.per_unique_value:
             parent = f"tag:{declared.key}"
             prefix = parent + "="
-            rows.append(Row(parent, effective_limit(rules, parent), None,
-                            _source(rules, parent, versions, "code", "each value")))
+            rows.append(
+                Row(
+                    parent, effective_limit(rules, parent), None, _source(rules, parent, versions, "code", "each value")
+                )
+            )
             values = {scope for scope in usage if scope.startswith(prefix)}
             values |= {target for target in rules.overrides if target.startswith(prefix)}
             for scope in sorted(values, key=natural_key):
-                key, _, value = scope[len("tag:"):].partition("=")
+                key, _, value = scope[len("tag:") :].partition("=")
                 source = _source(rules, scope, versions, "", "per-value limit")
                 rows.append(Row(scope, rules.tag_limit(key, value), usage.get(scope, 0), source, child=True))
             covered |= {parent, *values}
@@ -151,19 +167,32 @@ def _tag_rows(rules: Rules, usage: Mapping[str, int], versions: Mapping[str, int
             scope = f"tag:{declared.key}={declared.value}"
             if scope in covered:
                 continue
-            rows.append(Row(scope, rules.tag_limit(declared.key, declared.value), usage.get(scope, 0),
-                            _source(rules, scope, versions, "code", "")))
+            rows.append(
+                Row(
+                    scope,
+                    rules.tag_limit(declared.key, declared.value),
+                    usage.get(scope, 0),
+                    _source(rules, scope, versions, "code", ""),
+                )
+            )
             covered.add(scope)
     for target in sorted(rules.overrides, key=natural_key):
         if not target.startswith("tag:") or target in covered:
             continue
-        key, equals, value = target[len("tag:"):].partition("=")
+        key, equals, value = target[len("tag:") :].partition("=")
         if equals:
-            rows.append(Row(target, rules.tag_limit(key, value), usage.get(target, 0),
-                            _source(rules, target, versions, "", "")))
+            rows.append(
+                Row(target, rules.tag_limit(key, value), usage.get(target, 0), _source(rules, target, versions, "", ""))
+            )
         else:
-            rows.append(Row(target, rules.overrides[target], None,
-                            _source(rules, target, versions, "", f"each value of tag {key}")))
+            rows.append(
+                Row(
+                    target,
+                    rules.overrides[target],
+                    None,
+                    _source(rules, target, versions, "", f"each value of tag {key}"),
+                )
+            )
     return rows
 
 
@@ -197,9 +226,16 @@ def partition_text(config: QueueConfig) -> str:
 
 
 def queues_table(rules: Rules) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, title="queues", title_justify="left", title_style="bold",
-                  caption="local limit and max_workers are per worker; a concurrency key is its own partition",
-                  caption_justify="left", caption_style="dim")
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        title="queues",
+        title_justify="left",
+        title_style="bold",
+        caption="local limit and max_workers are per worker; a concurrency key is its own partition",
+        caption_justify="left",
+        caption_style="dim",
+    )
     table.add_column("queue", overflow="fold", min_width=8)
     table.add_column("partitioned by", overflow="fold")
     table.add_column("global limit", justify="right", no_wrap=True)
@@ -213,8 +249,10 @@ def queues_table(rules: Rules) -> Table:
         table.add_row(
             Text(name, style="bold"),
             Text(partition_text(config) or "-", style="" if config.concurrency.partition.enabled else "dim"),
-            Text(limit_text(limit) + (" (live)" if live else ""), style="magenta" if live else
-                 ("dim" if limit is None else "")),
+            Text(
+                limit_text(limit) + (" (live)" if live else ""),
+                style="magenta" if live else ("dim" if limit is None else ""),
+            ),
             _dim_none(config.concurrency.local_limit),
             _dim_none(config.max_workers),
             config.ordering,
@@ -229,9 +267,16 @@ def _dim_none(value: int | None) -> Text:
 def overrides_table(rules: Rules, overrides: list[LimitOverride]) -> Table | Text:
     if not overrides:
         return Text("no live overrides: the code's limits are in force", style="dim")
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, title="live overrides (win over the code until reset)",
-                  title_justify="left", title_style="bold",
-                  caption="remove one: tidegate limits reset TARGET", caption_justify="left", caption_style="dim")
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        title="live overrides (win over the code until reset)",
+        title_justify="left",
+        title_style="bold",
+        caption="remove one: tidegate limits reset TARGET",
+        caption_justify="left",
+        caption_style="dim",
+    )
     table.add_column("target", overflow="fold", min_width=12, style="magenta")
     table.add_column("limit", justify="right", no_wrap=True)
     table.add_column("code", justify="right", no_wrap=True)
@@ -269,8 +314,14 @@ def set_command(
     if dry_run:
         _print_preview(result, usage)
     else:
-        stdout.print(Text.assemble((change.target, "bold"), ": ", _arrow(change.old, change.new),
-                                   (f"  (live override, version {change.version})", "dim")))
+        stdout.print(
+            Text.assemble(
+                (change.target, "bold"),
+                ": ",
+                _arrow(change.old, change.new),
+                (f"  (live override, version {change.version})", "dim"),
+            )
+        )
 
 
 @app.command("reset")
@@ -291,8 +342,14 @@ def reset_command(target: Target, dry_run: DryRun = False, database: Database = 
     if dry_run:
         _print_preview(result, usage)
         return
-    stdout.print(Text.assemble((change.target, "bold"), ": ", _arrow(change.old, change.new),
-                               ("  (live override removed: the code's limit is in force)", "dim")))
+    stdout.print(
+        Text.assemble(
+            (change.target, "bold"),
+            ": ",
+            _arrow(change.old, change.new),
+            ("  (live override removed: the code's limit is in force)", "dim"),
+        )
+    )
 
 
 def _arrow(old: int | None, new: int | None) -> Text:
@@ -300,16 +357,30 @@ def _arrow(old: int | None, new: int | None) -> Text:
 
 
 def _print_preview(result: LimitPreview, usage: Mapping[str, int]) -> None:
-    stdout.print(Text.assemble((result.target, "bold"), ": ", _arrow(result.old, result.new),
-                               ("  (dry run: nothing changed)", "yellow")))
+    stdout.print(
+        Text.assemble(
+            (result.target, "bold"), ": ", _arrow(result.old, result.new), ("  (dry run: nothing changed)", "yellow")
+        )
+    )
     runs = "run" if result.unblocked == 1 else "runs"
-    line = Text.assemble("would unblock ", (str(result.unblocked), "bold green" if result.unblocked else "bold"),
-                         f" queued {runs} / hold back ", (str(result.blocked), "bold red" if result.blocked else "bold"))
+    line = Text.assemble(
+        "would unblock ",
+        (str(result.unblocked), "bold green" if result.unblocked else "bold"),
+        f" queued {runs} / hold back ",
+        (str(result.blocked), "bold red" if result.blocked else "bold"),
+    )
     looked = f" (of {result.considered} queued runs looked at"
-    line.append(looked + (f", the first {PREVIEW_RUNS} in claim order)" if result.considered >= PREVIEW_RUNS else ")"),
-                style="dim")
+    line.append(
+        looked + (f", the first {PREVIEW_RUNS} in claim order)" if result.considered >= PREVIEW_RUNS else ")"),
+        style="dim",
+    )
     stdout.print(line)
     held = usage.get(result.target)
     if held is not None and result.new is not None and held > result.new:
-        stdout.print(Text(f"{held} slots of {result.target} are held now, over the new limit: running runs are not "
-                          f"stopped; new runs wait until usage drops below {result.new}", style="dim"))
+        stdout.print(
+            Text(
+                f"{held} slots of {result.target} are held now, over the new limit: running runs are not "
+                f"stopped; new runs wait until usage drops below {result.new}",
+                style="dim",
+            )
+        )

@@ -59,7 +59,9 @@ def list_queued(
     if not runs:
         stdout.print(Text("no queued runs" + (f" in queue {queue}" if queue else ""), style="dim"))
         return
-    fair = sorted({run.queue for run in runs if run.queue in rules.queues and rules.queues[run.queue].ordering == "fair"})
+    fair = sorted(
+        {run.queue for run in runs if run.queue in rules.queues and rules.queues[run.queue].ordering == "fair"}
+    )
     stdout.print(queued_table(runs, total, queue, fair))
 
 
@@ -68,8 +70,9 @@ def queued_table(runs: list[RunRecord], total: int, queue: str | None, fair: lis
     positions: Counter[str] = Counter()  # claim order within each queue: the first N of any queue are all here
     blocked = not_due = 0
     gap = 1 if stdout.width >= 100 else 0
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, gap, 0, 0), caption_justify="left",
-                  caption_style="dim")
+    table = Table(
+        box=box.SIMPLE_HEAD, show_edge=False, padding=(0, gap, 0, 0), caption_justify="left", caption_style="dim"
+    )
     table.add_column("pos", justify="right", no_wrap=True)
     table.add_column("run", no_wrap=True, style="bold")
     table.add_column("task", overflow="fold", min_width=6)
@@ -86,8 +89,9 @@ def queued_table(runs: list[RunRecord], total: int, queue: str | None, fair: lis
         else:
             waiting, reason = Text(age_text(waited)), Text(reason_text(run.block_reason), style="yellow")
             blocked += bool(run.block_reason)
-        table.add_row(str(positions[run.queue]), run.id, Text(run.task), Text(run.queue), str(run.priority),
-                      waiting, reason)
+        table.add_row(
+            str(positions[run.queue]), run.id, Text(run.task), Text(run.queue), str(run.priority), waiting, reason
+        )
     where = f" in queue {queue}" if queue else ""
     caption = f"{len(runs)} of {total} queued runs{where}"
     if blocked:
@@ -98,7 +102,9 @@ def queued_table(runs: list[RunRecord], total: int, queue: str | None, fair: lis
         caption += " (more with --limit)"
     if fair:
         # Positions rank by priority and age; a fair queue's claim also rotates partitions.
-        caption += f"\nfair ordering in {', '.join(fair)}: partitions take turns, so a run may start before one above it"
+        caption += (
+            f"\nfair ordering in {', '.join(fair)}: partitions take turns, so a run may start before one above it"
+        )
     table.caption = caption
     return table
 

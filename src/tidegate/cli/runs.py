@@ -189,7 +189,9 @@ def steps_table(steps: list[StepRecord]) -> Table:
     for step in steps:
         details = ""
         if step.waiting_for:
-            details = "waiting for " + ", ".join(f"{scope} x{slots}" for scope, slots in sorted(step.waiting_for.items()))
+            details = "waiting for " + ", ".join(
+                f"{scope} x{slots}" for scope, slots in sorted(step.waiting_for.items())
+            )
         elif step.error:
             details = step.error.strip().splitlines()[0]
         table.add_row(

@@ -181,18 +181,24 @@ def explanation_body(explanation: Explanation, now: datetime, rules: Rules | Non
     if due_in > 0:
         grid.add_row(
             "Not yet due:",
-            Text(f"it may start at {short_time(run.scheduled_at)} (in {age_text(due_in)}); "
-                 "no run is claimed before its time"),
+            Text(
+                f"it may start at {short_time(run.scheduled_at)} (in {age_text(due_in)}); "
+                "no run is claimed before its time"
+            ),
         )
     for index, check in enumerate(blocking):
-        grid.add_row("Blocked by:" if index == 0 else "", blocking_text(check, explanation.holders.get(check.scope, [])))
+        grid.add_row(
+            "Blocked by:" if index == 0 else "", blocking_text(check, explanation.holders.get(check.scope, []))
+        )
     if blocking:
         if passing:
             grid.add_row("Also checked:", checks_line(passing))
         return grid
     if due_in <= 0:
-        grid.add_row("Waiting for:", Text.assemble(f"a worker serving queue {run.queue} with free capacity",
-                                                   _local_caps(run.queue, rules)))
+        grid.add_row(
+            "Waiting for:",
+            Text.assemble(f"a worker serving queue {run.queue} with free capacity", _local_caps(run.queue, rules)),
+        )
     if passing:
         grid.add_row("Limits:", Text.assemble(checks_line(passing), ("  (no limit holds it back)", "dim")))
     else:

@@ -63,7 +63,12 @@ def submit(
     check_exists(database)  # a fresh file cannot know the task: say "wrong path", not "unknown task"
     with App(database) as app:
         handle = app.submit(
-            task, run_args, priority=priority, tags=tags or None, queue=queue, run_at=run_at,
+            task,
+            run_args,
+            priority=priority,
+            tags=tags or None,
+            queue=queue,
+            run_at=run_at,
             concurrency_key=concurrency_key,
         )
         typer.echo(handle.id)
@@ -86,4 +91,3 @@ def _wait(handle: RunHandle, timeout: float | None) -> Any:
                         f"run {handle.id} is still {handle.status().value} after {timeout:g}s (it goes on)"
                     ) from None
                 spinner.update(f"waiting for run {handle.id} ({handle.status().value})…")
-

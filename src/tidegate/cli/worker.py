@@ -28,9 +28,7 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def worker(
-    target: Annotated[
-        str, typer.Argument(metavar="MODULE:APP", help="Where your tidegate.App is, e.g. tasks:app.")
-    ],
+    target: Annotated[str, typer.Argument(metavar="MODULE:APP", help="Where your tidegate.App is, e.g. tasks:app.")],
     queue: Annotated[
         list[str] | None,
         typer.Option("--queue", "-q", metavar="QUEUE", help="Serve this queue (repeatable; default: all the app's)."),
@@ -77,8 +75,13 @@ def worker(
     settings = runner.settings
     stdout.print(
         Text.assemble(
-            ("worker ", "bold"), (runner.id, "bold cyan"), " started: queues ", (", ".join(settings.queues), "bold"),
-            f", capacity {settings.max_workers}, database ", masked(app.database), " (drain)" if drain else "",
+            ("worker ", "bold"),
+            (runner.id, "bold cyan"),
+            " started: queues ",
+            (", ".join(settings.queues), "bold"),
+            f", capacity {settings.max_workers}, database ",
+            masked(app.database),
+            " (drain)" if drain else "",
         ),
         soft_wrap=True,
     )

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tidegate.cli.scopes import natural_key
 from tidegate.domain.model import EventRecord, RunRecord
-from tidegate.domain.scopes import GLOBAL, Rules
+from tidegate.domain.scopes import GLOBAL, Rules, ScopeNeed
 
 CLAIM = "RunDequeued"
 RELEASES = frozenset({"RunCompleted", "RunFailed", "RunRetried", "RunCanceled", "RunRequeued"})
@@ -49,12 +49,23 @@ class ScopeTally:
         return self.max_seen <= self.limit
 
 
-def tally(runs: Sequence[RunRecord], events: Mapping[str, Iterable[EventRecord]], rules: Rules) -> list[ScopeTally]:
+def tally(runs: Sequence[RunRecord], events: Mapping[str, Sequence[EventRecord]], rules: Rules) -> list[ScopeTally]:
     """Per limited scope: its limit, the most runs holding it at once, and how many runs it held back."""
     needs = {run.id: rules.scopes_for(run.queue, run.partition, run.tags) for run in runs}
     limits = {need.key: need.limit for scopes in needs.values() for need in scopes}
     users: Counter[str] = Counter(need.key for scopes in needs.values() for need in scopes)
-    held_back: dict[str, set[str]] = defaultdict(set)
+    held_back = _held_back(runs, events)
+    peak = _peak_holders(_claim_timeline(runs, events), needs)
+    return sorted(
+        (ScopeTally(scope, limit, peak[scope], users[scope], len(held_back[scope])) for scope, limit in limits.items()),
+        key=lambda t: (t.scope != GLOBAL, not t.scope.startswith("queue:"), natural_key(t.scope)),
+    )
+
+
+def _claim_timeline(
+    runs: Sequence[RunRecord], events: Mapping[str, Sequence[EventRecord]]
+) -> list[tuple[int, str, bool]]:
+    """(event id, run id, claimed?) for every claim and release, in id order (see the module's docstring)."""
     timeline: list[tuple[int, str, bool]] = []
     for run in runs:
         for event in events.get(run.id, ()):
@@ -62,14 +73,27 @@ def tally(runs: Sequence[RunRecord], events: Mapping[str, Iterable[EventRecord]]
                 timeline.append((event.id, run.id, True))
             elif event.type in RELEASES:
                 timeline.append((event.id, run.id, False))
-            elif event.type == BLOCKED:
+    return sorted(timeline)
+
+
+def _held_back(runs: Sequence[RunRecord], events: Mapping[str, Sequence[EventRecord]]) -> dict[str, set[str]]:
+    """Per scope, the runs a claim skipped at least once because that scope was full."""
+    held_back: dict[str, set[str]] = defaultdict(set)
+    for run in runs:
+        for event in events.get(run.id, ()):
+            if event.type == BLOCKED:
                 for item in event.metadata.get("blocked_by") or ():
                     if isinstance(item, dict) and "scope" in item:
                         held_back[item["scope"]].add(run.id)
+    return held_back
+
+
+def _peak_holders(timeline: Iterable[tuple[int, str, bool]], needs: Mapping[str, Iterable[ScopeNeed]]) -> Counter[str]:
+    """Per scope, the most runs that held it at once over the replayed timeline."""
     holding: set[str] = set()
     current: Counter[str] = Counter()
     peak: Counter[str] = Counter()
-    for _, run_id, claimed in sorted(timeline):
+    for _, run_id, claimed in timeline:
         if claimed == (run_id in holding):
             continue  # a release without a claim (canceled while queued), or a repeated claim
         if claimed:
@@ -80,42 +104,59 @@ def tally(runs: Sequence[RunRecord], events: Mapping[str, Iterable[EventRecord]]
         for need in needs[run_id]:
             current[need.key] += step
             peak[need.key] = max(peak[need.key], current[need.key])
-    return sorted(
-        (ScopeTally(scope, limit, peak[scope], users[scope], len(held_back[scope])) for scope, limit in limits.items()),
-        key=lambda t: (t.scope != GLOBAL, not t.scope.startswith("queue:"), natural_key(t.scope)),
-    )
+    return peak
+
+
+Holder = tuple[str, str | None]  # (run id, step key)
+
+
+@dataclass
+class _PoolReplay:
+    """Slots held per pool while step events are replayed in id order."""
+
+    limits: Mapping[str, int]
+    held: dict[Holder, dict[str, int]] = field(default_factory=dict)
+    current: Counter[str] = field(default_factory=Counter)
+    peak: Counter[str] = field(default_factory=Counter)
+    users: dict[str, set[Holder]] = field(default_factory=lambda: defaultdict(set))
+    waited: dict[str, set[Holder]] = field(default_factory=lambda: defaultdict(set))
+
+    def apply(self, event: EventRecord) -> None:
+        holder = (event.run_id, event.step_key)
+        if event.type == SLOT_CLAIM:
+            self._claim(holder, event.metadata.get("pools") or {})
+        elif event.type == SLOT_RELEASE:
+            for pool in event.metadata.get("pools") or {}:
+                self.current[pool] -= self.held.get(holder, {}).pop(pool, 0)
+        elif event.type == SLOT_WAIT:
+            for item in event.metadata.get("blocked_by") or ():
+                if isinstance(item, dict) and item.get("pool") in self.limits:
+                    self.waited[item["pool"]].add(holder)
+        elif event.type in RELEASES:
+            self._end_run(event.run_id)
+
+    def _claim(self, holder: Holder, pools: Mapping[str, int]) -> None:
+        for pool, slots in pools.items():
+            if pool in self.limits and pool not in self.held.setdefault(holder, {}):
+                self.held[holder][pool] = slots
+                self.users[pool].add(holder)
+                self.current[pool] += slots
+                self.peak[pool] = max(self.peak[pool], self.current[pool])
+
+    def _end_run(self, run_id: str) -> None:
+        """A run's end frees every slot its steps still hold."""
+        for key in [key for key in self.held if key[0] == run_id]:
+            for pool, slots in self.held.pop(key).items():
+                self.current[pool] -= slots
 
 
 def pool_tally(events: Mapping[str, Iterable[EventRecord]], limits: Mapping[str, int]) -> list[ScopeTally]:
     """Per configured pool: its limit, the most slots held at once, how many steps used it and
     how many of those waited for it at least once."""
-    timeline = sorted((event for run_events in events.values() for event in run_events), key=lambda event: event.id)
-    held: dict[tuple[str, str | None], dict[str, int]] = {}
-    current: Counter[str] = Counter()
-    peak: Counter[str] = Counter()
-    users: dict[str, set[tuple[str, str | None]]] = defaultdict(set)
-    waited: dict[str, set[tuple[str, str | None]]] = defaultdict(set)
-    for event in timeline:
-        holder = (event.run_id, event.step_key)
-        if event.type == SLOT_CLAIM:
-            for pool, slots in (event.metadata.get("pools") or {}).items():
-                if pool in limits and pool not in held.setdefault(holder, {}):
-                    held[holder][pool] = slots
-                    users[pool].add(holder)
-                    current[pool] += slots
-                    peak[pool] = max(peak[pool], current[pool])
-        elif event.type == SLOT_RELEASE:
-            for pool in event.metadata.get("pools") or {}:
-                current[pool] -= held.get(holder, {}).pop(pool, 0)
-        elif event.type == SLOT_WAIT:
-            for item in event.metadata.get("blocked_by") or ():
-                if isinstance(item, dict) and item.get("pool") in limits:
-                    waited[item["pool"]].add(holder)
-        elif event.type in RELEASES:
-            for key in [key for key in held if key[0] == event.run_id]:
-                for pool, slots in held.pop(key).items():
-                    current[pool] -= slots
+    replay = _PoolReplay(limits)
+    for event in sorted((event for run_events in events.values() for event in run_events), key=lambda e: e.id):
+        replay.apply(event)
     return [
-        ScopeTally(f"pool:{pool}", limit, peak[pool], len(users[pool]), len(waited[pool]))
+        ScopeTally(f"pool:{pool}", limit, replay.peak[pool], len(replay.users[pool]), len(replay.waited[pool]))
         for pool, limit in sorted(limits.items())
     ]

@@ -79,11 +79,16 @@ class LiveView:
     def update(self, store: Store, sample: Sample) -> None:
         self.sample = sample
         counts = sample.counts
-        detail = (f"running [cyan]{counts[RunStatus.RUNNING]:>3}[/]/{self.capacity}  "
-                  f"queued [yellow]{counts[RunStatus.QUEUED]:>4}[/]")
+        detail = (
+            f"running [cyan]{counts[RunStatus.RUNNING]:>3}[/]/{self.capacity}  "
+            f"queued [yellow]{counts[RunStatus.QUEUED]:>4}[/]"
+        )
         self.progress.update(self._bar, completed=sample.finished, detail=detail)
-        self.seen |= {scope for scope in (*sample.usage, *sample.held_back, *sample.needed)
-                      if scope_limit(sample.rules, scope) is not None}
+        self.seen |= {
+            scope
+            for scope in (*sample.usage, *sample.held_back, *sample.needed)
+            if scope_limit(sample.rules, scope) is not None
+        }
         now = time.monotonic()
         if not counts[RunStatus.QUEUED]:
             self.why = None
@@ -114,16 +119,28 @@ def scopes_table(sample: Sample, seen: set[str]) -> Table:
         rows.sort(key=lambda row: (row[0] != GLOBAL, -row[1] / row[2], -row[3]))
         hidden, rows = len(rows) - MAX_ROWS, rows[:MAX_ROWS]
     rows.sort(key=lambda row: (row[0] != GLOBAL, not row[0].startswith("queue:"), natural_key(row[0])))
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, title="limits at work", title_justify="left",
-                  title_style="bold", caption=f"and {hidden} more busy scopes" if hidden else None,
-                  caption_justify="left", caption_style="dim")
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        title="limits at work",
+        title_justify="left",
+        title_style="bold",
+        caption=f"and {hidden} more busy scopes" if hidden else None,
+        caption_justify="left",
+        caption_style="dim",
+    )
     table.add_column("scope", no_wrap=True, overflow="ellipsis", max_width=40)
     table.add_column("slots held", no_wrap=True)
     table.add_column("running", justify="right", no_wrap=True)
     table.add_column("queued behind it", justify="right", no_wrap=True)
     for scope, used, limit, held_back in rows:
-        table.add_row(scope, slot_cells(used, limit), usage_text(used, limit),
-                      Text(str(held_back) if held_back else "-", style="yellow" if held_back else "dim"))
+        table.add_row(
+            scope,
+            slot_cells(used, limit),
+            usage_text(used, limit),
+            Text(str(held_back) if held_back else "-", style="yellow" if held_back else "dim"),
+        )
     return table
 
 
@@ -139,8 +156,13 @@ def sample_why(store: Store) -> RenderableType | None:
         explanation = explain(store, run.id)
         if explanation.run.status is not RunStatus.QUEUED or not explanation.blocking:
             continue  # claimed, or freed, since the list was read
-        first = Text.assemble(("queue why ", "bold"), (run.id, "bold"), " (", (run.task, "cyan"),
-                              f", position {explanation.position} of {explanation.queued_in_queue} in {run.queue})")
+        first = Text.assemble(
+            ("queue why ", "bold"),
+            (run.id, "bold"),
+            " (",
+            (run.task, "cyan"),
+            f", position {explanation.position} of {explanation.queued_in_queue} in {run.queue})",
+        )
         first.no_wrap, first.overflow = True, "ellipsis"
         if len(explanation.blocking) > 1:
             first.append(f" · {len(explanation.blocking)} limits full", style="dim")

@@ -148,6 +148,7 @@ def _plan_runs(count: int) -> Iterator[Planned]:
     for number in range(count):
         roll = rng.random()
         tags: dict[str, str] = {}
+        args: dict[str, Any]
         if roll < 0.35:
             task, args = "sync_customer", {"customer_id": rng.choice(customers)}
         elif roll < 0.70:
@@ -159,7 +160,10 @@ def _plan_runs(count: int) -> Iterator[Planned]:
         elif roll < 0.95:
             task, args = "fetch_quote", {"symbol": rng.choice(symbols)}
         else:
-            task, args = "nightly_report", {"days": [f"2026-11-{day:02d}" for day in range(number % 20 + 1, number % 20 + 5)]}
+            task, args = (
+                "nightly_report",
+                {"days": [f"2026-11-{day:02d}" for day in range(number % 20 + 1, number % 20 + 5)]},
+            )
         yield task, args, PRIORITY if rng.random() < PRIORITY_SHARE else 0, tags
 
 
@@ -178,8 +182,8 @@ def _submit_batch(tasks: ModuleType, batch: list[Planned]) -> None:
     groups: dict[tuple[str, int, tuple[tuple[str, str], ...]], list[dict[str, Any]]] = {}
     for task, args, priority, tags in batch:
         groups.setdefault((task, priority, tuple(sorted(tags.items()))), []).append(args)
-    for (task, priority, tags), many in groups.items():
-        getattr(tasks, task).options(priority=priority, tags=dict(tags)).submit_many(many)
+    for (task, priority, tag_items), many in groups.items():
+        getattr(tasks, task).options(priority=priority, tags=dict(tag_items)).submit_many(many)
 
 
 def _follow(console: Console, store: Store, plan: DemoPlan, fleet: Fleet) -> int:

@@ -94,8 +94,12 @@ def totals_table(summary: Summary) -> Table:
 
 def limits_table(summary: Summary, width: int = 100) -> Table:
     """Per limited scope: the most runs that ever held it at once, next to its limit."""
-    table = Table(box=box.ROUNDED, title="limits kept (most runs, or a pool's step slots, held at once, from the events)",
-                  title_justify="left", title_style="bold")
+    table = Table(
+        box=box.ROUNDED,
+        title="limits kept (most runs, or a pool's step slots, held at once, from the events)",
+        title_justify="left",
+        title_style="bold",
+    )
     table.add_column("scope", overflow="fold")
     table.add_column("max/limit", justify="right", no_wrap=True)
     table.add_column("", no_wrap=True)  # the max as slot cells: a full row is a limit that bound

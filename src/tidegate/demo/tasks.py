@@ -104,7 +104,7 @@ async def publish(counts: list[int]) -> int:
     queue="reports",
     executor=tidegate.Executor.parallel(max_workers=1, max_async_concurrent=REPORT_WINDOW),
 )
-def nightly_report(wf: tidegate.Workflow, days: list[str]):
+def nightly_report(wf: tidegate.Workflow, days: list[str]) -> tidegate.StepRef:
     """A workflow: one query per day through the shared pool, then publish the total."""
     counts = wf.map(heavy_query, days, concurrency=REPORT_WINDOW)
     return wf.step(publish, counts)

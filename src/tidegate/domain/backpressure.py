@@ -13,7 +13,9 @@ RATE_WINDOW_SECONDS = 60.0
 MAX_RETRY_AFTER = 3600
 
 
-def retry_after(active: int, limit: int, incoming: int, completed_recently: int, window: float = RATE_WINDOW_SECONDS) -> int:
+def retry_after(
+    active: int, limit: int, incoming: int, completed_recently: int, window: float = RATE_WINDOW_SECONDS
+) -> int:
     """Seconds until enough runs should have finished for `incoming` more to fit under `limit`.
 
     Estimated from the queue's recent completion rate (`completed_recently`

@@ -70,7 +70,7 @@ def format_duration(seconds: float) -> str:
     """The inverse, for display: 5400 -> '1h30m', 0.25 -> '250ms'."""
     if seconds < 1:
         return f"{round(seconds * 1000)}ms"
-    whole = int(round(seconds))
+    whole = round(seconds)
     parts = []
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         count, whole = divmod(whole, size)

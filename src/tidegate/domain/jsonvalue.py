@@ -45,48 +45,58 @@ def ensure_json(value: Any, path: str, *, max_bytes: int | None = None) -> int:
     at_least = 0  # bounds of the JSON text's length
     at_most = 0
     while stack:
-        entry = stack.pop()
-        item, depth = entry[0], entry[1]
-        if item is None or isinstance(item, bool):
-            at_least += 4
-            at_most += 5
-        elif isinstance(item, str):
-            _check_text(item, entry, path)
-            at_least += len(item) + 2
-            at_most += _ESCAPED * len(item) + 2
-        elif isinstance(item, int):
-            if item.bit_length() > MAX_INT_BITS:
-                raise InvalidArgument(f"{_path(entry, path)}: integer too large (more than ~3,900 digits)")
-            at_least += 1
-            at_most += item.bit_length() // 3 + 2  # digits <= bits * log10(2) + 1, and a sign
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                raise InvalidArgument(f"{_path(entry, path)}: {item!r} is not a JSON number")
-            at_least += 1
-            at_most += _FLOAT_CHARS
-        elif isinstance(item, (list, tuple, dict)):
-            if depth >= MAX_DEPTH:
-                raise InvalidArgument(f"{_path(entry, path)}: nested deeper than {MAX_DEPTH} levels")
-            at_least += 2 + len(item)
-            at_most += 2 + len(item)
-            if isinstance(item, dict):
-                for key, child in reversed(item.items()):
-                    if not isinstance(key, str):
-                        raise InvalidArgument(
-                            f"{_path(entry, path)}: key {key!r} is not a string (JSON objects have string keys)"
-                        )
-                    _check_text(key, entry, path, key=True)
-                    at_least += len(key) + 3
-                    at_most += _ESCAPED * len(key) + 3
-                    stack.append((child, depth + 1, entry, repr(key)))
-            else:
-                for index in range(len(item) - 1, -1, -1):
-                    stack.append((item[index], depth + 1, entry, index))
-        else:
-            raise InvalidArgument(f"{_path(entry, path)}: value of type {type(item).__name__} is not JSON")
+        least, most = _check_entry(stack.pop(), path, stack)
+        at_least += least
+        at_most += most
         if max_bytes is not None and at_least > max_bytes:
             raise InvalidArgument(f"{path}: more than {format_size(max_bytes)} of JSON, {_over(max_bytes)}")
     return at_most
+
+
+def _check_entry(entry: _Entry, path: str, stack: list[_Entry]) -> tuple[int, int]:
+    """Check one value and push its children onto `stack`; return the bounds of the JSON text it
+    adds itself (its children's text is counted when they are popped)."""
+    item = entry[0]
+    if item is None or isinstance(item, bool):
+        return 4, 5
+    if isinstance(item, str):
+        _check_text(item, entry, path)
+        return len(item) + 2, _ESCAPED * len(item) + 2
+    if isinstance(item, int):
+        if item.bit_length() > MAX_INT_BITS:
+            raise InvalidArgument(f"{_path(entry, path)}: integer too large (more than ~3,900 digits)")
+        return 1, item.bit_length() // 3 + 2  # digits <= bits * log10(2) + 1, and a sign
+    if isinstance(item, float):
+        if not math.isfinite(item):
+            raise InvalidArgument(f"{_path(entry, path)}: {item!r} is not a JSON number")
+        return 1, _FLOAT_CHARS
+    if isinstance(item, dict):
+        return _push_members(item, entry, path, stack)
+    if isinstance(item, (list, tuple)):
+        _check_depth(entry, path)
+        for index in range(len(item) - 1, -1, -1):
+            stack.append((item[index], entry[1] + 1, entry, index))
+        return 2 + len(item), 2 + len(item)
+    raise InvalidArgument(f"{_path(entry, path)}: value of type {type(item).__name__} is not JSON")
+
+
+def _push_members(item: dict[Any, Any], entry: _Entry, path: str, stack: list[_Entry]) -> tuple[int, int]:
+    """An object: check its keys (strings, storable), push its values; the bounds of its braces, commas and keys."""
+    _check_depth(entry, path)
+    at_least = at_most = 2 + len(item)
+    for key, child in reversed(item.items()):
+        if not isinstance(key, str):
+            raise InvalidArgument(f"{_path(entry, path)}: key {key!r} is not a string (JSON objects have string keys)")
+        _check_text(key, entry, path, key=True)
+        at_least += len(key) + 3
+        at_most += _ESCAPED * len(key) + 3
+        stack.append((child, entry[1] + 1, entry, repr(key)))
+    return at_least, at_most
+
+
+def _check_depth(entry: _Entry, path: str) -> None:
+    if entry[1] >= MAX_DEPTH:
+        raise InvalidArgument(f"{_path(entry, path)}: nested deeper than {MAX_DEPTH} levels")
 
 
 def ensure_size(value: JSONValue, what: str, max_bytes: int, *, at_most: int | None = None) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.names import check_name, is_one_line
@@ -151,10 +151,12 @@ def check_partition_form(key: str, partition: Partition) -> None:
         names.append(name)
     expected = ["kind"] if partition.by_kind else []
     if partition.by_args == ():
-        arg_names = names[len(expected):]
+        arg_names = names[len(expected) :]
         if names[: len(expected)] == expected and arg_names == sorted(set(arg_names)) and "kind" not in arg_names:
             return
-        form = "kind=TASK,NAME=VALUE,... (arg names sorted)" if partition.by_kind else "NAME=VALUE,... (arg names sorted)"
+        form = (
+            "kind=TASK,NAME=VALUE,... (arg names sorted)" if partition.by_kind else "NAME=VALUE,... (arg names sorted)"
+        )
         raise ConfigurationError(f"override {key!r} does not name a partition of this queue: expected {form}")
     expected += list(partition.by_args or ())
     unknown = [name for name in names if name not in expected]
@@ -203,12 +205,13 @@ def run_queue_to_dict(config: RunQueueConfig) -> dict[str, object]:
     }
 
 
-def run_queue_from_dict(data: Mapping[str, object]) -> RunQueueConfig:
+def run_queue_from_dict(data: Mapping[str, Any]) -> RunQueueConfig:
+    """Back from the stored JSON (untyped, hence `Any`): each field is checked again by the config's own validation."""
     tags = data.get("tag_concurrency_limits") or []
     return RunQueueConfig(
-        max_concurrent_runs=data.get("max_concurrent_runs"),  # type: ignore[arg-type]
-        tag_concurrency_limits=[TagConcurrencyLimit(**tag) for tag in tags],  # type: ignore[union-attr]
-        max_active=data.get("max_active"),  # type: ignore[arg-type]
+        max_concurrent_runs=data.get("max_concurrent_runs"),
+        tag_concurrency_limits=[TagConcurrencyLimit(**tag) for tag in tags],
+        max_active=data.get("max_active"),
     )
 
 
@@ -228,17 +231,18 @@ def queue_to_dict(config: QueueConfig) -> dict[str, object]:
     }
 
 
-def queue_from_dict(data: Mapping[str, object]) -> QueueConfig:
+def queue_from_dict(data: Mapping[str, Any]) -> QueueConfig:
+    """Back from the stored JSON (untyped, hence `Any`): each field is checked again by the config's own validation."""
     return QueueConfig(
-        name=data["name"],  # type: ignore[arg-type]
+        name=data["name"],
         concurrency=Concurrency(
-            global_limit=data.get("global_limit"),  # type: ignore[arg-type]
-            local_limit=data.get("local_limit"),  # type: ignore[arg-type]
-            partition=Partition(by_args=data.get("by_args"), by_kind=bool(data.get("by_kind"))),  # type: ignore[arg-type]
-            overrides=data.get("overrides") or None,  # type: ignore[arg-type]
+            global_limit=data.get("global_limit"),
+            local_limit=data.get("local_limit"),
+            partition=Partition(by_args=data.get("by_args"), by_kind=bool(data.get("by_kind"))),
+            overrides=data.get("overrides") or None,
         ),
-        max_workers=data.get("max_workers"),  # type: ignore[arg-type]
-        ordering=data.get("ordering", "priority"),  # type: ignore[arg-type]
-        max_active=data.get("max_active"),  # type: ignore[arg-type]
-        dispatch_deadline=data.get("dispatch_deadline"),  # type: ignore[arg-type]
+        max_workers=data.get("max_workers"),
+        ordering=data.get("ordering", "priority"),
+        max_active=data.get("max_active"),
+        dispatch_deadline=data.get("dispatch_deadline"),
     )

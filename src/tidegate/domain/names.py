@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from tidegate.domain.errors import InvalidArgument
 
@@ -67,7 +67,7 @@ def check_run_id(value: Any) -> str:
     return value
 
 
-def is_one_line(value: Any, max_length: int = 200) -> bool:
+def is_one_line(value: Any, max_length: int = 200) -> TypeGuard[str]:
     """1-max_length characters of Unicode text without a line break or NUL, so both stores keep it as given."""
     if not isinstance(value, str) or not value or len(value) > max_length or "\n" in value or "\x00" in value:
         return False

@@ -20,5 +20,5 @@ def retry_delay(attempt: int, max_attempts: int, base_seconds: float, jitter: fl
     """
     if not attempts_left(attempt, max_attempts):
         return None
-    step = base_seconds * (2 ** (attempt - 1))
+    step = base_seconds * (2.0 ** (attempt - 1))
     return min(MAX_BACKOFF_SECONDS, step * (0.5 + jitter))

@@ -103,8 +103,12 @@ class Workflow:
         item outputs, in item order.
         """
         step = self._check_step(fn, "map")
-        if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1):
-            raise WorkflowError(f"wf.map({step.name}): concurrency must be an integer >= 1 or None, got {concurrency!r}")
+        if concurrency is not None and (
+            isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+        ):
+            raise WorkflowError(
+                f"wf.map({step.name}): concurrency must be an integer >= 1 or None, got {concurrency!r}"
+            )
         if isinstance(items, StepRef):
             source: Sequence[Any] | StepRef = items
         elif isinstance(items, (list, tuple)):
@@ -197,4 +201,3 @@ def resolve(value: Any, outputs: Mapping[str, Any]) -> Any:
     if isinstance(value, dict):
         return {key: resolve(item, outputs) for key, item in value.items()}
     return value
-

@@ -15,14 +15,15 @@ each get their cap of the shared pool rather than a cap between them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import loky
 
@@ -66,12 +67,21 @@ class Executor:
 
 IDLE_PROCESS_SECONDS = 300  # a pool process idle this long exits; the pool starts another when needed
 
+
+class ProcessPool(Protocol):
+    """What tidegate uses of a loky pool (loky ships no types)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]: ...
+
+    def shutdown(self, wait: bool = True, *, kill_workers: bool = False) -> None: ...
+
+
 _pool_lock = threading.Lock()
-_pool: loky.ProcessPoolExecutor | None = None
+_pool: ProcessPool | None = None
 _pool_size = 0
 
 
-def process_pool(workers: int) -> loky.ProcessPoolExecutor:
+def process_pool(workers: int) -> ProcessPool:
     """This process's loky pool, with at least `workers` processes (grown by replacing it).
 
     Held here, not through `loky.get_reusable_executor`, whose executor is
@@ -85,10 +95,11 @@ def process_pool(workers: int) -> loky.ProcessPoolExecutor:
         return _pool
 
 
-def _replace(old: loky.ProcessPoolExecutor | None) -> loky.ProcessPoolExecutor:
+def _replace(old: ProcessPool | None) -> ProcessPool:
     if old is not None:
         old.shutdown(wait=False)  # its running steps finish; new ones go to the new pool
-    return loky.ProcessPoolExecutor(max_workers=_pool_size, timeout=IDLE_PROCESS_SECONDS)
+    pool: ProcessPool = loky.ProcessPoolExecutor(max_workers=_pool_size, timeout=IDLE_PROCESS_SECONDS)
+    return pool
 
 
 def shutdown_process_pool() -> None:
@@ -112,8 +123,10 @@ def submit(workers: int, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: 
         with _pool_lock:
             if _pool is pool:
                 _pool = _replace(pool)
-            pool = _pool
-        return pool.submit(fn, *args, **kwargs)
+            replacement = _pool
+        if replacement is None:
+            raise  # the pool was shut down meanwhile (its worker is leaving): the step fails
+        return replacement.submit(fn, *args, **kwargs)
 
 
 class Slots:
@@ -188,7 +201,8 @@ class RunCaps:
         """Hand the step function to where this executor runs it, now; await the result (its
         exception propagates). Starting before awaiting lets the caller act once it is on its way."""
         if is_async:
-            return asyncio.ensure_future(fn(*args, **kwargs))
+            coroutine: Coroutine[Any, Any, Any] = fn(*args, **kwargs)
+            return asyncio.ensure_future(coroutine)
         if self.executor.kind == "in_process":
             return _on_daemon_thread(fn, args, kwargs)
         return asyncio.wrap_future(submit(self.executor.process_slots, fn, args, kwargs))
@@ -220,7 +234,5 @@ def _on_daemon_thread(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dic
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
-    try:
+    with contextlib.suppress(RuntimeError):  # the worker's loop has closed: nobody waits for this step any more
         loop.call_soon_threadsafe(fn, *args)
-    except RuntimeError:
-        pass  # the worker's loop has closed: nobody waits for this step any more

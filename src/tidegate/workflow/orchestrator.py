@@ -140,11 +140,11 @@ class WorkflowRun:
                 updates.append(StepUpdate(record.step_key, StepStatus.PENDING, record.map_key, record.item_index))
         for key, node in self._dag.nodes.items():
             if isinstance(node, StepNode):
-                record = self._records.get(key)
-                if record is None:
+                checkpoint = self._records.get(key)
+                if checkpoint is None:
                     updates.append(StepUpdate(key, StepStatus.PENDING))
-                elif record.status is StepStatus.COMPLETED:
-                    self._outputs[key] = record.output
+                elif checkpoint.status is StepStatus.COMPLETED:
+                    self._outputs[key] = checkpoint.output
             elif not isinstance(node.items, StepRef):
                 updates.extend(self._new_items(node, node.items))
         await self._write_many(updates)
@@ -221,7 +221,9 @@ class WorkflowRun:
         attempt = 1
         while True:
             # A retried item lost its window slot when its failure was recorded: it claims it again.
-            window = {} if item is None or attempt == 1 else {fanout_scope(self._scope.run_id, item.node.key): item.window}
+            window = (
+                {} if item is None or attempt == 1 else {fanout_scope(self._scope.run_id, item.node.key): item.window}
+            )
             try:
                 return await self._execute_once(step, key, args, kwargs, item, window)
             except StepFencedOut:
@@ -233,7 +235,9 @@ class WorkflowRun:
                 delay = retry_delay(attempt, step.max_attempts, step.retry_backoff, random.random())
                 if delay is None or self._scope.stopping.is_set():
                     raise StepError(key, text) from None
-                log.info("step %s of run %s failed (try %d); retrying in %.2fs", key, self._scope.run_id, attempt, delay)
+                log.info(
+                    "step %s of run %s failed (try %d); retrying in %.2fs", key, self._scope.run_id, attempt, delay
+                )
                 attempt += 1
                 await asyncio.sleep(delay)
 
@@ -249,14 +253,18 @@ class WorkflowRun:
         """One try: claim pools (and a retried item's window slot), take an executor slot, run, record."""
         map_key = None if item is None else item.node.key
         index = None if item is None else item.index
-        needs = {**step.pool_needs, **{scope: 1 for scope in window}}
+        needs = {**step.pool_needs, **dict.fromkeys(window, 1)}
         start_record = StepUpdate(key, StepStatus.RUNNING, map_key, index)
         async with self._claims.holding(start_record, needs, window) as held:
             async with self._caps.slot(step.is_async, urgent=bool(needs)):
                 # The start is recorded while the function starts, not before: one store round trip
                 # less per step. It has landed (or refused us) before the outcome is recorded. A step
                 # handed its slots in memory was recorded running by the hand-off's write.
-                started = None if held is not None and held.started_recorded else asyncio.create_task(self._write(start_record))
+                started = (
+                    None
+                    if held is not None and held.started_recorded
+                    else asyncio.create_task(self._write(start_record))
+                )
                 try:
                     try:
                         running = asyncio.ensure_future(self._caps.start(step.fn, step.is_async, args, kwargs))
@@ -270,7 +278,9 @@ class WorkflowRun:
                 except StepFencedOut:
                     raise
                 except Exception as error:
-                    await self._finish(StepUpdate(key, StepStatus.FAILED, map_key, index, error=error_text(error)), held)
+                    await self._finish(
+                        StepUpdate(key, StepStatus.FAILED, map_key, index, error=error_text(error)), held
+                    )
                     raise
             await self._finish(StepUpdate(key, StepStatus.COMPLETED, map_key, index, output=output), held)
         return output
@@ -287,7 +297,8 @@ class WorkflowRun:
                 if not running.done():
                     await _stop(running)
                     raise SlotsLost(
-                        "its pool slots were lost while it ran (freed, or their lease about to run out: renewals failed)"
+                        "its pool slots were lost while it ran"
+                        " (freed, or their lease about to run out: renewals failed)"
                     )
                 lost.cancel()
             return await asyncio.shield(running)
@@ -356,4 +367,3 @@ async def _cancel_all(tasks: Mapping[asyncio.Task[Any], Any]) -> None:
         for task in tasks:
             task.cancel()
         raise
-

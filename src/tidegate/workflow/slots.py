@@ -104,7 +104,10 @@ class Held:
             if not lost.done():
                 lost.set_result(None)
 
-        self.claim.on_lost.append(lambda: loop.call_soon_threadsafe(resolve))
+        def resolve_on_loop() -> None:  # called on the renewer's thread
+            loop.call_soon_threadsafe(resolve)
+
+        self.claim.on_lost.append(resolve_on_loop)
         if self.claim.lost.is_set():
             resolve()
         return lost
@@ -128,6 +131,7 @@ class SlotClaims:
         self._answers: asyncio.Future[list[Handed] | None] | None = None  # the batch being gathered
         self._landings: dict[str, asyncio.Future[None]] = {}  # step key -> the write moving slots to it
         self._holding: set[str] = set()  # steps holding slots claimed through here
+        self._releasing: set[asyncio.Task[None]] = set()  # the loop keeps only weak references to tasks
 
     @asynccontextmanager
     async def holding(
@@ -174,7 +178,12 @@ class SlotClaims:
         await held.settled()
         turn = held.turn
         waiter = turn.next_waiter()
-        if waiter is not None and update.status is StepStatus.COMPLETED and not turn.shared and not held.claim.lost.is_set():
+        if (
+            waiter is not None
+            and update.status is StepStatus.COMPLETED
+            and not turn.shared
+            and not held.claim.lost.is_set()
+        ):
             return await self._hand_on(held, waiter, update)
         successor = None if waiter is None else waiter.request
         generation = self._guard.generation()
@@ -247,13 +256,20 @@ class SlotClaims:
                 try:
                     full_at, turn.full_at = turn.full_at, None
                     return await ask(
-                        fence, worker_id, request.step_key, request.needs, request.fixed_limits,
-                        handed=waiter.handed, full_at=full_at,
+                        fence,
+                        worker_id,
+                        request.step_key,
+                        request.needs,
+                        request.fixed_limits,
+                        handed=waiter.handed,
+                        full_at=full_at,
                     )
                 finally:
                     turn.lock.release()
             # Handed its slots while queued: no store call.
-            return await ask(fence, worker_id, request.step_key, request.needs, request.fixed_limits, handed=waiter.handed)
+            return await ask(
+                fence, worker_id, request.step_key, request.needs, request.fixed_limits, handed=waiter.handed
+            )
         except BaseException:
             waiter.on_its_way.set_result(None)
             if waiter.handed.done() and not waiter.handed.cancelled():
@@ -265,9 +281,7 @@ class SlotClaims:
         finally:
             turn.waiters.remove(waiter)
 
-    def _release_later(
-        self, step_key: str, landing: asyncio.Future[None] | None, claim: SlotClaim | None
-    ) -> None:
+    def _release_later(self, step_key: str, landing: asyncio.Future[None] | None, claim: SlotClaim | None) -> None:
         """Give a step's slots back in the background, once a hand-off moving them to it has landed."""
 
         async def release() -> None:
@@ -279,7 +293,9 @@ class SlotClaims:
             else:
                 await asyncio.to_thread(self._store.release_slots, self._fence, step_key)
 
-        asyncio.ensure_future(release())
+        task = asyncio.ensure_future(release())
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
 
     async def _ask_once(self, request: SlotRequest) -> Handed:
         """Join the batch of requests this loop turn gathers; one store transaction answers them all."""
@@ -289,7 +305,9 @@ class SlotClaims:
             self._answers = asyncio.ensure_future(self._answer_asks())
         grants = await asyncio.shield(self._answers)
         if grants is None:
-            raise StepFencedOut(f"step {request.step_key}: run {self._fence[0]} attempt {self._fence[1]} was taken over")
+            raise StepFencedOut(
+                f"step {request.step_key}: run {self._fence[0]} attempt {self._fence[1]} was taken over"
+            )
         return grants[index]
 
     async def _answer_asks(self) -> list[Handed] | None:
@@ -304,8 +322,9 @@ async def _first_in_line(turn: _Turn, waiter: _Waiter) -> bool:
     """Wait until the waiter is handed slots (False) or is the one to ask the guard (True: it then
     holds the turn's lock)."""
     locking = asyncio.ensure_future(turn.lock.acquire())
+    either: list[asyncio.Future[Any]] = [locking, waiter.handed]
     try:
-        await asyncio.wait([locking, waiter.handed], return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
     except BaseException:
         _drop_lock(turn.lock, locking)
         raise
@@ -315,7 +334,7 @@ async def _first_in_line(turn: _Turn, waiter: _Waiter) -> bool:
     return True
 
 
-def _drop_lock(lock: asyncio.Lock, locking: asyncio.Future[bool]) -> None:
+def _drop_lock(lock: asyncio.Lock, locking: asyncio.Future[Any]) -> None:
     """Stop waiting for `lock`; release it if the wait had already got it."""
     if not locking.cancel() and not locking.cancelled() and locking.exception() is None:
         lock.release()
