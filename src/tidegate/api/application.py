@@ -7,11 +7,15 @@ the store) is where runs live.
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
 
 from tidegate.api import errors, probes, runs
 from tidegate.api.bodies import OPTIONS_ROOM, BodyLimit
-from tidegate.api.security import Tokens
+from tidegate.api.security import Tokens, can_read
 from tidegate.app import App
 
 OPENAPI_URL = f"{runs.PREFIX}/openapi.json"
@@ -24,8 +28,8 @@ def create_api(app: App, *, tokens: Tokens | None = None) -> FastAPI:
         title="tidegate",
         summary="Durable tasks and workflows with concurrency control you can reason about.",
         version="1",
-        openapi_url=OPENAPI_URL,
-        docs_url=DOCS_URL,
+        openapi_url=None,  # served below, behind the tokens like every route but /healthz
+        docs_url=None,
         redoc_url=None,
     )
     api.state.tidegate = app
@@ -34,4 +38,18 @@ def create_api(app: App, *, tokens: Tokens | None = None) -> FastAPI:
     errors.install(api)
     api.include_router(probes.router)
     api.include_router(runs.router)
+    _document(api)
     return api
+
+
+def _document(api: FastAPI) -> None:
+    """The OpenAPI document and its interactive docs, readable by any token (none on loopback)."""
+
+    @api.get(OPENAPI_URL, include_in_schema=False, dependencies=[can_read])
+    async def openapi() -> dict[str, Any]:
+        return api.openapi()
+
+    @api.get(DOCS_URL, include_in_schema=False, dependencies=[can_read])
+    async def docs(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "").rstrip("/")  # mounted under a prefix: links keep it
+        return get_swagger_ui_html(openapi_url=root + OPENAPI_URL, title="tidegate API")

@@ -21,7 +21,7 @@ from tidegate.api.submission import submit, submitted_fields
 from tidegate.app import App
 from tidegate.domain import names
 from tidegate.domain.errors import InvalidArgument, RunNotFound
-from tidegate.domain.model import RunRecord, RunStatus
+from tidegate.domain.model import NewRun, RunRecord, RunStatus
 
 PREFIX = "/api/v1"
 MAX_PAGE = 500
@@ -55,14 +55,19 @@ def _app(request: Request) -> App:
     return app
 
 
-def _links(run_id: str) -> schemas.RunLinks:
-    base = f"{PREFIX}/runs/{run_id}"
+def _links(request: Request, run_id: str) -> schemas.RunLinks:
+    """Absolute paths on this server, under the prefix the API is mounted at (if any)."""
+    base = f"{request.scope.get('root_path', '').rstrip('/')}{PREFIX}/runs/{run_id}"
     return schemas.RunLinks(self=base, events=f"{base}/events", cancel=f"{base}/cancel")
 
 
-def _run(record: RunRecord) -> dict[str, Any]:
+def _run(request: Request, record: RunRecord) -> dict[str, Any]:
     fields = {name: getattr(record, name) for name in schemas.Run.model_fields if name != "links"}
-    return {**fields, "links": _links(record.id)}
+    return {**fields, "links": _links(request, record.id)}
+
+
+def _submitted(request: Request, run: NewRun) -> dict[str, Any]:
+    return {**submitted_fields(run), "status": RunStatus.QUEUED, "links": _links(request, run.id)}
 
 
 def _find(app: App, run_id: str) -> RunRecord:
@@ -80,7 +85,7 @@ def _find(app: App, run_id: str) -> RunRecord:
 )  # fmt: skip
 def submit_run(body: schemas.SubmitRequest, request: Request) -> dict[str, Any]:
     (run,) = submit(_app(request), [body])
-    return {**submitted_fields(run), "status": RunStatus.QUEUED, "links": _links(run.id)}
+    return _submitted(request, run)
 
 
 @router.post(
@@ -89,7 +94,7 @@ def submit_run(body: schemas.SubmitRequest, request: Request) -> dict[str, Any]:
 )  # fmt: skip
 def submit_batch(body: schemas.BatchRequest, request: Request) -> dict[str, Any]:
     runs = submit(_app(request), body.runs, prefix="runs.")
-    return {"runs": [{**submitted_fields(run), "status": RunStatus.QUEUED, "links": _links(run.id)} for run in runs]}
+    return {"runs": [_submitted(request, run) for run in runs]}
 
 
 @router.get(
@@ -117,7 +122,7 @@ def list_runs(
     )
     more = len(records) > limit
     page = records[:limit]
-    return {"runs": [_run(record) for record in page], "next_cursor": _encode_cursor(page[-1].id) if more else None}
+    return {"runs": [_run(request, record) for record in page], "next_cursor": _encode_cursor(page[-1].id) if more else None}
 
 
 @router.get(
@@ -131,7 +136,7 @@ def show_run(run_id: RunId, request: Request) -> dict[str, Any]:
         {**{name: getattr(step, name) for name in schemas.Step.model_fields if name != "key"}, "key": step.step_key}
         for step in app.store.run_steps(record.id)
     ]
-    return {**_run(record), "steps": steps}
+    return {**_run(request, record), "steps": steps}
 
 
 @router.get(

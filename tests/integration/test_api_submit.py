@@ -1,0 +1,100 @@
+"""Submitting over HTTP: a worker runs what the API stored, and GET shows its result.
+
+Both ways of serving are covered: with the user's App (its code, its
+declarations) and bare, knowing tasks only by what workers registered in the
+store (as `tidegate serve` without MODULE:APP). A batch is stored whole or
+not at all.
+"""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tidegate import App, RunStatus
+from tests.apps.api import store_size
+from tests.conftest import wait_status
+
+
+def _declare(app: App) -> None:
+    @app.task(name="add")
+    def add(a: int, b: int = 1) -> int:
+        return a + b
+
+    app.store  # opened (and migrated) now, so the tests can count its rows before the first request
+
+
+def test_a_run_submitted_over_http_is_run_and_shown(app: App, start_worker) -> None:
+    _declare(app)
+    client = TestClient(app.asgi())
+    response = client.post("/api/v1/runs", json={"task": "add", "args": {"a": 2, "b": 3}, "tags": {"tenant": "acme"}})
+    assert response.status_code == 201, response.text
+    submitted = response.json()
+    assert submitted["status"] == "queued" and submitted["tags"] == {"tenant": "acme"}
+    assert submitted["links"]["self"] == f"/api/v1/runs/{submitted['id']}"
+
+    start_worker(max_workers=1)
+    wait_status(app, submitted["id"], RunStatus.COMPLETED)
+
+    shown = client.get(submitted["links"]["self"]).json()
+    assert (shown["status"], shown["result"], shown["args"]) == ("completed", 5, {"a": 2, "b": 3})
+    assert shown["attempt"] == 1 and shown["tags"] == {"tenant": "acme"} and shown["finished_at"] is not None
+    events = [event["type"] for event in client.get(submitted["links"]["events"]).json()["events"]]
+    assert events[0] == "RunQueued" and events[-1] == "RunCompleted" and "RunStarted" in events
+
+
+def test_a_bare_server_submits_by_what_workers_registered(app: App, database_url: str, start_worker) -> None:
+    _declare(app)
+    start_worker(max_workers=1)  # registers the task's defaults in the store
+    with App(database_url) as bare:
+        client = TestClient(bare.asgi())
+        response = client.post("/api/v1/runs", json={"task": "add", "args": {"a": 40, "b": 2}})
+        assert response.status_code == 201, response.text
+        run_id = response.json()["id"]
+        wait_status(bare, run_id, RunStatus.COMPLETED)
+        assert client.get(f"/api/v1/runs/{run_id}").json()["result"] == 42
+        unknown = client.post("/api/v1/runs", json={"task": "subtract", "args": {}})
+        assert (unknown.status_code, unknown.json()["field"]) == (422, "task")
+
+
+def test_a_batch_is_stored_whole_or_not_at_all(app: App, database_url: str) -> None:
+    _declare(app)
+    client = TestClient(app.asgi())
+    good = [{"task": "add", "args": {"a": n}} for n in range(3)]
+    before = store_size(database_url)
+    refused = client.post("/api/v1/runs/batch", json={"runs": [*good, {"task": "add", "args": {"c": 1}}]})
+    assert refused.status_code == 422
+    assert refused.json()["field"] == "runs.3.args"
+    assert store_size(database_url) == before
+
+    accepted = client.post("/api/v1/runs/batch", json={"runs": good})
+    assert accepted.status_code == 201, accepted.text
+    ids = [run["id"] for run in accepted.json()["runs"]]
+    assert len(set(ids)) == 3
+    assert {app.store.get_run(run_id).args["a"] for run_id in ids} == {0, 1, 2}
+    assert store_size(database_url) == (before[0] + 3, before[1] + 3)
+
+
+@pytest.mark.parametrize("body", [{"runs": []}, {"runs": "add"}, {}])
+def test_an_empty_or_malformed_batch_stores_nothing(app: App, database_url: str, body: dict) -> None:
+    _declare(app)
+    client = TestClient(app.asgi())
+    before = store_size(database_url)
+    response = client.post("/api/v1/runs/batch", json=body)
+    assert (response.status_code, response.json()["field"]) == (422, "runs")
+    assert store_size(database_url) == before
+
+
+def test_the_api_mounts_inside_another_asgi_service(app: App) -> None:
+    from fastapi import FastAPI
+
+    _declare(app)
+    service = FastAPI()
+    service.mount("/tidegate", app.asgi())
+    client = TestClient(service)
+    response = client.post("/tidegate/api/v1/runs", json={"task": "add", "args": {"a": 1}})
+    assert response.status_code == 201, response.text
+    assert response.json()["links"]["self"].startswith("/tidegate/api/v1/runs/")
+    assert client.get(response.json()["links"]["self"]).json()["status"] == "queued"
+    assert "/tidegate/api/v1/openapi.json" in client.get("/tidegate/api/docs").text
+    assert client.get("/tidegate/api/v1/openapi.json").json()["info"]["title"] == "tidegate"
