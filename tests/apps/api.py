@@ -13,8 +13,14 @@ from contextlib import contextmanager
 from typing import Any
 
 import uvicorn
+from fastapi.testclient import TestClient
 
 from tests.conftest import execute_sql
+
+
+def local_client(api: Any) -> TestClient:
+    """An in-process client addressing the API as 127.0.0.1 (without a token it answers only loopback)."""
+    return TestClient(api, base_url="http://127.0.0.1")
 
 
 @contextmanager

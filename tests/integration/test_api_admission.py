@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import threading
 
-from fastapi.testclient import TestClient
 
 from tidegate import App, RunStatus
 from tidegate.domain.backpressure import retry_after
-from tests.apps.api import store_size
+from tests.apps.api import local_client, store_size
 from tests.conftest import wait_status, wait_until
 
 CEILING = 15
@@ -33,7 +32,7 @@ def test_the_sixteenth_submit_gets_429_and_a_retry_is_accepted_once_runs_complet
         gate.wait(60)
         return n
 
-    client = TestClient(app.asgi())
+    client = local_client(app.asgi())
     try:
         for _ in range(WORKERS):
             start_worker(max_workers=1, queues=["ingest"])

@@ -2,7 +2,10 @@
 
 The full token may do everything; the read token reads and gets 403 on every
 mutation (nothing stored); a missing or wrong token gets 401 everywhere but
-/healthz. A wider bind than loopback without a token is refused.
+/healthz. A wider bind than loopback without a token is refused. Without a
+token, a request addressed to a non-loopback host (DNS rebinding) or sent by
+another site's page (Origin) is refused, and a body must be declared JSON
+(a cross-site form cannot submit).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from tidegate import App, ConfigurationError
 from tidegate.api import Tokens, check_bind, create_api
-from tests.apps.api import store_size
+from tests.apps.api import local_client, store_size
 
 FULL, READ = "full-secret-token", "read-secret-token"
 SUBMIT = {"task": "add", "args": {"a": 1}}
@@ -27,7 +30,7 @@ def guarded(app: App) -> tuple[TestClient, str]:
         return a
 
     run_id = app.submit("add", {"a": 0}).id
-    return TestClient(create_api(app, tokens=Tokens(full=FULL, read=READ))), run_id
+    return local_client(create_api(app, tokens=Tokens(full=FULL, read=READ))), run_id
 
 
 def _bearer(token: str) -> dict[str, str]:
@@ -74,7 +77,7 @@ def test_loopback_without_a_token_is_open(app: App, monkeypatch) -> None:
     def add(a: int) -> int:
         return a
 
-    client = TestClient(app.asgi())
+    client = local_client(app.asgi())
     assert client.post("/api/v1/runs", json=SUBMIT).status_code == 201
     assert client.get("/api/v1/runs").status_code == 200
 
@@ -82,7 +85,7 @@ def test_loopback_without_a_token_is_open(app: App, monkeypatch) -> None:
 def test_tokens_come_from_the_environment(app: App, monkeypatch) -> None:
     monkeypatch.setenv("TIDEGATE_API_READ_TOKEN", READ)
     monkeypatch.delenv("TIDEGATE_API_TOKEN", raising=False)
-    client = TestClient(app.asgi())
+    client = local_client(app.asgi())
     assert client.get("/api/v1/runs").status_code == 401
     assert client.get("/api/v1/runs", headers=_bearer(READ)).status_code == 200
     assert client.post("/api/v1/runs", json=SUBMIT, headers=_bearer(READ)).status_code == 403
@@ -98,3 +101,47 @@ def test_a_wider_bind_needs_a_token(host: str) -> None:
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "127.0.0.2"])
 def test_loopback_needs_no_token(host: str) -> None:
     check_bind(host, Tokens())
+
+
+@pytest.fixture
+def open_client(app: App, monkeypatch) -> TestClient:
+    monkeypatch.delenv("TIDEGATE_API_TOKEN", raising=False)
+    monkeypatch.delenv("TIDEGATE_API_READ_TOKEN", raising=False)
+
+    @app.task(name="add")
+    def add(a: int) -> int:
+        return a
+
+    app.store  # open, so the test can count rows
+    return local_client(app.asgi())
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Host": "attacker.example:8000"},  # a DNS name rebound to 127.0.0.1
+        {"Origin": "https://attacker.example"},
+        {"Origin": "null"},
+    ],
+)
+def test_without_a_token_only_this_machine_may_call(open_client, database_url, headers) -> None:
+    before = store_size(database_url)
+    response = open_client.post("/api/v1/runs", json=SUBMIT, headers=headers)
+    assert (response.status_code, response.json()["error"]) == (403, "forbidden")
+    assert open_client.get("/api/v1/runs", headers=headers).status_code == 403
+    assert store_size(database_url) == before
+
+
+def test_a_page_served_from_loopback_may_call(open_client) -> None:
+    headers = {"Origin": "http://127.0.0.1:8000", "Host": "localhost:8000"}
+    assert open_client.post("/api/v1/runs", json=SUBMIT, headers=headers).status_code == 201
+
+
+@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "text/plain", "multipart/form-data"])
+def test_a_submit_body_must_be_declared_json(open_client, database_url, content_type) -> None:
+    before = store_size(database_url)
+    body = b'{"task": "add", "args": {"a": 1}}'
+    response = open_client.post("/api/v1/runs", content=body, headers={"Content-Type": content_type})
+    assert (response.status_code, response.json()["error"]) == (415, "unsupported_media_type")
+    assert open_client.post("/api/v1/runs", content=body, headers={"Content-Type": "application/json"}).status_code == 201
+    assert store_size(database_url)[0] == before[0] + 1

@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tidegate import App
-from tests.apps.api import store_size
+from tests.apps.api import local_client, store_size
 
 GOOD: dict[str, Any] = {"task": "add", "args": {"a": 1}}
 
@@ -82,8 +82,8 @@ def client(app: App) -> TestClient:
     def add(a: int, b: int = 1) -> int:
         return a + b
 
-    TestClient(app.asgi()).post("/api/v1/runs", json=GOOD).raise_for_status()  # the store is open and in use
-    return TestClient(app.asgi())
+    local_client(app.asgi()).post("/api/v1/runs", json=GOOD).raise_for_status()  # the store is open and in use
+    return local_client(app.asgi())
 
 
 def _refused(response: Any, status: int, field: str | None) -> None:

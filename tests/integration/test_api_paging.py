@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from tidegate import App
+from tests.apps.api import local_client
 
 
 def _ids(client: TestClient, **params: object) -> list[str]:
@@ -32,7 +33,7 @@ def test_pages_are_newest_first_disjoint_and_filtered(app: App) -> None:
     def second(n: int) -> int:
         return n
 
-    client = TestClient(app.asgi())
+    client = local_client(app.asgi())
     submitted = []
     for n in range(7):
         body = {"task": "first" if n % 2 else "second", "args": {"n": n}, "tags": {"tenant": f"t{n % 3}", "env": "prod"}}

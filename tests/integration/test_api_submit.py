@@ -9,10 +9,9 @@ not at all.
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 
 from tidegate import App, RunStatus
-from tests.apps.api import store_size
+from tests.apps.api import local_client, store_size
 from tests.conftest import wait_status
 
 
@@ -26,7 +25,7 @@ def _declare(app: App) -> None:
 
 def test_a_run_submitted_over_http_is_run_and_shown(app: App, start_worker) -> None:
     _declare(app)
-    client = TestClient(app.asgi())
+    client = local_client(app.asgi())
     response = client.post("/api/v1/runs", json={"task": "add", "args": {"a": 2, "b": 3}, "tags": {"tenant": "acme"}})
     assert response.status_code == 201, response.text
     submitted = response.json()
@@ -47,7 +46,7 @@ def test_a_bare_server_submits_by_what_workers_registered(app: App, database_url
     _declare(app)
     start_worker(max_workers=1)  # registers the task's defaults in the store
     with App(database_url) as bare:
-        client = TestClient(bare.asgi())
+        client = local_client(bare.asgi())
         response = client.post("/api/v1/runs", json={"task": "add", "args": {"a": 40, "b": 2}})
         assert response.status_code == 201, response.text
         run_id = response.json()["id"]
@@ -59,7 +58,7 @@ def test_a_bare_server_submits_by_what_workers_registered(app: App, database_url
 
 def test_a_batch_is_stored_whole_or_not_at_all(app: App, database_url: str) -> None:
     _declare(app)
-    client = TestClient(app.asgi())
+    client = local_client(app.asgi())
     good = [{"task": "add", "args": {"a": n}} for n in range(3)]
     before = store_size(database_url)
     refused = client.post("/api/v1/runs/batch", json={"runs": [*good, {"task": "add", "args": {"c": 1}}]})
@@ -78,7 +77,7 @@ def test_a_batch_is_stored_whole_or_not_at_all(app: App, database_url: str) -> N
 @pytest.mark.parametrize("body", [{"runs": []}, {"runs": "add"}, {}])
 def test_an_empty_or_malformed_batch_stores_nothing(app: App, database_url: str, body: dict) -> None:
     _declare(app)
-    client = TestClient(app.asgi())
+    client = local_client(app.asgi())
     before = store_size(database_url)
     response = client.post("/api/v1/runs/batch", json=body)
     assert (response.status_code, response.json()["field"]) == (422, "runs")
@@ -91,7 +90,7 @@ def test_the_api_mounts_inside_another_asgi_service(app: App) -> None:
     _declare(app)
     service = FastAPI()
     service.mount("/tidegate", app.asgi())
-    client = TestClient(service)
+    client = local_client(service)
     response = client.post("/tidegate/api/v1/runs", json={"task": "add", "args": {"a": 1}})
     assert response.status_code == 201, response.text
     assert response.json()["links"]["self"].startswith("/tidegate/api/v1/runs/")

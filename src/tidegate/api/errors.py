@@ -42,7 +42,14 @@ _TIDEGATE_STATUS: Sequence[tuple[type[TidegateError], int, str]] = (
     (SchemaError, 503, "schema_mismatch"),
     (TidegateError, 400, "bad_request"),
 )
-_HTTP_CODES = {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+_HTTP_CODES = {
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
 
 
 class FieldError(TidegateError):

@@ -16,7 +16,7 @@ from fastapi.params import Path
 
 from tidegate.api import schemas
 from tidegate.api.errors import blame
-from tidegate.api.security import can_read, can_write
+from tidegate.api.security import can_read, can_write, json_body
 from tidegate.api.submission import submit, submitted_fields
 from tidegate.app import App
 from tidegate.domain import names
@@ -39,6 +39,7 @@ _WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
 _RUN_ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": schemas.Error, "description": "No such run."}}
 _SUBMIT_ERRORS: dict[int | str, dict[str, Any]] = {
     **_WRITE_ERRORS,
+    415: {"model": schemas.Error, "description": "The body is not declared as JSON."},
     429: {
         "model": schemas.AdmissionError,
         "description": "The queue is at its admission ceiling: retry after `Retry-After` seconds. Nothing was stored.",
@@ -81,7 +82,7 @@ def _find(app: App, run_id: str) -> RunRecord:
 
 @router.post(
     "/runs", status_code=status.HTTP_201_CREATED, response_model=schemas.SubmittedRun,
-    responses=_SUBMIT_ERRORS, dependencies=[can_write], summary="Submit a run",
+    responses=_SUBMIT_ERRORS, dependencies=[can_write, json_body], summary="Submit a run",
 )  # fmt: skip
 def submit_run(body: schemas.SubmitRequest, request: Request) -> dict[str, Any]:
     (run,) = submit(_app(request), [body])
@@ -90,7 +91,7 @@ def submit_run(body: schemas.SubmitRequest, request: Request) -> dict[str, Any]:
 
 @router.post(
     "/runs/batch", status_code=status.HTTP_201_CREATED, response_model=schemas.SubmittedBatch,
-    responses=_SUBMIT_ERRORS, dependencies=[can_write], summary="Submit runs: all or none",
+    responses=_SUBMIT_ERRORS, dependencies=[can_write, json_body], summary="Submit runs: all or none",
 )  # fmt: skip
 def submit_batch(body: schemas.BatchRequest, request: Request) -> dict[str, Any]:
     runs = submit(_app(request), body.runs, prefix="runs.")

@@ -5,7 +5,10 @@ Secure by default: with no token the server answers only on loopback (the
 door. `TIDEGATE_API_TOKEN` grants everything; `TIDEGATE_API_READ_TOKEN` only
 reads (every mutating route answers 403). With either set, every route but
 `/healthz` needs one (401 without). There are no cookies, so there is no
-cross-site request to forge.
+cross-site request to forge with a token; without one, a browser on this
+machine is the remaining way in, so a tokenless API answers only requests
+addressed to a loopback host (a DNS name rebound to 127.0.0.1 is not) and
+refuses those a browser marks as coming from another site (`Origin`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import ipaddress
 import os
 from dataclasses import dataclass
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -67,9 +71,26 @@ def check_bind(host: str, tokens: Tokens) -> None:
         )
 
 
+def _host_of(value: str) -> str:
+    try:
+        return urlsplit(value if "//" in value else f"//{value}").hostname or ""
+    except ValueError:
+        return ""
+
+
+def _local_only(request: Request) -> None:
+    """Without tokens: only requests addressed to loopback, and none a browser sends from another site."""
+    if not is_loopback(_host_of(request.headers.get("host", ""))):
+        raise HTTPException(403, f"without a token this API answers only requests to a loopback host: set {TOKEN_ENV}")
+    origin = request.headers.get("origin")
+    if origin is not None and not is_loopback(_host_of(origin)):
+        raise HTTPException(403, "a request from another site's page is refused")
+
+
 def _access(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str:
     tokens: Tokens = request.app.state.tokens
     if not tokens.required:
+        _local_only(request)
         return "write"
     granted = None if credentials is None else tokens.access(credentials.credentials)
     if granted is None:
@@ -88,3 +109,13 @@ def _writer(request: Request, credentials: Annotated[HTTPAuthorizationCredential
 
 can_read = Depends(_reader)
 can_write = Depends(_writer)
+
+
+def _json_body(request: Request) -> None:
+    """A body must be declared JSON: a form or text body is a client mistake (or a cross-site form)."""
+    kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    if kind != "application/json" and not (kind.startswith("application/") and kind.endswith("+json")):
+        raise HTTPException(415, "send the body as JSON (Content-Type: application/json)")
+
+
+json_body = Depends(_json_body)
