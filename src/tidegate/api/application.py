@@ -7,6 +7,8 @@ the store) is where runs live.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -22,9 +24,14 @@ OPENAPI_URL = f"{runs.PREFIX}/openapi.json"
 DOCS_URL = "/api/docs"
 
 
-def create_api(app: App, *, tokens: Tokens | None = None) -> FastAPI:
-    """The HTTP API over `app`; tokens default to TIDEGATE_API_TOKEN / TIDEGATE_API_READ_TOKEN."""
+def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False) -> FastAPI:
+    """The HTTP API over `app`; tokens default to TIDEGATE_API_TOKEN / TIDEGATE_API_READ_TOKEN.
+
+    `owns_app`: the server's shutdown closes the app (its store's connections), as `serve`
+    wants; an API mounted in another service leaves the app to whoever made it.
+    """
     api = FastAPI(
+        lifespan=_closing(app) if owns_app else None,
         title="tidegate",
         summary="Durable tasks and workflows with concurrency control you can reason about.",
         version="1",
@@ -40,6 +47,15 @@ def create_api(app: App, *, tokens: Tokens | None = None) -> FastAPI:
     api.include_router(runs.router)
     _document(api)
     return api
+
+
+def _closing(app: App) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(api: FastAPI) -> AsyncIterator[None]:
+        yield
+        app.close()
+
+    return lifespan
 
 
 def _document(api: FastAPI) -> None:

@@ -42,9 +42,6 @@ def serve(
     tokens = Tokens.from_environment()
     check_bind(host, tokens)
     app = load_app_for(target, database)
-    api = create_api(app, tokens=tokens)
+    api = create_api(app, tokens=tokens, owns_app=True)  # its shutdown closes the store
     typer.echo(f"tidegate API on http://{host}:{port} (database {masked(app.database)})", err=True)
-    try:
-        uvicorn.run(api, host=host, port=port, log_level="info", server_header=False)
-    finally:
-        app.close()
+    uvicorn.run(api, host=host, port=port, log_level="info", server_header=False)
