@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import threading
 
-
-from tidegate import App, RunStatus
-from tidegate.domain.backpressure import retry_after
 from tests.apps.api import local_client, store_size
 from tests.conftest import wait_status, wait_until
+from tidegate import App, RunStatus
+from tidegate.domain.backpressure import retry_after
 
 CEILING = 15
 WORKERS = 3

@@ -13,13 +13,15 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.apps.api import local_client, store_size
 from tidegate import App, ConfigurationError
 from tidegate.api import Tokens, check_bind, create_api
-from tests.apps.api import local_client, store_size
 
 FULL, READ = "full-secret-token", "read-secret-token"
 SUBMIT = {"task": "add", "args": {"a": 1}}
-READS = ["/api/v1/runs", "/api/v1/runs/{id}", "/api/v1/runs/{id}/events", "/readyz", "/api/v1/openapi.json", "/api/docs"]
+READS = [
+    "/api/v1/runs", "/api/v1/runs/{id}", "/api/v1/runs/{id}/events", "/readyz", "/api/v1/openapi.json", "/api/docs",
+]  # fmt: skip
 WRITES = [("/api/v1/runs", SUBMIT), ("/api/v1/runs/batch", {"runs": [SUBMIT]}), ("/api/v1/runs/{id}/cancel", None)]
 
 
@@ -112,7 +114,7 @@ def open_client(app: App, monkeypatch) -> TestClient:
     def add(a: int) -> int:
         return a
 
-    app.store  # open, so the test can count rows
+    app.store.check_schema()  # the store is open (and migrated) before the first request: its rows can be counted
     return local_client(app.asgi())
 
 
@@ -143,5 +145,6 @@ def test_a_submit_body_must_be_declared_json(open_client, database_url, content_
     body = b'{"task": "add", "args": {"a": 1}}'
     response = open_client.post("/api/v1/runs", content=body, headers={"Content-Type": content_type})
     assert (response.status_code, response.json()["error"]) == (415, "unsupported_media_type")
-    assert open_client.post("/api/v1/runs", content=body, headers={"Content-Type": "application/json"}).status_code == 201
+    declared = open_client.post("/api/v1/runs", content=body, headers={"Content-Type": "application/json"})
+    assert declared.status_code == 201
     assert store_size(database_url)[0] == before[0] + 1

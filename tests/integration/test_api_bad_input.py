@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tidegate import App
 from tests.apps.api import local_client, store_size
+from tidegate import App
 
 GOOD: dict[str, Any] = {"task": "add", "args": {"a": 1}}
 

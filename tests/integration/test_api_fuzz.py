@@ -26,9 +26,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tidegate import App
 from tests.apps.api import live_server
 from tests.conftest import execute_sql
+from tidegate import App
 
 EXAMPLES_PER_OPERATION = 60
 CHECKS = [
@@ -55,7 +55,7 @@ def _name_a_known_task(body: Any) -> None:
 
 def test_every_operation_holds_its_schema_and_stores_only_what_it_answered_201(app: App, database_url: str) -> None:
     app.task(name=KNOWN_TASK)(_any_arguments)
-    app.store  # migrated before the first request
+    app.store.check_schema()  # the store is open (and migrated) before the first request: its rows can be counted
     created: set[str] = set()
     with live_server(app.asgi()) as base_url:
         schema = schemathesis.openapi.from_url(f"{base_url}/api/v1/openapi.json")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from tidegate import App
 from tests.apps.api import local_client
+from tidegate import App
 
 
 def _ids(client: TestClient, **params: object) -> list[str]:
@@ -36,7 +36,8 @@ def test_pages_are_newest_first_disjoint_and_filtered(app: App) -> None:
     client = local_client(app.asgi())
     submitted = []
     for n in range(7):
-        body = {"task": "first" if n % 2 else "second", "args": {"n": n}, "tags": {"tenant": f"t{n % 3}", "env": "prod"}}
+        tags = {"tenant": f"t{n % 3}", "env": "prod"}
+        body = {"task": "first" if n % 2 else "second", "args": {"n": n}, "tags": tags}
         submitted.append(client.post("/api/v1/runs", json=body).json()["id"])
     client.post(f"/api/v1/runs/{submitted[0]}/cancel").raise_for_status()
 

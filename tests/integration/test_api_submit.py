@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from tidegate import App, RunStatus
 from tests.apps.api import local_client, store_size
 from tests.conftest import wait_status
+from tidegate import App, RunStatus
 
 
 def _declare(app: App) -> None:
@@ -20,7 +20,7 @@ def _declare(app: App) -> None:
     def add(a: int, b: int = 1) -> int:
         return a + b
 
-    app.store  # opened (and migrated) now, so the tests can count its rows before the first request
+    app.store.check_schema()  # the store is open (and migrated) before the first request: its rows can be counted
 
 
 def test_a_run_submitted_over_http_is_run_and_shown(app: App, start_worker) -> None:

@@ -9,7 +9,7 @@ answered 500 without one, so a client never reads our internals.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -77,7 +77,13 @@ def text(message: str) -> str:
 
 
 def error_response(
-    status: int, code: str, detail: str, *, field: str | None = None, headers: dict[str, str] | None = None, **extra: Any
+    status: int,
+    code: str,
+    detail: str,
+    *,
+    field: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    **extra: Any,
 ) -> JSONResponse:
     body: dict[str, Any] = {"error": code, "detail": text(detail), "field": field, **extra}
     return JSONResponse(body, status_code=status, headers=headers)
@@ -118,7 +124,7 @@ async def _on_http(request: Request, error: Exception) -> JSONResponse:
 
 
 async def _on_bug(request: Request, error: Exception) -> JSONResponse:
-    log.exception("unexpected error answering %s %s", request.method, request.url.path)
+    log.error("unexpected error answering %s %s", request.method, request.url.path, exc_info=error)
     return error_response(500, "internal_error", "unexpected error; the server log has the details")
 
 

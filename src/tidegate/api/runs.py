@@ -123,7 +123,10 @@ def list_runs(
     )
     more = len(records) > limit
     page = records[:limit]
-    return {"runs": [_run(request, record) for record in page], "next_cursor": _encode_cursor(page[-1].id) if more else None}
+    return {
+        "runs": [_run(request, record) for record in page],
+        "next_cursor": _encode_cursor(page[-1].id) if more else None,
+    }
 
 
 @router.get(
