@@ -104,10 +104,12 @@ def test_curl_past_the_ceiling_gets_429_with_retry_after(served: str) -> None:
 
 def test_a_non_loopback_bind_without_a_token_is_refused_in_one_line(sqlite_url: str) -> None:
     finished = subprocess.run(
-        [sys.executable, "-m", "tidegate", "serve", "--host", "0.0.0.0", "--port", str(_free_port())],
+        # 192.0.2.1 (TEST-NET-1) is on no interface here: were the refusal broken, the bind would
+        # fail rather than listen beyond loopback.
+        [sys.executable, "-m", "tidegate", "serve", "--host", "192.0.2.1", "--port", str(_free_port())],
         cwd=REPO_ROOT, env=_environment(sqlite_url), capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert finished.returncode == 1
     lines = finished.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: refusing to listen on 0.0.0.0 without a token"), lines
+    assert len(lines) == 1 and lines[0].startswith("error: refusing to listen on 192.0.2.1 without a token"), lines
     assert "TIDEGATE_API_TOKEN" in lines[0] and "Traceback" not in finished.stderr
