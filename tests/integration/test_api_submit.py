@@ -97,3 +97,33 @@ def test_the_api_mounts_inside_another_asgi_service(app: App) -> None:
     assert client.get(response.json()["links"]["self"]).json()["status"] == "queued"
     assert "/tidegate/api/v1/openapi.json" in client.get("/tidegate/api/docs").text
     assert client.get("/tidegate/api/v1/openapi.json").json()["info"]["title"] == "tidegate"
+
+
+def test_a_workflow_run_shows_its_steps(app: App, start_worker) -> None:
+    from tidegate import Executor, Workflow
+
+    @app.step
+    def double(n: int) -> int:
+        return 2 * n
+
+    @app.step
+    def total(values: list[int]) -> int:
+        return sum(values)
+
+    @app.workflow(name="sum_doubles", executor=Executor.in_process())
+    def sum_doubles(wf: Workflow, numbers: list[int]) -> object:
+        return wf.step(total, wf.map(double, numbers, concurrency=2))
+
+    client = local_client(app.asgi())
+    submitted = client.post("/api/v1/runs", json={"task": "sum_doubles", "args": {"numbers": [1, 2, 3]}})
+    assert submitted.status_code == 201, submitted.text
+    start_worker(max_workers=1)
+    wait_status(app, submitted.json()["id"], RunStatus.COMPLETED)
+
+    shown = client.get(submitted.json()["links"]["self"]).json()
+    assert shown["result"] == 12
+    steps = {step["key"]: step for step in shown["steps"]}
+    assert set(steps) == {"double[0]", "double[1]", "double[2]", "total"}
+    assert all(step["status"] == "completed" for step in steps.values())
+    assert steps["double[2]"]["output"] == 6 and steps["double[2]"]["map_key"] == "double"
+    assert steps["total"]["output"] == 12 and steps["total"]["item_index"] is None
