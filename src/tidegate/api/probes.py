@@ -24,6 +24,7 @@ async def healthz() -> dict[str, str]:
     "/readyz", response_model=schemas.Probe, dependencies=[can_read], summary="The store answers a read",
     responses={
         401: {"model": schemas.Error, "description": "A valid bearer token is required."},
+        403: {"model": schemas.Error, "description": "With no token: a request not addressed to loopback."},
         503: {"model": schemas.Error, "description": "The store cannot be reached."},
     },
 )  # fmt: skip

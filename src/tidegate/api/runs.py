@@ -11,8 +11,7 @@ import base64
 import binascii
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, status
-from fastapi.params import Path
+from fastapi import APIRouter, Path, Query, Request, status
 
 from tidegate.api import schemas
 from tidegate.api.errors import blame
@@ -28,17 +27,18 @@ MAX_PAGE = 500
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": schemas.Error, "description": "A valid bearer token is required."},
+    403: {
+        "model": schemas.Error,
+        "description": "Refused: a read token asked to change, or (with no token) a "
+        "request not addressed to loopback or sent from another site's page.",
+    },
     413: {"model": schemas.Error, "description": "The body is over the size limit."},
     422: {"model": schemas.Error, "description": "A value is not acceptable; `field` names it. Nothing was changed."},
     503: {"model": schemas.Error, "description": "The store cannot be reached."},
 }
-_WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
-    **_ERRORS,
-    403: {"model": schemas.Error, "description": "This token may only read."},
-}
 _RUN_ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": schemas.Error, "description": "No such run."}}
 _SUBMIT_ERRORS: dict[int | str, dict[str, Any]] = {
-    **_WRITE_ERRORS,
+    **_ERRORS,
     415: {"model": schemas.Error, "description": "The body is not declared as JSON."},
     429: {
         "model": schemas.AdmissionError,
@@ -154,7 +154,7 @@ def run_events(run_id: RunId, request: Request) -> dict[str, Any]:
 
 
 @router.post(
-    "/runs/{run_id}/cancel", response_model=schemas.CancelResult, responses={**_WRITE_ERRORS, **_RUN_ERRORS},
+    "/runs/{run_id}/cancel", response_model=schemas.CancelResult, responses={**_ERRORS, **_RUN_ERRORS},
     dependencies=[can_write], summary="Cancel a run",
 )  # fmt: skip
 def cancel_run(run_id: RunId, request: Request) -> dict[str, Any]:
