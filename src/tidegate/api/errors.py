@@ -52,12 +52,16 @@ _HTTP_CODES = {
 }
 
 
+def _classify(error: TidegateError) -> tuple[int, str]:
+    return next((status, code) for kind, status, code in _TIDEGATE_STATUS if isinstance(error, kind))
+
+
 class FieldError(TidegateError):
-    """A domain error about one field of the request; `code` keeps the domain's kind of error."""
+    """A domain error about one field of the request; it keeps the domain error's status and code."""
 
     def __init__(self, field: str, error: TidegateError) -> None:
         self.field = field
-        self.code = next(code for kind, _, code in _TIDEGATE_STATUS if isinstance(error, kind))
+        self.status, self.code = _classify(error)
         super().__init__(str(error))
 
 
@@ -111,9 +115,9 @@ async def _on_tidegate(request: Request, error: Exception) -> JSONResponse:
             429, "admission_rejected", str(error), headers={"Retry-After": str(retry_after)}, retry_after=retry_after
         )
     if isinstance(error, FieldError):
-        status = next(status for kind, status, code in _TIDEGATE_STATUS if code == error.code)
-        return error_response(status, error.code, str(error), field=error.field)
-    status, code = next((status, code) for kind, status, code in _TIDEGATE_STATUS if isinstance(error, kind))
+        return error_response(error.status, error.code, str(error), field=error.field)
+    assert isinstance(error, TidegateError)
+    status, code = _classify(error)
     return error_response(status, code, str(error))
 
 
