@@ -32,9 +32,13 @@ class _Collector:
         self._app = app
         self.max_payload = app.max_payload
         self.runs: list[NewRun] = []
+        self._queues: dict[str, QueueConfig] = {}
 
     def queue_config(self, name: str) -> QueueConfig:
-        return self._app.queue_config(name)
+        """The app's answer, asked once per queue and batch (a bare app reads the store's rules)."""
+        if name not in self._queues:
+            self._queues[name] = self._app.queue_config(name)
+        return self._queues[name]
 
     def _enqueue(self, runs: Sequence[NewRun]) -> list[Any]:
         self.runs.extend(runs)
@@ -57,7 +61,7 @@ def _build(app: App, collector: _Collector, request: SubmitRequest, at: str) -> 
         definition, task = _definition(app, request.task)
     queue = definition.queue if request.queue is None else request.queue
     with blame(f"{at}queue"):
-        app.queue_config(names.check_name("queue", queue))  # an undeclared queue is refused here
+        collector.queue_config(names.check_name("queue", queue))  # an undeclared queue is refused here
     with blame(f"{at}priority"):
         priority = definition.priority if request.priority is None else names.check_priority(request.priority)
     with blame(f"{at}tags"):
