@@ -127,3 +127,27 @@ def test_a_workflow_run_shows_its_steps(app: App, start_worker) -> None:
     assert all(step["status"] == "completed" for step in steps.values())
     assert steps["double[2]"]["output"] == 6 and steps["double[2]"]["map_key"] == "double"
     assert steps["total"]["output"] == 12 and steps["total"]["item_index"] is None
+
+
+def test_cancel_over_http_ends_a_queued_run_now_and_asks_the_worker_of_a_running_one(app: App, start_worker) -> None:
+    from tidegate import Context
+
+    @app.task(name="patient")
+    def patient(ctx: Context) -> None:
+        ctx.wait_cancelled_sync(60)
+        ctx.raise_if_cancelled()
+
+    client = local_client(app.asgi())
+    running = client.post("/api/v1/runs", json={"task": "patient"}).json()
+    start_worker(max_workers=1)
+    wait_status(app, running["id"], RunStatus.RUNNING)
+    queued = client.post("/api/v1/runs", json={"task": "patient"}).json()  # the worker is full: it waits
+
+    now = client.post(queued["links"]["cancel"]).json()
+    assert (now["status"], now["cancel_requested"]) == ("canceled", False)
+    asked = client.post(running["links"]["cancel"]).json()
+    assert (asked["status"], asked["cancel_requested"]) == ("running", True)
+    wait_status(app, running["id"], RunStatus.CANCELED)
+    assert client.get(running["links"]["self"]).json()["status"] == "canceled"
+    events = [event["type"] for event in client.get(running["links"]["events"]).json()["events"]]
+    assert events[-1] == "RunCanceled"
