@@ -6,7 +6,7 @@ own lines in the same log (`kill`, `stop`, `cont` of a worker pid), and what
 the store says at the end (runs, their events, the slots still held). Each
 rule returns violations as one-line strings; an empty list means the history
 is consistent. No I/O here, so every rule is unit-tested on hand-made
-histories (tests/test_chaos_history.py).
+histories (tests/unit/test_chaos_history.py).
 """
 
 from __future__ import annotations

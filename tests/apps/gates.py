@@ -1,7 +1,7 @@
 """Run-level gates under load: an app whose tasks log their execution intervals.
 
 `tests.apps.gates:app` is what the worker processes of
-`tests/test_gates_processes.py` run. Each execution appends
+`tests/process/test_gates_processes.py` run. Each execution appends
 `start <run id> <attempt> <t>` and `end <run id> <attempt> <t>` to
 `$TIDEGATE_TEST_LOG` (one O_APPEND write per line, so processes never
 interleave; `t` is `time.monotonic()`, one clock for every process on the

@@ -1,6 +1,6 @@
 """Workflows whose steps log their execution intervals (`tests.apps.steplog`): `tests.apps.workflows:app`.
 
-The worker processes of tests/test_workflow_processes.py run it; the test
+The worker processes of tests/process/test_workflow_processes.py run it; the test
 process builds the same definitions with `make_app(its url)`.
 """
 

@@ -6,7 +6,7 @@ transaction, so `scope_usage()` returns to {} and `tidegate_holders` is empty,
 and the sweep's leak repair finds nothing to repair. A holder row that is
 planted behind tidegate's back *is* repaired, with exactly one
 SlotLeakRepaired event. (A SIGKILLed worker process is in
-test_gates_processes.py.)
+process/test_gates_processes.py.)
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from tidegate import App, ConfigurationError
 from tidegate.app import settings
 
 from .conftest import POSTGRES_ADMIN_URL, wait_until
-from .tcp_proxy import TcpProxy
+from tests.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.slow
 

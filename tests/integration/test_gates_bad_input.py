@@ -1,6 +1,6 @@
 """Bad limit input on both adapters: a clear error, and nothing stored or changed.
 
-(Pure validation of every declaration is in test_gates_policy.py; this file
+(Pure validation of every declaration is in unit/test_gates_policy.py; this file
 checks that the error reaches the user through the app and the live-limit
 API before anything touches the database.)
 """

@@ -35,7 +35,7 @@ from tidegate.domain.pools import pool_needs
 from tidegate.engine import limits as live
 from tidegate.storage import claiming, slots
 
-from . import races
+from tests import races
 from .conftest import execute_sql
 
 LEASE = 60.0

@@ -1,7 +1,7 @@
 """Recovery by lease: expired leases are re-queued, or failed when spent.
 
 A rescue counts as an attempt only of an attempt that started and ran alone
-(domain/recovery.py; tests/test_suspects.py covers the rule).
+(domain/recovery.py; tests/contract/test_suspects.py covers the rule).
 """
 
 import time

@@ -1,7 +1,7 @@
 """Live limits on both adapters: overrides persist, are versioned and evented, reset, and preview.
 
 (The same change made in the middle of a loaded run, across worker
-processes, is in test_gates_processes.py.)
+processes, is in process/test_gates_processes.py.)
 """
 
 from __future__ import annotations

@@ -1,0 +1,34 @@
+"""The schema through the Store port: migrate once, know the version, refuse a mismatch.
+
+Each test opens its own store on a fresh database without migrating (the
+`store` fixture migrates). Deeper cases (concurrent migrations, a newer
+schema) are in test_migrations.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tidegate import SchemaError
+from tidegate.bootstrap import open_store
+
+
+def test_migrate_applies_every_version_once_and_then_nothing(database_url):
+    store = open_store(database_url, migrate=False, check=False)
+    try:
+        assert store.schema_version() == 0
+        applied = store.migrate()
+        assert len(applied) >= 1 and applied == list(range(1, store.schema_version() + 1))
+        assert store.migrate() == []
+        store.check_schema()
+    finally:
+        store.close()
+
+
+def test_check_schema_refuses_an_unmigrated_database(database_url):
+    store = open_store(database_url, migrate=False, check=False)
+    try:
+        with pytest.raises(SchemaError):
+            store.check_schema()
+    finally:
+        store.close()
