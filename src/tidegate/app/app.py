@@ -264,6 +264,16 @@ class App:
                 self._store = None
                 self._registry.forget_persisted()
 
+    def asgi(self) -> Any:
+        """The HTTP API over this app (a FastAPI application), e.g. to `mount` in your own service.
+
+        Needs the `tidegate[service]` extra; imported here, not at module level, so that
+        `import tidegate` never imports FastAPI.
+        """
+        from tidegate.api import create_api
+
+        return create_api(self)
+
     def __enter__(self) -> App:
         return self
 

@@ -15,6 +15,7 @@ import sys
 from tidegate.app import App
 from tidegate.cli.errors import CommandError
 from tidegate.domain.errors import TidegateError
+from tidegate.storage.urls import DATABASE_ENV, masked
 
 
 def load_app(target: str) -> App:
@@ -45,3 +46,25 @@ def load_app(target: str) -> App:
     if not isinstance(found, App):
         raise CommandError(f"{module_name}:{attribute} is a {type(found).__name__}, not a tidegate.App")
     return found
+
+
+def load_app_for(target: str | None, database: str | None) -> App:
+    """The user's App with `--database` applied, or a bare App on it when no MODULE:APP is given.
+
+    An app built with `App()` reads $TIDEGATE_DATABASE when its module is
+    imported, so `--database` is exported first. An app built with an explicit
+    URL keeps it; if `--database` names another, refuse rather than serve one
+    database while the operator believes another.
+    """
+    if target is None:
+        return App(database)
+    if database:
+        os.environ[DATABASE_ENV] = database
+    app = load_app(target)
+    if database and app.database != database:
+        raise CommandError(
+            f"{target} was built with database {masked(app.database)!r}, "
+            f"but --database/{DATABASE_ENV} is {masked(database)!r}: "
+            "build the app with App() to take it from the command line, or drop the option"
+        )
+    return app

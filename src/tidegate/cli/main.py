@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from tidegate.cli import db, demo, limits, pools, queue, runs, submit, worker
+from tidegate.cli import db, demo, limits, pools, queue, runs, serve, submit, worker
 from tidegate.cli.errors import ReportingGroup
 
 app = typer.Typer(
@@ -21,6 +21,7 @@ app = typer.Typer(
 )
 app.command("worker")(worker.worker)
 app.command("submit")(submit.submit)
+app.command("serve")(serve.serve)
 app.add_typer(runs.app, name="runs")
 app.add_typer(queue.app, name="queue")
 app.add_typer(limits.app, name="limits")

@@ -10,7 +10,6 @@ start rather than serve one database while the operator believes another.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from typing import Annotated
 
@@ -18,7 +17,7 @@ import typer
 from rich.text import Text
 
 from tidegate.cli.errors import CommandError
-from tidegate.cli.loading import load_app
+from tidegate.cli.loading import load_app_for
 from tidegate.cli.options import DATABASE_HELP
 from tidegate.cli.render import stdout
 from tidegate.domain.tunables import DEFAULT_MAX_WORKERS
@@ -60,15 +59,7 @@ def worker(
 ) -> None:
     """Run a worker for the app's tasks until SIGTERM/SIGINT (or, with --drain, until idle)."""
     _configure_logging(log_level)
-    if database:
-        os.environ[DATABASE_ENV] = database  # read by App() when the module is imported
-    app = load_app(target)
-    if database and app.database != database:
-        raise CommandError(
-            f"{target} was built with database {masked(app.database)!r}, "
-            f"but --database/{DATABASE_ENV} is {masked(database)!r}: "
-            "build the app with App() to take it from the command line, or drop the option"
-        )
+    app = load_app_for(target, database)
     runner = app.worker(
         queues=queue or None, max_workers=max_workers, drain=drain, fill_order=fill_order, max_idle=max_idle
     )

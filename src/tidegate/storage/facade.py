@@ -38,6 +38,7 @@ class AggregateStore:
     _db: Any  # the dialect's Database: `.connection` (a factory) and `.queries` (the named SQL)
     _schema: Any
     _runs: Any
+    _browse: Any
     _limits: Any
     _workers: Any
     _claims: Any
@@ -96,6 +97,18 @@ class AggregateStore:
 
     def list_runs(self, status: RunStatus | None = None, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
         return self._runs.list_runs(status, queue, limit)
+
+    def page_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[RunRecord]:
+        return self._browse.page_runs(status=status, queue=queue, task=task, tags=tags, before=before, limit=limit)
 
     def run_events(self, run_id: str) -> list[EventRecord]:
         return self._runs.run_events(run_id)

@@ -141,6 +141,18 @@ class Store(Protocol):
         self, status: RunStatus | None = None, queue: str | None = None, limit: int = 100
     ) -> list[RunRecord]: ...
 
+    def page_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[RunRecord]:
+        """Runs newest first (by id) matching every filter (`tags`: each key=value carried), after `before`."""
+
     def run_events(self, run_id: str) -> list[EventRecord]: ...
 
     def status_counts(self, queue: str | None = None) -> dict[RunStatus, int]:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.storage.facade import AggregateStore
+from tidegate.storage.postgres.browse import Browse
 from tidegate.storage.postgres.claims import Claims
 from tidegate.storage.postgres.connections import CONNECT_TIMEOUT
 from tidegate.storage.postgres.database import Database
@@ -55,6 +56,7 @@ class PostgresStore(AggregateStore):
         self._db = Database(url, min_size=min_size, max_size=max_size, clock=clock)
         self._schema = Schema(self._db)
         self._runs = Runs(self._db)
+        self._browse = Browse(self._db)
         self._limits = Limits(self._db)
         self._workers = Workers(self._db, self._limits)
         self._claims = Claims(self._db, self._limits, self._workers)

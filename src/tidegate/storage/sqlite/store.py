@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.storage.facade import AggregateStore
+from tidegate.storage.sqlite.browse import Browse
 from tidegate.storage.sqlite.claims import Claims
 from tidegate.storage.sqlite.database import Database
 from tidegate.storage.sqlite.leases import Leases
@@ -32,6 +33,7 @@ class SQLiteStore(AggregateStore):
         self._schema = Schema(self._db)
         self._limits = Limits(self._db)
         self._runs = Runs(self._db, self._limits)
+        self._browse = Browse(self._db)
         self._workers = Workers(self._db, self._limits)
         self._claims = Claims(self._db, self._limits, self._workers)
         self._pools = Pools(self._db)

@@ -1,0 +1,71 @@
+"""The ASGI application: routes, error handlers, the body limit and the tokens, put together.
+
+`tidegate serve` runs it on uvicorn; `App.asgi()` returns it for mounting in
+another ASGI service. It holds no state of its own: the App (and through it
+the store) is where runs live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+
+from tidegate.api import errors, probes, runs
+from tidegate.api.bodies import OPTIONS_ROOM, BodyLimit
+from tidegate.api.security import Tokens, can_read
+from tidegate.app import App
+
+OPENAPI_URL = f"{runs.PREFIX}/openapi.json"
+DOCS_URL = "/api/docs"
+
+
+def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False) -> FastAPI:
+    """The HTTP API over `app`; tokens default to TIDEGATE_API_TOKEN / TIDEGATE_API_READ_TOKEN.
+
+    `owns_app`: the server's shutdown closes the app (its store's connections), as `serve`
+    wants; an API mounted in another service leaves the app to whoever made it.
+    """
+    api = FastAPI(
+        lifespan=_closing(app) if owns_app else None,
+        title="tidegate",
+        summary="Durable tasks and workflows with concurrency control you can reason about.",
+        version="1",
+        openapi_url=None,  # served below, behind the tokens like every route but /healthz
+        docs_url=None,
+        redoc_url=None,
+    )
+    api.state.tidegate = app
+    api.state.tokens = tokens if tokens is not None else Tokens.from_environment()
+    api.add_middleware(BodyLimit, max_bytes=app.max_payload + OPTIONS_ROOM)
+    errors.install(api)
+    api.include_router(probes.router)
+    api.include_router(runs.router)
+    _document(api)
+    return api
+
+
+def _closing(app: App) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(api: FastAPI) -> AsyncIterator[None]:
+        yield
+        app.close()
+
+    return lifespan
+
+
+def _document(api: FastAPI) -> None:
+    """The OpenAPI document and its interactive docs, readable by any token (none on loopback)."""
+
+    @api.get(OPENAPI_URL, include_in_schema=False, dependencies=[can_read])
+    async def openapi() -> dict[str, Any]:
+        return api.openapi()
+
+    @api.get(DOCS_URL, include_in_schema=False, dependencies=[can_read])
+    async def docs(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "").rstrip("/")  # mounted under a prefix: links keep it
+        return get_swagger_ui_html(openapi_url=root + OPENAPI_URL, title="tidegate API")

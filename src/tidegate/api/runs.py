@@ -1,0 +1,187 @@
+"""`/api/v1/runs`: submit (one or a batch), page through, show, events, cancel.
+
+Endpoints are plain functions: FastAPI runs them in its thread pool, so a
+store call (a database round trip, SQLite's busy wait) never blocks the
+event loop that serves every other request.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Request, status
+
+from tidegate.api import schemas
+from tidegate.api.errors import blame
+from tidegate.api.security import can_read, can_write, json_body
+from tidegate.api.submission import submit, submitted_fields
+from tidegate.app import App
+from tidegate.domain import names
+from tidegate.domain.errors import InvalidArgument, RunNotFound
+from tidegate.domain.model import NewRun, RunRecord, RunStatus
+
+PREFIX = "/api/v1"
+MAX_PAGE = 500
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": schemas.Error, "description": "A valid bearer token is required."},
+    403: {
+        "model": schemas.Error,
+        "description": "Refused: a read token asked to change, or (with no token) a "
+        "request not addressed to loopback or sent from another site's page.",
+    },
+    413: {"model": schemas.Error, "description": "The body is over the size limit."},
+    422: {"model": schemas.Error, "description": "A value is not acceptable; `field` names it. Nothing was changed."},
+    503: {"model": schemas.Error, "description": "The store cannot be reached."},
+}
+_RUN_ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": schemas.Error, "description": "No such run."}}
+_SUBMIT_ERRORS: dict[int | str, dict[str, Any]] = {
+    **_ERRORS,
+    415: {"model": schemas.Error, "description": "The body is not declared as JSON."},
+    429: {
+        "model": schemas.AdmissionError,
+        "description": "The queue is at its admission ceiling: retry after `Retry-After` seconds. Nothing was stored.",
+        "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}},
+    },
+}
+
+router = APIRouter(prefix=PREFIX, tags=["runs"])
+RunId = Annotated[str, Path(description="A run id, as returned by submit.", max_length=200)]
+
+
+def _app(request: Request) -> App:
+    app: App = request.app.state.tidegate
+    return app
+
+
+def _links(request: Request, run_id: str) -> schemas.RunLinks:
+    """Absolute paths on this server, under the prefix the API is mounted at (if any)."""
+    base = f"{request.scope.get('root_path', '').rstrip('/')}{PREFIX}/runs/{run_id}"
+    return schemas.RunLinks(self=base, events=f"{base}/events", cancel=f"{base}/cancel")
+
+
+def _run(request: Request, record: RunRecord) -> dict[str, Any]:
+    fields = {name: getattr(record, name) for name in schemas.Run.model_fields if name != "links"}
+    return {**fields, "links": _links(request, record.id)}
+
+
+def _submitted(request: Request, run: NewRun) -> dict[str, Any]:
+    return {**submitted_fields(run), "status": RunStatus.QUEUED, "links": _links(request, run.id)}
+
+
+def _find(app: App, run_id: str) -> RunRecord:
+    with blame("run_id"):
+        names.check_run_id(run_id)
+    record = app.store.get_run(run_id)
+    if record is None:
+        raise RunNotFound(f"no run with id {run_id!r}")
+    return record
+
+
+@router.post(
+    "/runs", status_code=status.HTTP_201_CREATED, response_model=schemas.SubmittedRun,
+    responses=_SUBMIT_ERRORS, dependencies=[can_write, json_body], summary="Submit a run",
+)  # fmt: skip
+def submit_run(body: schemas.SubmitRequest, request: Request) -> dict[str, Any]:
+    (run,) = submit(_app(request), [body])
+    return _submitted(request, run)
+
+
+@router.post(
+    "/runs/batch", status_code=status.HTTP_201_CREATED, response_model=schemas.SubmittedBatch,
+    responses=_SUBMIT_ERRORS, dependencies=[can_write, json_body], summary="Submit runs: all or none",
+)  # fmt: skip
+def submit_batch(body: schemas.BatchRequest, request: Request) -> dict[str, Any]:
+    runs = submit(_app(request), body.runs, prefix="runs.")
+    return {"runs": [_submitted(request, run) for run in runs]}
+
+
+@router.get(
+    "/runs", response_model=schemas.RunPage, responses=_ERRORS, dependencies=[can_read], summary="Page through runs"
+)
+def list_runs(
+    request: Request,
+    status: RunStatus | None = None,
+    queue: Annotated[str | None, Query(max_length=200)] = None,
+    task: Annotated[str | None, Query(max_length=200)] = None,
+    tag: Annotated[list[str] | None, Query(description="KEY=VALUE; repeat to require several.")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    cursor: Annotated[str | None, Query(max_length=400, description="`next_cursor` of the previous page.")] = None,
+) -> dict[str, Any]:
+    with blame("queue"):
+        queue = None if queue is None else names.check_name("queue", queue)
+    with blame("task"):
+        task = None if task is None else names.check_name("task", task)
+    with blame("tag"):
+        tags = names.check_tags(dict(_tag_filter(item) for item in tag or []))
+    with blame("cursor"):
+        before = None if cursor is None else _decode_cursor(cursor)
+    records = _app(request).store.page_runs(
+        status=status, queue=queue, task=task, tags=tags, before=before, limit=limit + 1
+    )
+    more = len(records) > limit
+    page = records[:limit]
+    return {
+        "runs": [_run(request, record) for record in page],
+        "next_cursor": _encode_cursor(page[-1].id) if more else None,
+    }
+
+
+@router.get(
+    "/runs/{run_id}", response_model=schemas.RunDetail, responses={**_ERRORS, **_RUN_ERRORS},
+    dependencies=[can_read], summary="Show a run",
+)  # fmt: skip
+def show_run(run_id: RunId, request: Request) -> dict[str, Any]:
+    app = _app(request)
+    record = _find(app, run_id)
+    steps = [
+        {**{name: getattr(step, name) for name in schemas.Step.model_fields if name != "key"}, "key": step.step_key}
+        for step in app.store.run_steps(record.id)
+    ]
+    return {**_run(request, record), "steps": steps}
+
+
+@router.get(
+    "/runs/{run_id}/events", response_model=schemas.EventList, responses={**_ERRORS, **_RUN_ERRORS},
+    dependencies=[can_read], summary="A run's events, oldest first",
+)  # fmt: skip
+def run_events(run_id: RunId, request: Request) -> dict[str, Any]:
+    app = _app(request)
+    record = _find(app, run_id)
+    return {"events": app.store.run_events(record.id)}
+
+
+@router.post(
+    "/runs/{run_id}/cancel", response_model=schemas.CancelResult, responses={**_ERRORS, **_RUN_ERRORS},
+    dependencies=[can_write], summary="Cancel a run",
+)  # fmt: skip
+def cancel_run(run_id: RunId, request: Request) -> dict[str, Any]:
+    app = _app(request)
+    with blame("run_id"):
+        names.check_run_id(run_id)
+    after = app.store.cancel_run(run_id)
+    return {"id": run_id, "status": after, "cancel_requested": after is RunStatus.RUNNING}
+
+
+def _tag_filter(item: str) -> tuple[str, str]:
+    key, equals, value = item.partition("=")
+    if not equals:
+        raise InvalidArgument(f"tag filter {item!r} is not KEY=VALUE")
+    return key, value
+
+
+def _encode_cursor(run_id: str) -> str:
+    """Opaque to clients: the page's last id, so the next page starts right after it."""
+    return base64.urlsafe_b64encode(run_id.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> str:
+    try:
+        decoded = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise InvalidArgument("cursor is not one this API returned: pass next_cursor as given") from None
+    if not names.is_one_line(decoded):
+        raise InvalidArgument("cursor is not one this API returned: pass next_cursor as given")
+    return decoded

@@ -1,0 +1,166 @@
+"""The HTTP API's request and response bodies, each a named schema in the OpenAPI document.
+
+Requests are strict (no coercion of "5" into 5, no unknown fields) so that a
+client's mistake is answered with a 422 naming the field, not guessed at.
+The domain still owns every rule about values (names, priorities, sizes):
+these models check types and shapes only.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
+
+from tidegate.domain.model import RunStatus
+
+MAX_BATCH = 1000  # runs in one POST /runs/batch: larger sets go in several batches
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class SubmitRequest(_Strict):
+    """One run to submit; options left out take the task's registered defaults."""
+
+    task: StrictStr = Field(description="Task name, as registered by its app.")
+    args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments (JSON).")
+    queue: StrictStr | None = Field(default=None, description="Queue (default: the task's).")
+    priority: StrictInt | None = Field(default=None, description="Higher runs first (default: the task's).")
+    tags: dict[str, StrictStr] | None = Field(default=None, description="Tags, added to the task's.")
+    concurrency_key: StrictStr | None = Field(default=None, description="Partition key for concurrency limits.")
+    run_at: datetime | None = Field(default=None, strict=False, description="Run no sooner than this time (RFC 3339).")
+
+    @field_validator("run_at", mode="before")
+    @classmethod
+    def _rfc3339_text(cls, value: Any) -> Any:
+        """A time is written as text: a bare number would be read as seconds since 1970."""
+        if value is not None and not isinstance(value, str):
+            raise ValueError("run_at must be an RFC 3339 date-time string")
+        return value
+
+
+class BatchRequest(_Strict):
+    """Runs stored together: all of them, or none."""
+
+    runs: list[SubmitRequest] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class RunLinks(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    self_: str = Field(alias="self")
+    events: str
+    cancel: str
+
+
+class SubmittedRun(BaseModel):
+    """A run just stored: queued (or due later)."""
+
+    id: str
+    task: str
+    queue: str
+    partition: str
+    priority: int
+    tags: dict[str, str]
+    status: RunStatus
+    links: RunLinks
+
+
+class SubmittedBatch(BaseModel):
+    runs: list[SubmittedRun]
+
+
+class Step(BaseModel):
+    """A workflow step's checkpoint."""
+
+    key: str
+    map_key: str | None
+    item_index: int | None
+    status: str
+    output: Any
+    error: str | None
+    attempt: int
+    started_at: datetime | None
+    finished_at: datetime | None
+    waiting_for: dict[str, int] | None
+
+
+class Run(BaseModel):
+    """A run as stored: status, args, result or error, attempts, timings, block reason."""
+
+    id: str
+    task: str
+    queue: str
+    partition: str
+    status: RunStatus
+    priority: int
+    args: dict[str, Any]
+    tags: dict[str, str]
+    concurrency_key: str | None
+    attempt: int
+    max_attempts: int
+    submitted_at: datetime
+    scheduled_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    worker_id: str | None
+    lease_expires_at: datetime | None
+    cancel_requested: bool
+    result: Any
+    error: str | None
+    block_reason: list[dict[str, Any]] | None
+    suspect: bool
+    links: RunLinks
+
+
+class RunDetail(Run):
+    steps: list[Step]
+
+
+class RunPage(BaseModel):
+    """One page of runs, newest first; pass `next_cursor` as `cursor` for the next (null: no more)."""
+
+    runs: list[Run]
+    next_cursor: str | None
+
+
+class Event(BaseModel):
+    id: int
+    run_id: str
+    step_key: str | None
+    type: str
+    metadata: dict[str, Any]
+    at: datetime
+
+
+class EventList(BaseModel):
+    events: list[Event]
+
+
+class CancelResult(BaseModel):
+    """The run's status after the cancel: canceled if it was queued, else its worker was told."""
+
+    id: str
+    status: RunStatus
+    cancel_requested: bool
+
+
+class Probe(BaseModel):
+    status: str
+
+
+class Error(BaseModel):
+    """Every error: a stable code, one line of explanation, and the request field at fault if any."""
+
+    error: str
+    detail: str
+    field: str | None = None
+
+
+class AdmissionError(Error):
+    """429: the backlog is at its ceiling; retry after `retry_after` seconds (also the Retry-After header)."""
+
+    retry_after: int

@@ -1,0 +1,121 @@
+"""Who may call the API: bearer tokens from the environment, checked in constant time.
+
+Secure by default: with no token the server answers only on loopback (the
+`serve` command refuses a wider bind), so a fresh install is never an open
+door. `TIDEGATE_API_TOKEN` grants everything; `TIDEGATE_API_READ_TOKEN` only
+reads (every mutating route answers 403). With either set, every route but
+`/healthz` needs one (401 without). There are no cookies, so there is no
+cross-site request to forge with a token; without one, a browser on this
+machine is the remaining way in, so a tokenless API answers only requests
+addressed to a loopback host (a DNS name rebound to 127.0.0.1 is not) and
+refuses those a browser marks as coming from another site (`Origin`).
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+from dataclasses import dataclass
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException
+
+from tidegate.domain.errors import ConfigurationError
+
+TOKEN_ENV = "TIDEGATE_API_TOKEN"
+READ_TOKEN_ENV = "TIDEGATE_API_READ_TOKEN"
+
+_bearer = HTTPBearer(auto_error=False, description=f"A token from {TOKEN_ENV} or {READ_TOKEN_ENV}.")
+
+
+@dataclass(frozen=True)
+class Tokens:
+    full: str | None = None
+    read: str | None = None
+
+    @classmethod
+    def from_environment(cls) -> Tokens:
+        return cls(os.environ.get(TOKEN_ENV) or None, os.environ.get(READ_TOKEN_ENV) or None)
+
+    @property
+    def required(self) -> bool:
+        return self.full is not None or self.read is not None
+
+    def access(self, presented: str) -> str | None:
+        """'write', 'read' or None. Both are compared, so timing says nothing about which matched."""
+        given = presented.encode("utf-8", "surrogateescape")
+        full = self.full is not None and hmac.compare_digest(given, self.full.encode())
+        read = self.read is not None and hmac.compare_digest(given, self.read.encode())
+        return "write" if full else "read" if read else None
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, tokens: Tokens) -> None:
+    """Refuse to listen beyond this machine without a token: the one-line error names the fix."""
+    if not is_loopback(host) and not tokens.required:
+        raise ConfigurationError(
+            f"refusing to listen on {host} without a token: set {TOKEN_ENV} (and optionally "
+            f"{READ_TOKEN_ENV}), or bind to 127.0.0.1"
+        )
+
+
+def _host_of(value: str) -> str:
+    try:
+        return urlsplit(value if "//" in value else f"//{value}").hostname or ""
+    except ValueError:
+        return ""
+
+
+def _local_only(request: Request) -> None:
+    """Without tokens: only requests addressed to loopback, and none a browser sends from another site."""
+    if not is_loopback(_host_of(request.headers.get("host", ""))):
+        raise HTTPException(403, f"without a token this API answers only requests to a loopback host: set {TOKEN_ENV}")
+    origin = request.headers.get("origin")
+    if origin is not None and not is_loopback(_host_of(origin)):
+        raise HTTPException(403, "a request from another site's page is refused")
+
+
+def _access(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str:
+    tokens: Tokens = request.app.state.tokens
+    if not tokens.required:
+        _local_only(request)
+        return "write"
+    granted = None if credentials is None else tokens.access(credentials.credentials)
+    if granted is None:
+        raise HTTPException(401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"})
+    return granted
+
+
+def _reader(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+    _access(request, credentials)
+
+
+def _writer(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+    if _access(request, credentials) != "write":
+        raise HTTPException(403, f"this token may only read: mutations need {TOKEN_ENV}")
+
+
+can_read = Depends(_reader)
+can_write = Depends(_writer)
+
+
+def _json_body(request: Request) -> None:
+    """A body must be declared JSON: a form or text body is a client mistake (or a cross-site form)."""
+    kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    if kind != "application/json" and not (kind.startswith("application/") and kind.endswith("+json")):
+        raise HTTPException(415, "send the body as JSON (Content-Type: application/json)")
+
+
+json_body = Depends(_json_body)

@@ -1,0 +1,47 @@
+"""`tidegate serve [MODULE:APP]`: the HTTP API on uvicorn.
+
+Without MODULE:APP the server knows tasks by what their workers registered in
+the store; with it, the module's declarations (queues, limits, ceilings) are
+in force and args are checked against the tasks' signatures too. It binds to
+loopback by default and refuses a wider bind unless a token is set.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tidegate.cli.errors import CommandError
+from tidegate.cli.loading import load_app_for
+from tidegate.cli.options import DATABASE_HELP
+from tidegate.storage.urls import DATABASE_ENV, masked
+
+
+def serve(
+    target: Annotated[
+        str | None,
+        typer.Argument(metavar="[MODULE:APP]", help="Your tidegate.App, for its queue and limit declarations."),
+    ] = None,
+    host: Annotated[str, typer.Option(metavar="HOST", help="Address to bind; beyond loopback a token is required.")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(min=1, max=65535, metavar="PORT", help="Port to listen on.")] = 8000,
+    database: Annotated[
+        str | None,
+        typer.Option("--database", "-d", envvar=DATABASE_ENV, metavar="URL", help=DATABASE_HELP),
+    ] = None,
+) -> None:
+    """Serve the HTTP API (OpenAPI at /api/v1/openapi.json, docs at /api/docs)."""
+    try:
+        import uvicorn
+
+        from tidegate.api import Tokens, check_bind, create_api
+    except ImportError as error:
+        raise CommandError(f"the HTTP service needs its extra: pip install 'tidegate[service]' ({error})") from None
+    tokens = Tokens.from_environment()
+    check_bind(host, tokens)
+    app = load_app_for(target, database)
+    api = create_api(app, tokens=tokens, owns_app=True)  # its shutdown closes the store
+    typer.echo(f"tidegate API on http://{host}:{port} (database {masked(app.database)})", err=True)
+    uvicorn.run(api, host=host, port=port, log_level="info", server_header=False)

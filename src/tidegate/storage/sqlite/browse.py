@@ -1,0 +1,40 @@
+"""SQLite: paging through runs (the HTTP API's `GET /runs`), newest first, by keyset.
+
+Its own aggregate so the reads an operator pages through grow apart from the
+runs verbs the workers depend on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tidegate.domain.jsonvalue import dumps
+from tidegate.domain.model import RunRecord, RunStatus
+from tidegate.storage import records
+from tidegate.storage.sqlite.database import Aggregate
+from tidegate.storage.sqlite.payloads import to_json, to_time
+
+
+class Browse(Aggregate):
+    """The browsing verbs of the storage port."""
+
+    def page_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        before: str | None = None,
+        limit: int = 100,
+    ) -> list[RunRecord]:
+        params = {
+            "status": status.value if status else None,
+            "queue": queue,
+            "task": task,
+            "tags": dumps(dict(tags or {})),
+            "before": before,
+            "limit": limit,
+        }
+        rows = self._connection().execute(self._q("page_runs"), params)
+        return [records.run_record(row, to_time, to_json) for row in rows]

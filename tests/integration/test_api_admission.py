@@ -1,0 +1,71 @@
+"""429 + Retry-After: the admission ceiling over HTTP.
+
+Three workers of capacity 1 serve a queue whose ceiling (`max_active`) is 15:
+3 runs hold the workers and 12 wait, so the 16th POST is refused with 429,
+a Retry-After of whole seconds (>= 1) that is the store's computed hint, the
+same value in the body, and nothing stored. Once runs complete, a retry is
+accepted, and the hint then reflects the observed completion rate.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from tests.apps.api import local_client, store_size
+from tests.conftest import wait_status, wait_until
+from tidegate import App, RunStatus
+from tidegate.domain.backpressure import retry_after
+
+CEILING = 15
+WORKERS = 3
+
+
+def test_the_sixteenth_submit_gets_429_and_a_retry_is_accepted_once_runs_complete(
+    app: App, database_url: str, start_worker
+) -> None:
+    gate = threading.Event()
+    app.queue("ingest", max_active=CEILING)
+
+    @app.task(name="ingest", queue="ingest")
+    def ingest(n: int) -> int:
+        gate.wait(60)
+        return n
+
+    client = local_client(app.asgi())
+    try:
+        for _ in range(WORKERS):
+            start_worker(max_workers=1, queues=["ingest"])
+        for n in range(CEILING):
+            assert client.post("/api/v1/runs", json={"task": "ingest", "args": {"n": n}}).status_code == 201
+        wait_until(lambda: app.store.status_counts()[RunStatus.RUNNING] == WORKERS, message="3 runs running")
+
+        before = store_size(database_url)
+        refused = client.post("/api/v1/runs", json={"task": "ingest", "args": {"n": 99}})
+        assert refused.status_code == 429, refused.text
+        hint = int(refused.headers["Retry-After"])
+        assert hint >= 1 and refused.json()["retry_after"] == hint
+        assert refused.json()["error"] == "admission_rejected" and "queue ingest" in refused.json()["detail"]
+        assert hint == retry_after(CEILING, CEILING, 1, 0)  # computed: nothing has completed yet
+        assert store_size(database_url) == before
+        batch = client.post("/api/v1/runs/batch", json={"runs": [{"task": "ingest", "args": {"n": 1}}]})
+        assert batch.status_code == 429 and store_size(database_url) == before
+    finally:
+        gate.set()
+
+    wait_until(lambda: app.store.status_counts()[RunStatus.COMPLETED] == CEILING, message="every run completed")
+    accepted = client.post("/api/v1/runs", json={"task": "ingest", "args": {"n": 100}})
+    assert accepted.status_code == 201, accepted.text
+    wait_status(app, accepted.json()["id"], RunStatus.COMPLETED)
+
+    gate.clear()
+    try:
+        wait_until(lambda: app.store.status_counts()[RunStatus.RUNNING] == 0, message="workers idle")
+        for n in range(CEILING):
+            assert client.post("/api/v1/runs", json={"task": "ingest", "args": {"n": n}}).status_code == 201
+        again = client.post("/api/v1/runs", json={"task": "ingest", "args": {"n": 99}})
+        assert again.status_code == 429
+        # 16 runs completed within the rate window: the hint follows that rate, it is not a constant.
+        assert int(again.headers["Retry-After"]) == retry_after(CEILING, CEILING, 1, CEILING + 1)
+        assert int(again.headers["Retry-After"]) < hint
+    finally:
+        gate.set()
