@@ -12,7 +12,7 @@ import pytest
 
 from tests.apps.api import local_client, store_size
 from tests.conftest import wait_status
-from tidegate import App, RunStatus
+from tidegate import App, QueueConfig, RunStatus
 
 
 def _declare(app: App) -> None:
@@ -151,3 +151,27 @@ def test_cancel_over_http_ends_a_queued_run_now_and_asks_the_worker_of_a_running
     assert client.get(running["links"]["self"]).json()["status"] == "canceled"
     events = [event["type"] for event in client.get(running["links"]["events"]).json()["events"]]
     assert events[-1] == "RunCanceled"
+
+
+def test_a_bare_server_reads_a_queues_declaration_once_per_batch(
+    app: App, database_url: str, start_worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the user's module a queue's declaration comes from the store (a round trip on
+    PostgreSQL): the field check and the runs' partition share one answer per queue and batch."""
+    _declare(app)
+    start_worker(max_workers=1)  # registers the task's defaults in the store
+    with App(database_url) as bare:
+        asked: list[str] = []
+        read = bare.queue_config
+
+        def counted(name: str) -> QueueConfig:
+            asked.append(name)
+            return read(name)
+
+        monkeypatch.setattr(bare, "queue_config", counted)
+        client = local_client(bare.asgi())
+        response = client.post(
+            "/api/v1/runs/batch", json={"runs": [{"task": "add", "args": {"a": n}} for n in range(5)]}
+        )
+        assert response.status_code == 201, response.text
+        assert asked == ["default"]

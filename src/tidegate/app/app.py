@@ -20,6 +20,7 @@ from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.limits import Concurrency, Ordering, QueueConfig, RunQueueConfig
+from tidegate.domain.model import NewRun
 from tidegate.domain.steps import PoolConfig
 from tidegate.domain.tunables import DEFAULT_MAX_WORKERS, DEFAULT_POOL_LEASE
 from tidegate.engine import pool_config
@@ -314,6 +315,15 @@ class App:
             task, priority=priority, tags=tags, queue=queue, run_at=run_at, concurrency_key=concurrency_key
         )
 
+    def enqueue(self, runs: Sequence[NewRun]) -> list[RunHandle]:
+        """Store runs built by `TaskOptions.new_runs`, of one task or several, in one transaction:
+        all or none, admission checked for them together (the HTTP batch route's all-or-none).
+
+        This app's task and limit declarations are written first, as for every submit,
+        so the ceilings and limits its code declares are in force for these runs.
+        """
+        return self._submitter.enqueue(runs)
+
     def run(self, run_id: str) -> RunHandle:
         """A handle on an existing run."""
         return self._submitter.handle(run_id)
@@ -370,4 +380,3 @@ class App:
             on_overflow=list(self._overflow_callbacks),
             clock=self.clock,
         )
-

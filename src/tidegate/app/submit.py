@@ -71,11 +71,27 @@ class TaskOptions:
         return self.submit_many([args])[0]
 
     def submit_many(self, many_args: Iterable[Mapping[str, Any]]) -> list[RunHandle]:
-        self._queue_config = self._target.queue_config(self._queue)  # an undeclared queue fails here
-        runs = [self._new_run(args) for args in many_args]
-        return self._target.enqueue(runs)
+        return self._target.enqueue(self.new_runs(many_args))
 
-    def _new_run(self, args: Mapping[str, Any]) -> NewRun:
+    def new_runs(self, many_args: Iterable[Mapping[str, Any]]) -> list[NewRun]:
+        """The runs `submit_many` would store, built and checked but not stored.
+
+        Public for a caller that stores the runs of several tasks in one transaction
+        (the HTTP batch route): it builds each task's runs here, then hands them all
+        to `App.enqueue`, so a bad item stores nothing of the batch.
+        """
+        queue_config = self._target.queue_config(self._queue)  # an undeclared queue fails here
+        return [self._new_run(args, queue_config) for args in many_args]
+
+    def due_in(self) -> float:
+        """Seconds from now until a run submitted now is due; raises if `run_at` is out of range.
+
+        Public so that a caller checking a request field by field (the HTTP API)
+        can name `run_at` as the field at fault, with the one rule runs are built by.
+        """
+        return _delay_until(self._run_at, self._target.clock)
+
+    def _new_run(self, args: Mapping[str, Any], queue_config: QueueConfig) -> NewRun:
         if not isinstance(args, Mapping):
             raise InvalidArgument(f"{self._definition.name}: args must be a dict, got {type(args).__name__}")
         limit = self._target.max_payload
@@ -92,7 +108,7 @@ class TaskOptions:
             id=str(ULID()),
             task=self._definition.name,
             queue=self._queue,
-            partition=partition_of(self._queue_config, self._definition.name, args, self._concurrency_key),
+            partition=partition_of(queue_config, self._definition.name, args, self._concurrency_key),
             args=dict(args),
             priority=self._priority,
             tags=self._tags,
@@ -100,11 +116,11 @@ class TaskOptions:
             max_attempts=self._definition.max_attempts,
             retry_backoff=self._definition.retry_backoff,
             timeout=self._definition.timeout,
-            delay=_delay_until(self._run_at, self._target.clock),
+            delay=self.due_in(),
             deadline=(
                 self._definition.dispatch_deadline
                 if self._definition.dispatch_deadline is not None
-                else self._queue_config.dispatch_deadline
+                else queue_config.dispatch_deadline
             ),
         )
 
