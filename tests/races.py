@@ -58,7 +58,7 @@ class Party:
         _current.party = self
         try:
             self.result = self.action()
-        except BaseException as error:  # noqa: BLE001 - the test reads and judges it
+        except BaseException as error:  # the test reads and judges it
             self.error = error
         finally:
             self.done.set()

@@ -11,9 +11,8 @@ import os
 import time
 
 import tidegate
-from tidegate import Executor, Workflow
-
 from tests.apps.steplog import log_line
+from tidegate import Executor, Workflow
 
 HELD_POOL = "held"
 

@@ -22,6 +22,7 @@ import importlib
 
 import pytest
 
+from tests import races
 from tidegate import (
     AdmissionRejected,
     App,
@@ -35,7 +36,6 @@ from tidegate.domain.pools import pool_needs
 from tidegate.engine import limits as live
 from tidegate.storage import claiming, slots
 
-from tests import races
 from .conftest import execute_sql
 
 LEASE = 60.0

@@ -18,7 +18,6 @@ from contextlib import ExitStack
 
 import pytest
 
-from tidegate import AdmissionRejected, App, RunQueueConfig, RunStatus
 from tests.apps.backpressure import (
     CEILING,
     QUEUE,
@@ -28,6 +27,7 @@ from tests.apps.backpressure import (
     read_intervals,
     running_workers,
 )
+from tidegate import AdmissionRejected, App, RunQueueConfig, RunStatus
 
 from .conftest import REPO_ROOT, execute_sql, wait_until
 

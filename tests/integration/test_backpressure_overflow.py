@@ -17,9 +17,9 @@ from contextlib import ExitStack
 
 import pytest
 
+from tests.apps.backpressure import running_workers
 from tidegate import App, Concurrency, RunQueueConfig, RunStatus, TagConcurrencyLimit
 from tidegate.engine.limits import set_limit
-from tests.apps.backpressure import running_workers
 
 from .conftest import execute_sql, wait_until
 

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from tests.apps.gates import Recorder, max_overlap
 from tidegate import (
     App,
     Concurrency,
@@ -23,7 +24,6 @@ from tidegate import (
     TagConcurrencyLimit,
 )
 from tidegate.domain.model import Outcome, OutcomeKind
-from tests.apps.gates import Recorder, max_overlap
 
 from .conftest import wait_until
 

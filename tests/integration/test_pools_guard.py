@@ -153,9 +153,8 @@ def test_the_context_manager_releases_on_error(app, job, guard):
     store = app.store
     store.set_pool_limit("db", 1, 300)
     fence = claim(store, job)
-    with pytest.raises(RuntimeError, match="boom"):
-        with guard().holding(fence, "w1", "s", pool_needs({"db": 1})):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), guard().holding(fence, "w1", "s", pool_needs({"db": 1})):
+        raise RuntimeError("boom")
     assert store.pool_holders("db") == []
 
 

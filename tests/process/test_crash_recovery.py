@@ -6,13 +6,12 @@ sees which attempts were cut short by a kill and that each was run again.
 """
 
 import random
-import time
 from collections import defaultdict
 
 import pytest
 
-from tidegate import RunStatus
 from tests.apps.counted import make_app
+from tidegate import RunStatus
 
 from .conftest import read_execution_log, wait_until
 

@@ -21,10 +21,10 @@ from datetime import datetime
 
 import pytest
 
-from tidegate import RunStatus
-from tidegate.engine import limits as live
 from tests.apps import gates
 from tests.apps.gates import make_app, max_overlap, overlap_by, read_intervals
+from tidegate import RunStatus
+from tidegate.engine import limits as live
 
 from .conftest import execute_sql, wait_until
 

@@ -14,8 +14,8 @@ from tidegate.domain.backpressure import (
     MAX_RETRY_AFTER,
     RATE_WINDOW_SECONDS,
     WorkerSlot,
-    lowest_free_rank,
     claimable_queues,
+    lowest_free_rank,
     retry_after,
 )
 

@@ -21,6 +21,7 @@ from tidegate.storage.postgres.payloads import fence_arrays, payload_json
 from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.postgres.steps import PostgresStepVerbs
 
+
 class Leases(Aggregate):
     """The lease and sweep verbs of the storage port."""
 

@@ -17,10 +17,10 @@ from tidegate.domain.limits import QueueConfig, RunQueueConfig, queue_to_dict, r
 from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
 from tidegate.domain.scopes import Rules
 from tidegate.storage import records
-from tidegate.storage.rules import limit_change, stored_rules
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.payloads import event_params, payload_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
+from tidegate.storage.rules import limit_change, stored_rules
 
 
 class Limits(Aggregate):

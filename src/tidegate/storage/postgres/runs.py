@@ -21,6 +21,7 @@ from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import enqueue_payload, payload_json, to_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
 
+
 class Runs(Aggregate):
     """The run verbs of the storage port."""
 

@@ -23,6 +23,7 @@ from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row
 from tidegate.storage.sqlite.steps import SQLiteStepVerbs
 
+
 class Leases(Aggregate):
     """The lease and sweep verbs of the storage port."""
 

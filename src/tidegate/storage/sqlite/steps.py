@@ -30,6 +30,7 @@ from tidegate.storage.port import Fence
 from tidegate.storage.sqlite.database import Aggregate
 from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
 
+
 class SQLiteStepVerbs(Aggregate):
     """The step verbs of the storage port."""
 
