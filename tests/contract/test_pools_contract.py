@@ -1,8 +1,8 @@
 """Pools through the Store port: configuration, all-or-none grants, renewal, release, expiry.
 
 Each verb's core promise on both adapters, with explicit fences; the deeper
-interleavings (hand-offs, stale attempts, windows) are in test_pools_store.py
-and test_pools_handoff.py.
+interleavings (hand-offs, stale attempts, windows) are in pools/test_pools_store.py
+and pools/test_pools_handoff.py.
 """
 
 from __future__ import annotations
