@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -193,10 +194,8 @@ class WorkerProcesses:
             if process.poll() is None:
                 os.kill(process.pid, signal.SIGKILL)
         for process in self.processes:
-            try:
+            with suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=30)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                pass
 
 
 @pytest.fixture

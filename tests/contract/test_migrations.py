@@ -138,7 +138,7 @@ def test_many_stores_opening_a_fresh_sqlite_file_at_once_all_succeed(tmp_path):
         stores = []
         lock = threading.Lock()
 
-        def open_one(url=url, barrier=barrier, stores=stores):
+        def open_one(url=url, barrier=barrier, stores=stores, lock=lock, round_=round_):
             try:
                 barrier.wait(10)
                 store = open_store(url)

@@ -27,7 +27,7 @@ from tests.apps.backpressure import (
     read_intervals,
     running_workers,
 )
-from tidegate import AdmissionRejected, App, RunQueueConfig, RunStatus
+from tidegate import AdmissionRejected, App, RunQueueConfig, RunStatus, Task
 
 from .conftest import REPO_ROOT, execute_sql, wait_until
 
@@ -203,6 +203,16 @@ def test_concurrent_submitting_threads_never_pass_the_ceiling(database_url):
         assert rejected[0] > 0
 
 
+def _admitted_ids(task: Task, args: list[dict[str, int]]) -> list[str]:
+    """The ids of a batch the ceilings admitted, or none when they refused it (saying when to retry)."""
+    try:
+        handles = task.submit_many(args)
+    except AdmissionRejected as rejected:
+        assert rejected.retry_after >= 1
+        return []
+    return [handle.id for handle in handles]
+
+
 def test_concurrent_submitters_never_pass_overlapping_ceilings(database_url):
     """A global and two queue ceilings at once, each submitter with its own store (its own connections).
 
@@ -240,13 +250,9 @@ def test_concurrent_submitters_never_pass_overlapping_ceilings(database_url):
                 for attempt in range(attempts):
                     queue = "ab"[(index + attempt) % 2]
                     batch = 1 + (index + attempt) % 3
-                    try:
-                        handles = application.tasks[f"overlap.{queue}"].submit_many([{"n": attempt}] * batch)
-                    except AdmissionRejected as rejected:
-                        assert rejected.retry_after >= 1
-                    else:
-                        with lock:
-                            accepted[queue].extend(handle.id for handle in handles)
+                    ids = _admitted_ids(application.tasks[f"overlap.{queue}"], [{"n": attempt}] * batch)
+                    with lock:
+                        accepted[queue].extend(ids)
             except BaseException as error:
                 errors.append(error)
 
@@ -291,7 +297,7 @@ def test_concurrent_submitting_processes_never_pass_the_ceiling(database_url, tm
                     process.kill()
                     process.wait()
         reports = []
-        for process, (out, err) in zip(processes, outputs):
+        for process, (out, err) in zip(processes, outputs, strict=True):
             assert process.returncode == 0, err.decode()
             reports.append(json.loads(out.decode().strip().splitlines()[-1]))
         accepted = [run_id for report in reports for run_id in report["accepted"]]

@@ -10,6 +10,7 @@ logged and dispatch goes on.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
@@ -73,7 +74,7 @@ def test_overflow_fires_while_saturated_at_most_once_per_interval(app, start_wor
     assert len(events) == len(calls), "one CapacityOverflow event per callback round"
     assert all(meta["backlog"] >= 1 and meta["workers"] == 1 and meta["queues"] == [QUEUE] for _, meta in events)
     times = [_seconds(at) for at, _ in events]
-    assert all(later - earlier >= interval - 1e-6 for earlier, later in zip(times, times[1:])), times
+    assert all(later - earlier >= interval - 1e-6 for earlier, later in itertools.pairwise(times)), times
     assert worker._error is None and not worker.join(0)
 
 

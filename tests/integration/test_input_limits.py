@@ -307,7 +307,7 @@ def test_the_walk_bounds_the_stored_size_from_above(value):
 
 def test_wait_takes_a_human_duration_and_refuses_a_bad_one(small_app):
     handle = small_app.tasks["limits.echo"].submit(value=1)  # no worker: it stays queued
-    with pytest.raises(WaitTimeout, match="after 0.05s"):
+    with pytest.raises(WaitTimeout, match=r"after 0\.05s"):
         handle.wait(timeout="50ms")
     for bad in ("soon", -1, "99999999999d"):
         with pytest.raises(ConfigurationError, match="timeout"):

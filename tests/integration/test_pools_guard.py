@@ -84,8 +84,13 @@ def test_the_async_form_waits_on_the_loop_and_is_woken_too(app, job, guard):
                 order.append("second holds")
 
         task = asyncio.create_task(second())
-        while "StepSlotWaiting" not in [e.type for e in store.run_events(waiter[0])]:
-            await asyncio.sleep(0.01)
+        # the store's events are the only sign that it waits: a bounded poll, off the loop
+        await asyncio.to_thread(
+            wait_until,
+            lambda: "StepSlotWaiting" in [e.type for e in store.run_events(waiter[0])],
+            10,
+            message="the second step to wait",
+        )
         order.append("first releases")
         await the_guard.release_async(first)
         await asyncio.wait_for(task, 10)

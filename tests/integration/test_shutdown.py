@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tests.apps.counted import make_app
+from tests.thread_gate import ThreadGate
 from tidegate import Context, RunStatus
 
 from .conftest import event_types, read_execution_log, wait_status, wait_until
@@ -81,7 +82,7 @@ def test_a_handed_back_run_with_one_attempt_can_still_run(app, start_worker):
 
 def test_a_long_grace_lets_in_flight_runs_finish_and_claims_nothing_new(app, start_worker):
     started = threading.Event()
-    release = threading.Event()
+    release = ThreadGate()
 
     @app.task(name="t.finish_me")
     def finish_me(n: int) -> int:
@@ -92,8 +93,7 @@ def test_a_long_grace_lets_in_flight_runs_finish_and_claims_nothing_new(app, sta
 
     @app.task(name="t.async_finish_me")
     async def async_finish_me(n: int) -> int:
-        while not release.is_set():
-            await asyncio.sleep(0.01)
+        assert await release.wait_async(60)
         await asyncio.sleep(0.3)
         return n
 

@@ -90,7 +90,7 @@ def test_submit_by_name_from_an_app_without_the_code(app, start_worker, database
         record = handle.info()
         assert record.queue == "math"  # the defaults came from the store
         assert record.max_attempts == 2
-        with pytest.raises(UnknownTask, match="t.nope"):
+        with pytest.raises(UnknownTask, match=r"t\.nope"):
             caller.submit("t.nope", args={})
         with pytest.raises(InvalidArgument, match="'a'"):
             caller.submit("t.mul", args={"a": {1, 2}, "b": 1})
@@ -98,7 +98,7 @@ def test_submit_by_name_from_an_app_without_the_code(app, start_worker, database
 
 
 def test_unknown_task_name(app):
-    with pytest.raises(UnknownTask, match="no.such.task"):
+    with pytest.raises(UnknownTask, match=r"no\.such\.task"):
         app.submit("no.such.task", args={"a": 1})
     assert app.store.list_runs() == []
 

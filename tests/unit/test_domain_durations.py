@@ -13,7 +13,7 @@ UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 # Characters that can never make a duration valid: not digits, not units, and
 # nothing float() would accept either ('.', 'e', '_', '+', 'inf', 'nan' are left out).
-GARBAGE = st.sampled_from(list("xyzqwkv!,-/#%*") + [" ", "\t", "5-", "-", "1 s", "--"])
+GARBAGE = st.sampled_from([*"xyzqwkv!,-/#%*", " ", "\t", "5-", "-", "1 s", "--"])
 
 whole_seconds = st.integers(min_value=0, max_value=10**7)
 parts = st.lists(

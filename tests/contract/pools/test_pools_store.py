@@ -198,7 +198,7 @@ def test_record_steps_checkpoints_and_events(store, job):
     assert extract.started_at is not None and extract.finished_at >= extract.started_at
     assert (load.status, load.error) == (StepStatus.FAILED, "ValueError: bad")
     assert step_events(store, fence[0]) == ["StepStarted", "StepCompleted", "StepStarted", "StepFailed"]
-    failed = [e for e in store.run_events(fence[0]) if e.type == "StepFailed"][0]
+    failed = next(e for e in store.run_events(fence[0]) if e.type == "StepFailed")
     assert failed.metadata == {"attempt": 1, "error": "ValueError: bad"}
 
 

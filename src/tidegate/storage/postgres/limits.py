@@ -107,7 +107,7 @@ class Limits(Aggregate):
 
     def scope_usage(self) -> dict[str, int]:
         with self._connection() as connection:
-            return {scope: used for scope, used in connection.execute(self._q("scope_usage")).fetchall()}
+            return dict(connection.execute(self._q("scope_usage")).fetchall())
 
     def scope_holders(self, scope: str) -> list[HolderRecord]:
         rows = self._fetch_dicts("scope_holders", {"scope": scope})

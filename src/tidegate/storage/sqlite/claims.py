@@ -129,7 +129,7 @@ class Claims(Aggregate):
         usage read here cannot change before the holders are written.
         """
         rules = self._limits.load_rules(connection)
-        usage = {scope: used for scope, used in connection.execute(self._q("scope_usage"))}
+        usage = dict(connection.execute(self._q("scope_usage")))
         local = LocalUsage()
         if any(rules.local_limit(queue) is not None or rules.max_workers(queue) is not None for queue in queues):
             # Only per-worker caps read this worker's own counts; skip the query on the hot path otherwise.

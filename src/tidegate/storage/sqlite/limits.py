@@ -102,7 +102,7 @@ class Limits(Aggregate):
         ]
 
     def scope_usage(self) -> dict[str, int]:
-        return {scope: used for scope, used in self._connection().execute(self._q("scope_usage"))}
+        return dict(self._connection().execute(self._q("scope_usage")))
 
     def scope_holders(self, scope: str) -> list[HolderRecord]:
         rows = self._connection().execute(self._q("scope_holders"), {"scope": scope})

@@ -53,5 +53,5 @@ def _statements(script: str) -> Iterator[str]:
             if buffer.strip():
                 yield buffer.strip()
             buffer = ""
-    if buffer.strip() and not all(l.strip().startswith("--") or not l.strip() for l in buffer.splitlines()):
+    if buffer.strip() and not all(line.strip().startswith("--") or not line.strip() for line in buffer.splitlines()):
         raise ValueError(f"incomplete SQL statement at the end of a migration: {buffer.strip()[:80]!r}")

@@ -67,7 +67,7 @@ class Workers(Aggregate):
             if not serving:
                 return None
             rules = self._limits.load_rules(connection)
-            usage = {scope: used for scope, used in connection.execute(self._q("scope_usage"))}
+            usage = dict(connection.execute(self._q("scope_usage")))
             rows = [
                 row
                 for queue in queues
