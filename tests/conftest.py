@@ -89,7 +89,7 @@ def execute_sql(database_url: str, statement: str, params: tuple[Any, ...] = ())
     Use `?` placeholders; they are translated for psycopg.
     """
     if database_url.startswith("sqlite"):
-        connection = sqlite3.connect(database_url[len("sqlite:///"):], timeout=30)
+        connection = sqlite3.connect(database_url[len("sqlite:///") :], timeout=30)
         try:
             cursor = connection.execute(statement, params)
             rows = cursor.fetchall()

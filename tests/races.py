@@ -125,8 +125,13 @@ class Race:
         row = self._monitor.execute("SELECT cardinality(pg_blocking_pids(%s)) > 0", (party.pid,)).fetchone()
         return bool(row[0])
 
-    def run(self, first: Party, second: Party, first_parked: Callable[[Party], bool] | None = None,
-            release: Callable[[], None] | None = None) -> None:
+    def run(
+        self,
+        first: Party,
+        second: Party,
+        first_parked: Callable[[Party], bool] | None = None,
+        release: Callable[[], None] | None = None,
+    ) -> None:
         """Start `first`, wait until it parks; start `second`, wait until it parks, ends or is
         blocked; let both go and wait for both. `first_parked`/`release` replace the seam for a
         first party stalled inside SQL (see `stall`)."""

@@ -34,7 +34,12 @@ def test_set_pool_limit_configures_and_reconfigures_a_pool(store):
     store.set_pool_limit("db", 5, 60)
     [status] = store.pools()
     assert (status.name, status.limit, status.lease_seconds, status.claimed, status.pending, status.configured) == (
-        "db", 5, 60, 0, 0, True,
+        "db",
+        5,
+        60,
+        0,
+        0,
+        True,
     )
 
 

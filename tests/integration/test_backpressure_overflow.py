@@ -126,11 +126,16 @@ def test_no_overflow_while_runs_wait_only_on_a_limit(database_url, clock, limit)
             return n
 
         app.on_overflow(calls.append)
-        [worker] = stack.enter_context(running_workers(app, {"max_workers": 1, "queues": ["lim"], "poll_interval": "0.1s"}))
+        [worker] = stack.enter_context(
+            running_workers(app, {"max_workers": 1, "queues": ["lim"], "poll_interval": "0.1s"})
+        )
         handles = limited.submit_many([{"n": n} for n in range(4)])
         wait_until(lambda: worker.in_flight == 1, 30, message="the one allowed run to start")
-        wait_until(lambda: all(r.block_reason for r in app.store.list_queued("lim")), 30,
-                   message="the others to be recorded as blocked by the limit")
+        wait_until(
+            lambda: all(r.block_reason for r in app.store.list_queued("lim")),
+            30,
+            message="the others to be recorded as blocked by the limit",
+        )
         # Past the overflow interval no earlier signal holds the turn: only a want of eligible runs
         # can refuse it now (a signal the worker raised meanwhile would show in calls and events).
         clock.advance(INTERVAL)

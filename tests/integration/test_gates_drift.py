@@ -105,8 +105,11 @@ def test_released_between_retries(dapp, database_url, start_worker):
     task, _entered, _release = _gated_task(dapp, "d.retry", max_attempts=2, retry_backoff="2s")
     handle = task.submit(fail_attempts=1, wait=False)
     start_worker(application=dapp, max_workers=2)
-    wait_until(lambda: "RunRetried" in [e.type for e in dapp.store.run_events(handle.id)], 30,
-               message="the first attempt to fail")
+    wait_until(
+        lambda: "RunRetried" in [e.type for e in dapp.store.run_events(handle.id)],
+        30,
+        message="the first attempt to fail",
+    )
     record = handle.info()
     assert (record.status, record.attempt) == (RunStatus.QUEUED, 1)  # waiting out a backoff of >= 1s
     assert_released(dapp, database_url)  # and holding nothing meanwhile

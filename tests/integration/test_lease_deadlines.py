@@ -183,9 +183,7 @@ def test_a_worker_whose_lease_renewals_hang_stops_its_attempt_before_the_lease_e
     assert end <= times["start", 2][0], "two attempts of one run ran at once"
 
 
-def test_a_step_handed_slots_whose_renewals_fail_stops_before_their_lease_could_end(
-    app, start_worker, monkeypatch
-):
+def test_a_step_handed_slots_whose_renewals_fail_stops_before_their_lease_could_end(app, start_worker, monkeypatch):
     app.set_pool_limit("db", 1, lease_duration=LEASE)
     log: list[tuple[str, int, float]] = []  # (start | end, n, monotonic time)
     one_started = ThreadGate()

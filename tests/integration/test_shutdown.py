@@ -132,9 +132,7 @@ def test_stop_with_nothing_running_is_prompt_and_clean(app, start_worker):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seconds", [0.02, 20.0], ids=["interruptible", "one-long-sleep"])
-def test_sigterm_hands_back_in_flight_runs_and_the_process_exits(
-    database_url, worker_processes, tmp_path, seconds
-):
+def test_sigterm_hands_back_in_flight_runs_and_the_process_exits(database_url, worker_processes, tmp_path, seconds):
     """`worker.run()` in a process: SIGTERM with a short grace hands the run back and exits cleanly.
 
     A sync task blocked in one long C call (time.sleep(20)) cannot be interrupted; the

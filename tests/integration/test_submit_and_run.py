@@ -63,7 +63,13 @@ def test_context_is_injected_with_run_id_and_attempt(app, start_worker, kind):
     start_worker()
     handles = [whoami.submit(x=i) for i in range(3)]
     for i, handle in enumerate(handles):
-        assert handle.wait(timeout=30) == {"run_id": handle.id, "attempt": 1, "task": "t.whoami", "queue": "ctxq", "x": i}
+        assert handle.wait(timeout=30) == {
+            "run_id": handle.id,
+            "attempt": 1,
+            "task": "t.whoami",
+            "queue": "ctxq",
+            "x": i,
+        }
     assert len({h.id for h in handles}) == 3
 
 

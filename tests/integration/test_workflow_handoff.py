@@ -71,7 +71,9 @@ def test_handed_on_slots_never_let_more_steps_run_than_the_limit(app, start_work
         balance: dict[str, int] = {}
         for event in app.store.run_events(run.id):
             if event.type in ("StepSlotClaimed", "StepSlotReleased"):
-                balance[event.step_key] = balance.get(event.step_key, 0) + (1 if event.type == "StepSlotClaimed" else -1)
+                balance[event.step_key] = balance.get(event.step_key, 0) + (
+                    1 if event.type == "StepSlotClaimed" else -1
+                )
         assert {key: count for key, count in balance.items() if count} == {}
     handed = [e for run in runs for e in app.store.run_events(run.id) if "handed_from" in e.metadata]
     assert handed, "no slot was handed on: the path under test did not run"

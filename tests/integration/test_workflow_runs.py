@@ -343,7 +343,9 @@ def test_over_limit_requests_and_claim_timeouts_fail_the_step_clearly(app, start
 
     monkeypatch.setenv("TIDEGATE_CLAIM_TIMEOUT", "300ms")
     start_worker()
-    with pytest.raises(RunFailed, match=r"step greedy failed: PoolRequestTooLarge: .*3 slots of pool 'tiny'.*limit is 1"):
+    with pytest.raises(
+        RunFailed, match=r"step greedy failed: PoolRequestTooLarge: .*3 slots of pool 'tiny'.*limit is 1"
+    ):
         asks_too_much.submit().wait(timeout=30)
     with pytest.raises(RunFailed, match=r"step patient failed: PoolClaimTimeout: .*pool 'paused' \(0/0 claimed\)"):
         waits_too_long.submit().wait(timeout=30)

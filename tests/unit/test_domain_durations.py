@@ -69,7 +69,25 @@ def test_garbage_anywhere_in_a_valid_duration_is_refused(chunks, data):
 
 @pytest.mark.parametrize(
     "bad",
-    ["", "   ", "s", "ms", "1h30", "h1", "1 h", "1.5.s", "-5s", "-1", "5sec", "1y", "nan", "inf", "-inf", "1e999", "10s-"],
+    [
+        "",
+        "   ",
+        "s",
+        "ms",
+        "1h30",
+        "h1",
+        "1 h",
+        "1.5.s",
+        "-5s",
+        "-1",
+        "5sec",
+        "1y",
+        "nan",
+        "inf",
+        "-inf",
+        "1e999",
+        "10s-",
+    ],
 )
 def test_malformed_durations_are_refused_with_the_setting_name(bad):
     with pytest.raises(ConfigurationError, match="TIDEGATE_LEASE_DURATION"):

@@ -370,4 +370,3 @@ class App:
             on_overflow=list(self._overflow_callbacks),
             clock=self.clock,
         )
-

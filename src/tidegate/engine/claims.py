@@ -113,7 +113,8 @@ class Renewer:
                     now = self._clock.monotonic()
                     lapsed = [claim for claim in self._due if claim.safe_until <= now]
                     ready = [
-                        claim for claim, due in self._due.items()
+                        claim
+                        for claim, due in self._due.items()
                         if due <= now and claim not in self._renewing and claim.safe_until > now
                     ]
                     if lapsed or ready:

@@ -143,9 +143,7 @@ class _Claim:
             return None, self._next_due(), False
         usage, lanes = self._lock_scopes(rows)
         if any(row["suspect"] for row in rows):  # a suspect is taken only by an idle worker: count what it runs
-            self.local = _local_usage(
-                self.connection.execute(self.store._q("local_usage"), {"worker": self.worker_id})
-            )
+            self.local = _local_usage(self.connection.execute(self.store._q("local_usage"), {"worker": self.worker_id}))
         candidates = [
             claiming.to_candidate(row, rules, row["tags"] or {}, row["scheduled_at"].timestamp()) for row in rows
         ]
@@ -181,9 +179,7 @@ class _Claim:
         self._receive_reads(sent)
         return True
 
-    def _lock_scopes(
-        self, rows: Sequence[claiming.Row]
-    ) -> tuple[dict[str, int], dict[tuple[str, str], int] | None]:
+    def _lock_scopes(self, rows: Sequence[claiming.Row]) -> tuple[dict[str, int], dict[tuple[str, str], int] | None]:
         """Lock the scopes the candidates need and read their usage, and the running load of
         fair lanes when not known yet: the second batch, sent only when some rule asks."""
         store, connection, rules = self.store, self.connection, self.rules

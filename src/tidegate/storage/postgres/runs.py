@@ -80,9 +80,7 @@ class Runs(Aggregate):
         rows = self._fetch_dicts("get_run", {"id": run_id})
         return records.run_record(rows[0], to_time, to_json) if rows else None
 
-    def list_runs(
-        self, status: RunStatus | None = None, queue: str | None = None, limit: int = 100
-    ) -> list[RunRecord]:
+    def list_runs(self, status: RunStatus | None = None, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
         rows = self._fetch_dicts(
             "list_runs", {"status": status.value if status else None, "queue": queue, "limit": limit}
         )

@@ -21,9 +21,7 @@ class Schema(Aggregate):
             current = connection.execute(self._q("schema_version")).fetchone()[0]  # type: ignore[index]
             for migration in pending(self._migrations, current):
                 connection.execute(migration.sql.encode())  # a script: no parameters, many statements
-                connection.execute(
-                    self._q("record_migration"), {"version": migration.version, "name": migration.name}
-                )
+                connection.execute(self._q("record_migration"), {"version": migration.version, "name": migration.name})
                 applied.append(migration.version)
         return applied
 

@@ -104,7 +104,9 @@ class PostgresStepVerbs(Aggregate):
             connection.execute(self._q("acquire_slots_granted"), ids)
             return
         request = decision.request
-        wanted = [{"scope": scope, "slots": count, "lease": request.lease_of(scope)} for scope, count in asked.needs.items()]
+        wanted = [
+            {"scope": scope, "slots": count, "lease": request.lease_of(scope)} for scope, count in asked.needs.items()
+        ]
         connection.execute(
             self._q("acquire_slots"),
             {
@@ -222,7 +224,12 @@ class PostgresStepVerbs(Aggregate):
     def _pool_state(self, connection: psycopg.Connection[Any], fence: Fence, asked: SlotRequest) -> psycopg.Cursor[Any]:
         """Queue the read of (contested, over its limit, full, still waiting) for `asked`: see
         `finish_step_pools`."""
-        params = {"run_id": fence[0], "attempt": fence[1], "step_key": asked.step_key, "needs": dumps(dict(asked.needs))}
+        params = {
+            "run_id": fence[0],
+            "attempt": fence[1],
+            "step_key": asked.step_key,
+            "needs": dumps(dict(asked.needs)),
+        }
         return connection.execute(self._q("finish_step_pools"), params)
 
     def _record(

@@ -198,8 +198,6 @@ class Claims(Aggregate):
         return local
 
     def _next_due_in(self, connection: sqlite3.Connection, queues: Sequence[str], now: float) -> float | None:
-        dues = [
-            connection.execute(self._q("next_due"), {"queue": queue, "now": now}).fetchone()[0] for queue in queues
-        ]
+        dues = [connection.execute(self._q("next_due"), {"queue": queue, "now": now}).fetchone()[0] for queue in queues]
         known = [due for due in dues if due is not None]
         return min(known) if known else None

@@ -44,7 +44,12 @@ class Leases(Aggregate):
             }
             connection.execute(
                 self._q("renew_leases_holders"),
-                {"ids": json.dumps([fence[0] for fence in renewed]), "worker": worker_id, "now": now, "lease": lease_seconds},
+                {
+                    "ids": json.dumps([fence[0] for fence in renewed]),
+                    "worker": worker_id,
+                    "now": now,
+                    "lease": lease_seconds,
+                },
             )
         return [tuple(fence) for fence in held if tuple(fence) not in renewed]  # type: ignore[misc]
 

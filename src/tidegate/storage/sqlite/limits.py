@@ -41,7 +41,8 @@ class Limits(Aggregate):
             for queue in queues:
                 changed |= bool(
                     connection.execute(
-                        self._q("register_limits_queue"), {"name": queue.name, "config": dumps(queue_to_dict(queue)), "now": now}
+                        self._q("register_limits_queue"),
+                        {"name": queue.name, "config": dumps(queue_to_dict(queue)), "now": now},
                     ).fetchone()
                 )
             for name in implied_queues:
@@ -89,7 +90,7 @@ class Limits(Aggregate):
         row = connection.execute(self._q("load_rules_run_queue")).fetchone()
         rules = stored_rules(
             None if row is None else json.loads(row[0]),
-            [json.loads(config) for config, in connection.execute(self._q("load_rules_queues"))],
+            [json.loads(config) for (config,) in connection.execute(self._q("load_rules_queues"))],
             [(target, limit) for target, limit, _, _ in connection.execute(self._q("load_overrides"))],
         )
         self._rules_cache = (version, rules)
