@@ -86,6 +86,7 @@ class Claims(Aggregate):
             applied_fences = set() if applied is None else {(row[0], row[1]) for row in applied.fetchall()}
             cancel_requested = [(row[0], row[1]) for row in cancels.fetchall()]
             claimed = [] if claim is None else [claimed_run(row) for row in claim.fetchall()]
+            # fetchone() is typed Optional; this statement always returns one row
             next_due_in = None if due is None else due.fetchone()[0]  # type: ignore[index]
         fenced_out = [fence for fence in reported if fence not in applied_fences]
         return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more)

@@ -74,7 +74,9 @@ class Runs(Aggregate):
         return RunStatus(row[0])
 
     def pending_count(self, queues: Sequence[str]) -> int:
-        return self._fetchone("pending_count", {"queues": list(queues)})[0]
+        row = self._fetchone("pending_count", {"queues": list(queues)})
+        count: int = row[0] if row else 0  # count(*) always returns its one row
+        return count
 
     def get_run(self, run_id: str) -> RunRecord | None:
         rows = self._fetch_dicts("get_run", {"id": run_id})

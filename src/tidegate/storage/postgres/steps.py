@@ -130,6 +130,7 @@ class PostgresStepVerbs(Aggregate):
             "default_lease": UNCONFIGURED_LEASE_SECONDS,
         }
         with self._connection() as connection:  # one statement: its own transaction
+            # fetchone() is typed Optional; this statement always returns one row
             return bool(connection.execute(self._q("renew_slots"), params).fetchone()[0])  # type: ignore[index]
 
     def release_slots(self, fence: Fence, step_key: str) -> None:
@@ -143,6 +144,7 @@ class PostgresStepVerbs(Aggregate):
     def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
         with self._connection() as connection:
             row = self._record(connection, fence, steps, wake=True).fetchone()
+        # fetchone() is typed Optional; the steps' upsert always returns one row
         return bool(row[0])  # type: ignore[index]
 
     def finish_step(
@@ -166,9 +168,11 @@ class PostgresStepVerbs(Aggregate):
             recorded = self._record(connection, fence, [step], wake=False)
             reads = self._read_usage(connection, fence, [successor])
             state = self._pool_state(connection, fence, successor)
+            # fetchone() is typed Optional; this statement always returns one row
             owned, freed, _ = recorded.fetchone()  # type: ignore[misc]
             if not owned:
                 return StepFinish(False)
+            # fetchone() is typed Optional; this statement always returns one row
             contested, over, _, waiting = state.fetchone()  # type: ignore[misc]
             finish = StepFinish(True, shared=contested or over)
             if waiting and not finish.shared:
@@ -210,8 +214,10 @@ class PostgresStepVerbs(Aggregate):
                 )
                 recorded = self._record(connection, fence, [step, started], wake=True)
                 state = self._pool_state(connection, fence, successor)
+            # fetchone() is typed Optional; this statement always returns one row
             owned = recorded.fetchone()[0]  # type: ignore[index]
             moved = moving.fetchall()
+            # fetchone() is typed Optional; this statement always returns one row
             contested, over, full, _ = state.fetchone()  # type: ignore[misc]
             if not owned:
                 return StepFinish(False)

@@ -51,6 +51,7 @@ class Leases(Aggregate):
                     "lease": lease_seconds,
                 },
             )
+        # tuple(fence) of a (run id, attempt) row is a Fence
         return [tuple(fence) for fence in held if tuple(fence) not in renewed]  # type: ignore[misc]
 
     def hand_back(self, worker_id: str, held: Sequence[Fence]) -> list[str]:

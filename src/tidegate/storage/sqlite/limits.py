@@ -98,6 +98,7 @@ class Limits(Aggregate):
 
     def limit_overrides(self) -> list[LimitOverride]:
         return [
+            # to_time is typed Optional; this column is NOT NULL
             LimitOverride(row[0], row[1], row[2], to_time(row[3]))  # type: ignore[arg-type]
             for row in self._connection().execute(self._q("load_overrides"))
         ]
@@ -107,4 +108,4 @@ class Limits(Aggregate):
 
     def scope_holders(self, scope: str) -> list[HolderRecord]:
         rows = self._connection().execute(self._q("scope_holders"), {"scope": scope})
-        return [records.holder_record(row, to_time) for row in rows]  # type: ignore[arg-type]
+        return [records.holder_record(row, to_time) for row in rows]

@@ -36,7 +36,8 @@ class Schema(Aggregate):
         exists = connection.execute(self._q("schema_version_exists")).fetchone()
         if not exists:
             return 0
-        return connection.execute(self._q("schema_version")).fetchone()[0]
+        version: int = connection.execute(self._q("schema_version")).fetchone()[0]
+        return version
 
     def check_schema(self) -> None:
         check_current(self._migrations, self.schema_version())
