@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,7 @@ def execute_sql(database_url: str, statement: str, params: tuple[Any, ...] = ())
     Use `?` placeholders; they are translated for psycopg.
     """
     if database_url.startswith("sqlite"):
-        connection = sqlite3.connect(database_url[len("sqlite:///"):], timeout=30)
+        connection = sqlite3.connect(database_url[len("sqlite:///") :], timeout=30)
         try:
             cursor = connection.execute(statement, params)
             rows = cursor.fetchall()
@@ -193,10 +194,8 @@ class WorkerProcesses:
             if process.poll() is None:
                 os.kill(process.pid, signal.SIGKILL)
         for process in self.processes:
-            try:
+            with suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=30)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                pass
 
 
 @pytest.fixture

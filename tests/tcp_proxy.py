@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from contextlib import suppress
 from urllib.parse import urlsplit, urlunsplit
 
 ACCEPT_SLICE = 0.05  # how often the accepting thread looks up to notice down() or close()
@@ -39,10 +40,8 @@ class _Pair:
         self.closed = True
         self.relaying.set()  # a pump held by a freeze must see the close
         for sock in (self.client, self.upstream):
-            try:
+            with suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             sock.close()
 
 

@@ -47,7 +47,7 @@ def read_intervals(path: str | os.PathLike[str]) -> dict[tuple[str, int], list[f
         for line in file:
             if not line.strip():
                 continue
-            kind, run_id, attempt, at = line.split()
+            _kind, run_id, attempt, at = line.split()
             intervals.setdefault((run_id, int(attempt)), []).append(float(at))
     return intervals
 

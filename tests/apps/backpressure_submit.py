@@ -17,8 +17,8 @@ import threading
 import time
 from pathlib import Path
 
-from tidegate import AdmissionRejected
 from tests.apps.backpressure import make_app
+from tidegate import AdmissionRejected
 
 
 def main(argv: list[str] | None = None) -> int:

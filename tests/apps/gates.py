@@ -110,7 +110,9 @@ def max_overlap(intervals: Iterable[Interval]) -> int:
     return peak
 
 
-def overlap_by(intervals: Mapping[Hashable, Interval], scopes_of: Callable[[Hashable], Iterable[str]]) -> dict[str, int]:
+def overlap_by(
+    intervals: Mapping[Hashable, Interval], scopes_of: Callable[[Hashable], Iterable[str]]
+) -> dict[str, int]:
     """Max concurrency per scope, each interval counted in every scope `scopes_of` gives it."""
     grouped: dict[str, list[Interval]] = {}
     for key, interval in intervals.items():

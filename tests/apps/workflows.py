@@ -11,9 +11,8 @@ import os
 import time
 
 import tidegate
-from tidegate import Executor, Workflow
-
 from tests.apps.steplog import log_line
+from tidegate import Executor, Workflow
 
 HELD_POOL = "held"
 
@@ -49,7 +48,7 @@ def make_app(database: str | None = None) -> tidegate.App:
     async def hold(job: dict, marker: str, prepared: str) -> int:
         """Holds its pool slot for a long time while `marker` exists (the attempt the test kills)."""
         log_line(job["log"], "start", "hold", job["n"])
-        if os.path.exists(marker):
+        if await asyncio.to_thread(os.path.exists, marker):
             await asyncio.sleep(60)
         log_line(job["log"], "end", "hold", job["n"])
         return job["n"]

@@ -29,6 +29,7 @@ from tidegate.storage.port import Fence, Store
 QUEUE = "contract"
 LEASE = 30.0
 
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "advances_clock: the contract moves the store's clock (`clock.advance`)")
     config.addinivalue_line(

@@ -16,12 +16,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import execute_sql
 from tidegate.domain import events as history
 from tidegate.domain.limits import Concurrency, QueueConfig
 from tidegate.domain.pools import pool_scope
 from tidegate.domain.steps import SlotRequest, StepStatus, StepUpdate
-
-from tests.conftest import execute_sql
 
 from .conftest import LEASE
 from .test_transitions_pinned import new_runs, running

@@ -50,9 +50,7 @@ def test_a_taken_over_attempt_cannot_report_its_outcome(app, job, clock):
     assert (second.id, second.attempt) == (handle.id, 2)
 
     # A wakes up and reports attempt 1 as completed: refused, reported back as fenced out
-    late = store.cycle(
-        "worker-A", [QUEUE], [], [Outcome(handle.id, 1, OutcomeKind.COMPLETED, result="stale A")], 0, 30
-    )
+    late = store.cycle("worker-A", [QUEUE], [], [Outcome(handle.id, 1, OutcomeKind.COMPLETED, result="stale A")], 0, 30)
     assert late.fenced_out == [(handle.id, 1)]
     record = handle.info()
     assert record.status is RunStatus.RUNNING

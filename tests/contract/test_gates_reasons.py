@@ -120,7 +120,9 @@ def test_explain_gives_position_checks_and_the_holders_of_the_blocking_scope(gat
     assert [c.scope for c in why.blocking] == ["global", "queue:br", "tag:env=prod"]
     assert set(why.holders) == {"global", "queue:br", "tag:env=prod"}
     for scope, holders in why.holders.items():
-        assert [(h.run_id, h.attempt, h.worker_id, h.slots) for h in holders] == [(holder.id, 1, "holder-worker", 1)], scope
+        assert [(h.run_id, h.attempt, h.worker_id, h.slots) for h in holders] == [(holder.id, 1, "holder-worker", 1)], (
+            scope
+        )
 
     urgent_why = explain(store, urgent.id)
     assert (urgent_why.position, urgent_why.queued_in_queue) == (1, 4)

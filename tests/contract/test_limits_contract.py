@@ -79,7 +79,9 @@ def test_a_lowered_limit_holds_back_the_next_claim(store):
 
 
 def test_scope_usage_and_holders_follow_claims_and_outcomes(store):
-    store.register_limits(RunQueueConfig(max_concurrent_runs=10), [QueueConfig(LIMITED, Concurrency(global_limit=5))], [])
+    store.register_limits(
+        RunQueueConfig(max_concurrent_runs=10), [QueueConfig(LIMITED, Concurrency(global_limit=5))], []
+    )
     for _ in range(3):
         enqueue_one(store, LIMITED)
     assert store.scope_usage() == {}

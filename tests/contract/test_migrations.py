@@ -108,7 +108,7 @@ def test_concurrent_migrations_apply_each_version_once(database_url):
                 results.append(store.migrate())
             finally:
                 store.close()
-        except BaseException as error:  # noqa: BLE001 - reported below
+        except BaseException as error:  # reported below
             errors.append(error)
 
     threads = [threading.Thread(target=migrate) for _ in range(4)]
@@ -138,13 +138,13 @@ def test_many_stores_opening_a_fresh_sqlite_file_at_once_all_succeed(tmp_path):
         stores = []
         lock = threading.Lock()
 
-        def open_one(url=url, barrier=barrier, stores=stores):
+        def open_one(url=url, barrier=barrier, stores=stores, lock=lock, round_=round_):
             try:
                 barrier.wait(10)
                 store = open_store(url)
                 with lock:
                     stores.append(store)
-            except Exception as error:  # noqa: BLE001 - collected and reported
+            except Exception as error:  # collected and reported
                 with lock:
                     failures.append(f"round {round_}: {type(error).__module__}.{type(error).__name__}: {error}")
 

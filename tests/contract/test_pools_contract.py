@@ -1,8 +1,8 @@
 """Pools through the Store port: configuration, all-or-none grants, renewal, release, expiry.
 
 Each verb's core promise on both adapters, with explicit fences; the deeper
-interleavings (hand-offs, stale attempts, windows) are in test_pools_store.py
-and test_pools_handoff.py.
+interleavings (hand-offs, stale attempts, windows) are in pools/test_pools_store.py
+and pools/test_pools_handoff.py.
 """
 
 from __future__ import annotations
@@ -34,7 +34,12 @@ def test_set_pool_limit_configures_and_reconfigures_a_pool(store):
     store.set_pool_limit("db", 5, 60)
     [status] = store.pools()
     assert (status.name, status.limit, status.lease_seconds, status.claimed, status.pending, status.configured) == (
-        "db", 5, 60, 0, 0, True,
+        "db",
+        5,
+        60,
+        0,
+        0,
+        True,
     )
 
 

@@ -46,4 +46,6 @@ def test_every_port_verb_is_called_by_a_contract_module():
     called = verbs_called_by_module()
     covered = set().union(*called.values())
     missing = sorted(port_verbs() - covered)
-    assert not missing, f"port verbs no contract module calls (add them to tests/contract/test_*_contract.py): {missing}"
+    assert not missing, (
+        f"port verbs no contract module calls (add them to tests/contract/test_*_contract.py): {missing}"
+    )

@@ -50,4 +50,3 @@ def test_a_handed_back_run_is_claimed_before_younger_runs_of_its_priority(app, c
     assert requeued.metadata["charged"] is False  # a hand-back never counts
     [again] = _claim(store, "next-worker")
     assert again.id == first.id
-

@@ -24,7 +24,11 @@ def test_enqueue_stores_each_run_queued_with_what_was_submitted_and_a_run_queued
 
     record = store.get_run(first.id)
     assert (record.id, record.task, record.queue, record.status) == (first.id, "t.contract", QUEUE, RunStatus.QUEUED)
-    assert (record.args, record.priority, record.tags) == ({"n": 1, "nested": {"k": [1, "two", None]}}, 5, {"tenant": "a"})
+    assert (record.args, record.priority, record.tags) == (
+        {"n": 1, "nested": {"k": [1, "two", None]}},
+        5,
+        {"tenant": "a"},
+    )
     assert (record.attempt, record.max_attempts, record.worker_id) == (0, 3, None)
     assert (record.started_at, record.finished_at) == (None, None)
     assert (record.cancel_requested, record.result, record.error, record.suspect) == (False, None, None, False)

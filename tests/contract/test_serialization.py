@@ -22,6 +22,7 @@ import importlib
 
 import pytest
 
+from tests import races
 from tidegate import (
     AdmissionRejected,
     App,
@@ -35,7 +36,6 @@ from tidegate.domain.pools import pool_needs
 from tidegate.engine import limits as live
 from tidegate.storage import claiming, slots
 
-from tests import races
 from .conftest import execute_sql
 
 LEASE = 60.0
@@ -225,9 +225,7 @@ def _submit_race(app, database_url, backend, monkeypatch, removed, mechanism, fi
 
 
 @MUTATION
-def test_two_submitters_never_both_take_the_last_place_under_max_active(
-    database_url, backend, monkeypatch, removed
-):
+def test_two_submitters_never_both_take_the_last_place_under_max_active(database_url, backend, monkeypatch, removed):
     """max_active 2, one run active: two submitters race for the last place. The first has
     counted and inserted and stalls before it commits; the second must wait for it (the
     ceiling's lock) and be refused; without the lock it counts 1 too and both are stored."""
@@ -287,7 +285,9 @@ def test_two_steps_never_both_take_the_last_slot_of_a_pool(database_url, backend
             races.remove_query(app.store, "lock_scopes")
         monkeypatch.setattr(slots, "decide_in_order", races.seam(slots.decide_in_order))
         first, second = (
-            races.Party(f"step-{n}", lambda fence=fence: app.store.acquire_slots(fence, "w0", "s", pool_needs({"db": 1}), {}))
+            races.Party(
+                f"step-{n}", lambda fence=fence: app.store.acquire_slots(fence, "w0", "s", pool_needs({"db": 1}), {})
+            )
             for n, fence in enumerate(fences)
         )
         _race(database_url, first, second)

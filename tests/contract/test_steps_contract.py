@@ -1,7 +1,7 @@
 """Step checkpoints through the Store port: record, finish and hand on, map items in a window.
 
 Each verb's core promise on both adapters, with explicit fences; the deeper
-cases are in test_pools_store.py and test_pools_handoff.py.
+cases are in pools/test_pools_store.py and pools/test_pools_handoff.py.
 """
 
 from __future__ import annotations

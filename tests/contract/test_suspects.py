@@ -228,7 +228,9 @@ def test_a_suspect_whose_attempt_reports_an_outcome_is_cleared(app, task):
     suspect = _make_suspect(app, task)
     [run] = _claim(app.store, "worker", lease=30)
     assert run.id == suspect.id and run.suspect
-    app.store.cycle("worker", [QUEUE], [run.fence], [Outcome(run.id, run.attempt, OutcomeKind.COMPLETED, result=7)], 0, 30)
+    app.store.cycle(
+        "worker", [QUEUE], [run.fence], [Outcome(run.id, run.attempt, OutcomeKind.COMPLETED, result=7)], 0, 30
+    )
     record = suspect.info()
     assert record.status is RunStatus.COMPLETED and not record.suspect
 

@@ -146,7 +146,7 @@ def test_a_live_worker_keeps_renewing_a_long_run_past_its_lease(app, start_worke
 
     @app.task(name="t.long_async", queue=QUEUE)
     async def long_async() -> int:
-        time.sleep(3)  # blocks its own event loop
+        time.sleep(3)  # noqa: ASYNC251 - blocks its own event loop on purpose: the case under test
         return 2
 
     start_worker()

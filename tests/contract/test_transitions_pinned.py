@@ -116,7 +116,7 @@ def test_a_submit_is_refused_by_the_first_ceiling_it_would_pass(store, everywher
     queues = [f"ceil{next(_names)}", f"ceil{next(_names)}"]
     for queue, count in zip(queues, waiting, strict=True):
         store.enqueue(new_runs(queue, count))
-    active = {queue: count for queue, count in zip(queues, waiting, strict=True)}
+    active = dict(zip(queues, waiting, strict=True))
     counts = store.status_counts()
     total = counts[RunStatus.QUEUED] + counts[RunStatus.RUNNING]
     run_queue = RunQueueConfig(max_active=None if everywhere is None else max(1, total + everywhere))

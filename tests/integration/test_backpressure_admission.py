@@ -18,7 +18,6 @@ from contextlib import ExitStack
 
 import pytest
 
-from tidegate import AdmissionRejected, App, RunQueueConfig, RunStatus
 from tests.apps.backpressure import (
     CEILING,
     QUEUE,
@@ -28,6 +27,7 @@ from tests.apps.backpressure import (
     read_intervals,
     running_workers,
 )
+from tidegate import AdmissionRejected, App, RunQueueConfig, RunStatus, Task
 
 from .conftest import REPO_ROOT, execute_sql, wait_until
 
@@ -85,8 +85,7 @@ def test_the_ceiling_rejects_the_sixteenth_and_the_fifteen_drain_three_at_a_time
         assert _stored(app) == CEILING
 
         # three workers of capacity one hold three runs; the other twelve wait
-        wait_until(lambda: app.store.status_counts()[RunStatus.RUNNING] == 3, 60,
-                   message="each worker to hold one run")
+        wait_until(lambda: app.store.status_counts()[RunStatus.RUNNING] == 3, 60, message="each worker to hold one run")
         events_before = _events(database_url)
         rejected = _reject(gated, n=15)
         assert rejected.retry_after >= 1
@@ -203,6 +202,16 @@ def test_concurrent_submitting_threads_never_pass_the_ceiling(database_url):
         assert rejected[0] > 0
 
 
+def _admitted_ids(task: Task, args: list[dict[str, int]]) -> list[str]:
+    """The ids of a batch the ceilings admitted, or none when they refused it (saying when to retry)."""
+    try:
+        handles = task.submit_many(args)
+    except AdmissionRejected as rejected:
+        assert rejected.retry_after >= 1
+        return []
+    return [handle.id for handle in handles]
+
+
 def test_concurrent_submitters_never_pass_overlapping_ceilings(database_url):
     """A global and two queue ceilings at once, each submitter with its own store (its own connections).
 
@@ -240,13 +249,9 @@ def test_concurrent_submitters_never_pass_overlapping_ceilings(database_url):
                 for attempt in range(attempts):
                     queue = "ab"[(index + attempt) % 2]
                     batch = 1 + (index + attempt) % 3
-                    try:
-                        handles = application.tasks[f"overlap.{queue}"].submit_many([{"n": attempt}] * batch)
-                    except AdmissionRejected as rejected:
-                        assert rejected.retry_after >= 1
-                    else:
-                        with lock:
-                            accepted[queue].extend(handle.id for handle in handles)
+                    ids = _admitted_ids(application.tasks[f"overlap.{queue}"], [{"n": attempt}] * batch)
+                    with lock:
+                        accepted[queue].extend(ids)
             except BaseException as error:
                 errors.append(error)
 
@@ -256,9 +261,7 @@ def test_concurrent_submitters_never_pass_overlapping_ceilings(database_url):
         for thread in pool:
             thread.join(120)
         assert not errors, errors
-        counts = {
-            queue: sum(first.store.status_counts(queue).values()) for queue in ("a", "b")
-        }
+        counts = {queue: sum(first.store.status_counts(queue).values()) for queue in ("a", "b")}
         assert counts["a"] <= per_queue and counts["b"] <= per_queue, counts
         assert counts["a"] + counts["b"] <= total, counts
         assert counts == {queue: len(ids) for queue, ids in accepted.items()}
@@ -273,16 +276,27 @@ def test_concurrent_submitting_processes_never_pass_the_ceiling(database_url, tm
     with make_app(database_url) as app:
         assert _stored(app) == 0
         app.tasks["bp.gated"].submit_many([])  # migrated, limits registered
-        command = [sys.executable, "-m", "tests.apps.backpressure_submit", str(start), "--threads", "4",
-                   "--attempts", "8"]
+        command = [
+            sys.executable,
+            "-m",
+            "tests.apps.backpressure_submit",
+            str(start),
+            "--threads",
+            "4",
+            "--attempts",
+            "8",
+        ]
         env = _env(TIDEGATE_DATABASE=database_url)
         processes = [
             subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             for _ in range(2)
         ]
         try:
-            wait_until(lambda: len(list(tmp_path.glob("start.ready.*"))) == 2 or any(p.poll() is not None for p in processes),
-                       60, message="both submitters to be ready")
+            wait_until(
+                lambda: len(list(tmp_path.glob("start.ready.*"))) == 2 or any(p.poll() is not None for p in processes),
+                60,
+                message="both submitters to be ready",
+            )
             start.touch()
             outputs = [process.communicate(timeout=120) for process in processes]
         finally:
@@ -291,7 +305,7 @@ def test_concurrent_submitting_processes_never_pass_the_ceiling(database_url, tm
                     process.kill()
                     process.wait()
         reports = []
-        for process, (out, err) in zip(processes, outputs):
+        for process, (out, err) in zip(processes, outputs, strict=True):
             assert process.returncode == 0, err.decode()
             reports.append(json.loads(out.decode().strip().splitlines()[-1]))
         accepted = [run_id for report in reports for run_id in report["accepted"]]
@@ -308,7 +322,11 @@ def test_cli_submit_to_a_full_queue_exits_75_with_the_hint(database_url):
         events_before = _events(database_url)
         completed = subprocess.run(
             [sys.executable, "-m", "tidegate", "submit", "bp.gated", "--arg", "n=1", "--database", database_url],
-            cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=120,
+            cwd=REPO_ROOT,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert completed.returncode == 75, (completed.returncode, completed.stdout, completed.stderr)
         assert completed.stdout.strip() == "", "a run id was printed for a rejected submit"
@@ -322,7 +340,11 @@ def test_cli_submit_to_a_full_queue_exits_75_with_the_hint(database_url):
         app.run(app.store.list_runs(limit=1)[0].id).cancel()
         completed = subprocess.run(
             [sys.executable, "-m", "tidegate", "submit", "bp.gated", "--arg", "n=1", "--database", database_url],
-            cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=120,
+            cwd=REPO_ROOT,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert completed.returncode == 0, completed.stderr
         assert app.run(completed.stdout.strip()).status() is RunStatus.QUEUED

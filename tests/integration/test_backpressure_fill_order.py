@@ -60,12 +60,13 @@ def test_a_trickle_is_served_by_the_lowest_rank_and_a_burst_by_all(app, start_wo
     # a burst of slow runs: rank 0 fills, then rank 1 may claim, then rank 2
     before = [worker.completed for worker in workers]
     handles = held.submit_many([{"n": n} for n in range(6)])
-    wait_until(lambda: all(worker.in_flight == 1 for worker in workers), 30,
-               message="every worker to hold a run of the burst")
+    wait_until(
+        lambda: all(worker.in_flight == 1 for worker in workers), 30, message="every worker to hold a run of the burst"
+    )
     assert app.store.status_counts()[RunStatus.RUNNING] == 3
     gate.set()
     assert [handle.wait(timeout=30) for handle in handles] == list(range(6))
-    assert all(worker.completed > count for worker, count in zip(workers, before))
+    assert all(worker.completed > count for worker, count in zip(workers, before, strict=True))
 
 
 def test_an_idle_worker_with_max_idle_exits_while_the_lowest_rank_keeps_working(app, start_worker, database_url):

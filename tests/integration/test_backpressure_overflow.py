@@ -10,6 +10,7 @@ logged and dispatch goes on.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
@@ -17,9 +18,9 @@ from contextlib import ExitStack
 
 import pytest
 
+from tests.apps.backpressure import running_workers
 from tidegate import App, Concurrency, RunQueueConfig, RunStatus, TagConcurrencyLimit
 from tidegate.engine.limits import set_limit
-from tests.apps.backpressure import running_workers
 
 from .conftest import execute_sql, wait_until
 
@@ -73,7 +74,7 @@ def test_overflow_fires_while_saturated_at_most_once_per_interval(app, start_wor
     assert len(events) == len(calls), "one CapacityOverflow event per callback round"
     assert all(meta["backlog"] >= 1 and meta["workers"] == 1 and meta["queues"] == [QUEUE] for _, meta in events)
     times = [_seconds(at) for at, _ in events]
-    assert all(later - earlier >= interval - 1e-6 for earlier, later in zip(times, times[1:])), times
+    assert all(later - earlier >= interval - 1e-6 for earlier, later in itertools.pairwise(times)), times
     assert worker._error is None and not worker.join(0)
 
 
@@ -125,11 +126,16 @@ def test_no_overflow_while_runs_wait_only_on_a_limit(database_url, clock, limit)
             return n
 
         app.on_overflow(calls.append)
-        [worker] = stack.enter_context(running_workers(app, {"max_workers": 1, "queues": ["lim"], "poll_interval": "0.1s"}))
+        [worker] = stack.enter_context(
+            running_workers(app, {"max_workers": 1, "queues": ["lim"], "poll_interval": "0.1s"})
+        )
         handles = limited.submit_many([{"n": n} for n in range(4)])
         wait_until(lambda: worker.in_flight == 1, 30, message="the one allowed run to start")
-        wait_until(lambda: all(r.block_reason for r in app.store.list_queued("lim")), 30,
-                   message="the others to be recorded as blocked by the limit")
+        wait_until(
+            lambda: all(r.block_reason for r in app.store.list_queued("lim")),
+            30,
+            message="the others to be recorded as blocked by the limit",
+        )
         # Past the overflow interval no earlier signal holds the turn: only a want of eligible runs
         # can refuse it now (a signal the worker raised meanwhile would show in calls and events).
         clock.advance(INTERVAL)

@@ -35,7 +35,7 @@ class UnreachableStore:
     time + the lease duration (the store stamps it with its own later now).
     """
 
-    PASS_THROUGH = {"listen", "close", "url"}
+    PASS_THROUGH = frozenset({"listen", "close", "url"})
 
     def __init__(self, store) -> None:
         self._store = store

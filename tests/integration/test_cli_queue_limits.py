@@ -113,7 +113,11 @@ def scene(sqlite_url: str) -> Iterator[Scene]:
         store.cycle(WORKER, QUEUES, [], [], 10, 60)  # claims naps[0] and acme[0]
         store.cycle(WORKER, QUEUES, [], [], 10, 60)  # the others stay blocked, with their reasons
         assert [store.get_run(run_id).status for run_id in naps + acme] == [  # type: ignore[union-attr]
-            RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.QUEUED,
+            RunStatus.RUNNING,
+            RunStatus.QUEUED,
+            RunStatus.QUEUED,
+            RunStatus.RUNNING,
+            RunStatus.QUEUED,
         ]
         yield Scene(sqlite_url, app, naps, acme)
     finally:
@@ -308,7 +312,7 @@ def test_limits_list_marks_live_overrides_as_winning_over_code(scene: Scene) -> 
     assert _row(out, "queue:slow").split()[1:3] == ["3", "1/3"]
     assert "live v1, code: 1" in _row(out, "queue:slow")
     assert "live v1, code: 1" in _row(out, "tag:tenant=acme")
-    overrides = out[out.index("live overrides"):]
+    overrides = out[out.index("live overrides") :]
     assert _row(overrides, "queue:slow").split()[1:4] == ["3", "1", "v1"]
     assert _row(overrides, "tag:tenant=acme").split()[1:4] == ["unlimited", "1", "v1"]
 
@@ -446,10 +450,27 @@ def test_queue_why_and_cancel_while_a_worker_holds_the_only_slot(sqlite_url: str
 def _run(run_id: str, queue: str = "q", tags: dict[str, str] | None = None) -> RunRecord:
     at = datetime.now(UTC)
     return RunRecord(
-        id=run_id, task="t", queue=queue, partition="", status=RunStatus.COMPLETED, priority=0, args={},
-        tags=tags or {}, concurrency_key=None, attempt=1, max_attempts=1, submitted_at=at, scheduled_at=at,
-        started_at=at, finished_at=at, worker_id=None, lease_expires_at=None, cancel_requested=False,
-        result=None, error=None, block_reason=None,
+        id=run_id,
+        task="t",
+        queue=queue,
+        partition="",
+        status=RunStatus.COMPLETED,
+        priority=0,
+        args={},
+        tags=tags or {},
+        concurrency_key=None,
+        attempt=1,
+        max_attempts=1,
+        submitted_at=at,
+        scheduled_at=at,
+        started_at=at,
+        finished_at=at,
+        worker_id=None,
+        lease_expires_at=None,
+        cancel_requested=False,
+        result=None,
+        error=None,
+        block_reason=None,
     )
 
 
@@ -469,8 +490,14 @@ def test_demo_replay_counts_the_most_runs_holding_each_scope_by_event_order() ->
     runs = [_run("a"), _run("b"), _run("c")]
     # a runs, fails and is retried; b waits on the queue scope; c is canceled while queued
     events = _events(
-        (1, "a", "RunDequeued"), (2, "b", "RunBlocked"), (3, "a", "RunRetried"), (4, "b", "RunDequeued"),
-        (5, "c", "RunCanceled"), (6, "b", "RunCompleted"), (7, "a", "RunDequeued"), (8, "a", "RunCompleted"),
+        (1, "a", "RunDequeued"),
+        (2, "b", "RunBlocked"),
+        (3, "a", "RunRetried"),
+        (4, "b", "RunDequeued"),
+        (5, "c", "RunCanceled"),
+        (6, "b", "RunCompleted"),
+        (7, "a", "RunDequeued"),
+        (8, "a", "RunCompleted"),
         blocked={"b": "queue:q"},
     )
     tallies = {item.scope: item for item in tally(runs, events, rules)}
@@ -478,8 +505,9 @@ def test_demo_replay_counts_the_most_runs_holding_each_scope_by_event_order() ->
     assert tallies["queue:q"].held_back == 1 and tallies["queue:q"].runs == 3
     assert all(item.kept for item in tallies.values())
     # the same runs overlapping: the replay must see the queue limit exceeded
-    overlapping = _events((1, "a", "RunDequeued"), (2, "b", "RunDequeued"), (3, "a", "RunCompleted"),
-                          (4, "b", "RunCompleted"))
+    overlapping = _events(
+        (1, "a", "RunDequeued"), (2, "b", "RunDequeued"), (3, "a", "RunCompleted"), (4, "b", "RunCompleted")
+    )
     tallies = {item.scope: item for item in tally(runs, overlapping, rules)}
     assert tallies["queue:q"].max_seen == 2 and not tallies["queue:q"].kept
     assert tallies["global"].kept

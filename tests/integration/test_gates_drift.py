@@ -102,11 +102,14 @@ def test_released_on_failure(dapp, database_url, start_worker):
 
 
 def test_released_between_retries(dapp, database_url, start_worker):
-    task, entered, release = _gated_task(dapp, "d.retry", max_attempts=2, retry_backoff="2s")
+    task, _entered, _release = _gated_task(dapp, "d.retry", max_attempts=2, retry_backoff="2s")
     handle = task.submit(fail_attempts=1, wait=False)
     start_worker(application=dapp, max_workers=2)
-    wait_until(lambda: "RunRetried" in [e.type for e in dapp.store.run_events(handle.id)], 30,
-               message="the first attempt to fail")
+    wait_until(
+        lambda: "RunRetried" in [e.type for e in dapp.store.run_events(handle.id)],
+        30,
+        message="the first attempt to fail",
+    )
     record = handle.info()
     assert (record.status, record.attempt) == (RunStatus.QUEUED, 1)  # waiting out a backoff of >= 1s
     assert_released(dapp, database_url)  # and holding nothing meanwhile
@@ -115,7 +118,7 @@ def test_released_between_retries(dapp, database_url, start_worker):
 
 
 def test_released_on_cancel_of_a_running_run(dapp, database_url, start_worker):
-    task, entered, release = _gated_task(dapp, "d.cancel")
+    task, entered, _release = _gated_task(dapp, "d.cancel")
     handle = task.submit()
     start_worker(application=dapp, max_workers=2)
     entered.wait(30)
@@ -126,7 +129,7 @@ def test_released_on_cancel_of_a_running_run(dapp, database_url, start_worker):
 
 
 def test_released_on_timeout(dapp, database_url, start_worker):
-    task, entered, release = _gated_task(dapp, "d.timeout", timeout="200ms")
+    task, _entered, release = _gated_task(dapp, "d.timeout", timeout="200ms")
     handle = task.submit()
     start_worker(application=dapp, max_workers=2)
     with pytest.raises(RunFailed, match="Timeout"):

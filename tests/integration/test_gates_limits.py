@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from tests.apps.gates import Recorder, max_overlap
 from tidegate import (
     App,
     Concurrency,
@@ -23,7 +24,6 @@ from tidegate import (
     TagConcurrencyLimit,
 )
 from tidegate.domain.model import Outcome, OutcomeKind
-from tests.apps.gates import Recorder, max_overlap
 
 from .conftest import wait_until
 
@@ -82,7 +82,9 @@ def test_a_fixed_value_tag_limit_holds_only_runs_with_that_value(make_app, start
 
 
 def test_a_per_unique_value_tag_limit_gives_each_value_its_own_limit(make_app, start_worker):
-    app = make_app(RunQueueConfig(tag_concurrency_limits=[TagConcurrencyLimit(key="tenant", per_unique_value=True, limit=2)]))
+    app = make_app(
+        RunQueueConfig(tag_concurrency_limits=[TagConcurrencyLimit(key="tenant", per_unique_value=True, limit=2)])
+    )
     recorder = Recorder()
     task = _sleeper(app, recorder, "g.per_tenant", "per_tenant")
     by_tenant = {t: task.options(tags={"tenant": t}).submit_many([{}] * 6) for t in ("a", "b", "c")}
@@ -253,7 +255,9 @@ def test_faq_global_20_local_5_with_10_running_each_worker_takes_at_most_5(make_
     _wait_all(handles)
     assert recorder.peak(_ids(handles)) == 10  # the 10 slots left of 20
     by_worker = _workers_of(app, handles)
-    peaks = {worker: recorder.peak([r for r, w in by_worker.items() if w == worker]) for worker in set(by_worker.values())}
+    peaks = {
+        worker: recorder.peak([r for r, w in by_worker.items() if w == worker]) for worker in set(by_worker.values())
+    }
     assert max(peaks.values()) == 5, peaks
     assert all(peak <= 5 for peak in peaks.values()), peaks
     assert {h.status() for h in held} == {RunStatus.RUNNING}
@@ -345,7 +349,9 @@ def test_a_saturated_partition_with_a_big_backlog_does_not_delay_another_partiti
 
 def test_a_saturated_tag_with_a_big_backlog_does_not_delay_another_tag_value(make_app, start_worker):
     """The same as above with the backlog held back by a per-tenant tag limit instead of a partition."""
-    app = make_app(RunQueueConfig(tag_concurrency_limits=[TagConcurrencyLimit(key="tenant", per_unique_value=True, limit=2)]))
+    app = make_app(
+        RunQueueConfig(tag_concurrency_limits=[TagConcurrencyLimit(key="tenant", per_unique_value=True, limit=2)])
+    )
     recorder = Recorder()
     task = _sleeper(app, recorder, "g.hol_tag", "hol_tag")
     backlog = task.options(tags={"tenant": "a"}).submit_many([{"seconds": 0.1, "n": i} for i in range(1000)])
@@ -438,5 +444,7 @@ def test_a_fair_queue_alternates_partitions_when_slots_free_one_at_a_time(make_a
         running += claimed
         order.append(claimed[0].args["tenant"])
     b_positions = [order[:i].count("a") for i, tenant in enumerate(order) if tenant == "b"]
-    assert len(b_positions) == 10, f"b got {len(b_positions)} of its 10 runs started in {len(order)} claims: {''.join(order)}"
+    assert len(b_positions) == 10, (
+        f"b got {len(b_positions)} of its 10 runs started in {len(order)} claims: {''.join(order)}"
+    )
     assert max(b_positions) <= 12, "".join(order)

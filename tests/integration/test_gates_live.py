@@ -17,7 +17,9 @@ from .conftest import execute_sql
 
 
 def limit_events(database_url):
-    rows = execute_sql(database_url, "SELECT run_id, metadata FROM tidegate_events WHERE type = 'LimitChanged' ORDER BY id")
+    rows = execute_sql(
+        database_url, "SELECT run_id, metadata FROM tidegate_events WHERE type = 'LimitChanged' ORDER BY id"
+    )
     return [(run_id, json.loads(m) if isinstance(m, str) else m) for run_id, m in rows]
 
 
@@ -187,4 +189,3 @@ def test_preview_counts_runs_any_worker_could_start_not_one_workers_share(databa
 def test_preview_validates_like_a_change(lapp, target, limit):
     with pytest.raises(ConfigurationError):
         live.preview(lapp.store, target, limit)
-

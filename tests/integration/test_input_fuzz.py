@@ -118,11 +118,17 @@ def fuzz_app(database_url: str, monkeypatch: pytest.MonkeyPatch):
 
 @FUZZ
 @given(
-    task=task_names, args=args_strategy, priority=priorities, tags=tag_maps, queue=queues, run_at=run_ats,
+    task=task_names,
+    args=args_strategy,
+    priority=priorities,
+    tags=tag_maps,
+    queue=queues,
+    run_at=run_ats,
     concurrency_key=keys,
 )
-def test_python_submit_succeeds_or_refuses_cleanly(fuzz_app, database_url, task, args, priority, tags, queue, run_at,
-                                                    concurrency_key):
+def test_python_submit_succeeds_or_refuses_cleanly(
+    fuzz_app, database_url, task, args, priority, tags, queue, run_at, concurrency_key
+):
     before = state(database_url)
     try:
         handle = fuzz_app.submit(
@@ -181,9 +187,16 @@ def check_cli(result, before, after) -> None:
         assert after == before
 
 
-assignments = st.builds(lambda key, value: f"{key}={value}", texts, st.one_of(texts, st.sampled_from(
-    ["[" * 3000 + "]" * 3000, "[" * 80 + "]" * 80, '"\\u0000"', '"\\ud800"', "NaN", "1e999", "x" * 70_000, "{}"]
-)))
+assignments = st.builds(
+    lambda key, value: f"{key}={value}",
+    texts,
+    st.one_of(
+        texts,
+        st.sampled_from(
+            ["[" * 3000 + "]" * 3000, "[" * 80 + "]" * 80, '"\\u0000"', '"\\ud800"', "NaN", "1e999", "x" * 70_000, "{}"]
+        ),
+    ),
+)
 cli_options = st.lists(
     st.one_of(
         st.tuples(st.just("--arg"), assignments),
@@ -226,7 +239,9 @@ commands = st.one_of(
     st.builds(lambda run_id, verb: [*verb, run_id], texts, st.sampled_from([["runs", "show"], ["queue", "why"]])),
     st.builds(
         lambda verb, queue, limit: [*verb, "--queue", queue, "--limit", limit, "--json"],
-        st.sampled_from([["runs", "list"], ["queue", "list"]]), texts, numbers,
+        st.sampled_from([["runs", "list"], ["queue", "list"]]),
+        texts,
+        numbers,
     ),
     st.builds(lambda status: ["runs", "list", "--status", status], texts),
 )

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.thread_gate import ThreadGate
 from tidegate import App, Context, Executor, RunFailed, StoreUnavailable, Workflow
 
 from .conftest import wait_until
@@ -182,15 +183,15 @@ def test_a_worker_whose_lease_renewals_hang_stops_its_attempt_before_the_lease_e
     assert end <= times["start", 2][0], "two attempts of one run ran at once"
 
 
-def test_a_step_handed_slots_whose_renewals_fail_stops_before_their_lease_could_end(
-    app, start_worker, monkeypatch
-):
+def test_a_step_handed_slots_whose_renewals_fail_stops_before_their_lease_could_end(app, start_worker, monkeypatch):
     app.set_pool_limit("db", 1, lease_duration=LEASE)
     log: list[tuple[str, int, float]] = []  # (start | end, n, monotonic time)
+    one_started = ThreadGate()
 
     @app.step(pool="db")
     async def use_db(n: int, after: int = 0) -> int:
         log.append(("start", n, time.monotonic()))
+        one_started.set()
         try:
             await asyncio.sleep(0.3 if n == 1 else 5)  # the first one ends well within its lease
         finally:
@@ -200,9 +201,7 @@ def test_a_step_handed_slots_whose_renewals_fail_stops_before_their_lease_could_
     @app.step()
     async def first_started() -> int:
         """Lets the second step ask for the slot only once the first holds it: it then waits for it."""
-        give_up = time.monotonic() + 10
-        while not log and time.monotonic() < give_up:
-            await asyncio.sleep(0.005)
+        await one_started.wait_async(10)
         return 0
 
     @app.step()

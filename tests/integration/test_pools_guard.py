@@ -84,8 +84,13 @@ def test_the_async_form_waits_on_the_loop_and_is_woken_too(app, job, guard):
                 order.append("second holds")
 
         task = asyncio.create_task(second())
-        while "StepSlotWaiting" not in [e.type for e in store.run_events(waiter[0])]:
-            await asyncio.sleep(0.01)
+        # the store's events are the only sign that it waits: a bounded poll, off the loop
+        await asyncio.to_thread(
+            wait_until,
+            lambda: "StepSlotWaiting" in [e.type for e in store.run_events(waiter[0])],
+            10,
+            message="the second step to wait",
+        )
         order.append("first releases")
         await the_guard.release_async(first)
         await asyncio.wait_for(task, 10)
@@ -153,9 +158,8 @@ def test_the_context_manager_releases_on_error(app, job, guard):
     store = app.store
     store.set_pool_limit("db", 1, 300)
     fence = claim(store, job)
-    with pytest.raises(RuntimeError, match="boom"):
-        with guard().holding(fence, "w1", "s", pool_needs({"db": 1})):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), guard().holding(fence, "w1", "s", pool_needs({"db": 1})):
+        raise RuntimeError("boom")
     assert store.pool_holders("db") == []
 
 

@@ -289,7 +289,12 @@ def test_a_cancel_requested_while_running_is_not_undone_by_a_retry(app):
     assert handle.info().cancel_requested
     # the attempt failed before its worker read the cancel request
     result = store.cycle(
-        "worker-A", ["cvr"], [], [Outcome(run.id, 1, OutcomeKind.FAILED, error="RuntimeError: fails", retry_delay=0.0)], 1, 30
+        "worker-A",
+        ["cvr"],
+        [],
+        [Outcome(run.id, 1, OutcomeKind.FAILED, error="RuntimeError: fails", retry_delay=0.0)],
+        1,
+        30,
     )
     assert result.fenced_out == []
     assert result.claimed == [], "a run whose cancel was requested was claimed again"

@@ -1,6 +1,6 @@
 """Delayed runs (`run_at`): never claimed before they are due, and not forgotten after."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -26,7 +26,7 @@ def test_a_delayed_run_is_not_claimed_before_it_is_due(app, start_worker, clock,
     if form == "timedelta":
         run_at = delay
     elif form == "aware-datetime":
-        run_at = datetime.now(timezone.utc) + delay
+        run_at = datetime.now(UTC) + delay
     else:
         run_at = datetime.now() + delay  # local time, like datetime.now() users write
     delayed = when.options(run_at=run_at).submit()
@@ -81,7 +81,7 @@ def test_a_run_at_in_the_past_is_due_now(app, start_worker):
         return 1
 
     start_worker()
-    handle = past.options(run_at=datetime.now(timezone.utc) - timedelta(hours=1)).submit()
+    handle = past.options(run_at=datetime.now(UTC) - timedelta(hours=1)).submit()
     assert handle.wait(timeout=30) == 1
 
 

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tests.apps.counted import make_app
+from tests.thread_gate import ThreadGate
 from tidegate import Context, RunStatus
 
 from .conftest import event_types, read_execution_log, wait_status, wait_until
@@ -81,7 +82,7 @@ def test_a_handed_back_run_with_one_attempt_can_still_run(app, start_worker):
 
 def test_a_long_grace_lets_in_flight_runs_finish_and_claims_nothing_new(app, start_worker):
     started = threading.Event()
-    release = threading.Event()
+    release = ThreadGate()
 
     @app.task(name="t.finish_me")
     def finish_me(n: int) -> int:
@@ -92,8 +93,7 @@ def test_a_long_grace_lets_in_flight_runs_finish_and_claims_nothing_new(app, sta
 
     @app.task(name="t.async_finish_me")
     async def async_finish_me(n: int) -> int:
-        while not release.is_set():
-            await asyncio.sleep(0.01)
+        assert await release.wait_async(60)
         await asyncio.sleep(0.3)
         return n
 
@@ -132,9 +132,7 @@ def test_stop_with_nothing_running_is_prompt_and_clean(app, start_worker):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seconds", [0.02, 20.0], ids=["interruptible", "one-long-sleep"])
-def test_sigterm_hands_back_in_flight_runs_and_the_process_exits(
-    database_url, worker_processes, tmp_path, seconds
-):
+def test_sigterm_hands_back_in_flight_runs_and_the_process_exits(database_url, worker_processes, tmp_path, seconds):
     """`worker.run()` in a process: SIGTERM with a short grace hands the run back and exits cleanly.
 
     A sync task blocked in one long C call (time.sleep(20)) cannot be interrupted; the

@@ -63,7 +63,13 @@ def test_context_is_injected_with_run_id_and_attempt(app, start_worker, kind):
     start_worker()
     handles = [whoami.submit(x=i) for i in range(3)]
     for i, handle in enumerate(handles):
-        assert handle.wait(timeout=30) == {"run_id": handle.id, "attempt": 1, "task": "t.whoami", "queue": "ctxq", "x": i}
+        assert handle.wait(timeout=30) == {
+            "run_id": handle.id,
+            "attempt": 1,
+            "task": "t.whoami",
+            "queue": "ctxq",
+            "x": i,
+        }
     assert len({h.id for h in handles}) == 3
 
 
@@ -90,7 +96,7 @@ def test_submit_by_name_from_an_app_without_the_code(app, start_worker, database
         record = handle.info()
         assert record.queue == "math"  # the defaults came from the store
         assert record.max_attempts == 2
-        with pytest.raises(UnknownTask, match="t.nope"):
+        with pytest.raises(UnknownTask, match=r"t\.nope"):
             caller.submit("t.nope", args={})
         with pytest.raises(InvalidArgument, match="'a'"):
             caller.submit("t.mul", args={"a": {1, 2}, "b": 1})
@@ -98,7 +104,7 @@ def test_submit_by_name_from_an_app_without_the_code(app, start_worker, database
 
 
 def test_unknown_task_name(app):
-    with pytest.raises(UnknownTask, match="no.such.task"):
+    with pytest.raises(UnknownTask, match=r"no\.such\.task"):
         app.submit("no.such.task", args={"a": 1})
     assert app.store.list_runs() == []
 

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from tests.apps.gates import max_overlap
+from tests.thread_gate import ThreadGate
 from tidegate import Executor, RunFailed, Workflow
 from tidegate.domain.steps import StepStatus
 
@@ -70,7 +71,9 @@ def test_handed_on_slots_never_let_more_steps_run_than_the_limit(app, start_work
         balance: dict[str, int] = {}
         for event in app.store.run_events(run.id):
             if event.type in ("StepSlotClaimed", "StepSlotReleased"):
-                balance[event.step_key] = balance.get(event.step_key, 0) + (1 if event.type == "StepSlotClaimed" else -1)
+                balance[event.step_key] = balance.get(event.step_key, 0) + (
+                    1 if event.type == "StepSlotClaimed" else -1
+                )
         assert {key: count for key, count in balance.items() if count} == {}
     handed = [e for run in runs for e in app.store.run_events(run.id) if "handed_from" in e.metadata]
     assert handed, "no slot was handed on: the path under test did not run"
@@ -79,12 +82,11 @@ def test_handed_on_slots_never_let_more_steps_run_than_the_limit(app, start_work
 
 def test_a_run_stops_keeping_its_slots_once_another_run_waits(app, start_worker):
     app.set_pool_limit("db", 1, lease_duration="5m")
-    gate = threading.Event()
+    gate = ThreadGate()
 
     @app.step(pool="db")
     async def hold(n: int) -> int:
-        while not gate.is_set():
-            await asyncio.sleep(0.005)
+        assert await gate.wait_async(60)
         await asyncio.sleep(0.03)
         return n
 

@@ -9,6 +9,7 @@ import time
 import pytest
 from typer.testing import CliRunner
 
+from tests.thread_gate import ThreadGate
 from tidegate import Executor, RunFailed, RunStatus, Workflow
 from tidegate.cli.main import app as cli
 from tidegate.domain.steps import StepStatus
@@ -163,13 +164,12 @@ def test_a_retried_run_reads_completed_steps_back_instead_of_running_them_again(
 
 def test_a_sliding_window_starts_each_next_item_as_one_completes(app, start_worker):
     started: list[int] = []
-    done = {n: threading.Event() for n in range(5)}
+    done = {n: ThreadGate() for n in range(5)}
 
     @app.step
     async def item(n: int) -> int:
         started.append(n)
-        while not done[n].is_set():
-            await asyncio.sleep(0.002)
+        assert await done[n].wait_async(60)
         return n
 
     @app.workflow(name="t.window", executor=Executor.parallel(max_async_concurrent=10))
@@ -238,7 +238,7 @@ def test_misuse_fails_the_run_with_a_clear_error(app, start_worker):
         return wf.map(wants_list, wf.step(scalar))
 
     start_worker()
-    with pytest.raises(RunFailed, match="not_a_step is not a step: decorate it with @app.step"):
+    with pytest.raises(RunFailed, match=r"not_a_step is not a step: decorate it with @app\.step"):
         misused.submit().wait(timeout=30)
     with pytest.raises(RunFailed, match=r"wf.map\(wants_list\) needs a list of items, got int"):
         map_of_scalar.submit().wait(timeout=30)
@@ -343,7 +343,9 @@ def test_over_limit_requests_and_claim_timeouts_fail_the_step_clearly(app, start
 
     monkeypatch.setenv("TIDEGATE_CLAIM_TIMEOUT", "300ms")
     start_worker()
-    with pytest.raises(RunFailed, match=r"step greedy failed: PoolRequestTooLarge: .*3 slots of pool 'tiny'.*limit is 1"):
+    with pytest.raises(
+        RunFailed, match=r"step greedy failed: PoolRequestTooLarge: .*3 slots of pool 'tiny'.*limit is 1"
+    ):
         asks_too_much.submit().wait(timeout=30)
     with pytest.raises(RunFailed, match=r"step patient failed: PoolClaimTimeout: .*pool 'paused' \(0/0 claimed\)"):
         waits_too_long.submit().wait(timeout=30)
@@ -384,14 +386,13 @@ def test_every_step_waiting_for_a_pool_is_visible_and_none_starves(app, start_wo
     """Steps of one run queue for a pool behind one waiter, yet each is seen waiting (pending),
     and a step granted on its first try runs at once instead of queueing behind the waiter."""
     app.set_pool_limit("narrow", 2)
-    gate = threading.Event()
+    gate = ThreadGate()
     running: list[int] = []
 
     @app.step(pool="narrow")
     async def narrow(n: int) -> int:
         running.append(n)
-        while not gate.is_set():
-            await asyncio.sleep(0.005)
+        assert await gate.wait_async(60)
         await asyncio.sleep(0.01)
         return n
 

@@ -6,13 +6,13 @@ sees which attempts were cut short by a kill and that each was run again.
 """
 
 import random
-import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
-from tidegate import RunStatus
 from tests.apps.counted import make_app
+from tidegate import App, RunStatus
 
 from .conftest import read_execution_log, wait_until
 
@@ -26,6 +26,37 @@ def _unfinished(entries):
     started = {(run_id, attempt) for kind, run_id, attempt in entries if kind == "start"}
     ended = {(run_id, attempt) for kind, run_id, attempt in entries if kind == "end"}
     return started - ended
+
+
+def _attempts_each_run_started(app: App, expected: dict[str, int], log: Path) -> dict[str, list[int]]:
+    """The attempts each run started, checked: every run executed, no attempt twice, and its last one finished."""
+    entries = read_execution_log(log)
+    attempts: defaultdict[str, list[int]] = defaultdict(list)
+    for kind, run_id, attempt in entries:
+        assert run_id in expected
+        if kind == "start":
+            attempts[run_id].append(attempt)
+    assert set(attempts) == set(expected)  # every run really executed
+    for run_id, started in attempts.items():
+        record = app.run(run_id).info()
+        assert len(started) == len(set(started)), f"{run_id}: an attempt ran twice: {started}"
+        assert max(started) == record.attempt
+        assert ("end", run_id, record.attempt) in entries  # the completing attempt finished
+    return attempts
+
+
+def _assert_rescued(app: App, killed_attempts: set[tuple[str, int]], held_at_kill: set[str]) -> None:
+    """Each attempt cut short by a kill was re-run later, once its lease or its worker's heartbeat
+    expired; and every run the dead workers held was rescued, not just those seen running."""
+    assert len(killed_attempts) >= KILLS
+    for run_id, attempt in killed_attempts:
+        record = app.run(run_id).info()
+        assert record.attempt > attempt
+        rescues = [e for e in app.store.run_events(run_id) if e.type == "RunRequeued"]
+        # lost by its lease or by its worker's heartbeat, whichever the sweep saw first
+        assert any(e.metadata.get("reason") in ("lease expired", "worker gone") for e in rescues), rescues
+    for run_id in held_at_kill:
+        assert app.run(run_id).info().attempt >= 2
 
 
 def test_sigkilled_workers_lose_no_run(database_url, worker_processes, tmp_path):
@@ -78,28 +109,7 @@ def test_sigkilled_workers_lose_no_run(database_url, worker_processes, tmp_path)
         for run_id, n in expected.items():
             assert app.run(run_id).wait(timeout=1) == n
 
-        entries = read_execution_log(log)
-        attempts = defaultdict(list)
-        for kind, run_id, attempt in entries:
-            assert run_id in expected
-            if kind == "start":
-                attempts[run_id].append(attempt)
-        assert set(attempts) == set(expected)  # every run really executed
-        for run_id, started in attempts.items():
-            record = app.run(run_id).info()
-            assert len(started) == len(set(started)), f"{run_id}: an attempt ran twice: {started}"
-            assert max(started) == record.attempt
-            assert ("end", run_id, record.attempt) in entries  # the completing attempt finished
-        # each attempt cut short by a kill was re-run later, once its lease or its worker's heartbeat expired
-        assert len(killed_attempts) >= KILLS
-        for run_id, attempt in killed_attempts:
-            record = app.run(run_id).info()
-            assert record.attempt > attempt
-            rescues = [e for e in app.store.run_events(run_id) if e.type == "RunRequeued"]
-            # lost by its lease or by its worker's heartbeat, whichever the sweep saw first
-            assert any(e.metadata.get("reason") in ("lease expired", "worker gone") for e in rescues), rescues
-        # and every run the dead workers held was rescued, not just those seen running
-        for run_id in held_at_kill:
-            assert app.run(run_id).info().attempt >= 2
+        attempts = _attempts_each_run_started(app, expected, log)
+        _assert_rescued(app, killed_attempts, held_at_kill)
         executions = sum(len(started) for started in attempts.values())
         assert executions >= RUNS + len(killed_attempts)

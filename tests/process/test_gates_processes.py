@@ -21,10 +21,10 @@ from datetime import datetime
 
 import pytest
 
-from tidegate import RunStatus
-from tidegate.engine import limits as live
 from tests.apps import gates
 from tests.apps.gates import make_app, max_overlap, overlap_by, read_intervals
+from tidegate import RunStatus
+from tidegate.engine import limits as live
 
 from .conftest import execute_sql, wait_until
 
@@ -144,7 +144,9 @@ def test_lowering_a_queue_limit_live_binds_every_later_claim(database_url, backe
         changed_at = _seconds(changed_at)
         claimed_at = {
             run_id: _seconds(at)
-            for run_id, at in execute_sql(database_url, "SELECT run_id, at FROM tidegate_events WHERE type = 'RunDequeued'")
+            for run_id, at in execute_sql(
+                database_url, "SELECT run_id, at FROM tidegate_events WHERE type = 'RunDequeued'"
+            )
         }
         margin = 0.25  # claims racing the change may use either limit
         before = {key: iv for key, iv in finished.items() if claimed_at[key[0]] < changed_at - margin}
@@ -207,7 +209,9 @@ def test_a_sigkilled_worker_gives_its_slots_back_through_lease_recovery(database
         wait_until(recovered, 30, 0.1, message="the sweep to recover the dead worker's runs")
         assert app.store.scope_usage() == {}
         assert execute_sql(database_url, "SELECT count(*) FROM tidegate_holders")[0][0] == 0
-        assert execute_sql(database_url, "SELECT count(*) FROM tidegate_events WHERE type = 'SlotLeakRepaired'")[0][0] == 0
+        assert (
+            execute_sql(database_url, "SELECT count(*) FROM tidegate_events WHERE type = 'SlotLeakRepaired'")[0][0] == 0
+        )
 
         drain = worker_processes.spawn("tests.apps.gates:app", database_url, max_workers=8, drain=True, env=env)
         _wait_drained(worker_processes, [drain], timeout=60)
@@ -215,7 +219,9 @@ def test_a_sigkilled_worker_gives_its_slots_back_through_lease_recovery(database
         for run_id in victims:
             assert app.run(run_id).info().attempt == 2
         assert app.store.scope_usage() == {}
-        assert execute_sql(database_url, "SELECT count(*) FROM tidegate_events WHERE type = 'SlotLeakRepaired'")[0][0] == 0
+        assert (
+            execute_sql(database_url, "SELECT count(*) FROM tidegate_events WHERE type = 'SlotLeakRepaired'")[0][0] == 0
+        )
         finished, _ = read_intervals(log)
         held_ids = {h.id for h in held}
         assert max_overlap(iv for key, iv in finished.items() if key[0] in held_ids) <= gates.HELD_LIMIT

@@ -73,7 +73,9 @@ def test_a_poison_run_fails_alone_and_innocent_runs_complete(database_url, worke
         # a suspect attempt of the poison ran alone: every run started in its process had ended
         entries = _log(log)
         suspect_attempts = {
-            event.metadata["attempt"] + 1 for event in rescues if event.type == "RunRequeued" and event.metadata["suspect"]
+            event.metadata["attempt"] + 1
+            for event in rescues
+            if event.type == "RunRequeued" and event.metadata["suspect"]
         }
         ended = {(run_id, attempt) for kind, run_id, attempt, _, _ in entries if kind == "end"}
         by_pid = defaultdict(list)

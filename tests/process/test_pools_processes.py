@@ -28,6 +28,34 @@ def needs_of(step_key: str) -> dict[str, int]:
     return {"c": 2} if pools == ["c"] else dict.fromkeys(pools, 1)
 
 
+def check_holders_snapshot(database_url: str) -> None:
+    """One read of the holder table (a consistent snapshot): no step holds part of its pools, no pool is over."""
+    rows = execute_sql(
+        database_url, "SELECT holder, scope, slots FROM tidegate_holders WHERE substr(scope, 1, 5) = 'pool:'"
+    )
+    held: dict[str, dict[str, int]] = {}
+    for holder, scope, slots in rows:
+        held.setdefault(holder.split("/", 1)[1], {})[scope[len("pool:") :]] = slots
+    for key, pools in held.items():
+        assert pools == needs_of(key), f"step {key} held {pools}: part of its pools"
+    for pool, limit in LIMITS.items():
+        assert sum(pools.get(pool, 0) for pools in held.values()) <= limit
+
+
+def peak_use(intervals: list[tuple[str, float, float]], pool: str) -> int:
+    """The most slots of `pool` the logged hold intervals (step key, start, end) ever held at once."""
+    edges = []
+    for key, start, end in intervals:
+        slots = needs_of(key).get(pool, 0)
+        if slots:
+            edges += [(start, slots), (end, -slots)]
+    in_use = peak = 0
+    for _, delta in sorted(edges, key=lambda edge: (edge[0], edge[1])):  # a release before a claim at a tie
+        in_use += delta
+        peak = max(peak, in_use)
+    return peak
+
+
 def test_three_processes_never_hold_part_of_their_pools_nor_exceed_a_limit(app, database_url, tmp_path: Path):
     @app.task(name="t.contended", queue=QUEUE)
     def contended() -> None:
@@ -65,16 +93,7 @@ def test_three_processes_never_hold_part_of_their_pools_nor_exceed_a_limit(app, 
         deadline = time.monotonic() + 120  # a deadlock shows as this bound passing
         while any(process.poll() is None for process in processes):
             assert time.monotonic() < deadline, "contenders did not finish: deadlock or starvation"
-            rows = execute_sql(
-                database_url, "SELECT holder, scope, slots FROM tidegate_holders WHERE substr(scope, 1, 5) = 'pool:'"
-            )
-            held: dict[str, dict[str, int]] = {}
-            for holder, scope, slots in rows:
-                held.setdefault(holder.split("/", 1)[1], {})[scope[len("pool:") :]] = slots
-            for key, pools in held.items():
-                assert pools == needs_of(key), f"step {key} held {pools}: part of its pools"
-            for pool, limit in LIMITS.items():
-                assert sum(pools.get(pool, 0) for pools in held.values()) <= limit
+            check_holders_snapshot(database_url)
             snapshots += 1
             time.sleep(0.005)
     finally:
@@ -93,15 +112,7 @@ def test_three_processes_never_hold_part_of_their_pools_nor_exceed_a_limit(app, 
         assert len(entries) == ITERATIONS  # every claim was granted in the end
         intervals += entries
     for pool, limit in LIMITS.items():
-        edges = []
-        for key, start, end in intervals:
-            slots = needs_of(key).get(pool, 0)
-            if slots:
-                edges += [(start, slots), (end, -slots)]
-        in_use = peak = 0
-        for _, delta in sorted(edges, key=lambda edge: (edge[0], edge[1])):  # a release before a claim at a tie
-            in_use += delta
-            peak = max(peak, in_use)
+        peak = peak_use(intervals, pool)
         assert peak <= limit, f"pool {pool} reached {peak} slots of {limit}"
         assert peak == limit  # the pool was really contended
     assert app.store.pools() and all(status.claimed == 0 for status in app.store.pools())

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 import psycopg
 import pytest
 
+from tests.tcp_proxy import TcpProxy
 from tidegate import App, ConfigurationError
 from tidegate.app import settings
 
 from .conftest import POSTGRES_ADMIN_URL, wait_until
-from tests.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.slow
 

@@ -4,8 +4,8 @@ from collections import Counter
 
 import pytest
 
-from tidegate import RunStatus
 from tests.apps.counted import make_app
+from tidegate import RunStatus
 
 from .conftest import read_execution_log
 

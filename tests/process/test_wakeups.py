@@ -51,7 +51,7 @@ def test_postgres_wake_ups_stay_within_their_schema(postgres_url):
     @app.task(name="noop")
     def noop() -> None: ...
 
-    app.store  # migrates
+    _ = app.store  # opening the store migrates it
     other = raw_store(other_url)
     other.migrate()
     woken = {"mine": threading.Event(), "other": threading.Event()}

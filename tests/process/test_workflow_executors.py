@@ -12,9 +12,9 @@ import time
 
 import pytest
 
+from tests.apps.steplog import intervals, log_line, read_log
 from tidegate import Executor, Workflow
 from tidegate.workflow.executors import process_pool
-from tests.apps.steplog import intervals, log_line, read_log
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,8 @@ from tidegate.domain.backpressure import (
     MAX_RETRY_AFTER,
     RATE_WINDOW_SECONDS,
     WorkerSlot,
-    lowest_free_rank,
     claimable_queues,
+    lowest_free_rank,
     retry_after,
 )
 
@@ -47,8 +47,13 @@ def test_retry_after_is_at_least_one_second_and_bounded(active, limit, incoming,
     assert 1 <= value <= MAX_RETRY_AFTER
 
 
-@given(active=actives, extra=st.integers(min_value=0, max_value=5_000), limit=limits, incoming=incomings,
-       completed=completions)
+@given(
+    active=actives,
+    extra=st.integers(min_value=0, max_value=5_000),
+    limit=limits,
+    incoming=incomings,
+    completed=completions,
+)
 def test_retry_after_is_monotone_in_the_backlog(active, extra, limit, incoming, completed):
     assert retry_after(active + extra, limit, incoming, completed) >= retry_after(active, limit, incoming, completed)
 
@@ -59,8 +64,13 @@ def test_retry_after_is_monotone_in_the_batch_size(active, limit, incoming, more
         assert retry_after(active, limit, incoming + more, completed) >= retry_after(active, limit, incoming, completed)
 
 
-@given(active=actives, limit=limits, incoming=incomings,
-       completed=st.integers(min_value=1, max_value=50_000), more=st.integers(min_value=0, max_value=50_000))
+@given(
+    active=actives,
+    limit=limits,
+    incoming=incomings,
+    completed=st.integers(min_value=1, max_value=50_000),
+    more=st.integers(min_value=0, max_value=50_000),
+)
 def test_retry_after_decreases_as_the_completion_rate_rises(active, limit, incoming, completed, more):
     assert retry_after(active, limit, incoming, completed + more) <= retry_after(active, limit, incoming, completed)
 

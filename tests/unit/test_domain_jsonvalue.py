@@ -13,13 +13,7 @@ from tidegate.domain.jsonvalue import dumps, ensure_json
 # Storable text: no NUL (PostgreSQL refuses it), no lone surrogate (not Unicode text).
 storable = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
 texts = st.text(storable, max_size=20)
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | texts
-)
+scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | texts
 json_values = st.recursive(
     scalars,
     lambda children: (

@@ -107,8 +107,12 @@ def _rules():
         {
             "api": QueueConfig(
                 "api",
-                Concurrency(global_limit=4, local_limit=2, partition=Partition(by_args=["customer_id"]),
-                            overrides={"customer_id=big": 8}),
+                Concurrency(
+                    global_limit=4,
+                    local_limit=2,
+                    partition=Partition(by_args=["customer_id"]),
+                    overrides={"customer_id=big": 8},
+                ),
             ),
             "flat": _queue("flat", global_limit=5),
             "free": _queue("free"),
@@ -325,8 +329,9 @@ def _partitioned(draw):
 @given(_partitioned())
 def test_faq_with_partitions_each_partition_is_held_to_its_own_local_and_global_limit(case):
     partitions, capacity, local, global_limit, max_workers, used, counts, order = case
-    rules = _faq_rules(global_limit=global_limit, local_limit=local, partition=Partition(by_args=["c"]),
-                       max_workers=max_workers)
+    rules = _faq_rules(
+        global_limit=global_limit, local_limit=local, partition=Partition(by_args=["c"]), max_workers=max_workers
+    )
     lanes = [p for p in range(partitions) for _ in range(counts[p])]
     candidates = [_candidate(f"r{i:03d}", f"c={lanes[i]}", queue="q", at=float(order[i])) for i in range(len(lanes))]
     usage = {f"queue:q/c={p}": used[p] for p in range(partitions) if used[p]}
@@ -394,10 +399,12 @@ def test_a_tag_key_must_be_a_valid_name():
 
 def test_run_queue_rejects_duplicate_or_foreign_tag_limits():
     with pytest.raises(ConfigurationError, match="twice"):
-        RunQueueConfig(tag_concurrency_limits=[
-            TagConcurrencyLimit(key="env", value="prod", limit=1),
-            TagConcurrencyLimit(key="env", value="prod", limit=2),
-        ])
+        RunQueueConfig(
+            tag_concurrency_limits=[
+                TagConcurrencyLimit(key="env", value="prod", limit=1),
+                TagConcurrencyLimit(key="env", value="prod", limit=2),
+            ]
+        )
     with pytest.raises(ConfigurationError, match="TagConcurrencyLimit"):
         RunQueueConfig(tag_concurrency_limits=[{"key": "env", "value": "prod", "limit": 1}])
 
@@ -411,18 +418,43 @@ def test_run_queue_rejects_duplicate_or_foreign_tag_limits():
         ({"local_limit": -1}, "local_limit"),
         ({"global_limit": 2.0}, "global_limit"),
         ({"global_limit": 2, "overrides": {"customer_id=1": 3}}, "no partition"),
-        ({"global_limit": 2, "partition": Partition(by_args=["customer_id"]), "overrides": {"tenant=1": 3}}, "not a partition key"),
-        ({"global_limit": 2, "partition": Partition(by_args=["customer_id"]), "overrides": {"customer_id": 3}}, "name=value"),
+        (
+            {"global_limit": 2, "partition": Partition(by_args=["customer_id"]), "overrides": {"tenant=1": 3}},
+            "not a partition key",
+        ),
+        (
+            {"global_limit": 2, "partition": Partition(by_args=["customer_id"]), "overrides": {"customer_id": 3}},
+            "name=value",
+        ),
         ({"global_limit": 2, "partition": Partition(by_args=["customer_id"]), "overrides": {"": 3}}, "name=value"),
-        ({"global_limit": 2, "partition": Partition(by_args=["customer_id"]), "overrides": {"kind=t": 3}}, "not a partition key"),
-        ({"global_limit": 2, "partition": Partition(by_kind=True), "overrides": {"customer_id=1": 3}}, "not a partition key"),
-        ({"global_limit": 2, "partition": Partition(by_args=["customer_id"]), "overrides": {"customer_id=1": 0}}, "at least 1"),
+        (
+            {"global_limit": 2, "partition": Partition(by_args=["customer_id"]), "overrides": {"kind=t": 3}},
+            "not a partition key",
+        ),
+        (
+            {"global_limit": 2, "partition": Partition(by_kind=True), "overrides": {"customer_id=1": 3}},
+            "not a partition key",
+        ),
+        (
+            {"global_limit": 2, "partition": Partition(by_args=["customer_id"]), "overrides": {"customer_id=1": 0}},
+            "at least 1",
+        ),
         ({"partition": Partition(by_args=["customer_id"]), "overrides": {"customer_id=1": 3}}, "global_limit"),
     ],
     ids=[
-        "global-zero", "global-negative", "local-zero", "local-negative", "global-float", "override-unpartitioned",
-        "override-wrong-key", "override-no-value", "override-empty", "override-kind-not-partitioned",
-        "override-arg-on-kind-queue", "override-zero", "override-without-global",
+        "global-zero",
+        "global-negative",
+        "local-zero",
+        "local-negative",
+        "global-float",
+        "override-unpartitioned",
+        "override-wrong-key",
+        "override-no-value",
+        "override-empty",
+        "override-kind-not-partitioned",
+        "override-arg-on-kind-queue",
+        "override-zero",
+        "override-without-global",
     ],
 )
 def test_queue_concurrency_declarations_are_validated(kwargs, match):
@@ -470,13 +502,16 @@ def test_queue_declarations_are_validated():
 def test_declarations_survive_their_stored_form():
     queue = QueueConfig(
         "api",
-        Concurrency(global_limit=4, local_limit=2, partition=Partition(by_args=["c"], by_kind=True),
-                    overrides={"kind=t,c=1": 9}),
+        Concurrency(
+            global_limit=4, local_limit=2, partition=Partition(by_args=["c"], by_kind=True), overrides={"kind=t,c=1": 9}
+        ),
         max_workers=3,
         ordering="fair",
     )
     assert queue_from_dict(queue_to_dict(queue)) == queue
-    run_queue = RunQueueConfig(5, [TagConcurrencyLimit("env", 2, "prod"), TagConcurrencyLimit("t", 1, per_unique_value=True)])
+    run_queue = RunQueueConfig(
+        5, [TagConcurrencyLimit("env", 2, "prod"), TagConcurrencyLimit("t", 1, per_unique_value=True)]
+    )
     assert run_queue_from_dict(run_queue_to_dict(run_queue)) == run_queue
     every_arg = QueueConfig("all", Concurrency(global_limit=1, partition=Partition(by_args=[])))
     assert queue_from_dict(queue_to_dict(every_arg)).concurrency.partition.by_args == ()
@@ -509,7 +544,15 @@ def test_live_override_targets_are_validated(target):
 
 @pytest.mark.parametrize(
     "target",
-    ["global", "queue:api", "queue:api/customer_id=7", "queue:api/key=acme", "queue:flat", "tag:env=prod", "tag:tenant"],
+    [
+        "global",
+        "queue:api",
+        "queue:api/customer_id=7",
+        "queue:api/key=acme",
+        "queue:flat",
+        "tag:env=prod",
+        "tag:tenant",
+    ],
 )
 def test_valid_live_override_targets_pass(target):
     assert check_override_target(target, _rules()) == target
@@ -525,4 +568,3 @@ def test_live_override_values_may_be_unlimited():
     assert check_override_value("global", None) is None
     assert check_override_value("global", -1) is None
     assert check_override_value("global", 4) == 4
-

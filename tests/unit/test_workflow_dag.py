@@ -121,24 +121,21 @@ def test_misuse_is_refused_while_building_with_a_clear_error(app, body, message)
 
     build_dag(other.workflow_definition, {})
 
+    misuses = {
+        "plain": lambda wf: wf.step(plain_function, 1),
+        "task": lambda wf: wf.step(a_task, 1),
+        "workflow": lambda wf: wf.step(inner),
+        "direct_call": lambda wf: heavy_query("x"),
+        "foreign_ref": lambda wf: wf.step(heavy_query, leaked[0]),
+        "map_not_list": lambda wf: wf.map(heavy_query, "abc"),
+        "map_window": lambda wf: wf.map(heavy_query, ["a"], concurrency=0),
+    }
+
     @app.workflow(name="t.misuse")
     def misuse(wf):
-        if body == "plain":
-            wf.step(plain_function, 1)
-        elif body == "task":
-            wf.step(a_task, 1)
-        elif body == "workflow":
-            wf.step(inner)
-        elif body == "direct_call":
-            heavy_query("x")
-        elif body == "foreign_ref":
-            wf.step(heavy_query, leaked[0])
-        elif body == "map_not_list":
-            wf.map(heavy_query, "abc")
-        elif body == "map_window":
-            wf.map(heavy_query, ["a"], concurrency=0)
-        elif body == "returns_value":
+        if body == "returns_value":
             return 42
+        misuses[body](wf)
         return None
 
     with pytest.raises(WorkflowError, match=message):
@@ -154,7 +151,7 @@ def test_steps_cannot_be_added_once_the_workflow_is_built(app):
         kept.append(wf)
 
     build_dag(keeps_builder.workflow_definition, {})
-    with pytest.raises(WorkflowError, match="after workflow .* was built"):
+    with pytest.raises(WorkflowError, match=r"after workflow .* was built"):
         kept[0].step(heavy_query, "x")
 
 
@@ -186,7 +183,7 @@ def test_bad_declarations_fail_at_import(app):
 
     with pytest.raises(ConfigurationError, match="max_workers must be an integer >= 1"):
         Executor.parallel(max_workers=0)
-    with pytest.raises(ConfigurationError, match="executor must be a tidegate.Executor"):
+    with pytest.raises(ConfigurationError, match=r"executor must be a tidegate\.Executor"):
         app.workflow(executor="parallel")
 
 
@@ -275,7 +272,7 @@ def test_a_workflow_uses_its_own_executor_else_the_apps_default(tmp_path):
     assert inherits.workflow_definition.executor == default
     assert own.workflow_definition.executor == Executor.in_process()
     assert tidegate.App(f"sqlite:///{tmp_path}/other.db").executor == Executor.in_process()
-    with pytest.raises(ConfigurationError, match="executor must be a tidegate.Executor"):
+    with pytest.raises(ConfigurationError, match=r"executor must be a tidegate\.Executor"):
         tidegate.App(f"sqlite:///{tmp_path}/bad.db", executor="parallel")
 
 

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from tidegate.domain.pools import pool_of
-from tidegate.domain.steps import ScopeUse, StepStatus, StepUpdate
 from tidegate.domain.recovery import LostAttempt, Rescue
+from tidegate.domain.steps import ScopeUse, StepStatus, StepUpdate
 from tidegate.domain.transitions import CANCELED, FAILED, QUEUED
 
 Metadata = dict[str, Any]

@@ -113,7 +113,8 @@ class Renewer:
                     now = self._clock.monotonic()
                     lapsed = [claim for claim in self._due if claim.safe_until <= now]
                     ready = [
-                        claim for claim, due in self._due.items()
+                        claim
+                        for claim, due in self._due.items()
                         if due <= now and claim not in self._renewing and claim.safe_until > now
                     ]
                     if lapsed or ready:
@@ -128,6 +129,7 @@ class Renewer:
                 for claim in lapsed:
                     del self._due[claim]
                 for claim in ready:
+                    # only claims with a lease are scheduled for renewal (lease_seconds set)
                     self._due[claim] = now + claim.lease_seconds / 3  # type: ignore[operator]
                     self._renewing.add(claim)
             for claim in lapsed:
@@ -154,6 +156,7 @@ class Renewer:
             self._renewing.discard(claim)
             held = claim in self._due  # not a claim released, or given up, while it was being renewed
             if held and kept:
+                # only claims with a lease are renewed (lease_seconds set)
                 claim.safe_until = max(claim.safe_until, usable_until(sent, claim.lease_seconds))  # type: ignore[arg-type]
             elif held and kept is False:
                 del self._due[claim]

@@ -122,7 +122,9 @@ def scope_keys(rows: Sequence[Row], rules: Rules) -> list[str]:
     Rows of one partition with the same tags need the same scopes, so each
     shape is resolved once."""
     shapes = {(row["queue"], row["partition_key"], tuple(sorted((row["tags"] or {}).items()))) for row in rows}
-    return sorted({need.key for queue, partition, tags in shapes for need in rules.scopes_for(queue, partition, dict(tags))})
+    return sorted(
+        {need.key for queue, partition, tags in shapes for need in rules.scopes_for(queue, partition, dict(tags))}
+    )
 
 
 def limited(queue: str, rules: Rules) -> bool:
@@ -181,7 +183,7 @@ def saturated_tags(usage: Mapping[str, int], rules: Rules) -> list[tuple[str, st
     full = []
     for scope in usage:
         if scope.startswith("tag:"):
-            key, _, value = scope[len("tag:"):].partition("=")
+            key, _, value = scope[len("tag:") :].partition("=")
             if _full(usage, scope, rules.tag_limit(key, value)):
                 full.append((key, value))
     return sorted(full)
@@ -200,7 +202,7 @@ def saturated_partitions(queue: str, usage: Mapping[str, int], rules: Rules) -> 
         if scope == prefix:
             partition = ""
         elif scope.startswith(prefix + "/"):
-            partition = scope[len(prefix) + 1:]
+            partition = scope[len(prefix) + 1 :]
         else:
             continue
         if _full(usage, queue_scope(queue, partition), rules.queue_limit(queue, partition)):
@@ -228,7 +230,9 @@ def to_candidate(row: Row, rules: Rules, tags: Mapping[str, str], scheduled_at: 
 
 
 def reason_json(saturations: Sequence[Saturation]) -> str:
-    return json.dumps([{"scope": s.scope, "used": s.used, "limit": s.limit} for s in saturations], separators=(",", ":"))
+    return json.dumps(
+        [{"scope": s.scope, "used": s.used, "limit": s.limit} for s in saturations], separators=(",", ":")
+    )
 
 
 def changed_block_reasons(decision: Admission, current: Mapping[str, Any]) -> dict[str, str]:

@@ -31,6 +31,7 @@ def run_record(row: Mapping[str, Any], to_time: ToTime, to_json: ToJSON) -> RunR
         concurrency_key=row["concurrency_key"],
         attempt=row["attempt"],
         max_attempts=row["max_attempts"],
+        # to_time is typed Optional; these columns are NOT NULL
         submitted_at=to_time(row["submitted_at"]),  # type: ignore[arg-type]
         scheduled_at=to_time(row["scheduled_at"]),  # type: ignore[arg-type]
         started_at=to_time(row["started_at"]),
@@ -53,6 +54,7 @@ def holder_record(row: Mapping[str, Any], to_time: ToTime) -> HolderRecord:
         attempt=row["attempt"],
         worker_id=row["worker_id"],
         slots=row["slots"],
+        # to_time is typed Optional; these columns are NOT NULL
         claimed_at=to_time(row["claimed_at"]),  # type: ignore[arg-type]
         expires_at=to_time(row["expires_at"]),  # type: ignore[arg-type]
     )
@@ -65,6 +67,7 @@ def event_record(row: Mapping[str, Any], to_time: ToTime, to_json: ToJSON) -> Ev
         step_key=row["step_key"],
         type=row["type"],
         metadata=to_json(row["metadata"]) or {},
+        # to_time is typed Optional; this column is NOT NULL
         at=to_time(row["at"]),  # type: ignore[arg-type]
     )
 

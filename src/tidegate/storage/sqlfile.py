@@ -31,7 +31,7 @@ def parse_queries(text: str) -> dict[str, str]:
     headers = list(_HEADER.finditer(text))
     for index, header in enumerate(headers):
         end = headers[index + 1].start() if index + 1 < len(headers) else len(text)
-        body = text[header.end():end].strip()
+        body = text[header.end() : end].strip()
         name = header.group(1)
         if name in queries:
             raise ValueError(f"query {name!r} is defined twice")

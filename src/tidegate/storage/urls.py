@@ -62,7 +62,7 @@ def _secrets(url: str) -> list[str]:
 
 def parse_database_url(url: str) -> DatabaseURL:
     if url.startswith("sqlite:///"):
-        raw = url[len("sqlite:///"):]
+        raw = url[len("sqlite:///") :]
         if not raw or raw == ":memory:":
             raise ConfigurationError(
                 f"database URL {masked(url)!r}: give a file path, e.g. sqlite:///.tidegate/tidegate.db "

@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from tidegate.domain.admission import LocalUsage, admit
+from tidegate.domain.admission import Admission, LocalUsage, admit
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import CycleResult, Outcome
 from tidegate.domain.scopes import Rules
@@ -86,6 +86,7 @@ class Claims(Aggregate):
             applied_fences = set() if applied is None else {(row[0], row[1]) for row in applied.fetchall()}
             cancel_requested = [(row[0], row[1]) for row in cancels.fetchall()]
             claimed = [] if claim is None else [claimed_run(row) for row in claim.fetchall()]
+            # fetchone() is typed Optional; this statement always returns one row
             next_due_in = None if due is None else due.fetchone()[0]  # type: ignore[index]
         fenced_out = [fence for fence in reported if fence not in applied_fences]
         return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more)
@@ -133,6 +134,32 @@ class _Claim:
         """Queue the claim: the cursors of the claim and of the next-due probe (None when not
         sent; their rows arrive with the commit), and whether to claim again at once (the
         read came back full and not all of it could be taken)."""
+        if not self._read_rules():
+            return None, self.connection.execute(self.store._q("due_now")), False
+        rules = self.rules
+        reader = claiming.CandidateReader(self._window, self._partitions, self._partition_head)
+        found = claiming.candidate_rows(self.queues, self.limit, rules, self.hint, reader, self.local)
+        rows = found.rows
+        if not rows:
+            return None, self._next_due(), False
+        usage, lanes = self._lock_scopes(rows)
+        if any(row["suspect"] for row in rows):  # a suspect is taken only by an idle worker: count what it runs
+            self.local = _local_usage(self.connection.execute(self.store._q("local_usage"), {"worker": self.worker_id}))
+        candidates = [
+            claiming.to_candidate(row, rules, row["tags"] or {}, row["scheduled_at"].timestamp()) for row in rows
+        ]
+        decision = admit(candidates, usage, rules, self.local, self.limit, lanes or None)
+        self._record_block_reasons(decision, rows)
+        if not decision.admitted:
+            return None, self._next_due(), False
+        claim = self._send_claim(decision)
+        short = len(decision.admitted) < self.limit  # every admitted run is locked, so all are claimed
+        return claim, self._next_due() if short else None, found.exhausted and short
+
+    def _read_rules(self) -> bool:
+        """Read the rules into `self.rules`, take the claim turns they ask for and the reads sent
+        ahead for them (in the first batch when the cached rules still hold). False, having
+        read nothing more, when a turn would be taken out of order."""
         store, connection = self.store, self.connection
         cached = store._limits.cached
         rules_cursor = connection.execute(store._q("load_rules"), {"known": None if cached is None else cached[0]})
@@ -144,18 +171,19 @@ class _Claim:
         if rules is None:  # the cache moved meanwhile (another thread): read the rules whole
             rules = store._limits.parse_rules(connection.execute(store._q("load_rules"), {"known": None}).fetchone())
         self.rules = rules
-        if sent is None or rules is not cached[1]:  # type: ignore[index]
+        if sent is None or cached is None or rules is not cached[1]:
             if not self._take_turns(rules):
                 # A queue these rules serialize came after one already held: taking its turn
                 # now could deadlock with a claimer that waits the other way. Look again at once.
-                return None, connection.execute(store._q("due_now")), False
+                return False
             sent = self._send_reads(rules)
         self._receive_reads(sent)
-        reader = claiming.CandidateReader(self._window, self._partitions, self._partition_head)
-        found = claiming.candidate_rows(self.queues, self.limit, rules, self.hint, reader, self.local)
-        rows = found.rows
-        if not rows:
-            return None, self._next_due(), False
+        return True
+
+    def _lock_scopes(self, rows: Sequence[claiming.Row]) -> tuple[dict[str, int], dict[tuple[str, str], int] | None]:
+        """Lock the scopes the candidates need and read their usage, and the running load of
+        fair lanes when not known yet: the second batch, sent only when some rule asks."""
+        store, connection, rules = self.store, self.connection, self.rules
         keys: list[str] = []
         if any(claiming.limited(queue, rules) for queue in self.queues):
             keys = claiming.scope_keys(rows, rules)
@@ -169,26 +197,26 @@ class _Claim:
             connection.execute(store._q("lock_scopes"), {"keys": keys})
             usage = dict(connection.execute(store._q("scope_usage_of"), {"keys": keys}).fetchall())
         lanes = self.lanes if lanes_cursor is None else _lane_load(lanes_cursor)
-        if any(row["suspect"] for row in rows):  # a suspect is taken only by an idle worker: count what it runs
-            self.local = _local_usage(connection.execute(store._q("local_usage"), {"worker": self.worker_id}))
-        candidates = [
-            claiming.to_candidate(row, rules, row["tags"] or {}, row["scheduled_at"].timestamp()) for row in rows
-        ]
-        decision = admit(candidates, usage, rules, self.local, self.limit, lanes or None)
+        return usage, lanes
+
+    def _record_block_reasons(self, decision: Admission, rows: Sequence[claiming.Row]) -> None:
+        """Queue the write of every block reason that changed (it rides with the commit)."""
         changed = claiming.changed_block_reasons(decision, {row["id"]: row["block_reason"] for row in rows})
         if changed:
             reasons = [
                 {"n": index, "id": run_id, "reason": json.loads(reason)}
                 for index, (run_id, reason) in enumerate(changed.items())
             ]
-            connection.execute(store._q("set_block_reasons"), {"reasons": payload_json(reasons)})
-        if not decision.admitted:
-            return None, self._next_due(), False
+            self.connection.execute(self.store._q("set_block_reasons"), {"reasons": payload_json(reasons)})
+
+    def _send_claim(self, decision: Admission) -> psycopg.Cursor[Any]:
+        """Queue the claim of the admitted runs (and the wake-up a full claim owes the fill order)."""
+        store, connection = self.store, self.connection
         if len(decision.admitted) == self.limit and store._workers.fill_order.member(self.worker_id):
             # A full claim may leave work for the next worker in the fill order, which only looks when told.
             connection.execute(store._q("notify"))
         holders = [(need.key, candidate.id) for candidate, needs in decision.admitted for need in needs]
-        claim = connection.execute(
+        return connection.execute(
             store._q("claim_runs"),
             {
                 "ids": [candidate.id for candidate, _ in decision.admitted],
@@ -198,8 +226,6 @@ class _Claim:
                 "lease": self.lease_seconds,
             },
         )
-        short = len(decision.admitted) < self.limit  # every admitted run is locked, so all are claimed
-        return claim, self._next_due() if short else None, found.exhausted and short
 
     def _take_turns(self, rules: Rules) -> bool:
         """Wait for this claimer's turn at every queue these rules serialize, in name order.

@@ -81,7 +81,7 @@ class Aggregate:
         connection.execute(self._q("upsert_scopes"), {"keys": list(keys)})
         connection.execute(self._q("lock_scopes"), {"keys": list(keys)})
 
-    def _fetchone(self, name: str, params: Mapping[str, Any] | None = None) -> Any:
+    def _fetchone(self, name: str, params: Mapping[str, Any] | None = None) -> tuple[Any, ...] | None:
         """One autocommit statement (a read needs no transaction block)."""
         with self._connection() as connection:
             return connection.execute(self._q(name), params).fetchone()
@@ -91,7 +91,7 @@ class Aggregate:
             return connection.cursor(row_factory=dict_row).execute(self._q(name), params).fetchall()
 
 
-def _sorted_loads(data: bytes) -> Any:
+def _sorted_loads(data: str | bytes) -> Any:
     """Decode JSON with object keys sorted, as the SQLite adapter returns them.
 
     SQLite keeps the text `dumps(sort_keys=True)` wrote; jsonb keeps its own

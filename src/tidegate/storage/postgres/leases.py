@@ -21,6 +21,7 @@ from tidegate.storage.postgres.payloads import fence_arrays, payload_json
 from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.postgres.steps import PostgresStepVerbs
 
+
 class Leases(Aggregate):
     """The lease and sweep verbs of the storage port."""
 
@@ -67,7 +68,9 @@ class Leases(Aggregate):
             expired_steps = self._steps.sweep_step_holders(connection)
             late = connection.execute(self._q("sweep_deadlines"))
             report = SweepReport(
+                # fetchone() is typed Optional; this statement always returns one row
                 leaks_repaired=leaks.fetchone()[0],  # type: ignore[index]
+                # fetchone() is typed Optional; this statement always returns one row
                 step_slots_expired=expired_steps.fetchone()[0],  # type: ignore[index]
             )
             report.failed.extend(row[0] for row in late.fetchall())

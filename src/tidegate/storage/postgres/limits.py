@@ -17,10 +17,10 @@ from tidegate.domain.limits import QueueConfig, RunQueueConfig, queue_to_dict, r
 from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
 from tidegate.domain.scopes import Rules
 from tidegate.storage import records
-from tidegate.storage.rules import limit_change, stored_rules
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.payloads import event_params, payload_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
+from tidegate.storage.rules import limit_change, stored_rules
 
 
 class Limits(Aggregate):
@@ -48,6 +48,7 @@ class Limits(Aggregate):
         rules = self.rules_from_row(self._fetchone("load_rules", {"known": self._known_rules_version()}))
         if rules is None:
             rules = self.rules_from_row(self._fetchone("load_rules", {"known": None}))
+        # a load_rules row read with known=None carries the whole rules: never None
         return rules  # type: ignore[return-value]
 
     def set_limit(self, target: str, limit: int | None) -> LimitChange:
@@ -70,10 +71,11 @@ class Limits(Aggregate):
             after_row = connection.execute(self._q("load_rules"), {"known": None})
             before = self.parse_rules(before_row.fetchone())
             row = changed.fetchone()
+            # set_override is an upsert that returns its row: only a reset can find none
             version = (0 if row is None else row[1]) if reset else row[0]  # type: ignore[index]
             after = self.parse_rules(after_row.fetchone())
-            change, changed = limit_change(before, after, target, version, reset=reset)
-            connection.execute(self._q("insert_event"), event_params(None, changed))
+            change, event = limit_change(before, after, target, version, reset=reset)
+            connection.execute(self._q("insert_event"), event_params(None, event))
             connection.execute(self._q("notify"))  # a raised limit may unblock runs
         return change
 
@@ -103,11 +105,12 @@ class Limits(Aggregate):
     def limit_overrides(self) -> list[LimitOverride]:
         with self._connection() as connection:
             rows = connection.execute(self._q("load_overrides")).fetchall()
+        # to_time is typed Optional; this column is NOT NULL
         return [LimitOverride(target, limit, version, to_time(at)) for target, limit, version, at in rows]  # type: ignore[arg-type]
 
     def scope_usage(self) -> dict[str, int]:
         with self._connection() as connection:
-            return {scope: used for scope, used in connection.execute(self._q("scope_usage")).fetchall()}
+            return dict(connection.execute(self._q("scope_usage")).fetchall())
 
     def scope_holders(self, scope: str) -> list[HolderRecord]:
         rows = self._fetch_dicts("scope_holders", {"scope": scope})

@@ -25,6 +25,7 @@ import selectors
 import threading
 import time
 from collections.abc import Callable
+from typing import TypedDict
 
 import psycopg
 from psycopg import sql
@@ -40,7 +41,18 @@ WAIT_SLICE = 0.25  # how often the thread looks up from waiting, to notice close
 FIRST_BACKOFF = 0.1
 MAX_BACKOFF = 0.5  # a server that is back is heard from within this (then one rescan)
 CHECK_INTERVAL = default_seconds("TIDEGATE_LISTEN_CHECK_INTERVAL")  # between two round trips proving it alive
-KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
+
+
+class _Keepalives(TypedDict):
+    """libpq's keepalive parameters, typed so that `**KEEPALIVES` can fill only them in `connect`."""
+
+    keepalives: int
+    keepalives_idle: int
+    keepalives_interval: int
+    keepalives_count: int
+
+
+KEEPALIVES = _Keepalives(keepalives=1, keepalives_idle=10, keepalives_interval=5, keepalives_count=3)
 APPLICATION_NAME = "tidegate-listener"  # tells this connection apart in pg_stat_activity
 
 

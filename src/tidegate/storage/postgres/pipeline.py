@@ -7,7 +7,7 @@ leases.py, steps.py, ...) uses the same transaction shape.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import psycopg
@@ -39,7 +39,5 @@ def roll_back(connection: psycopg.Connection[Any]) -> None:
     """Leave no failed transaction behind; a broken connection is the pool's to discard."""
     if connection.closed or connection.info.transaction_status == TransactionStatus.IDLE:
         return
-    try:
+    with suppress(psycopg.Error):
         connection.rollback()
-    except psycopg.Error:
-        pass

@@ -25,7 +25,9 @@ class Pools(Aggregate):
                 saved = connection.execute(
                     self._q("set_pool_limit"), {"name": pool, "limit": limit, "lease": lease_seconds}
                 )
+            # fetchone() is typed Optional; this statement always returns one row
             name, stored, lease, at, _ = saved.fetchone()  # type: ignore[misc]
+        # to_time is typed Optional; this column is NOT NULL
         return PoolConfig(name, stored, lease, to_time(at))  # type: ignore[arg-type]
 
     def pools(self) -> list[PoolStatus]:

@@ -21,6 +21,7 @@ from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import enqueue_payload, payload_json, to_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
 
+
 class Runs(Aggregate):
     """The run verbs of the storage port."""
 
@@ -73,15 +74,15 @@ class Runs(Aggregate):
         return RunStatus(row[0])
 
     def pending_count(self, queues: Sequence[str]) -> int:
-        return self._fetchone("pending_count", {"queues": list(queues)})[0]
+        row = self._fetchone("pending_count", {"queues": list(queues)})
+        count: int = row[0] if row else 0  # count(*) always returns its one row
+        return count
 
     def get_run(self, run_id: str) -> RunRecord | None:
         rows = self._fetch_dicts("get_run", {"id": run_id})
         return records.run_record(rows[0], to_time, to_json) if rows else None
 
-    def list_runs(
-        self, status: RunStatus | None = None, queue: str | None = None, limit: int = 100
-    ) -> list[RunRecord]:
+    def list_runs(self, status: RunStatus | None = None, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
         rows = self._fetch_dicts(
             "list_runs", {"status": status.value if status else None, "queue": queue, "limit": limit}
         )

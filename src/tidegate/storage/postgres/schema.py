@@ -18,12 +18,11 @@ class Schema(Aggregate):
         with self._connection() as connection, connection.transaction():
             connection.execute(self._q("migrate_lock"))
             connection.execute(self._q("migrate_version_table"))
+            # fetchone() is typed Optional; this statement always returns one row
             current = connection.execute(self._q("schema_version")).fetchone()[0]  # type: ignore[index]
             for migration in pending(self._migrations, current):
                 connection.execute(migration.sql.encode())  # a script: no parameters, many statements
-                connection.execute(
-                    self._q("record_migration"), {"version": migration.version, "name": migration.name}
-                )
+                connection.execute(self._q("record_migration"), {"version": migration.version, "name": migration.name})
                 applied.append(migration.version)
         return applied
 
@@ -32,7 +31,9 @@ class Schema(Aggregate):
             exists = connection.execute(self._q("schema_version_exists")).fetchone()
             if not exists or not exists[0]:
                 return 0
-            return connection.execute(self._q("schema_version")).fetchone()[0]  # type: ignore[index]
+            row = connection.execute(self._q("schema_version")).fetchone()
+            version: int = row[0] if row else 0  # coalesce(max(version), 0) always returns its one row
+            return version
 
     def check_schema(self) -> None:
         check_current(self._migrations, self.schema_version())

@@ -104,7 +104,9 @@ class PostgresStepVerbs(Aggregate):
             connection.execute(self._q("acquire_slots_granted"), ids)
             return
         request = decision.request
-        wanted = [{"scope": scope, "slots": count, "lease": request.lease_of(scope)} for scope, count in asked.needs.items()]
+        wanted = [
+            {"scope": scope, "slots": count, "lease": request.lease_of(scope)} for scope, count in asked.needs.items()
+        ]
         connection.execute(
             self._q("acquire_slots"),
             {
@@ -128,6 +130,7 @@ class PostgresStepVerbs(Aggregate):
             "default_lease": UNCONFIGURED_LEASE_SECONDS,
         }
         with self._connection() as connection:  # one statement: its own transaction
+            # fetchone() is typed Optional; this statement always returns one row
             return bool(connection.execute(self._q("renew_slots"), params).fetchone()[0])  # type: ignore[index]
 
     def release_slots(self, fence: Fence, step_key: str) -> None:
@@ -141,6 +144,7 @@ class PostgresStepVerbs(Aggregate):
     def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
         with self._connection() as connection:
             row = self._record(connection, fence, steps, wake=True).fetchone()
+        # fetchone() is typed Optional; the steps' upsert always returns one row
         return bool(row[0])  # type: ignore[index]
 
     def finish_step(
@@ -164,9 +168,11 @@ class PostgresStepVerbs(Aggregate):
             recorded = self._record(connection, fence, [step], wake=False)
             reads = self._read_usage(connection, fence, [successor])
             state = self._pool_state(connection, fence, successor)
+            # fetchone() is typed Optional; this statement always returns one row
             owned, freed, _ = recorded.fetchone()  # type: ignore[misc]
             if not owned:
                 return StepFinish(False)
+            # fetchone() is typed Optional; this statement always returns one row
             contested, over, _, waiting = state.fetchone()  # type: ignore[misc]
             finish = StepFinish(True, shared=contested or over)
             if waiting and not finish.shared:
@@ -208,8 +214,10 @@ class PostgresStepVerbs(Aggregate):
                 )
                 recorded = self._record(connection, fence, [step, started], wake=True)
                 state = self._pool_state(connection, fence, successor)
+            # fetchone() is typed Optional; this statement always returns one row
             owned = recorded.fetchone()[0]  # type: ignore[index]
             moved = moving.fetchall()
+            # fetchone() is typed Optional; this statement always returns one row
             contested, over, full, _ = state.fetchone()  # type: ignore[misc]
             if not owned:
                 return StepFinish(False)
@@ -222,7 +230,12 @@ class PostgresStepVerbs(Aggregate):
     def _pool_state(self, connection: psycopg.Connection[Any], fence: Fence, asked: SlotRequest) -> psycopg.Cursor[Any]:
         """Queue the read of (contested, over its limit, full, still waiting) for `asked`: see
         `finish_step_pools`."""
-        params = {"run_id": fence[0], "attempt": fence[1], "step_key": asked.step_key, "needs": dumps(dict(asked.needs))}
+        params = {
+            "run_id": fence[0],
+            "attempt": fence[1],
+            "step_key": asked.step_key,
+            "needs": dumps(dict(asked.needs)),
+        }
         return connection.execute(self._q("finish_step_pools"), params)
 
     def _record(

@@ -76,9 +76,11 @@ class Workers(Aggregate):
                 return None
             rules = self._limits.parse_rules(connection.execute(self._q("load_rules"), {"known": None}).fetchone())
             usage = dict(connection.execute(self._q("scope_usage")).fetchall())
-            rows = connection.cursor(row_factory=dict_row).execute(
-                self._q("check_overflow_window"), {"queues": list(queues), "limit": registry.OVERFLOW_SAMPLE}
-            ).fetchall()
+            rows = (
+                connection.cursor(row_factory=dict_row)
+                .execute(self._q("check_overflow_window"), {"queues": list(queues), "limit": registry.OVERFLOW_SAMPLE})
+                .fetchall()
+            )
             eligible = registry.eligible_backlog(rows, rules, usage, to_json, datetime.timestamp)
             if eligible == 0:
                 return None
@@ -91,9 +93,7 @@ class Workers(Aggregate):
             connection.execute(self._q("insert_event"), event_params(None, overflow))
         return eligible
 
-    def fill_order_queues(
-        self, connection: psycopg.Connection[Any], worker_id: str, queues: list[str]
-    ) -> list[str]:
+    def fill_order_queues(self, connection: psycopg.Connection[Any], worker_id: str, queues: list[str]) -> list[str]:
         """The queues a worker in the fill order may claim from now (a round trip: the registry)."""
         rows = connection.cursor(row_factory=dict_row).execute(self._q("worker_fill_state")).fetchall()
         return registry.fill_order_queues(rows, worker_id, queues, to_json)

@@ -129,7 +129,7 @@ class Claims(Aggregate):
         usage read here cannot change before the holders are written.
         """
         rules = self._limits.load_rules(connection)
-        usage = {scope: used for scope, used in connection.execute(self._q("scope_usage"))}
+        usage = dict(connection.execute(self._q("scope_usage")))
         local = LocalUsage()
         if any(rules.local_limit(queue) is not None or rules.max_workers(queue) is not None for queue in queues):
             # Only per-worker caps read this worker's own counts; skip the query on the hot path otherwise.
@@ -198,8 +198,6 @@ class Claims(Aggregate):
         return local
 
     def _next_due_in(self, connection: sqlite3.Connection, queues: Sequence[str], now: float) -> float | None:
-        dues = [
-            connection.execute(self._q("next_due"), {"queue": queue, "now": now}).fetchone()[0] for queue in queues
-        ]
+        dues = [connection.execute(self._q("next_due"), {"queue": queue, "now": now}).fetchone()[0] for queue in queues]
         known = [due for due in dues if due is not None]
         return min(known) if known else None

@@ -12,6 +12,7 @@ already exists is left as its owner made it.
 from __future__ import annotations
 
 import os
+from contextlib import suppress
 from pathlib import Path
 
 FOLDER_MODE = 0o700
@@ -27,10 +28,8 @@ def private_folder(folder: Path) -> None:
             break
         folder = folder.parent
     for path in reversed(missing):
-        try:
+        with suppress(FileExistsError):  # another process made it meanwhile
             path.mkdir(mode=FOLDER_MODE)
-        except FileExistsError:
-            pass  # another process made it meanwhile
 
 
 def private_file(path: Path) -> None:

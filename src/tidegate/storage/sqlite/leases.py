@@ -23,6 +23,7 @@ from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row
 from tidegate.storage.sqlite.steps import SQLiteStepVerbs
 
+
 class Leases(Aggregate):
     """The lease and sweep verbs of the storage port."""
 
@@ -43,8 +44,14 @@ class Leases(Aggregate):
             }
             connection.execute(
                 self._q("renew_leases_holders"),
-                {"ids": json.dumps([fence[0] for fence in renewed]), "worker": worker_id, "now": now, "lease": lease_seconds},
+                {
+                    "ids": json.dumps([fence[0] for fence in renewed]),
+                    "worker": worker_id,
+                    "now": now,
+                    "lease": lease_seconds,
+                },
             )
+        # tuple(fence) of a (run id, attempt) row is a Fence
         return [tuple(fence) for fence in held if tuple(fence) not in renewed]  # type: ignore[misc]
 
     def hand_back(self, worker_id: str, held: Sequence[Fence]) -> list[str]:

@@ -41,7 +41,8 @@ class Limits(Aggregate):
             for queue in queues:
                 changed |= bool(
                     connection.execute(
-                        self._q("register_limits_queue"), {"name": queue.name, "config": dumps(queue_to_dict(queue)), "now": now}
+                        self._q("register_limits_queue"),
+                        {"name": queue.name, "config": dumps(queue_to_dict(queue)), "now": now},
                     ).fetchone()
                 )
             for name in implied_queues:
@@ -89,7 +90,7 @@ class Limits(Aggregate):
         row = connection.execute(self._q("load_rules_run_queue")).fetchone()
         rules = stored_rules(
             None if row is None else json.loads(row[0]),
-            [json.loads(config) for config, in connection.execute(self._q("load_rules_queues"))],
+            [json.loads(config) for (config,) in connection.execute(self._q("load_rules_queues"))],
             [(target, limit) for target, limit, _, _ in connection.execute(self._q("load_overrides"))],
         )
         self._rules_cache = (version, rules)
@@ -97,13 +98,14 @@ class Limits(Aggregate):
 
     def limit_overrides(self) -> list[LimitOverride]:
         return [
+            # to_time is typed Optional; this column is NOT NULL
             LimitOverride(row[0], row[1], row[2], to_time(row[3]))  # type: ignore[arg-type]
             for row in self._connection().execute(self._q("load_overrides"))
         ]
 
     def scope_usage(self) -> dict[str, int]:
-        return {scope: used for scope, used in self._connection().execute(self._q("scope_usage"))}
+        return dict(self._connection().execute(self._q("scope_usage")))
 
     def scope_holders(self, scope: str) -> list[HolderRecord]:
         rows = self._connection().execute(self._q("scope_holders"), {"scope": scope})
-        return [records.holder_record(row, to_time) for row in rows]  # type: ignore[arg-type]
+        return [records.holder_record(row, to_time) for row in rows]

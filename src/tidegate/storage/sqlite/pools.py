@@ -22,6 +22,7 @@ class Pools(Aggregate):
             changed = history.pool_limit_changed(pool, None if before is None else before[0], limit, lease_seconds)
             connection.execute(self._q("insert_event"), event_row(None, changed, now))
         self._notifier.notify()  # a raised limit lets waiting steps in
+        # to_time is typed Optional; `now` is a float, never None
         return PoolConfig(pool, limit, lease_seconds, to_time(now))  # type: ignore[arg-type]
 
     def pools(self) -> list[PoolStatus]:
@@ -32,4 +33,4 @@ class Pools(Aggregate):
 
     def pool_holders(self, pool: str) -> list[HolderRecord]:
         rows = self._connection().execute(self._q("pool_holders"), {"pool": pool})
-        return [records.holder_record(row, to_time) for row in rows]  # type: ignore[arg-type]
+        return [records.holder_record(row, to_time) for row in rows]

@@ -81,9 +81,7 @@ class Runs(Aggregate):
         row = self._connection().execute(self._q("get_run"), {"id": run_id}).fetchone()
         return None if row is None else records.run_record(row, to_time, to_json)
 
-    def list_runs(
-        self, status: RunStatus | None = None, queue: str | None = None, limit: int = 100
-    ) -> list[RunRecord]:
+    def list_runs(self, status: RunStatus | None = None, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
         rows = self._connection().execute(
             self._q("list_runs"),
             {"status": status.value if status else None, "queue": queue, "limit": limit},

@@ -36,7 +36,8 @@ class Schema(Aggregate):
         exists = connection.execute(self._q("schema_version_exists")).fetchone()
         if not exists:
             return 0
-        return connection.execute(self._q("schema_version")).fetchone()[0]
+        version: int = connection.execute(self._q("schema_version")).fetchone()[0]
+        return version
 
     def check_schema(self) -> None:
         check_current(self._migrations, self.schema_version())
@@ -53,5 +54,5 @@ def _statements(script: str) -> Iterator[str]:
             if buffer.strip():
                 yield buffer.strip()
             buffer = ""
-    if buffer.strip() and not all(l.strip().startswith("--") or not l.strip() for l in buffer.splitlines()):
+    if buffer.strip() and not all(line.strip().startswith("--") or not line.strip() for line in buffer.splitlines()):
         raise ValueError(f"incomplete SQL statement at the end of a migration: {buffer.strip()[:80]!r}")

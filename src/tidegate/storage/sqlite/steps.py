@@ -30,6 +30,7 @@ from tidegate.storage.port import Fence
 from tidegate.storage.sqlite.database import Aggregate
 from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
 
+
 class SQLiteStepVerbs(Aggregate):
     """The step verbs of the storage port."""
 
@@ -59,7 +60,9 @@ class SQLiteStepVerbs(Aggregate):
         pools = {
             row[0]: (row[1], row[2]) for row in connection.execute(self._q("acquire_slots_limits"), {"scopes": scopes})
         }
-        rows = connection.execute(self._q("acquire_slots_usage"), {"scopes": scopes, "holders": json.dumps(sorted(holders))})
+        rows = connection.execute(
+            self._q("acquire_slots_usage"), {"scopes": scopes, "holders": json.dumps(sorted(holders))}
+        )
         used, held = slots.tally_usage(((scope, total, to_json(mine)) for scope, total, mine in rows), holders)
         return slots.decide_in_order(requests, pools, used, held)
 
@@ -218,7 +221,12 @@ class SQLiteStepVerbs(Aggregate):
         """(contested, over its limit, full, still waiting) for `asked`: see `finish_step_pools`."""
         row = connection.execute(
             self._q("finish_step_pools"),
-            {"run_id": fence[0], "attempt": fence[1], "step_key": asked.step_key, "needs": json.dumps(dict(asked.needs))},
+            {
+                "run_id": fence[0],
+                "attempt": fence[1],
+                "step_key": asked.step_key,
+                "needs": json.dumps(dict(asked.needs)),
+            },
         ).fetchone()
         return tuple(row)
 

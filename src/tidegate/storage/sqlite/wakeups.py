@@ -72,7 +72,7 @@ class DatagramListener:
             return False
         try:
             self._socket.recv(64)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             return False
         except OSError:
             if self._closed.is_set():

@@ -67,7 +67,7 @@ class Workers(Aggregate):
             if not serving:
                 return None
             rules = self._limits.load_rules(connection)
-            usage = {scope: used for scope, used in connection.execute(self._q("scope_usage"))}
+            usage = dict(connection.execute(self._q("scope_usage")))
             rows = [
                 row
                 for queue in queues
@@ -87,7 +87,9 @@ class Workers(Aggregate):
             connection.execute(self._q("insert_event"), event_row(None, overflow, now))
         return eligible
 
-    def fill_order_queues(self, connection: sqlite3.Connection, worker_id: str, queues: Sequence[str], now: float) -> list[str]:
+    def fill_order_queues(
+        self, connection: sqlite3.Connection, worker_id: str, queues: Sequence[str], now: float
+    ) -> list[str]:
         """The queues this worker may claim from now: all of them, unless it is in the fill order."""
         rows = connection.execute(self._q("worker_fill_state"), {"now": now})
         return registry.fill_order_queues(rows, worker_id, queues, to_json)

@@ -15,7 +15,7 @@ from tidegate import PoolRequestTooLarge
 from tidegate.domain.pools import pool_needs
 from tidegate.domain.steps import SlotRequest, StepStatus, StepUpdate
 
-from .test_pools_store import claim, job, step_events, store, usage  # noqa: F401 - fixtures shared with the store tests
+from .conftest import claim, step_events, usage
 
 NEEDS = pool_needs({"db": 1})
 

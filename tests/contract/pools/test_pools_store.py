@@ -13,37 +13,7 @@ from tidegate.domain.model import Outcome, OutcomeKind
 from tidegate.domain.pools import fanout_scope, pool_needs
 from tidegate.domain.steps import StepStatus, StepUpdate
 
-QUEUE = "steps"
-
-
-@pytest.fixture
-def job(app):
-    @app.task(name="t.workflow", queue=QUEUE, max_attempts=3)
-    def workflow() -> None:
-        return None
-
-    return workflow
-
-
-@pytest.fixture
-def store(app):
-    return app.store
-
-
-def claim(store, job, worker: str = "w1", lease: float = 30.0) -> tuple[str, int]:
-    """Submit a run and claim it: the fence (run id, attempt) of a running attempt."""
-    handle = job.submit()
-    [run] = store.cycle(worker, [QUEUE], [], [], 1, lease).claimed
-    assert run.id == handle.id
-    return run.fence
-
-
-def step_events(store, run_id: str, key: str | None = None) -> list[str]:
-    return [e.type for e in store.run_events(run_id) if e.step_key is not None and (key is None or e.step_key == key)]
-
-
-def usage(store) -> dict[str, int]:
-    return {pool.name: pool.claimed for pool in store.pools()}
+from .conftest import QUEUE, claim, step_events, usage
 
 
 def test_a_grant_holds_weighted_slots_until_released(store, job):
@@ -228,7 +198,7 @@ def test_record_steps_checkpoints_and_events(store, job):
     assert extract.started_at is not None and extract.finished_at >= extract.started_at
     assert (load.status, load.error) == (StepStatus.FAILED, "ValueError: bad")
     assert step_events(store, fence[0]) == ["StepStarted", "StepCompleted", "StepStarted", "StepFailed"]
-    failed = [e for e in store.run_events(fence[0]) if e.type == "StepFailed"][0]
+    failed = next(e for e in store.run_events(fence[0]) if e.type == "StepFailed")
     assert failed.metadata == {"attempt": 1, "error": "ValueError: bad"}
 
 
