@@ -177,7 +177,7 @@ class Store(Protocol):
         partition: str | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> int:
-        """Runs that started and ended in the last `within` seconds (the store's clock), matching
+        """Runs that were claimed and ended in the last `within` seconds (the store's clock), matching
         every filter (`tags`: each key=value carried): the recent rate at which a scope frees slots."""
 
     # --- pools and steps ------------------------------------------------------

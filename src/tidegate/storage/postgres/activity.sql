@@ -10,11 +10,11 @@ FROM tidegate_workers AS w
 ORDER BY live DESC, w.rank, w.id;
 
 -- name: finished_count
--- Runs that ran (started_at set: a run canceled while queued held no slot) and ended within
+-- Runs that were claimed (attempt > 0: a run canceled before any claim held no slot) and ended within
 -- the window, matching each filter; `tags` is a JSON object every run must carry (`{}` for none).
 SELECT count(*)::integer FROM tidegate_runs
 WHERE finished_at >= tidegate_now() - make_interval(secs => %(within)s::double precision)
-  AND started_at IS NOT NULL
+  AND attempt > 0
   AND status IN ('completed', 'failed', 'canceled')
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
   AND (%(partition)s::text IS NULL OR partition_key = %(partition)s::text)

@@ -11,10 +11,10 @@ FROM tidegate_workers AS w
 ORDER BY live DESC, w.rank, w.id;
 
 -- name: finished_count
--- Runs that ran (started_at set: a run canceled while queued held no slot) and ended within
+-- Runs that were claimed (attempt > 0: a run canceled before any claim held no slot) and ended within
 -- the window, matching each filter; `tags` is a JSON object every run must carry (`{}` for none).
 SELECT count(*) FROM tidegate_runs
-WHERE finished_at >= :now - :within AND started_at IS NOT NULL
+WHERE finished_at >= :now - :within AND attempt > 0
   AND status IN ('completed', 'failed', 'canceled')
   AND (:queue IS NULL OR queue = :queue)
   AND (:partition IS NULL OR partition_key = :partition)
