@@ -22,7 +22,7 @@ def invoke(*args: str) -> Any:
 def _lines(database_url: str, run_id: str) -> list[str]:
     result = invoke("queue", "why", run_id, "--database", database_url)
     assert result.exit_code == 0, result.output
-    return [line.strip() for line in result.stdout.splitlines()]
+    return [" ".join(line.split()) for line in result.stdout.splitlines()]  # the grid pads its titles
 
 
 def _row(lines: list[str], title: str) -> str:
