@@ -31,5 +31,6 @@ class Activity(Aggregate):
         tags: Mapping[str, str] | None = None,
     ) -> int:
         params = {"within": within, "queue": queue, "partition": partition, "tags": dumps(dict(tags or {}))}
-        count: int = self._fetchone("finished_count", params)[0]
+        row = self._fetchone("finished_count", params)
+        count: int = row[0] if row else 0  # count(*) always returns its one row
         return count
