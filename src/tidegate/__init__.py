@@ -17,6 +17,7 @@ from tidegate.domain.errors import (
     RunCanceled,
     RunFailed,
     RunNotFound,
+    RunNotRetryable,
     SchemaError,
     StoreUnavailable,
     TidegateError,
@@ -38,6 +39,7 @@ from tidegate.domain.model import (
     RunStatus,
     SweepReport,
     TaskDefinition,
+    WorkerRecord,
 )
 from tidegate.domain.scopes import Rules, ScopeNeed
 from tidegate.domain.steps import (
@@ -92,6 +94,7 @@ __all__ = [
     "RunFailed",
     "RunHandle",
     "RunNotFound",
+    "RunNotRetryable",
     "RunQueueConfig",
     "RunRecord",
     "RunStatus",
@@ -120,6 +123,7 @@ __all__ = [
     "UnknownTask",
     "WaitTimeout",
     "Worker",
+    "WorkerRecord",
     "WorkerSettings",
     "Workflow",
     "WorkflowDefinition",

@@ -11,6 +11,7 @@ import pytest
 
 from tidegate import RunNotFound
 from tidegate.domain.limits import QueueConfig
+from tidegate.domain.pools import pool_needs
 from tidegate.engine.why import explain
 
 from .conftest import QUEUE, claim, enqueue_one
@@ -68,3 +69,18 @@ def test_why_names_the_position_the_blocking_scope_and_its_holder(store):
     [blocking] = explanation.blocking
     assert (blocking.scope, blocking.used, blocking.limit) == (f"queue:{QUEUE}", 1, 1)
     assert [holder.run_id for holder in explanation.holders[blocking.scope]] == [holder_id]
+
+
+def test_why_of_a_running_workflow_names_the_full_pool_its_waiting_step_needs_and_the_holder(store):
+    store.set_pool_limit("db", 1, 60)
+    holder_id, waiting_id = enqueue_one(store), enqueue_one(store)
+    claimed = {run.id: run for run in claim(store, "w1", limit=2)}
+    holding, waiting = claimed[holder_id], claimed[waiting_id]
+    assert store.acquire_slots(holding.fence, "w1", "load", pool_needs({"db": 1}), {}).granted
+    assert not store.acquire_slots(waiting.fence, "w1", "load", pool_needs({"db": 1}), {}).granted
+
+    explanation = explain(store, waiting_id)
+    [check] = explanation.checks
+    assert (check.layer, check.scope, check.used, check.limit, check.ok) == ("pool", "pool:db", 1, 1, False)
+    assert [holder.holder for holder in explanation.holders["pool:db"]] == [f"{holder_id}/load"]
+    assert explain(store, holder_id).checks == []  # no step of it waits

@@ -63,6 +63,8 @@ def test_every_operation_holds_its_schema_and_stores_only_what_it_answered_201(a
         assert {f"{op.method.upper()} {op.path}" for op in operations} >= {
             "POST /api/v1/runs", "POST /api/v1/runs/batch", "GET /api/v1/runs", "GET /api/v1/runs/{run_id}",
             "GET /api/v1/runs/{run_id}/events", "POST /api/v1/runs/{run_id}/cancel", "GET /healthz", "GET /readyz",
+            "GET /api/v1/runs/{run_id}/why", "POST /api/v1/runs/{run_id}/retry", "GET /api/v1/queue",
+            "GET /api/v1/workers",
         }  # fmt: skip
         for operation in operations:
 

@@ -15,9 +15,19 @@ from tidegate.domain.backpressure import (
     RATE_WINDOW_SECONDS,
     WorkerSlot,
     claimable_queues,
+    eta_seconds,
     lowest_free_rank,
     retry_after,
 )
+
+# --- eta_seconds (queue why) -------------------------------------------------------------------
+
+
+def test_eta_is_none_without_a_rate_and_the_slots_needed_over_the_rate_otherwise():
+    assert eta_seconds(0, 0) is None
+    assert eta_seconds(0, 1) == RATE_WINDOW_SECONDS  # one slot at one end per window
+    assert eta_seconds(3, 8, window=60) == 30.0  # four slots at 8 ends a minute
+
 
 # --- retry_after -------------------------------------------------------------------------------
 

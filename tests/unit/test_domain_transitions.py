@@ -55,3 +55,9 @@ def test_ceilings_are_checked_all_queues_first_then_in_order_of_appearance():
     assert met[1].refuses(0) and not met[2].refuses(1) and met[2].refuses(2)
     refused = met[1].rejection(0, 0)
     assert isinstance(refused, AdmissionRejected) and (refused.scope, refused.limit) == ("queue b", 1)
+
+
+def test_only_a_failed_or_canceled_run_may_be_retried_and_it_gets_one_more_attempt():
+    statuses = ("queued", "running", "completed", "failed", "canceled")
+    assert [status for status in statuses if transitions.may_retry(status)] == ["failed", "canceled"]
+    assert transitions.retried_max_attempts(3) == 4

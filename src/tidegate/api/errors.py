@@ -23,6 +23,7 @@ from tidegate.domain.errors import (
     ConfigurationError,
     InvalidArgument,
     RunNotFound,
+    RunNotRetryable,
     SchemaError,
     StoreUnavailable,
     TidegateError,
@@ -35,6 +36,7 @@ log = logging.getLogger("tidegate.api")
 # (error type, status, code): the first that matches wins, so subclasses come first.
 _TIDEGATE_STATUS: Sequence[tuple[type[TidegateError], int, str]] = (
     (RunNotFound, 404, "run_not_found"),
+    (RunNotRetryable, 409, "run_not_retryable"),
     (UnknownTask, 422, "unknown_task"),
     (InvalidArgument, 422, "invalid_argument"),
     (ConfigurationError, 422, "invalid_argument"),

@@ -2,7 +2,9 @@
 
 `list` shows queued runs in claim order with the block reason the last claim
 recorded; `why` recomputes the answer now, the way a claim decides it
-(`engine.why.explain`), and names the runs holding the blocking slots.
+(`engine.why.explain`, also `GET /api/v1/runs/{id}/why`): every limit, the
+workers serving the queue when all are full, the runs holding the blocking
+slots and an ETA from the blocking scopes' recent completion rate.
 Positions are per queue, as `why` counts them, so the two always agree.
 """
 
@@ -111,7 +113,9 @@ def queued_table(runs: list[RunRecord], total: int, queue: str | None, fair: lis
 
 @app.command("why")
 def why(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
-    """Explain why a run is still queued: its position and every limit it needs, with holders."""
+    """Explain why a run is still queued: its position, every limit and its workers, holders, an ETA.
+
+    For a running workflow: the pools its waiting steps ask for, with holders."""
     with existing_store(database) as store:
         try:
             explanation = explain(store, run_id)

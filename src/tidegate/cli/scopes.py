@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tidegate.cli.render import short_time, status_text
+from tidegate.domain.backpressure import RATE_WINDOW_SECONDS
 from tidegate.domain.model import HolderRecord, RunRecord, RunStatus
 from tidegate.domain.scopes import Rules, effective_limit
 from tidegate.engine.why import Explanation, ScopeCheck
@@ -158,7 +159,7 @@ def blocking_text(check: ScopeCheck, holders: Sequence[HolderRecord], max_holder
     line = Text.assemble((check.label, "bold yellow"), f" — {check.used} of {check.limit} {slots} held")
     if not holders:
         return line
-    names = [holder.run_id + (f"×{holder.slots}" if holder.slots > 1 else "") for holder in holders]
+    names = [holder.holder + (f"×{holder.slots}" if holder.slots > 1 else "") for holder in holders]  # RUN or RUN/STEP
     shown = names[:max_holders]
     line.append(" by ")
     line.append(", ".join(shown))
@@ -170,11 +171,11 @@ def blocking_text(check: ScopeCheck, holders: Sequence[HolderRecord], max_holder
 def explanation_body(explanation: Explanation, now: datetime, rules: Rules | None = None) -> RenderableType | None:
     """The lines under the headline: what blocks a queued run, or why nothing does."""
     run = explanation.run
+    if run.status is RunStatus.RUNNING and explanation.checks:
+        return _steps_body(explanation)
     if run.status is not RunStatus.QUEUED:
         return None
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(style="bold", no_wrap=True)
-    grid.add_column(overflow="fold")
+    grid = _grid()
     blocking = explanation.blocking
     passing = [check for check in explanation.checks if check.ok]
     due_in = -waiting_seconds(run, now)
@@ -193,6 +194,7 @@ def explanation_body(explanation: Explanation, now: datetime, rules: Rules | Non
     if blocking:
         if passing:
             grid.add_row("Also checked:", checks_line(passing))
+        grid.add_row("ETA:", eta_text(explanation.eta_seconds))
         return grid
     if due_in <= 0:
         grid.add_row(
@@ -203,6 +205,34 @@ def explanation_body(explanation: Explanation, now: datetime, rules: Rules | Non
         grid.add_row("Limits:", Text.assemble(checks_line(passing), ("  (no limit holds it back)", "dim")))
     else:
         grid.add_row("Limits:", Text("none applies to this run", style="dim"))
+    return grid
+
+
+def eta_text(eta: float | None) -> Text:
+    """When the blocking scopes should have room, or why there is no estimate."""
+    if eta is None:
+        window = age_text(RATE_WINDOW_SECONDS)
+        return Text(f"unknown: no run of a blocking scope ended in the last {window}", style="dim")
+    return Text.assemble(f"about {age_text(eta)}", (" (at the recent completion rate of the blocking scopes)", "dim"))
+
+
+def _grid() -> Table:
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    return grid
+
+
+def _steps_body(explanation: Explanation) -> Table:
+    """A running workflow: the pools its waiting steps ask for, and who holds the full ones."""
+    grid = _grid()
+    for index, check in enumerate(explanation.blocking):
+        grid.add_row(
+            "Steps wait for:" if index == 0 else "", blocking_text(check, explanation.holders.get(check.scope, []))
+        )
+    passing = [check for check in explanation.checks if check.ok]
+    if passing:
+        grid.add_row("Pools with room:", checks_line(passing))
     return grid
 
 

@@ -31,6 +31,18 @@ def retry_after(
     return max(1, min(MAX_RETRY_AFTER, math.ceil(wait)))
 
 
+def eta_seconds(ahead: int, finished_recently: int, window: float = RATE_WINDOW_SECONDS) -> float | None:
+    """Seconds until a blocked run should get its slot: `ahead + 1` slots of the blocking scope
+    must free up, at the rate its runs ended over the last `window` seconds.
+
+    None when none ended in the window: there is no rate to go by, and a
+    guess (unlike the admission hint, which must say something) would mislead.
+    """
+    if finished_recently <= 0:
+        return None
+    return round((ahead + 1) * window / finished_recently, 1)
+
+
 @dataclass(frozen=True)
 class WorkerSlot:
     """A live worker as the fill order sees it."""

@@ -40,6 +40,10 @@ class RunNotFound(TidegateError, LookupError):
     """No run with that id exists in the store."""
 
 
+class RunNotRetryable(TidegateError):
+    """Only a failed or canceled run may be retried; this one is in another status."""
+
+
 class SchemaError(TidegateError):
     """The database schema does not match this version of tidegate."""
 

@@ -61,6 +61,15 @@ def attempt_ended(status: str, attempt: int, error: str | None, retry_delay: flo
     return Event(ENDED[status], metadata)
 
 
+def retried_by_operator(previous: str, attempt: int, max_attempts: int) -> Event:
+    """A failed or canceled run given a new attempt by hand (`POST /runs/{id}/retry`).
+
+    Its own name, not `RunRetried` (a retry policy re-queueing a failed attempt,
+    which frees the attempt's slots): this run held nothing when it was retried.
+    """
+    return Event("RunRetriedManually", {"from": previous, "attempt": attempt, "max_attempts": max_attempts})
+
+
 def canceled_while_queued() -> Event:
     return Event("RunCanceled", {"reason": CANCELED_WHILE_QUEUED})
 

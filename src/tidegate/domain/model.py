@@ -36,6 +36,7 @@ class EventType(str, enum.Enum):
     RUN_COMPLETED = "RunCompleted"
     RUN_FAILED = "RunFailed"
     RUN_RETRIED = "RunRetried"
+    RUN_RETRIED_MANUALLY = "RunRetriedManually"
     RUN_CANCELED = "RunCanceled"
     RUN_REQUEUED = "RunRequeued"
     RUN_BLOCKED = "RunBlocked"
@@ -181,6 +182,22 @@ class HolderRecord:
         """The step holding these slots (holder `RUN/STEPKEY`); None for a run's own holder."""
         _, slash, key = self.holder.partition("/")
         return key if slash else None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRecord:
+    """A worker in the registry, as operators see it; `live` while its heartbeat keeps it registered."""
+
+    id: str
+    rank: int
+    capacity: int
+    busy: int  # runs it is running now
+    queues: list[str]
+    fill_order: bool
+    started_at: datetime
+    heartbeat_at: datetime
+    heartbeat_age: float  # seconds since its last heartbeat, by the store's clock
+    live: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,24 @@ def settle(status: str, cancel_requested: bool) -> str:
     return status
 
 
+RETRYABLE = frozenset({FAILED, CANCELED})
+
+
+def may_retry(status: str) -> bool:
+    """Whether an operator may give a run a new attempt: only one that ended without success.
+
+    A completed run has its result and a queued or running one has attempts
+    in hand; retrying those would run the task twice for one request.
+    """
+    return status in RETRYABLE
+
+
+def retried_max_attempts(max_attempts: int) -> int:
+    """The attempts budget after a manual retry: one more than before, so the run can run
+    again even when its failure used up every attempt it had."""
+    return max_attempts + 1
+
+
 def attempts_left(attempt: int, max_attempts: int) -> bool:
     """Whether a run that just used `attempt` (1-based) may run again; else it ends failed."""
     return attempt < max_attempts

@@ -1,18 +1,28 @@
-"""`tidegate queue why RUN`: where a queued run stands and which scope holds it back.
+"""Why a run waits: where it stands, every layer it needs, who holds the full ones, and when.
 
-The explanation is computed the way a claim decides (same scopes, same
+The one explanation behind `tidegate queue why RUN` and `GET /api/v1/runs/{id}/why`
+(two renderings). It is computed the way a claim decides (same scopes, same
 limits, same usage from holder rows), so it never disagrees with the claim.
+Besides the run-level scopes it checks the workers serving the run's queue
+(a layer only when one is live: full workers hold every run back) and, for a
+running workflow, the pools its waiting steps ask for.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tidegate.domain.backpressure import RATE_WINDOW_SECONDS, eta_seconds
 from tidegate.domain.errors import RunNotFound
-from tidegate.domain.model import HolderRecord, RunRecord, RunStatus
+from tidegate.domain.model import HolderRecord, RunRecord, RunStatus, WorkerRecord
+from tidegate.domain.pools import pool_of
 from tidegate.domain.scopes import GLOBAL, Rules
 from tidegate.domain.transitions import has_room
 from tidegate.storage.port import Store
+
+WORKERS = "workers"  # the worker-capacity layer's scope key: `workers:QUEUE` (not a stored scope)
+AHEAD_READ = 1000  # queued runs ahead of a blocked one read to count those competing for its scope
+RUNNING_READ = 1000  # running runs read to name the holders of full workers
 
 
 @dataclass(frozen=True)
@@ -21,10 +31,16 @@ class ScopeCheck:
     label: str  # how an operator names it: "max_concurrent_runs", "queue api partition customer_id=3"
     used: int
     limit: int
+    slots: int = 1  # what the run (or its waiting step) asks of it
 
     @property
     def ok(self) -> bool:
-        return has_room(self.used, self.limit)
+        return has_room(self.used, self.limit, self.slots)
+
+    @property
+    def layer(self) -> str:
+        """global, queue, tag, workers or pool: the gate this check belongs to."""
+        return GLOBAL if self.scope == GLOBAL else self.scope.partition(":")[0]
 
 
 @dataclass(frozen=True)
@@ -34,6 +50,7 @@ class Explanation:
     queued_in_queue: int | None = None
     checks: list[ScopeCheck] = field(default_factory=list)
     holders: dict[str, list[HolderRecord]] = field(default_factory=dict)  # of each saturated scope
+    eta_seconds: float | None = None  # when the blocking layers should have room; None: no rate (or none block)
 
     @property
     def blocking(self) -> list[ScopeCheck]:
@@ -44,6 +61,8 @@ def explain(store: Store, run_id: str) -> Explanation:
     run = store.get_run(run_id)
     if run is None:
         raise RunNotFound(f"no run with id {run_id!r}")
+    if run.status is RunStatus.RUNNING:
+        return _waiting_steps(store, run)
     if run.status is not RunStatus.QUEUED:
         return Explanation(run)
     position, total = store.queue_position(run_id)
@@ -53,8 +72,13 @@ def explain(store: Store, run_id: str) -> Explanation:
         ScopeCheck(need.key, label_of(need.key, rules), usage.get(need.key, 0), need.limit)
         for need in rules.scopes_for(run.queue, run.partition, run.tags)
     ]
-    holders = {check.scope: store.scope_holders(check.scope) for check in checks if not check.ok}
-    return Explanation(run, position, total, checks, holders)
+    workers = [worker for worker in store.list_workers() if worker.live and run.queue in worker.queues]
+    if workers:
+        checks.append(_worker_check(run.queue, workers))
+    blocking = [check for check in checks if not check.ok]
+    holders = {check.scope: _holders(store, check, workers) for check in blocking}
+    eta = _eta(store, run, rules, position, blocking)
+    return Explanation(run, position, total, checks, holders, eta)
 
 
 def label_of(scope: str, rules: Rules) -> str:
@@ -64,4 +88,84 @@ def label_of(scope: str, rules: Rules) -> str:
     if kind == "queue":
         name, _, partition = rest.partition("/")
         return f"queue {name} partition {partition}" if partition else f"queue {name}"
+    if kind == WORKERS:
+        return f"workers serving queue {rest}"
+    if kind == "pool":
+        return f"pool {rest}"
     return f"tag {rest}"
+
+
+def _worker_check(queue: str, workers: list[WorkerRecord]) -> ScopeCheck:
+    """The live workers serving `queue`, as one layer: full only when every one of them is full."""
+    used = sum(min(worker.busy, worker.capacity) for worker in workers)
+    scope = f"{WORKERS}:{queue}"
+    return ScopeCheck(scope, f"workers serving queue {queue}", used, sum(worker.capacity for worker in workers))
+
+
+def _holders(store: Store, check: ScopeCheck, workers: list[WorkerRecord]) -> list[HolderRecord]:
+    if check.layer != WORKERS:
+        return store.scope_holders(check.scope)
+    ids = {worker.id for worker in workers}
+    running = store.list_runs(RunStatus.RUNNING, limit=RUNNING_READ)
+    return [_run_holder(check.scope, run) for run in running if run.worker_id in ids]
+
+
+def _run_holder(scope: str, run: RunRecord) -> HolderRecord:
+    """A running run as the holder of one slot of its worker (workers keep no holder rows)."""
+    since = run.started_at or run.scheduled_at
+    return HolderRecord(scope, run.id, run.id, run.attempt, run.worker_id, 1, since, run.lease_expires_at or since)
+
+
+def _eta(store: Store, run: RunRecord, rules: Rules, position: int, blocking: list[ScopeCheck]) -> float | None:
+    """The latest of the blocking layers' ETAs; None if one has no recent rate (or nothing blocks).
+
+    Competitors counted are the runs ahead in the run's own queue that need the
+    same scope: runs of other queues sharing a global or tag scope are not.
+    """
+    if not blocking:
+        return None
+    ahead = store.list_queued(run.queue, limit=min(position - 1, AHEAD_READ)) if position > 1 else []
+    etas = []
+    for check in blocking:
+        competing = sum(1 for other in ahead if check.layer == WORKERS or _needs(rules, other, check.scope))
+        queue, partition, tags = _ended_in(check.scope)
+        finished = store.finished_count(RATE_WINDOW_SECONDS, queue=queue, partition=partition, tags=tags)
+        etas.append(eta_seconds(competing, finished))
+    known = [eta for eta in etas if eta is not None]
+    return max(known) if len(known) == len(etas) else None
+
+
+def _needs(rules: Rules, run: RunRecord, scope: str) -> bool:
+    return any(need.key == scope for need in rules.scopes_for(run.queue, run.partition, run.tags))
+
+
+def _ended_in(scope: str) -> tuple[str | None, str | None, dict[str, str] | None]:
+    """(queue, partition, tags): the `finished_count` filters of the runs whose end frees a slot of `scope`."""
+    kind, _, rest = scope.partition(":")
+    if kind == "queue":
+        queue, _, partition = rest.partition("/")
+        return queue, partition or None, None
+    if kind == WORKERS:
+        return rest, None, None
+    if kind == "tag":
+        key, _, value = rest.partition("=")
+        return None, None, {key: value}
+    return None, None, None
+
+
+def _waiting_steps(store: Store, run: RunRecord) -> Explanation:
+    """A running workflow: the configured pools its waiting steps (of this attempt) ask for."""
+    asked: dict[str, int] = {}
+    for step in store.run_steps(run.id):
+        if step.waiting_for and step.attempt == run.attempt:
+            for scope, slots in step.waiting_for.items():
+                if pool_of(scope) is not None:
+                    asked[scope] = max(asked.get(scope, 0), slots)
+    pools = {f"pool:{pool.name}": pool for pool in store.pools() if pool.limit is not None}
+    checks = [
+        ScopeCheck(scope, f"pool {pools[scope].name}", pools[scope].claimed, pools[scope].limit or 0, slots)
+        for scope, slots in sorted(asked.items())
+        if scope in pools
+    ]
+    holders = {check.scope: store.pool_holders(pools[check.scope].name) for check in checks if not check.ok}
+    return Explanation(run, checks=checks, holders=holders)

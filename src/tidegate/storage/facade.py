@@ -26,6 +26,7 @@ from tidegate.domain.model import (
     RunStatus,
     SweepReport,
     TaskDefinition,
+    WorkerRecord,
 )
 from tidegate.domain.scopes import Rules
 from tidegate.domain.steps import PoolConfig, PoolStatus, SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
@@ -39,6 +40,8 @@ class AggregateStore:
     _schema: Any
     _runs: Any
     _browse: Any
+    _retries: Any
+    _activity: Any
     _limits: Any
     _workers: Any
     _claims: Any
@@ -121,6 +124,24 @@ class AggregateStore:
 
     def queue_position(self, run_id: str) -> tuple[int, int]:
         return self._runs.queue_position(run_id)
+
+    # --- operators -------------------------------------------------------------
+
+    def retry_run(self, run_id: str) -> RunRecord:
+        return self._retries.retry_run(run_id)
+
+    def list_workers(self) -> list[WorkerRecord]:
+        return self._activity.list_workers()
+
+    def finished_count(
+        self,
+        within: float,
+        *,
+        queue: str | None = None,
+        partition: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> int:
+        return self._activity.finished_count(within, queue=queue, partition=partition, tags=tags)
 
     # --- claims ----------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from tidegate.domain.model import (
     RunStatus,
     SweepReport,
     TaskDefinition,
+    WorkerRecord,
 )
 from tidegate.domain.scopes import Rules
 from tidegate.domain.steps import PoolConfig, PoolStatus, SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
@@ -157,6 +158,27 @@ class Store(Protocol):
 
     def status_counts(self, queue: str | None = None) -> dict[RunStatus, int]:
         """How many runs are in each status (every status present, zeros included)."""
+
+    # --- operators ------------------------------------------------------------
+    def retry_run(self, run_id: str) -> RunRecord:
+        """Give a failed or canceled run a new attempt: queued again now with one more attempt
+        in its budget, a RunRetriedManually event, workers woken; return it as stored.
+
+        Raises RunNotRetryable (nothing changed) in any other status, RunNotFound for an unknown id."""
+
+    def list_workers(self) -> list[WorkerRecord]:
+        """Every registered worker (live ones first, by rank) with its busy count and heartbeat age."""
+
+    def finished_count(
+        self,
+        within: float,
+        *,
+        queue: str | None = None,
+        partition: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> int:
+        """Runs that were claimed and ended in the last `within` seconds (the store's clock), matching
+        every filter (`tags`: each key=value carried): the recent rate at which a scope frees slots."""
 
     # --- pools and steps ------------------------------------------------------
     # Step holders live in tidegate_holders (scope `pool:NAME` or `fanout:RUN/MAP`,

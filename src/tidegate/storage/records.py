@@ -11,7 +11,15 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from tidegate.domain.model import EventRecord, HolderRecord, NewRun, RunRecord, RunStatus, TaskDefinition
+from tidegate.domain.model import (
+    EventRecord,
+    HolderRecord,
+    NewRun,
+    RunRecord,
+    RunStatus,
+    TaskDefinition,
+    WorkerRecord,
+)
 from tidegate.domain.steps import StepRecord, StepStatus
 
 ToTime = Callable[[Any], datetime | None]
@@ -57,6 +65,21 @@ def holder_record(row: Mapping[str, Any], to_time: ToTime) -> HolderRecord:
         # to_time is typed Optional; these columns are NOT NULL
         claimed_at=to_time(row["claimed_at"]),  # type: ignore[arg-type]
         expires_at=to_time(row["expires_at"]),  # type: ignore[arg-type]
+    )
+
+
+def worker_record(row: Mapping[str, Any], to_time: ToTime, to_json: ToJSON) -> WorkerRecord:
+    return WorkerRecord(
+        id=row["id"],
+        rank=row["rank"],
+        capacity=row["capacity"],
+        busy=row["busy"],
+        queues=sorted(to_json(row["queues"])),
+        fill_order=bool(row["fill_order"]),
+        started_at=to_time(row["started_at"]),  # type: ignore[arg-type]
+        heartbeat_at=to_time(row["heartbeat_at"]),  # type: ignore[arg-type]
+        heartbeat_age=max(0.0, float(row["heartbeat_age"])),
+        live=bool(row["live"]),
     )
 
 

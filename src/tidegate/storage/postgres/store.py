@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.storage.facade import AggregateStore
+from tidegate.storage.postgres.activity import Activity
 from tidegate.storage.postgres.browse import Browse
 from tidegate.storage.postgres.claims import Claims
 from tidegate.storage.postgres.connections import CONNECT_TIMEOUT
@@ -31,6 +32,7 @@ from tidegate.storage.postgres.leases import Leases
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.listener import CHECK_INTERVAL, NotifyListener
 from tidegate.storage.postgres.pools import Pools
+from tidegate.storage.postgres.retries import Retries
 from tidegate.storage.postgres.runs import Runs
 from tidegate.storage.postgres.schema import Schema
 from tidegate.storage.postgres.steps import PostgresStepVerbs
@@ -56,6 +58,8 @@ class PostgresStore(AggregateStore):
         self._schema = Schema(self._db)
         self._runs = Runs(self._db)
         self._browse = Browse(self._db)
+        self._retries = Retries(self._db)
+        self._activity = Activity(self._db)
         self._limits = Limits(self._db)
         self._workers = Workers(self._db, self._limits)
         self._claims = Claims(self._db, self._limits, self._workers)

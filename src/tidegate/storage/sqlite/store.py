@@ -13,12 +13,14 @@ from pathlib import Path
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.storage.facade import AggregateStore
+from tidegate.storage.sqlite.activity import Activity
 from tidegate.storage.sqlite.browse import Browse
 from tidegate.storage.sqlite.claims import Claims
 from tidegate.storage.sqlite.database import Database
 from tidegate.storage.sqlite.leases import Leases
 from tidegate.storage.sqlite.limits import Limits
 from tidegate.storage.sqlite.pools import Pools
+from tidegate.storage.sqlite.retries import Retries
 from tidegate.storage.sqlite.runs import Runs
 from tidegate.storage.sqlite.schema import Schema
 from tidegate.storage.sqlite.steps import SQLiteStepVerbs
@@ -34,6 +36,8 @@ class SQLiteStore(AggregateStore):
         self._limits = Limits(self._db)
         self._runs = Runs(self._db, self._limits)
         self._browse = Browse(self._db)
+        self._retries = Retries(self._db)
+        self._activity = Activity(self._db)
         self._workers = Workers(self._db, self._limits)
         self._claims = Claims(self._db, self._limits, self._workers)
         self._pools = Pools(self._db)

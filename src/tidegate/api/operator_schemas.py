@@ -1,0 +1,101 @@
+"""Response bodies of the operator routes (why, retry, queue, workers), each a named schema.
+
+Kept apart from `schemas.py` (runs and submits) so each module stays one
+screen of models; both feed the same OpenAPI document.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from tidegate.domain.model import RunStatus
+
+
+class Holder(BaseModel):
+    """Who holds slots of a full layer: a run, or one step of a workflow run (`step_key`)."""
+
+    run_id: str
+    step_key: str | None
+    slots: int
+    worker_id: str | None
+    claimed_at: datetime
+    expires_at: datetime
+
+
+class Layer(BaseModel):
+    """One gate the run needs, checked now the way a claim checks it."""
+
+    layer: str = Field(description="global, queue, tag, workers (the live workers serving the queue) or pool.")
+    scope: str = Field(description="The scope key, as `tidegate limits set` takes it (`workers:QUEUE` is not a limit).")
+    label: str
+    used: int
+    limit: int
+    slots: int = Field(description="What the run (or its waiting step) asks of it.")
+    ok: bool = Field(description="False: this layer holds the run back.")
+    holders: list[Holder] = Field(description="The holders of a full layer (empty when ok).")
+
+
+class Why(BaseModel):
+    """Why a run is not running yet: its place, every layer it needs, and when it should get them."""
+
+    id: str
+    status: RunStatus
+    queue: str
+    priority: int
+    position: int | None = Field(description="1-based place in its queue's claim order; null unless queued.")
+    queued_in_queue: int | None
+    scheduled_at: datetime = Field(description="Not claimed before this time.")
+    layers: list[Layer] = Field(
+        description="A queued run's scopes and its workers; a running workflow's pools its waiting steps ask for."
+    )
+    blocked_by: list[str] = Field(description="The scopes of the layers that hold it back.")
+    eta_seconds: float | None = Field(
+        description="When the blocking layers should have room, from their recent completion rates; "
+        "null when nothing blocks or a blocking layer had no completion to go by."
+    )
+
+
+class RetryResult(BaseModel):
+    """A failed or canceled run, queued again with one more attempt in its budget."""
+
+    id: str
+    status: RunStatus
+    attempt: int = Field(description="Attempts used so far; the next claim starts attempt + 1.")
+    max_attempts: int
+
+
+class QueuedRun(BaseModel):
+    position: int = Field(description="1-based place in its queue's claim order.")
+    id: str
+    task: str
+    queue: str
+    priority: int
+    queued_since: datetime = Field(description="When it became claimable: its submit, retry or run_at.")
+    block_reason: list[dict[str, Any]] | None = Field(description="The full scopes its last claim skipped it for.")
+
+
+class QueuePage(BaseModel):
+    """Queued runs in claim order (priority, then age); `total` counts every queued run matching the filter."""
+
+    runs: list[QueuedRun]
+    total: int
+
+
+class Worker(BaseModel):
+    id: str
+    rank: int
+    capacity: int
+    busy: int
+    queues: list[str]
+    fill_order: bool
+    live: bool = Field(description="False once its heartbeat lapsed (until the sweep forgets it).")
+    started_at: datetime
+    heartbeat_at: datetime
+    heartbeat_age: float = Field(description="Seconds since its last heartbeat, by the store's clock.")
+
+
+class WorkerList(BaseModel):
+    workers: list[Worker]

@@ -1,0 +1,132 @@
+"""`/api/v1`: the operator routes: why a run waits, retry a run, the queue, the workers.
+
+`why` renders `engine.why.explain`, the same explanation `tidegate queue why`
+prints. Endpoints are plain functions, run in FastAPI's thread pool, so store
+calls never block the event loop.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+
+from tidegate.api import operator_schemas as schemas
+from tidegate.api.errors import blame
+from tidegate.api.runs import _ERRORS, _RUN_ERRORS, MAX_PAGE, PREFIX, RunId, _app, _find
+from tidegate.api.schemas import Error
+from tidegate.api.security import can_read, can_write
+from tidegate.domain import names
+from tidegate.domain.model import HolderRecord, RunStatus
+from tidegate.engine.why import Explanation, ScopeCheck, explain
+
+_RETRY_ERRORS: dict[int | str, dict[str, Any]] = {
+    **_ERRORS,
+    **_RUN_ERRORS,
+    409: {"model": Error, "description": "Only a failed or canceled run can be retried. Nothing was changed."},
+}
+
+router = APIRouter(prefix=PREFIX, tags=["operators"])
+
+
+@router.get(
+    "/runs/{run_id}/why", response_model=schemas.Why, responses={**_ERRORS, **_RUN_ERRORS},
+    dependencies=[can_read], summary="Why a run waits: every layer, its holders, an ETA",
+)  # fmt: skip
+def why(run_id: RunId, request: Request) -> dict[str, Any]:
+    app = _app(request)
+    record = _find(app, run_id)
+    return _why(explain(app.store, record.id))
+
+
+@router.post(
+    "/runs/{run_id}/retry", response_model=schemas.RetryResult, responses=_RETRY_ERRORS,
+    dependencies=[can_write], summary="Give a failed or canceled run a new attempt",
+)  # fmt: skip
+def retry_run(run_id: RunId, request: Request) -> dict[str, Any]:
+    app = _app(request)
+    with blame("run_id"):
+        names.check_run_id(run_id)
+    record = app.store.retry_run(run_id)
+    return {"id": record.id, "status": record.status, "attempt": record.attempt, "max_attempts": record.max_attempts}
+
+
+@router.get(
+    "/queue", response_model=schemas.QueuePage, responses=_ERRORS, dependencies=[can_read],
+    summary="Queued runs in claim order",
+)  # fmt: skip
+def queued_runs(
+    request: Request,
+    queue: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="At most this many, from the head.")] = 50,
+) -> dict[str, Any]:
+    with blame("queue"):
+        queue = None if queue is None else names.check_name("queue", queue)
+    store = _app(request).store
+    runs = store.list_queued(queue=queue, limit=limit)
+    total = store.status_counts(queue=queue)[RunStatus.QUEUED]
+    positions: Counter[str] = Counter()  # per queue: the first N of any queue are all in the list
+    listed = []
+    for run in runs:
+        positions[run.queue] += 1
+        listed.append(
+            {
+                "position": positions[run.queue],
+                "id": run.id,
+                "task": run.task,
+                "queue": run.queue,
+                "priority": run.priority,
+                "queued_since": run.scheduled_at,
+                "block_reason": run.block_reason,
+            }
+        )
+    return {"runs": listed, "total": total}
+
+
+@router.get(
+    "/workers", response_model=schemas.WorkerList, responses=_ERRORS, dependencies=[can_read],
+    summary="Registered workers: capacity, busy, queues, heartbeat age",
+)  # fmt: skip
+def workers(request: Request) -> dict[str, Any]:
+    registry = _app(request).store.list_workers()
+    return {"workers": [{name: getattr(worker, name) for name in schemas.Worker.model_fields} for worker in registry]}
+
+
+def _why(explanation: Explanation) -> dict[str, Any]:
+    run = explanation.run
+    return {
+        "id": run.id,
+        "status": run.status,
+        "queue": run.queue,
+        "priority": run.priority,
+        "position": explanation.position,
+        "queued_in_queue": explanation.queued_in_queue,
+        "scheduled_at": run.scheduled_at,
+        "layers": [_layer(check, explanation.holders.get(check.scope, [])) for check in explanation.checks],
+        "blocked_by": [check.scope for check in explanation.blocking],
+        "eta_seconds": explanation.eta_seconds,
+    }
+
+
+def _layer(check: ScopeCheck, holders: list[HolderRecord]) -> dict[str, Any]:
+    return {
+        "layer": check.layer,
+        "scope": check.scope,
+        "label": check.label,
+        "used": check.used,
+        "limit": check.limit,
+        "slots": check.slots,
+        "ok": check.ok,
+        "holders": [
+            {
+                "run_id": holder.run_id,
+                "step_key": holder.step_key,
+                "slots": holder.slots,
+                "worker_id": holder.worker_id,
+                "claimed_at": holder.claimed_at,
+                "expires_at": holder.expires_at,
+            }
+            for holder in holders
+        ],
+    }

@@ -1,0 +1,42 @@
+"""SQLite: what the fleet is doing, for operators: the worker registry and how fast runs end.
+
+Read-only, and its own aggregate: `GET /api/v1/workers` and the ETA of
+`queue why` read it; the claim path never does. Ages and windows are
+measured on the store's clock (`Database.clock`), as every other time here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tidegate.domain.jsonvalue import dumps
+from tidegate.domain.model import WorkerRecord
+from tidegate.storage import records
+from tidegate.storage.sqlite.database import Aggregate
+from tidegate.storage.sqlite.payloads import to_json, to_time
+
+
+class Activity(Aggregate):
+    """The fleet-reading verbs of the storage port."""
+
+    def list_workers(self) -> list[WorkerRecord]:
+        rows = self._connection().execute(self._q("list_workers"), {"now": self._db.clock.wall()})
+        return [records.worker_record(row, to_time, to_json) for row in rows]
+
+    def finished_count(
+        self,
+        within: float,
+        *,
+        queue: str | None = None,
+        partition: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> int:
+        params = {
+            "now": self._db.clock.wall(),
+            "within": within,
+            "queue": queue,
+            "partition": partition,
+            "tags": dumps(dict(tags or {})),
+        }
+        count: int = self._connection().execute(self._q("finished_count"), params).fetchone()[0]
+        return count

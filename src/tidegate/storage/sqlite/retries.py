@@ -1,0 +1,36 @@
+"""SQLite: an operator's retry of a failed or canceled run (`POST /api/v1/runs/{id}/retry`).
+
+Its own aggregate: the workers never call it, and its rule (which statuses
+may be retried, the budget after) is `domain.transitions`, judged here on the
+row read under the write lock.
+"""
+
+from __future__ import annotations
+
+from tidegate.domain import events as history
+from tidegate.domain.errors import RunNotFound, RunNotRetryable
+from tidegate.domain.model import RunRecord
+from tidegate.domain.transitions import may_retry, retried_max_attempts
+from tidegate.storage import records
+from tidegate.storage.sqlite.database import Aggregate
+from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
+
+
+class Retries(Aggregate):
+    """The retry verb of the storage port."""
+
+    def retry_run(self, run_id: str) -> RunRecord:
+        with self._write() as (connection, now):
+            found = connection.execute(self._q("retry_run_lock"), {"id": run_id}).fetchone()
+            if found is None:
+                raise RunNotFound(f"no run with id {run_id!r}")
+            status, attempt, max_attempts = found
+            if not may_retry(status):
+                raise RunNotRetryable(f"run {run_id} is {status}: only a failed or canceled run can be retried")
+            budget = retried_max_attempts(max_attempts)
+            params = {"id": run_id, "status": status, "max_attempts": budget, "now": now}
+            row = connection.execute(self._q("retry_run"), params).fetchone()
+            event = history.retried_by_operator(status, attempt, budget)
+            connection.execute(self._q("insert_event"), event_row(run_id, event, now))
+        self._notifier.notify()
+        return records.run_record(row, to_time, to_json)

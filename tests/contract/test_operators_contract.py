@@ -1,0 +1,115 @@
+"""The operators' verbs through the Store port: retry a run, list the workers, count recent ends.
+
+`retry_run` gives a failed or canceled run a new attempt and refuses every
+other status without changing anything; `list_workers` is the registry with
+busy counts and heartbeat ages on the store's clock; `finished_count` is the
+rate `queue why` estimates its ETA from. Same expectations on both adapters.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tidegate import RunNotFound, RunNotRetryable
+from tidegate.domain.model import RunStatus
+
+from .conftest import QUEUE, claim, completed, enqueue_one, failed, start
+
+TTL = 60.0
+
+
+def types(store, run_id: str) -> list[str]:
+    return [event.type for event in store.run_events(run_id)]
+
+
+def _fail(store, run_id: str, worker: str = "w1") -> None:
+    [claimed] = [run for run in claim(store, worker) if run.id == run_id]
+    start(store, worker, [claimed.fence])
+    store.cycle(worker, [QUEUE], [], [failed(claimed.fence)], 0, TTL)
+
+
+def test_a_failed_run_retried_is_queued_with_one_more_attempt_and_runs_again(store):
+    run_id = enqueue_one(store, max_attempts=1, deadline=30.0)
+    _fail(store, run_id)
+    assert store.get_run(run_id).status is RunStatus.FAILED
+
+    retried = store.retry_run(run_id)
+    assert (retried.status, retried.attempt, retried.max_attempts) == (RunStatus.QUEUED, 1, 2)
+    assert (retried.error, retried.finished_at, retried.worker_id) == (None, None, None)
+    assert types(store, run_id)[-1] == "RunRetriedManually"
+    assert store.run_events(run_id)[-1].metadata == {"from": "failed", "attempt": 1, "max_attempts": 2}
+    [again] = claim(store, "w2")
+    assert (again.id, again.attempt) == (run_id, 2)
+
+
+def test_a_canceled_run_can_be_retried(store):
+    run_id = enqueue_one(store)
+    store.cancel_run(run_id)
+    assert store.retry_run(run_id).status is RunStatus.QUEUED
+    assert store.queue_position(run_id) == (1, 1)
+
+
+@pytest.mark.parametrize("state", ["queued", "running", "completed"])
+def test_retry_refuses_any_other_status_and_changes_nothing(store, state):
+    run_id = enqueue_one(store)
+    if state != "queued":
+        [claimed] = claim(store)
+        if state == "completed":
+            store.cycle("w1", [QUEUE], [], [completed(claimed.fence)], 0, TTL)
+    before, events = store.get_run(run_id), types(store, run_id)
+    with pytest.raises(RunNotRetryable, match=state):
+        store.retry_run(run_id)
+    assert store.get_run(run_id) == before
+    assert types(store, run_id) == events
+
+
+def test_retry_of_an_unknown_run_raises(store):
+    with pytest.raises(RunNotFound):
+        store.retry_run("no-such-run")
+
+
+def test_list_workers_shows_capacity_busy_queues_and_heartbeat_age(store):
+    store.register_worker("a", 2, [QUEUE, "other"], False, TTL)
+    store.register_worker("b", 3, ["other"], True, TTL)
+    enqueue_one(store)
+    claim(store, "a")
+    workers = {worker.id: worker for worker in store.list_workers()}
+    assert [(w.rank, w.capacity, w.busy, w.queues, w.live) for w in workers.values()] == [
+        (0, 2, 1, sorted([QUEUE, "other"]), True),
+        (1, 3, 0, ["other"], True),
+    ]
+    assert workers["b"].fill_order and not workers["a"].fill_order
+    assert 0 <= workers["a"].heartbeat_age < 5
+
+
+@pytest.mark.advances_clock
+def test_a_lapsed_worker_is_listed_not_live_with_its_heartbeat_age(store, clock):
+    store.register_worker("a", 1, [QUEUE], False, 10)
+    clock.advance(30)
+    [worker] = store.list_workers()
+    assert not worker.live
+    assert 29 <= worker.heartbeat_age < 35
+
+
+@pytest.mark.advances_clock
+def test_finished_count_counts_runs_that_ran_and_ended_within_the_window_by_filter(store, clock):
+    done = enqueue_one(store, partition="p1", tags={"tenant": "acme"})
+    other = enqueue_one(store, "other")
+    enqueue_one(store)  # still queued: not counted
+    canceled = enqueue_one(store, partition="p1")
+    store.cancel_run(canceled)  # canceled while queued: it never held a slot
+    [claimed] = claim(store)
+    assert claimed.id == done
+    store.cycle("w1", [QUEUE], [], [completed(claimed.fence)], 0, TTL)
+    [elsewhere] = claim(store, "w2", queues=["other"])
+    assert elsewhere.id == other
+    store.cycle("w2", ["other"], [], [failed(elsewhere.fence)], 0, TTL)
+
+    assert store.finished_count(60) == 2
+    assert store.finished_count(60, queue=QUEUE) == 1
+    assert store.finished_count(60, queue=QUEUE, partition="p1") == 1
+    assert store.finished_count(60, queue=QUEUE, partition="p2") == 0
+    assert store.finished_count(60, tags={"tenant": "acme"}) == 1
+    assert store.finished_count(60, tags={"tenant": "globex"}) == 0
+    clock.advance(61)
+    assert store.finished_count(60) == 0
