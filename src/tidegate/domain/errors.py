@@ -40,6 +40,14 @@ class RunNotFound(TidegateError, LookupError):
     """No run with that id exists in the store."""
 
 
+class QueueNotFound(TidegateError, LookupError):
+    """No queue of that name is declared (in code, or implied by a task)."""
+
+
+class PoolNotFound(TidegateError, LookupError):
+    """No pool of that name is configured, held or waited for."""
+
+
 class SchemaError(TidegateError):
     """The database schema does not match this version of tidegate."""
 
