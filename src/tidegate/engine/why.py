@@ -34,6 +34,7 @@ class Explanation:
     queued_in_queue: int | None = None
     checks: list[ScopeCheck] = field(default_factory=list)
     holders: dict[str, list[HolderRecord]] = field(default_factory=dict)  # of each saturated scope
+    paused: bool = False  # its queue is paused: nothing of it is claimed until resumed
 
     @property
     def blocking(self) -> list[ScopeCheck]:
@@ -54,7 +55,7 @@ def explain(store: Store, run_id: str) -> Explanation:
         for need in rules.scopes_for(run.queue, run.partition, run.tags)
     ]
     holders = {check.scope: store.scope_holders(check.scope) for check in checks if not check.ok}
-    return Explanation(run, position, total, checks, holders)
+    return Explanation(run, position, total, checks, holders, rules.is_paused(run.queue))
 
 
 def label_of(scope: str, rules: Rules) -> str:
