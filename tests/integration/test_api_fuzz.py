@@ -64,6 +64,11 @@ def test_every_operation_holds_its_schema_and_stores_only_what_it_answered_201(a
             "POST /api/v1/runs", "POST /api/v1/runs/batch", "GET /api/v1/runs", "GET /api/v1/runs/{run_id}",
             "GET /api/v1/runs/{run_id}/events", "POST /api/v1/runs/{run_id}/cancel", "GET /healthz", "GET /readyz",
         }  # fmt: skip
+        assert {f"{op.method.upper()} {op.path}" for op in operations} >= {
+            "GET /api/v1/queues", "POST /api/v1/queues/{name}/pause", "POST /api/v1/queues/{name}/resume",
+            "GET /api/v1/pools", "GET /api/v1/pools/{name}", "PUT /api/v1/pools/{name}",
+            "GET /api/v1/limits", "PUT /api/v1/limits", "DELETE /api/v1/limits",
+        }  # fmt: skip
         for operation in operations:
 
             @given(case=operation.as_strategy(), known_task=st.booleans())

@@ -15,7 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 
-from tidegate.api import errors, probes, runs
+from tidegate.api import errors, limits, pools, probes, queues, runs
 from tidegate.api.bodies import OPTIONS_ROOM, BodyLimit
 from tidegate.api.security import Tokens, can_read
 from tidegate.app import App
@@ -45,6 +45,9 @@ def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False
     errors.install(api)
     api.include_router(probes.router)
     api.include_router(runs.router)
+    api.include_router(queues.router)
+    api.include_router(pools.router)
+    api.include_router(limits.router)
     _document(api)
     return api
 

@@ -15,6 +15,8 @@ from fastapi import APIRouter, Path, Query, Request, status
 
 from tidegate.api import schemas
 from tidegate.api.errors import blame
+from tidegate.api.routing import ERRORS, PREFIX, not_found
+from tidegate.api.routing import app_of as _app
 from tidegate.api.security import can_read, can_write, json_body
 from tidegate.api.submission import submit, submitted_fields
 from tidegate.app import App
@@ -22,21 +24,10 @@ from tidegate.domain import names
 from tidegate.domain.errors import InvalidArgument, RunNotFound
 from tidegate.domain.model import NewRun, RunRecord, RunStatus
 
-PREFIX = "/api/v1"
 MAX_PAGE = 500
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": schemas.Error, "description": "A valid bearer token is required."},
-    403: {
-        "model": schemas.Error,
-        "description": "Refused: a read token asked to change, or (with no token) a "
-        "request not addressed to loopback or sent from another site's page.",
-    },
-    413: {"model": schemas.Error, "description": "The body is over the size limit."},
-    422: {"model": schemas.Error, "description": "A value is not acceptable; `field` names it. Nothing was changed."},
-    503: {"model": schemas.Error, "description": "The store cannot be reached."},
-}
-_RUN_ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": schemas.Error, "description": "No such run."}}
+_ERRORS = ERRORS
+_RUN_ERRORS = not_found("run")
 _SUBMIT_ERRORS: dict[int | str, dict[str, Any]] = {
     **_ERRORS,
     415: {"model": schemas.Error, "description": "The body is not declared as JSON."},
@@ -49,11 +40,6 @@ _SUBMIT_ERRORS: dict[int | str, dict[str, Any]] = {
 
 router = APIRouter(prefix=PREFIX, tags=["runs"])
 RunId = Annotated[str, Path(description="A run id, as returned by submit.", max_length=200)]
-
-
-def _app(request: Request) -> App:
-    app: App = request.app.state.tidegate
-    return app
 
 
 def _links(request: Request, run_id: str) -> schemas.RunLinks:
