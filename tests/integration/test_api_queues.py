@@ -113,3 +113,11 @@ def test_the_read_token_lists_queues_but_may_not_pause_them(app: App, database_u
     assert store_size(database_url) == before and app.store.rules().paused == frozenset()
     full = client.post(f"/api/v1/queues/{HELD}/pause", headers={"Authorization": "Bearer full-token"})
     assert full.status_code == 200 and app.store.rules().paused == {HELD}
+
+
+def test_a_queue_the_served_code_declares_can_be_listed_and_paused_before_any_submit(app: App) -> None:
+    _declare(app)  # nothing submitted, no worker: the declarations are not in the store yet
+    client = local_client(app.asgi())
+    assert _queue(client, HELD)["limits"]["global_limit"] == 4
+    assert client.post(f"/api/v1/queues/{HELD}/pause").status_code == 200
+    assert app.store.rules().paused == {HELD}

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Query, Request
 
 from tidegate.api import control_schemas as schemas
 from tidegate.api.errors import blame
-from tidegate.api.routing import ERRORS, PREFIX, app_of
+from tidegate.api.routing import ERRORS, PREFIX, declared_store
 from tidegate.api.security import can_read, can_write, json_body
 from tidegate.domain.model import LimitChange
 from tidegate.domain.scopes import check_override_target, check_override_value
@@ -42,7 +42,7 @@ def _changed(change: LimitChange) -> dict[str, Any]:
     summary="The run-level limits in force, and the live overrides",
 )  # fmt: skip
 def show_limits(request: Request) -> dict[str, Any]:
-    store = app_of(request).store
+    store = declared_store(request)
     rules = store.rules()
     return {
         "limits": [asdict(target) for target in limits.limits_in_force(rules, store.scope_usage())],
@@ -55,7 +55,7 @@ def show_limits(request: Request) -> dict[str, Any]:
     summary="Set a live limit (persisted and audited), or preview it with dry_run",
 )  # fmt: skip
 def set_limit(body: schemas.LimitUpdate, request: Request) -> dict[str, Any]:
-    store = app_of(request).store
+    store = declared_store(request)
     with blame("target"):
         target = check_override_target(body.target, store.rules())
     with blame("limit"):
@@ -86,5 +86,5 @@ def reset_limits(
     ] = None,
 ) -> dict[str, Any]:
     with blame("target"):
-        changes = limits.reset_limits(app_of(request).store, target)
+        changes = limits.reset_limits(declared_store(request), target)
     return {"reset": [_changed(change) for change in changes]}

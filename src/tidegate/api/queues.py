@@ -13,7 +13,7 @@ from fastapi import APIRouter, Path, Request
 
 from tidegate.api import control_schemas as schemas
 from tidegate.api.errors import blame
-from tidegate.api.routing import ERRORS, PREFIX, app_of, not_found
+from tidegate.api.routing import ERRORS, PREFIX, declared_store, not_found
 from tidegate.api.security import can_read, can_write
 from tidegate.engine import queues
 from tidegate.engine.queues import QueueSummary
@@ -53,7 +53,7 @@ def _queue(found: QueueSummary) -> dict[str, Any]:
     "/queues", response_model=schemas.QueueList, responses=ERRORS, dependencies=[can_read], summary="List queues"
 )
 def list_queues(request: Request) -> dict[str, Any]:
-    return {"queues": [_queue(found) for found in queues.summaries(app_of(request).store)]}
+    return {"queues": [_queue(found) for found in queues.summaries(declared_store(request))]}
 
 
 @router.post(
@@ -73,7 +73,7 @@ def resume_queue(name: QueueName, request: Request) -> dict[str, Any]:
 
 
 def _set_paused(request: Request, name: str, *, paused: bool) -> dict[str, Any]:
-    store = app_of(request).store
+    store = declared_store(request)
     with blame("name"):
         if paused:
             queues.pause(store, name)

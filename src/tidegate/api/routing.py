@@ -13,6 +13,7 @@ from fastapi import Request
 
 from tidegate.api import schemas
 from tidegate.app import App
+from tidegate.storage.port import Store
 
 PREFIX = "/api/v1"
 
@@ -37,3 +38,12 @@ def not_found(what: str) -> dict[int | str, dict[str, Any]]:
 def app_of(request: Request) -> App:
     app: App = request.app.state.tidegate
     return app
+
+
+def declared_store(request: Request) -> Store:
+    """The store, with the served app's queue and limit declarations written first (as every
+    submit writes them: `App.enqueue` of no run), so that an operator can see, pause or limit a
+    queue the code declares before any run of it was submitted. Written once per app."""
+    app = app_of(request)
+    app.enqueue([])
+    return app.store

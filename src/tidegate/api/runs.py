@@ -26,10 +26,9 @@ from tidegate.domain.model import NewRun, RunRecord, RunStatus
 
 MAX_PAGE = 500
 
-_ERRORS = ERRORS
 _RUN_ERRORS = not_found("run")
 _SUBMIT_ERRORS: dict[int | str, dict[str, Any]] = {
-    **_ERRORS,
+    **ERRORS,
     415: {"model": schemas.Error, "description": "The body is not declared as JSON."},
     429: {
         "model": schemas.AdmissionError,
@@ -85,7 +84,7 @@ def submit_batch(body: schemas.BatchRequest, request: Request) -> dict[str, Any]
 
 
 @router.get(
-    "/runs", response_model=schemas.RunPage, responses=_ERRORS, dependencies=[can_read], summary="Page through runs"
+    "/runs", response_model=schemas.RunPage, responses=ERRORS, dependencies=[can_read], summary="Page through runs"
 )
 def list_runs(
     request: Request,
@@ -116,7 +115,7 @@ def list_runs(
 
 
 @router.get(
-    "/runs/{run_id}", response_model=schemas.RunDetail, responses={**_ERRORS, **_RUN_ERRORS},
+    "/runs/{run_id}", response_model=schemas.RunDetail, responses={**ERRORS, **_RUN_ERRORS},
     dependencies=[can_read], summary="Show a run",
 )  # fmt: skip
 def show_run(run_id: RunId, request: Request) -> dict[str, Any]:
@@ -130,7 +129,7 @@ def show_run(run_id: RunId, request: Request) -> dict[str, Any]:
 
 
 @router.get(
-    "/runs/{run_id}/events", response_model=schemas.EventList, responses={**_ERRORS, **_RUN_ERRORS},
+    "/runs/{run_id}/events", response_model=schemas.EventList, responses={**ERRORS, **_RUN_ERRORS},
     dependencies=[can_read], summary="A run's events, oldest first",
 )  # fmt: skip
 def run_events(run_id: RunId, request: Request) -> dict[str, Any]:
@@ -140,7 +139,7 @@ def run_events(run_id: RunId, request: Request) -> dict[str, Any]:
 
 
 @router.post(
-    "/runs/{run_id}/cancel", response_model=schemas.CancelResult, responses={**_ERRORS, **_RUN_ERRORS},
+    "/runs/{run_id}/cancel", response_model=schemas.CancelResult, responses={**ERRORS, **_RUN_ERRORS},
     dependencies=[can_write], summary="Cancel a run",
 )  # fmt: skip
 def cancel_run(run_id: RunId, request: Request) -> dict[str, Any]:
