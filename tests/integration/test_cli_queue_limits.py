@@ -299,7 +299,7 @@ def test_limits_list_shows_every_limit_with_usage_and_origin(scene: Scene) -> No
     assert "each value" in _row(out, "tag:tenant")
     assert _row(out, "tag:tenant=acme").split()[1:3] == ["1", "1/1"]
     queues = _row(out, "api").split()  # the queues table
-    assert queues == ["api", "customer_id", "2", "unlimited", "5", "priority"]
+    assert queues == ["api", "customer_id", "2", "unlimited", "5", "priority", "open"]
     assert "no live overrides" in out
 
 
@@ -392,7 +392,7 @@ def test_a_paused_queue_is_shown_as_the_block_reason_everywhere_until_resumed(sc
     row = next(line for line in listed.splitlines() if scene.acme[1] in line)
     assert "queue api is paused" in row and "tag:tenant=acme" not in row
     assert "queue:slow 1/1" in next(line for line in listed.splitlines() if scene.naps[1] in line)
-    assert "paused: api (tidegate queue resume QUEUE)" in listed
+    assert "paused: api (tidegate queue resume QUEUE)" in " ".join(listed.split())  # the caption may wrap
     why = invoke("queue", "why", scene.acme[1], "--database", scene.url).stdout
     blocked = [line for line in why.splitlines() if line.startswith("Blocked by:")]
     assert len(blocked) == 1 and "queue api is paused  (tidegate queue resume api)" in blocked[0]
