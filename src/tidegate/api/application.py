@@ -15,12 +15,12 @@ from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 
-from tidegate.api import errors, limits, pools, probes, queues, runs
+from tidegate.api import errors, limits, pools, probes, queues, routing, runs
 from tidegate.api.bodies import OPTIONS_ROOM, BodyLimit
 from tidegate.api.security import Tokens, can_read
 from tidegate.app import App
 
-OPENAPI_URL = f"{runs.PREFIX}/openapi.json"
+OPENAPI_URL = f"{routing.PREFIX}/openapi.json"
 DOCS_URL = "/api/docs"
 
 
