@@ -66,6 +66,11 @@ def test_every_operation_holds_its_schema_and_stores_only_what_it_answered_201(a
             "GET /api/v1/runs/{run_id}/why", "POST /api/v1/runs/{run_id}/retry", "GET /api/v1/queue",
             "GET /api/v1/workers",
         }  # fmt: skip
+        assert {f"{op.method.upper()} {op.path}" for op in operations} >= {
+            "GET /api/v1/queues", "POST /api/v1/queues/{name}/pause", "POST /api/v1/queues/{name}/resume",
+            "GET /api/v1/pools", "GET /api/v1/pools/{name}", "PUT /api/v1/pools/{name}",
+            "GET /api/v1/limits", "PUT /api/v1/limits", "DELETE /api/v1/limits",
+        }  # fmt: skip
         for operation in operations:
 
             @given(case=operation.as_strategy(), known_task=st.booleans())

@@ -299,7 +299,7 @@ def test_limits_list_shows_every_limit_with_usage_and_origin(scene: Scene) -> No
     assert "each value" in _row(out, "tag:tenant")
     assert _row(out, "tag:tenant=acme").split()[1:3] == ["1", "1/1"]
     queues = _row(out, "api").split()  # the queues table
-    assert queues == ["api", "customer_id", "2", "unlimited", "5", "priority"]
+    assert queues == ["api", "customer_id", "2", "unlimited", "5", "priority", "open"]
     assert "no live overrides" in out
 
 
@@ -376,6 +376,46 @@ def test_limits_reset_removes_the_override(scene: Scene) -> None:
     result = invoke("limits", "reset", "queue:slow", "--database", scene.url)
     assert result.exit_code == 0
     assert "queue:slow: no live override to reset (limit in force: 1)" in result.stdout
+
+
+# --- queue pause / resume --------------------------------------------------------------------------
+
+
+def test_a_paused_queue_is_shown_as_the_block_reason_everywhere_until_resumed(scene: Scene) -> None:
+    result = invoke("queue", "pause", "api", "--database", scene.url)
+    assert result.exit_code == 0, result.output
+    assert "queue api: paused" in result.stdout
+    assert scene.app.store.rules().paused == {"api"}
+    assert "already paused" in invoke("queue", "pause", "api", "--database", scene.url).stdout
+
+    listed = invoke("queue", "list", "--database", scene.url).stdout
+    row = next(line for line in listed.splitlines() if scene.acme[1] in line)
+    assert "queue api is paused" in row and "tag:tenant=acme" not in row
+    assert "queue:slow 1/1" in next(line for line in listed.splitlines() if scene.naps[1] in line)
+    assert "paused: api (tidegate queue resume QUEUE)" in " ".join(listed.split())  # the caption may wrap
+    why = invoke("queue", "why", scene.acme[1], "--database", scene.url).stdout
+    blocked = [line for line in why.splitlines() if line.startswith("Blocked by:")]
+    assert len(blocked) == 1 and "queue api is paused  (tidegate queue resume api)" in blocked[0]
+    assert f"tag tenant=acme — 1 of 1 slot held by {scene.acme[0]}" in why  # the limit is still shown
+    queues = invoke("limits", "list", "--database", scene.url).stdout
+    assert "paused" in _row(queues, "api") and "open" in _row(queues, "slow")
+
+    scene.finish(scene.acme[0])  # the tenant's slot frees: still nothing of a paused queue starts
+    scene.claim()
+    assert scene.run(scene.acme[1]).status is RunStatus.QUEUED
+    result = invoke("queue", "resume", "api", "--database", scene.url)
+    assert result.exit_code == 0 and "queue api: resumed" in result.stdout
+    assert "queue api is paused" not in invoke("queue", "why", scene.acme[1], "--database", scene.url).stdout
+    scene.claim()
+    assert scene.run(scene.acme[1]).status is RunStatus.RUNNING
+
+
+def test_pausing_an_unknown_queue_is_one_line_and_changes_nothing(scene: Scene) -> None:
+    line = one_error_line(invoke("queue", "pause", "nowhere", "--database", scene.url))
+    assert "no queue named 'nowhere' is declared" in line
+    line = one_error_line(invoke("queue", "resume", "bad name", "--database", scene.url))
+    assert "queue name 'bad name' is not valid" in line
+    assert scene.app.store.rules().paused == frozenset()
 
 
 @pytest.mark.parametrize(

@@ -147,3 +147,19 @@ def test_priority_order_takes_the_oldest_first_and_skips_blocked_runs():
     assert [c.id for c, _ in decision.admitted] == ["urgent-c1", "newest-c2"]
     assert set(decision.blocked) == {"old-c1", "newer-c1"}
     assert str(decision.blocked["old-c1"][0]) == "queue:q/c=1 1/1"
+
+
+def test_a_paused_queue_admits_nothing_and_leaves_room_to_the_others() -> None:
+    """The pause is part of the decision: its runs are skipped (not blocked by a scope), and the
+    capacity and the global cap they would have taken go to the other queues' runs."""
+    rules = Rules(RunQueueConfig(max_concurrent_runs=2), {"held": QueueConfig("held"), "open": QueueConfig("open")})
+    candidates = [
+        Candidate(f"{queue}-{index}", "t", queue, "", {}, priority=1 if queue == "held" else 0, scheduled_at=index)
+        for queue in ("held", "open")
+        for index in range(2)
+    ]
+    paused = Rules(rules.run_queue, rules.queues, paused=frozenset({"held"}))
+    assert [c.id for c, _ in admit(candidates, {}, rules, LocalUsage(), capacity=4).admitted] == ["held-0", "held-1"]
+    decision = admit(candidates, {}, paused, LocalUsage(), capacity=4)
+    assert [candidate.id for candidate, _ in decision.admitted] == ["open-0", "open-1"]
+    assert "held-0" not in decision.blocked

@@ -15,12 +15,12 @@ from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 
-from tidegate.api import errors, operators, probes, runs
+from tidegate.api import errors, limits, operators, pools, probes, queues, routing, runs
 from tidegate.api.bodies import OPTIONS_ROOM, BodyLimit
 from tidegate.api.security import Tokens, can_read
 from tidegate.app import App
 
-OPENAPI_URL = f"{runs.PREFIX}/openapi.json"
+OPENAPI_URL = f"{routing.PREFIX}/openapi.json"
 DOCS_URL = "/api/docs"
 
 
@@ -46,6 +46,9 @@ def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False
     api.include_router(probes.router)
     api.include_router(runs.router)
     api.include_router(operators.router)
+    api.include_router(queues.router)
+    api.include_router(pools.router)
+    api.include_router(limits.router)
     _document(api)
     return api
 

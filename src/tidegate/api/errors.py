@@ -22,6 +22,8 @@ from tidegate.domain.errors import (
     AdmissionRejected,
     ConfigurationError,
     InvalidArgument,
+    PoolNotFound,
+    QueueNotFound,
     RunNotFound,
     RunNotRetryable,
     SchemaError,
@@ -37,6 +39,8 @@ log = logging.getLogger("tidegate.api")
 _TIDEGATE_STATUS: Sequence[tuple[type[TidegateError], int, str]] = (
     (RunNotFound, 404, "run_not_found"),
     (RunNotRetryable, 409, "run_not_retryable"),
+    (QueueNotFound, 404, "queue_not_found"),
+    (PoolNotFound, 404, "pool_not_found"),
     (UnknownTask, 422, "unknown_task"),
     (InvalidArgument, 422, "invalid_argument"),
     (ConfigurationError, 422, "invalid_argument"),

@@ -14,7 +14,10 @@ from fastapi import APIRouter, Query, Request
 
 from tidegate.api import operator_schemas as schemas
 from tidegate.api.errors import blame
-from tidegate.api.runs import _ERRORS, _RUN_ERRORS, MAX_PAGE, PREFIX, RunId, _app, _find
+from tidegate.api.routing import ERRORS as _ERRORS
+from tidegate.api.routing import PREFIX
+from tidegate.api.routing import app_of as _app
+from tidegate.api.runs import _RUN_ERRORS, MAX_PAGE, RunId, _find
 from tidegate.api.schemas import Error
 from tidegate.api.security import can_read, can_write
 from tidegate.domain import names

@@ -15,6 +15,8 @@ from fastapi import APIRouter, Path, Query, Request, status
 
 from tidegate.api import schemas
 from tidegate.api.errors import blame
+from tidegate.api.routing import ERRORS, PREFIX, not_found
+from tidegate.api.routing import app_of as _app
 from tidegate.api.security import can_read, can_write, json_body
 from tidegate.api.submission import submit, submitted_fields
 from tidegate.app import App
@@ -22,23 +24,11 @@ from tidegate.domain import names
 from tidegate.domain.errors import InvalidArgument, RunNotFound
 from tidegate.domain.model import NewRun, RunRecord, RunStatus
 
-PREFIX = "/api/v1"
 MAX_PAGE = 500
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": schemas.Error, "description": "A valid bearer token is required."},
-    403: {
-        "model": schemas.Error,
-        "description": "Refused: a read token asked to change, or (with no token) a "
-        "request not addressed to loopback or sent from another site's page.",
-    },
-    413: {"model": schemas.Error, "description": "The body is over the size limit."},
-    422: {"model": schemas.Error, "description": "A value is not acceptable; `field` names it. Nothing was changed."},
-    503: {"model": schemas.Error, "description": "The store cannot be reached."},
-}
-_RUN_ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": schemas.Error, "description": "No such run."}}
+_RUN_ERRORS = not_found("run")
 _SUBMIT_ERRORS: dict[int | str, dict[str, Any]] = {
-    **_ERRORS,
+    **ERRORS,
     415: {"model": schemas.Error, "description": "The body is not declared as JSON."},
     429: {
         "model": schemas.AdmissionError,
@@ -49,11 +39,6 @@ _SUBMIT_ERRORS: dict[int | str, dict[str, Any]] = {
 
 router = APIRouter(prefix=PREFIX, tags=["runs"])
 RunId = Annotated[str, Path(description="A run id, as returned by submit.", max_length=200)]
-
-
-def _app(request: Request) -> App:
-    app: App = request.app.state.tidegate
-    return app
 
 
 def _links(request: Request, run_id: str) -> schemas.RunLinks:
@@ -99,7 +84,7 @@ def submit_batch(body: schemas.BatchRequest, request: Request) -> dict[str, Any]
 
 
 @router.get(
-    "/runs", response_model=schemas.RunPage, responses=_ERRORS, dependencies=[can_read], summary="Page through runs"
+    "/runs", response_model=schemas.RunPage, responses=ERRORS, dependencies=[can_read], summary="Page through runs"
 )
 def list_runs(
     request: Request,
@@ -130,7 +115,7 @@ def list_runs(
 
 
 @router.get(
-    "/runs/{run_id}", response_model=schemas.RunDetail, responses={**_ERRORS, **_RUN_ERRORS},
+    "/runs/{run_id}", response_model=schemas.RunDetail, responses={**ERRORS, **_RUN_ERRORS},
     dependencies=[can_read], summary="Show a run",
 )  # fmt: skip
 def show_run(run_id: RunId, request: Request) -> dict[str, Any]:
@@ -144,7 +129,7 @@ def show_run(run_id: RunId, request: Request) -> dict[str, Any]:
 
 
 @router.get(
-    "/runs/{run_id}/events", response_model=schemas.EventList, responses={**_ERRORS, **_RUN_ERRORS},
+    "/runs/{run_id}/events", response_model=schemas.EventList, responses={**ERRORS, **_RUN_ERRORS},
     dependencies=[can_read], summary="A run's events, oldest first",
 )  # fmt: skip
 def run_events(run_id: RunId, request: Request) -> dict[str, Any]:
@@ -154,7 +139,7 @@ def run_events(run_id: RunId, request: Request) -> dict[str, Any]:
 
 
 @router.post(
-    "/runs/{run_id}/cancel", response_model=schemas.CancelResult, responses={**_ERRORS, **_RUN_ERRORS},
+    "/runs/{run_id}/cancel", response_model=schemas.CancelResult, responses={**ERRORS, **_RUN_ERRORS},
     dependencies=[can_write], summary="Cancel a run",
 )  # fmt: skip
 def cancel_run(run_id: RunId, request: Request) -> dict[str, Any]:

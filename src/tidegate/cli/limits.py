@@ -11,7 +11,7 @@ per-value tag limit). Validation and the dry-run preview are the engine's
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Annotated
 
 import typer
@@ -27,7 +27,7 @@ from tidegate.cli.scopes import UNLIMITED, limit_text, natural_key, scope_limit,
 from tidegate.domain.limits import QueueConfig
 from tidegate.domain.model import LimitOverride
 from tidegate.domain.scopes import GLOBAL, Rules, check_override_target, effective_limit
-from tidegate.engine.limits import PREVIEW_RUNS, LimitPreview, preview, reset_limit, set_limit
+from tidegate.engine.limits import PREVIEW_RUNS, LimitPreview, code_limit, preview, reset_limit, set_limit
 from tidegate.storage.urls import DEFAULT_DATABASE
 
 app = typer.Typer(help="Show run-level limits; change them live (persisted until reset).", no_args_is_help=True)
@@ -209,12 +209,6 @@ def _source(rules: Rules, target: str, versions: Mapping[str, int], code: str, n
     return text
 
 
-def code_limit(rules: Rules, target: str) -> int | None:
-    """What the target's limit would be without its own live override."""
-    without = {key: value for key, value in rules.overrides.items() if key != target}
-    return effective_limit(replace(rules, overrides=without), target)
-
-
 def partition_text(config: QueueConfig) -> str:
     partition = config.concurrency.partition
     parts = []
@@ -242,6 +236,7 @@ def queues_table(rules: Rules) -> Table:
     table.add_column("local limit", justify="right", no_wrap=True)
     table.add_column("max_workers", justify="right", no_wrap=True)
     table.add_column("ordering", no_wrap=True)
+    table.add_column("state", no_wrap=True)
     for name in sorted(rules.queues, key=natural_key):
         config = rules.queues[name]
         limit = rules.queue_limit(name, "")
@@ -256,6 +251,7 @@ def queues_table(rules: Rules) -> Table:
             _dim_none(config.concurrency.local_limit),
             _dim_none(config.max_workers),
             config.ordering,
+            Text("paused", style="bold yellow") if rules.is_paused(name) else Text("open", style="dim"),
         )
     return table
 

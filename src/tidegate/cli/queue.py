@@ -1,10 +1,11 @@
-"""`tidegate queue list|why|cancel`: the runs that wait, and what they wait for.
+"""`tidegate queue list|why|cancel|pause|resume`: the runs that wait, what they wait for, and
+the operator's hold on a queue.
 
 `list` shows queued runs in claim order with the block reason the last claim
-recorded; `why` recomputes the answer now, the way a claim decides it
-(`engine.why.explain`, also `GET /api/v1/runs/{id}/why`): every limit, the
-workers serving the queue when all are full, the runs holding the blocking
-slots and an ETA from the blocking scopes' recent completion rate.
+recorded (for a paused queue, the pause); `why` recomputes the answer now, the way a
+claim decides it (`engine.why.explain`, also `GET /api/v1/runs/{id}/why`): every limit,
+the workers serving the queue when all are full, the runs holding the blocking slots and
+an ETA from the blocking scopes' recent completion rate.
 Positions are per queue, as `why` counts them, so the two always agree.
 """
 
@@ -32,14 +33,19 @@ from tidegate.cli.scopes import (
 )
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import RunRecord, RunStatus
+from tidegate.engine import queues
 from tidegate.engine.why import explain
 from tidegate.storage.urls import DEFAULT_DATABASE, masked
 
-app = typer.Typer(help="Look at queued runs: claim order, what blocks them; cancel one.", no_args_is_help=True)
+app = typer.Typer(
+    help="Look at queued runs: claim order, what blocks them; cancel one; pause or resume a queue.",
+    no_args_is_help=True,
+)
 
 RunId = Annotated[
     str, typer.Argument(metavar="RUN", help="The run id (as printed by submit or queue list).", callback=check_run_id)
 ]
+QueueName = Annotated[str, typer.Argument(metavar="QUEUE", help="A declared queue's name.")]
 
 
 @app.command("list")
@@ -64,10 +70,16 @@ def list_queued(
     fair = sorted(
         {run.queue for run in runs if run.queue in rules.queues and rules.queues[run.queue].ordering == "fair"}
     )
-    stdout.print(queued_table(runs, total, queue, fair))
+    stdout.print(queued_table(runs, total, queue, fair, rules.paused))
 
 
-def queued_table(runs: list[RunRecord], total: int, queue: str | None, fair: list[str] | None = None) -> Table:
+def queued_table(
+    runs: list[RunRecord],
+    total: int,
+    queue: str | None,
+    fair: list[str] | None = None,
+    paused: frozenset[str] = frozenset(),
+) -> Table:
     now = now_utc()
     positions: Counter[str] = Counter()  # claim order within each queue: the first N of any queue are all here
     blocked = not_due = 0
@@ -89,8 +101,9 @@ def queued_table(runs: list[RunRecord], total: int, queue: str | None, fair: lis
             not_due += 1
             waiting, reason = Text(f"in {age_text(-waited)}", style="dim"), Text("not yet due", style="dim")
         else:
-            waiting, reason = Text(age_text(waited)), Text(reason_text(run.block_reason), style="yellow")
-            blocked += bool(run.block_reason)
+            held = queues.paused_reason(run.queue) if run.queue in paused else reason_text(run.block_reason)
+            waiting, reason = Text(age_text(waited)), Text(held, style="yellow")
+            blocked += bool(run.block_reason) and run.queue not in paused
         table.add_row(
             str(positions[run.queue]), run.id, Text(run.task), Text(run.queue), str(run.priority), waiting, reason
         )
@@ -100,6 +113,9 @@ def queued_table(runs: list[RunRecord], total: int, queue: str | None, fair: lis
         caption += f" · {blocked} held back by a limit at their last claim"
     if not_due:
         caption += f" · {not_due} not yet due"
+    shown_paused = sorted({run.queue for run in runs} & paused)
+    if shown_paused:
+        caption += f" · paused: {', '.join(shown_paused)} (tidegate queue resume QUEUE)"
     if total > len(runs):
         caption += " (more with --limit)"
     if fair:
@@ -154,3 +170,21 @@ def cancel(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
         stdout.print(line)
         return
     raise CommandError(f"run {run_id} finished ({status.value}) before the cancel reached it")
+
+
+@app.command("pause")
+def pause(queue: QueueName, database: Database = DEFAULT_DATABASE) -> None:
+    """Pause a queue: its runs stay queued (submits still queue) and none starts until resumed."""
+    with existing_store(database) as store:
+        changed = queues.pause(store, queue)
+    note = "no run of it starts until 'tidegate queue resume'" if changed else "it was already paused"
+    stdout.print(Text.assemble("queue ", (queue, "bold"), ": ", ("paused", "yellow"), (f"  ({note})", "dim")))
+
+
+@app.command("resume")
+def resume(queue: QueueName, database: Database = DEFAULT_DATABASE) -> None:
+    """Resume a paused queue: its queued runs may start again at once."""
+    with existing_store(database) as store:
+        changed = queues.resume(store, queue)
+    note = "workers were woken" if changed else "it was not paused"
+    stdout.print(Text.assemble("queue ", (queue, "bold"), ": ", ("resumed", "green"), (f"  ({note})", "dim")))

@@ -23,6 +23,7 @@ from tidegate.cli.render import short_time, status_text
 from tidegate.domain.backpressure import RATE_WINDOW_SECONDS
 from tidegate.domain.model import HolderRecord, RunRecord, RunStatus
 from tidegate.domain.scopes import Rules, effective_limit
+from tidegate.engine.queues import paused_reason
 from tidegate.engine.why import Explanation, ScopeCheck
 
 UNLIMITED = "unlimited"
@@ -187,11 +188,15 @@ def explanation_body(explanation: Explanation, now: datetime, rules: Rules | Non
                 "no run is claimed before its time"
             ),
         )
+    if explanation.paused:
+        resume = f"  (tidegate queue resume {run.queue})"
+        grid.add_row("Blocked by:", Text.assemble((paused_reason(run.queue), "bold yellow"), (resume, "dim")))
     for index, check in enumerate(blocking):
         grid.add_row(
-            "Blocked by:" if index == 0 else "", blocking_text(check, explanation.holders.get(check.scope, []))
+            "Blocked by:" if index == 0 and not explanation.paused else "",
+            blocking_text(check, explanation.holders.get(check.scope, [])),
         )
-    if blocking:
+    if blocking or explanation.paused:
         if passing:
             grid.add_row("Also checked:", checks_line(passing))
         grid.add_row("ETA:", eta_text(explanation.eta_seconds))

@@ -13,6 +13,11 @@ worker takes nothing else until it is idle and can take it: a busy worker
 would otherwise fill every slot freed and the suspect would wait forever.
 The runs behind it wait only until this worker drains (or another, idle,
 worker takes the suspect), never for good.
+
+A run of a paused queue is never admitted (its queue's pause is its block
+reason, shown from the rules, not stored per run); the claim does not even
+read such runs (storage/claiming.py), but every other caller of `admit`
+(the overflow check, the limits preview) hands it queued runs as they are.
 """
 
 from __future__ import annotations
@@ -117,6 +122,8 @@ def admit(
     known_needs: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[ScopeNeed]] = {}
     closed = False  # a suspect was met: this turn admits nothing after it
     for candidate in claim_order(candidates, lane_load):
+        if rules.is_paused(candidate.queue):
+            continue
         shape = (candidate.queue, candidate.partition, tuple(sorted(candidate.tags.items())))
         needs = known_needs.get(shape)
         if needs is None:

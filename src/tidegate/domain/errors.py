@@ -44,6 +44,14 @@ class RunNotRetryable(TidegateError):
     """Only a failed or canceled run may be retried; this one is in another status."""
 
 
+class QueueNotFound(TidegateError, LookupError):
+    """No queue of that name is declared (in code, or implied by a task)."""
+
+
+class PoolNotFound(TidegateError, LookupError):
+    """No pool of that name is configured, held or waited for."""
+
+
 class SchemaError(TidegateError):
     """The database schema does not match this version of tidegate."""
 

@@ -108,6 +108,11 @@ def limit_changed(target: str, old: int | None, new: int | None, version: int, r
     return Event("LimitChanged", {"target": target, "old": old, "new": new, "version": version, "reset": reset})
 
 
+def queue_paused(queue: str, paused: bool) -> Event:
+    """A pause or resume is audited like a limit change: a paused queue admits nothing."""
+    return Event("LimitChanged", {"target": f"queue:{queue}", "paused": paused})
+
+
 def pool_limit_changed(pool: str, old: int | None, new: int, lease_seconds: float) -> Event:
     return Event("LimitChanged", {"target": f"pool:{pool}", "old": old, "new": new, "lease_seconds": lease_seconds})
 

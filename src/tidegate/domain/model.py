@@ -209,6 +209,15 @@ class LimitOverride:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueCounts:
+    """A queue's runs now: queued, running, and queued ones a limit held back at their last claim."""
+
+    queued: int = 0
+    running: int = 0
+    blocked: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class LimitChange:
     """What `set_limit` / `reset_limit` did: the effective limit before and after."""
 

@@ -68,11 +68,16 @@ class Rules:
     `overrides` maps a target to a limit (None = unlimited): `global`,
     `queue:NAME` (the queue's limit for every partition), `queue:NAME/PARTITION`,
     `tag:KEY=VALUE`, or `tag:KEY` (every value of a per-unique-value tag limit).
+    `paused`: queues an operator paused: their runs stay queued, none is admitted.
     """
 
     run_queue: RunQueueConfig = field(default_factory=RunQueueConfig)
     queues: Mapping[str, QueueConfig] = field(default_factory=dict)
     overrides: Mapping[str, int | None] = field(default_factory=dict)
+    paused: frozenset[str] = frozenset()
+
+    def is_paused(self, queue: str) -> bool:
+        return queue in self.paused
 
     def global_limit(self) -> int | None:
         if GLOBAL in self.overrides:

@@ -1,4 +1,4 @@
-"""Live limits: validate a change, preview its effect, apply it.
+"""Live limits: the targets in force, validate a change, preview its effect, apply it.
 
 A change is previewed by running the claim policy over the queued runs with
 the limits before and after (as if every worker had room), so `--dry-run`
@@ -7,11 +7,12 @@ counts exactly the runs the new limit would let through or hold back.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from tidegate.domain.admission import Candidate, LocalUsage, admit
 from tidegate.domain.model import LimitChange, RunRecord
-from tidegate.domain.scopes import Rules, check_override_target, check_override_value, effective_limit
+from tidegate.domain.scopes import GLOBAL, Rules, check_override_target, check_override_value, effective_limit
 from tidegate.storage.port import Store
 
 PREVIEW_RUNS = 10_000
@@ -50,6 +51,47 @@ def preview(store: Store, target: str, limit: int | None, *, reset: bool = False
     )
 
 
+@dataclass(frozen=True)
+class TargetLimit:
+    """One live-limit target as `GET /limits` shows it."""
+
+    target: str
+    limit: int | None  # in force
+    code_limit: int | None  # without its own live override
+    used: int | None  # slots held now; None for a family (`tag:KEY`: each value is its own scope)
+    live: bool
+
+
+def limits_in_force(rules: Rules, usage: Mapping[str, int]) -> list[TargetLimit]:
+    """Every target that has a limit or holds slots: global, each declared queue and its known
+    partitions, declared tag limits, live overrides and any other scope held now."""
+    targets = {GLOBAL, *(f"queue:{name}" for name in rules.queues), *rules.overrides, *usage}
+    for name, config in rules.queues.items():
+        targets.update(f"queue:{name}/{partition}" for partition in config.concurrency.overrides or {})
+    for declared in rules.run_queue.tag_concurrency_limits:
+        targets.add(f"tag:{declared.key}" if declared.per_unique_value else f"tag:{declared.key}={declared.value}")
+    return [
+        TargetLimit(
+            target,
+            effective_limit(rules, target),
+            code_limit(rules, target),
+            None if _family(target) else usage.get(target, 0),
+            target in rules.overrides,
+        )
+        for target in sorted(targets, key=lambda target: (target != GLOBAL, target))
+    ]
+
+
+def code_limit(rules: Rules, target: str) -> int | None:
+    """What the target's limit would be without its own live override."""
+    without = {key: value for key, value in rules.overrides.items() if key != target}
+    return effective_limit(replace(rules, overrides=without), target)
+
+
+def _family(target: str) -> bool:
+    return target.startswith("tag:") and "=" not in target
+
+
 def set_limit(store: Store, target: str, limit: int | None) -> LimitChange:
     target = check_override_target(target, store.rules())
     return store.set_limit(target, check_override_value(target, limit))
@@ -57,6 +99,14 @@ def set_limit(store: Store, target: str, limit: int | None) -> LimitChange:
 
 def reset_limit(store: Store, target: str) -> LimitChange:
     return store.reset_limit(check_override_target(target, store.rules()))
+
+
+def reset_limits(store: Store, target: str | None = None) -> list[LimitChange]:
+    """Remove the live override of `target` (None: of every target), each audited on its own;
+    a target without an override changes nothing."""
+    rules = store.rules()
+    targets = sorted(rules.overrides) if target is None else [check_override_target(target, rules)]
+    return [store.reset_limit(each) for each in targets if each in rules.overrides]
 
 
 def _startable(queued: list[RunRecord], usage: dict[str, int], rules: Rules) -> set[str]:

@@ -51,6 +51,7 @@ class Explanation:
     checks: list[ScopeCheck] = field(default_factory=list)
     holders: dict[str, list[HolderRecord]] = field(default_factory=dict)  # of each saturated scope
     eta_seconds: float | None = None  # when the blocking layers should have room; None: no rate (or none block)
+    paused: bool = False  # its queue is paused: nothing of it is claimed until resumed
 
     @property
     def blocking(self) -> list[ScopeCheck]:
@@ -78,7 +79,7 @@ def explain(store: Store, run_id: str) -> Explanation:
     blocking = [check for check in checks if not check.ok]
     holders = {check.scope: _holders(store, check, workers) for check in blocking}
     eta = _eta(store, run, rules, position, blocking)
-    return Explanation(run, position, total, checks, holders, eta)
+    return Explanation(run, position, total, checks, holders, eta, rules.is_paused(run.queue))
 
 
 def label_of(scope: str, rules: Rules) -> str:

@@ -6,6 +6,7 @@ large backlog is blocked: a window in claim order per queue, and, when that
 window is full of runs whose partition is saturated, the heads of the other
 partitions found by skip-scan (one index seek per partition) instead of
 walking the blocked backlog. Fair queues are always read per partition.
+Paused queues are not read at all.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def candidate_rows(
     excluded = saturated_tags(usage, rules)
     rows: dict[str, Row] = {}
     exhausted = False
-    for queue in queues:
+    for queue in open_queues(queues, rules):
         max_workers = rules.max_workers(queue)
         if max_workers is not None and local.per_queue.get(queue, 0) >= max_workers:
             continue  # this worker may take no more of this queue
@@ -100,6 +101,12 @@ def candidate_rows(
         for row in found:
             rows.setdefault(row["id"], row)
     return Candidates(list(rows.values()), exhausted)
+
+
+def open_queues(queues: Sequence[str], rules: Rules) -> list[str]:
+    """The queues a claim reads: a paused queue's runs are not even looked at (they stay queued,
+    and `admit` would refuse them anyway), so a paused backlog costs a claim nothing."""
+    return [queue for queue in queues if not rules.is_paused(queue)]
 
 
 def window_size(queue: str, claim_limit: int, rules: Rules) -> int:
@@ -191,7 +198,8 @@ def saturated_tags(usage: Mapping[str, int], rules: Rules) -> list[tuple[str, st
 
 def fair_lanes(queues: Sequence[str], rules: Rules) -> list[str]:
     """The queues whose claims need per-partition running counts (lane_load)."""
-    return [queue for queue in queues if queue in rules.queues and rules.queues[queue].ordering == "fair"]
+    open_ = open_queues(queues, rules)
+    return [queue for queue in open_ if queue in rules.queues and rules.queues[queue].ordering == "fair"]
 
 
 def saturated_partitions(queue: str, usage: Mapping[str, int], rules: Rules) -> set[str]:

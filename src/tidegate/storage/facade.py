@@ -1,7 +1,7 @@
 """The Store port's verbs, each handed to the aggregate that owns it.
 
 Both adapters are built alike: one object per aggregate (schema, runs,
-limits, workers, claims, pools, steps, leases) over one shared database
+limits, queues, workers, claims, pools, steps, leases) over one shared database
 object, with the same names and signatures in both dialects. So the facade
 is written once, here; an adapter builds its aggregates and adds only what
 differs by dialect: its wake-ups (`listen`) and its connections (`close`).
@@ -22,6 +22,7 @@ from tidegate.domain.model import (
     LimitOverride,
     NewRun,
     Outcome,
+    QueueCounts,
     RunRecord,
     RunStatus,
     SweepReport,
@@ -43,6 +44,7 @@ class AggregateStore:
     _retries: Any
     _activity: Any
     _limits: Any
+    _queues: Any
     _workers: Any
     _claims: Any
     _pools: Any
@@ -207,6 +209,14 @@ class AggregateStore:
 
     def scope_holders(self, scope: str) -> list[HolderRecord]:
         return self._limits.scope_holders(scope)
+
+    # --- queues ------------------------------------------------------------------
+
+    def queue_counts(self) -> dict[str, QueueCounts]:
+        return self._queues.queue_counts()
+
+    def set_queue_paused(self, queue: str, paused: bool) -> bool:
+        return self._queues.set_queue_paused(queue, paused)
 
     # --- pools and steps ---------------------------------------------------------
 

@@ -20,6 +20,7 @@ from tidegate.domain.model import (
     LimitOverride,
     NewRun,
     Outcome,
+    QueueCounts,
     RunRecord,
     RunStatus,
     SweepReport,
@@ -95,6 +96,16 @@ class Store(Protocol):
 
     def list_queued(self, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
         """Queued runs in claim order (priority desc, then queue time)."""
+
+    # --- queues (operator controls) ---------------------------------------
+    def queue_counts(self) -> dict[str, QueueCounts]:
+        """Per queue with queued or running runs: queued, running, and queued with a block reason."""
+
+    def set_queue_paused(self, queue: str, paused: bool) -> bool:
+        """Pause (no run of it is claimed; submits still queue) or resume a declared queue, persisted
+        with the rules (their version moves) and audited (LimitChanged); True if it changed.
+
+        Raises QueueNotFound for a queue no declaration names."""
 
     def queue_position(self, run_id: str) -> tuple[int, int]:
         """(1-based position in its queue's claim order, runs queued in that queue)."""

@@ -17,13 +17,18 @@ from tidegate.domain.scopes import Rules, effective_limit
 
 
 def stored_rules(
-    run_queue: Mapping[str, Any] | None, queues: Iterable[Mapping[str, Any]], overrides: Iterable[tuple[str, int]]
+    run_queue: Mapping[str, Any] | None,
+    queues: Iterable[Mapping[str, Any]],
+    overrides: Iterable[tuple[str, int]],
+    paused: Iterable[str] = (),
 ) -> Rules:
-    """The rules from the stored run-queue config (None: never declared), queue configs and overrides."""
+    """The rules from the stored run-queue config (None: never declared), queue configs, overrides
+    and the names of the paused queues."""
     return Rules(
         run_queue=RunQueueConfig() if run_queue is None else run_queue_from_dict(run_queue),
         queues={config.name: config for config in map(queue_from_dict, queues)},
         overrides=dict(overrides),
+        paused=frozenset(paused),
     )
 
 

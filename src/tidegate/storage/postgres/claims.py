@@ -242,7 +242,7 @@ class _Claim:
         needed = sorted(
             {
                 queue
-                for queue in self.queues
+                for queue in claiming.open_queues(self.queues, rules)
                 if claiming.limited(queue, rules) or queue in claiming.fair_lanes([queue], rules)
             }
             - self.turns
@@ -264,8 +264,9 @@ class _Claim:
         queue as `claiming` reads it first, usage, this worker's counts, fair lanes."""
         store, connection = self.store, self.connection
         sent: dict[str, Any] = {"windows": []}
-        limited = [queue for queue in self.queues if claiming.limited(queue, rules)]
-        plain = [queue for queue in self.queues if queue not in rules.queues or rules.queues[queue].ordering != "fair"]
+        queues = claiming.open_queues(self.queues, rules)
+        limited = [queue for queue in queues if claiming.limited(queue, rules)]
+        plain = [queue for queue in queues if queue not in rules.queues or rules.queues[queue].ordering != "fair"]
         if plain:
             sizes = [claiming.window_size(queue, self.limit, rules) for queue in plain]
             cursor = connection.cursor(row_factory=dict_row).execute(

@@ -89,12 +89,12 @@ class Limits(Aggregate):
         move; None when it carries only a version that is no longer the cached one."""
         if row is None:
             raise StoreUnavailable("the rules version is missing: run 'tidegate db migrate'")
-        version, run_queue, queues, overrides = row
+        version, run_queue, queues, overrides, paused = row
         cached = self.cached
         if queues is None:
             return cached[1] if cached is not None and cached[0] == version else None
         overrides = [(target, limit) for target, limit in overrides]
-        rules = stored_rules(None if not run_queue else json.loads(run_queue), queues, overrides)
+        rules = stored_rules(None if not run_queue else json.loads(run_queue), queues, overrides, paused)
         self.cached = (version, rules)
         return rules
 

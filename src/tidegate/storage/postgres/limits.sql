@@ -5,8 +5,8 @@
 SELECT pg_advisory_xact_lock(hashtext('tidegate:rules'), hashtext(coalesce(current_schema(), '')));
 
 -- name: load_rules
--- The declared limits and live overrides in one snapshot, with their version;
--- only the version when it equals `known` (what the adapter has cached).
+-- The declared limits, live overrides and paused queues in one snapshot, with their
+-- version; only the version when it equals `known` (what the adapter has cached).
 SELECT v.value,
        CASE WHEN v.value = %(known)s::text THEN NULL
             ELSE (SELECT value FROM tidegate_settings WHERE name = 'run_queue') END,
@@ -14,7 +14,9 @@ SELECT v.value,
             ELSE (SELECT coalesce(jsonb_agg(config ORDER BY name), '[]'::jsonb) FROM tidegate_queues) END,
        CASE WHEN v.value = %(known)s::text THEN NULL
             ELSE (SELECT coalesce(jsonb_agg(jsonb_build_array(target, "limit") ORDER BY target), '[]'::jsonb)
-                  FROM tidegate_limit_overrides) END
+                  FROM tidegate_limit_overrides) END,
+       CASE WHEN v.value = %(known)s::text THEN NULL
+            ELSE (SELECT coalesce(jsonb_agg(name ORDER BY name), '[]'::jsonb) FROM tidegate_queues WHERE paused) END
 FROM tidegate_settings AS v WHERE v.name = 'rules_version';
 
 -- name: register_limits

@@ -13,7 +13,7 @@ server together and the commit rides with the last batch, so a worker's
 cycle costs two round trips however much it reports and claims.
 
 This class is a façade: each verb belongs to one aggregate (`runs`,
-`claims`, `leases`, `workers`, `limits`, `pools`, `steps`, `schema`), all
+`claims`, `leases`, `workers`, `limits`, `queues`, `pools`, `steps`, `schema`), all
 built over one `Database` (the pool and the named queries, `database.py`).
 """
 
@@ -32,6 +32,7 @@ from tidegate.storage.postgres.leases import Leases
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.listener import CHECK_INTERVAL, NotifyListener
 from tidegate.storage.postgres.pools import Pools
+from tidegate.storage.postgres.queues import Queues
 from tidegate.storage.postgres.retries import Retries
 from tidegate.storage.postgres.runs import Runs
 from tidegate.storage.postgres.schema import Schema
@@ -61,6 +62,7 @@ class PostgresStore(AggregateStore):
         self._retries = Retries(self._db)
         self._activity = Activity(self._db)
         self._limits = Limits(self._db)
+        self._queues = Queues(self._db)
         self._workers = Workers(self._db, self._limits)
         self._claims = Claims(self._db, self._limits, self._workers)
         self._pools = Pools(self._db)

@@ -88,10 +88,12 @@ class Limits(Aggregate):
         if self._rules_cache is not None and self._rules_cache[0] == version:
             return self._rules_cache[1]
         row = connection.execute(self._q("load_rules_run_queue")).fetchone()
+        queues = [(json.loads(config), paused) for config, paused in connection.execute(self._q("load_rules_queues"))]
         rules = stored_rules(
             None if row is None else json.loads(row[0]),
-            [json.loads(config) for (config,) in connection.execute(self._q("load_rules_queues"))],
+            [config for config, _ in queues],
             [(target, limit) for target, limit, _, _ in connection.execute(self._q("load_overrides"))],
+            [config["name"] for config, paused in queues if paused],
         )
         self._rules_cache = (version, rules)
         return rules

@@ -14,7 +14,7 @@ WHERE name = 'rules_version';
 SELECT value FROM tidegate_settings WHERE name = 'run_queue';
 
 -- name: load_rules_queues
-SELECT config FROM tidegate_queues ORDER BY name;
+SELECT config, paused FROM tidegate_queues ORDER BY name;
 
 -- name: load_overrides
 SELECT target, "limit", version, updated_at FROM tidegate_limit_overrides ORDER BY target;

@@ -2,7 +2,7 @@
 
 Every write is one `BEGIN IMMEDIATE` transaction (see `database.py`). This
 class is a façade: each verb belongs to one aggregate (`runs`, `claims`,
-`leases`, `workers`, `limits`, `pools`, `steps`, `schema`), all built over
+`leases`, `workers`, `limits`, `queues`, `pools`, `steps`, `schema`), all built over
 one `Database` (the file's connections, the named queries and the wake-ups).
 """
 
@@ -20,6 +20,7 @@ from tidegate.storage.sqlite.database import Database
 from tidegate.storage.sqlite.leases import Leases
 from tidegate.storage.sqlite.limits import Limits
 from tidegate.storage.sqlite.pools import Pools
+from tidegate.storage.sqlite.queues import Queues
 from tidegate.storage.sqlite.retries import Retries
 from tidegate.storage.sqlite.runs import Runs
 from tidegate.storage.sqlite.schema import Schema
@@ -34,6 +35,7 @@ class SQLiteStore(AggregateStore):
         self._db = Database(path, clock)
         self._schema = Schema(self._db)
         self._limits = Limits(self._db)
+        self._queues = Queues(self._db)
         self._runs = Runs(self._db, self._limits)
         self._browse = Browse(self._db)
         self._retries = Retries(self._db)

@@ -1,0 +1,27 @@
+-- PostgreSQL queries of queues.py: each queue's run counts, and pausing or resuming a queue.
+-- Conventions (parameters, clock, batches): database.sql.
+
+-- name: queue_counts
+-- Queued, running, and queued runs whose last claim recorded a block reason, per queue.
+SELECT queue,
+       count(*) FILTER (WHERE status = 'queued')::integer AS queued,
+       count(*) FILTER (WHERE status = 'running')::integer AS running,
+       count(*) FILTER (WHERE status = 'queued' AND block_reason IS NOT NULL)::integer AS blocked
+FROM tidegate_runs WHERE status IN ('queued', 'running') GROUP BY queue ORDER BY queue;
+
+-- name: set_queue_paused
+-- Whether the queue is known, and whether its flag changed; when it did, the rules version
+-- moves in the same statement, so every later claim reads the pause with the rules. The
+-- caller holds the rules fence: pauses, limit changes and claims in flight are serialized.
+WITH known AS (
+    SELECT name, paused FROM tidegate_queues WHERE name = %(name)s::text
+), changed AS (
+    UPDATE tidegate_queues AS q SET paused = %(paused)s::boolean, updated_at = tidegate_now()
+    FROM known WHERE q.name = known.name AND known.paused <> %(paused)s::boolean
+    RETURNING q.name
+), bumped AS (
+    UPDATE tidegate_settings SET value = (value::bigint + 1)::text, updated_at = tidegate_now()
+    WHERE name = 'rules_version' AND EXISTS (SELECT 1 FROM changed)
+    RETURNING value
+)
+SELECT EXISTS (SELECT 1 FROM known), EXISTS (SELECT 1 FROM bumped);

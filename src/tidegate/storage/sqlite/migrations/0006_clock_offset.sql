@@ -1,0 +1,4 @@
+-- PostgreSQL's 0006 adds tidegate_now() (the server's clock plus a test clock's offset).
+-- SQLite has no clock of its own: the adapter stamps each write with the injected clock,
+-- so there is nothing to change here. The version is kept so that both dialects number
+-- their migrations alike (0007 is the same change on both).

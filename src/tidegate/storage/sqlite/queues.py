@@ -1,0 +1,37 @@
+"""SQLite: each queue's run counts, and pausing or resuming a queue (the operator's controls).
+
+A pause is part of the rules (a column of the queue row, read with them), so
+it moves the rules version: the next claim re-reads the rules and skips the
+queue, at no extra cost to claims that find the rules unchanged.
+"""
+
+from __future__ import annotations
+
+from tidegate.domain import events as history
+from tidegate.domain.errors import QueueNotFound
+from tidegate.domain.model import QueueCounts
+from tidegate.storage.sqlite.database import Aggregate
+from tidegate.storage.sqlite.payloads import event_row
+
+
+class Queues(Aggregate):
+    """The queue verbs of the storage port."""
+
+    def queue_counts(self) -> dict[str, QueueCounts]:
+        rows = self._connection().execute(self._q("queue_counts"))
+        return {row["queue"]: QueueCounts(row["queued"], row["running"], row["blocked"]) for row in rows}
+
+    def set_queue_paused(self, queue: str, paused: bool) -> bool:
+        with self._write() as (connection, now):
+            changed = connection.execute(
+                self._q("set_queue_paused"), {"name": queue, "paused": int(paused), "now": now}
+            ).fetchone()
+            if changed is None:
+                if connection.execute(self._q("set_queue_paused_known"), {"name": queue}).fetchone() is None:
+                    raise QueueNotFound(f"no queue named {queue!r} is declared")
+                return False
+            connection.execute(self._q("bump_rules_version"), {"now": now})
+            connection.execute(self._q("insert_event"), event_row(None, history.queue_paused(queue, paused), now))
+        if not paused:
+            self._notifier.notify()  # its runs may be claimed now
+        return True

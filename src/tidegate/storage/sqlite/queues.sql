@@ -1,0 +1,18 @@
+-- SQLite queries of queues.py: each queue's run counts, and pausing or resuming a queue.
+-- Conventions (parameters, clock, batches): database.sql.
+
+-- name: queue_counts
+-- Queued, running, and queued runs whose last claim recorded a block reason, per queue.
+SELECT queue,
+       sum(status = 'queued') AS queued,
+       sum(status = 'running') AS running,
+       sum(status = 'queued' AND block_reason IS NOT NULL) AS blocked
+FROM tidegate_runs WHERE status IN ('queued', 'running') GROUP BY queue ORDER BY queue;
+
+-- name: set_queue_paused
+-- A row only when the flag changed; the caller then moves the rules version (limits.sql).
+UPDATE tidegate_queues SET paused = :paused, updated_at = :now WHERE name = :name AND paused <> :paused
+RETURNING name;
+
+-- name: set_queue_paused_known
+SELECT 1 FROM tidegate_queues WHERE name = :name;
