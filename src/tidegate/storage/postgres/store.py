@@ -35,6 +35,7 @@ from tidegate.storage.postgres.pools import Pools
 from tidegate.storage.postgres.runs import Runs
 from tidegate.storage.postgres.schema import Schema
 from tidegate.storage.postgres.steps import PostgresStepVerbs
+from tidegate.storage.postgres.telemetry import Telemetry
 from tidegate.storage.postgres.workers import Workers
 
 POOL_MIN_SIZE = 1
@@ -57,6 +58,7 @@ class PostgresStore(AggregateStore):
         self._schema = Schema(self._db)
         self._runs = Runs(self._db)
         self._browse = Browse(self._db)
+        self._telemetry = Telemetry(self._db)
         self._limits = Limits(self._db)
         self._workers = Workers(self._db, self._limits)
         self._claims = Claims(self._db, self._limits, self._workers)

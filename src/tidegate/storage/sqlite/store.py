@@ -22,6 +22,7 @@ from tidegate.storage.sqlite.pools import Pools
 from tidegate.storage.sqlite.runs import Runs
 from tidegate.storage.sqlite.schema import Schema
 from tidegate.storage.sqlite.steps import SQLiteStepVerbs
+from tidegate.storage.sqlite.telemetry import Telemetry
 from tidegate.storage.sqlite.wakeups import DatagramListener
 from tidegate.storage.sqlite.workers import Workers
 
@@ -34,6 +35,7 @@ class SQLiteStore(AggregateStore):
         self._limits = Limits(self._db)
         self._runs = Runs(self._db, self._limits)
         self._browse = Browse(self._db)
+        self._telemetry = Telemetry(self._db)
         self._workers = Workers(self._db, self._limits)
         self._claims = Claims(self._db, self._limits, self._workers)
         self._pools = Pools(self._db)
