@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.storage.facade import AggregateStore
 from tidegate.storage.postgres.browse import Browse
