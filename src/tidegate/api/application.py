@@ -15,9 +15,12 @@ from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 
-from tidegate.api import errors, limits, operators, pools, probes, queues, routing, runs
+from tidegate.api import errors, limits, metrics, operators, pools, probes, queues, routing, runs, stream
 from tidegate.api.bodies import OPTIONS_ROOM, BodyLimit
+from tidegate.api.metrics import ServerMetrics
 from tidegate.api.security import Tokens, can_read
+from tidegate.api.stream import EventStreams
+from tidegate.api.timing import RequestTiming
 from tidegate.app import App
 
 OPENAPI_URL = f"{routing.PREFIX}/openapi.json"
@@ -41,7 +44,10 @@ def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False
     )
     api.state.tidegate = app
     api.state.tokens = tokens if tokens is not None else Tokens.from_environment()
+    api.state.metrics = ServerMetrics(lambda: app.store)
+    api.state.event_streams = EventStreams(lambda: app.store)
     api.add_middleware(BodyLimit, max_bytes=app.max_payload + OPTIONS_ROOM)
+    api.add_middleware(RequestTiming, histogram=api.state.metrics.latency)  # outermost: a 413 is timed too
     errors.install(api)
     api.include_router(probes.router)
     api.include_router(runs.router)
@@ -49,6 +55,8 @@ def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False
     api.include_router(queues.router)
     api.include_router(pools.router)
     api.include_router(limits.router)
+    api.include_router(metrics.router)
+    api.include_router(stream.router)
     _document(api)
     return api
 

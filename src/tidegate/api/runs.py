@@ -15,6 +15,7 @@ from fastapi import APIRouter, Path, Query, Request, status
 
 from tidegate.api import schemas
 from tidegate.api.errors import blame
+from tidegate.api.metrics import server_metrics
 from tidegate.api.routing import ERRORS, PREFIX, not_found
 from tidegate.api.routing import app_of as _app
 from tidegate.api.security import can_read, can_write, json_body
@@ -70,7 +71,7 @@ def _find(app: App, run_id: str) -> RunRecord:
     responses=_SUBMIT_ERRORS, dependencies=[can_write, json_body], summary="Submit a run",
 )  # fmt: skip
 def submit_run(body: schemas.SubmitRequest, request: Request) -> dict[str, Any]:
-    (run,) = submit(_app(request), [body])
+    (run,) = server_metrics(request).counting_submits(lambda: submit(_app(request), [body]))
     return _submitted(request, run)
 
 
@@ -79,7 +80,7 @@ def submit_run(body: schemas.SubmitRequest, request: Request) -> dict[str, Any]:
     responses=_SUBMIT_ERRORS, dependencies=[can_write, json_body], summary="Submit runs: all or none",
 )  # fmt: skip
 def submit_batch(body: schemas.BatchRequest, request: Request) -> dict[str, Any]:
-    runs = submit(_app(request), body.runs, prefix="runs.")
+    runs = server_metrics(request).counting_submits(lambda: submit(_app(request), body.runs, prefix="runs."))
     return {"runs": [_submitted(request, run) for run in runs]}
 
 

@@ -17,6 +17,10 @@ from tidegate.cli.loading import load_app_for
 from tidegate.cli.options import DATABASE_HELP
 from tidegate.storage.urls import DATABASE_ENV, masked
 
+# Seconds a stopping server lets requests finish: an event stream never does, so past this it is cut
+# (its client reconnects elsewhere with Last-Event-ID) instead of holding the shutdown forever.
+SHUTDOWN_GRACE = 5
+
 
 def serve(
     target: Annotated[
@@ -44,4 +48,6 @@ def serve(
     app = load_app_for(target, database)
     api = create_api(app, tokens=tokens, owns_app=True)  # its shutdown closes the store
     typer.echo(f"tidegate API on http://{host}:{port} (database {masked(app.database)})", err=True)
-    uvicorn.run(api, host=host, port=port, log_level="info", server_header=False)
+    uvicorn.run(
+        api, host=host, port=port, log_level="info", server_header=False, timeout_graceful_shutdown=SHUTDOWN_GRACE
+    )

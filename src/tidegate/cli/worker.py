@@ -22,6 +22,7 @@ from tidegate.cli.options import DATABASE_HELP
 from tidegate.cli.render import stdout
 from tidegate.domain.tunables import DEFAULT_MAX_WORKERS
 from tidegate.storage.urls import DATABASE_ENV, masked
+from tidegate.worker.metrics import serve_metrics
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -42,6 +43,13 @@ def worker(
     max_idle: Annotated[
         str | None, typer.Option(metavar="DURATION", help="Exit after being idle this long, e.g. 10m.")
     ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(min=1, max=65535, metavar="PORT", help="Serve this worker's Prometheus metrics on this port."),
+    ] = None,
+    metrics_host: Annotated[
+        str, typer.Option(metavar="HOST", help="Address the metrics port binds (with --metrics-port).")
+    ] = "127.0.0.1",
     log_level: Annotated[
         str, typer.Option(metavar="LEVEL", help="Log level (debug, info, warning, error) of the worker and your tasks.")
     ] = "info",
@@ -64,6 +72,8 @@ def worker(
         queues=queue or None, max_workers=max_workers, drain=drain, fill_order=fill_order, max_idle=max_idle
     )
     settings = runner.settings
+    if metrics_port is not None:
+        _serve_metrics(metrics_port, metrics_host)
     stdout.print(
         Text.assemble(
             ("worker ", "bold"),
@@ -83,6 +93,14 @@ def worker(
         app.close()
     stopped = Text.assemble(("worker ", "bold"), runner.id, f" stopped after {runner.completed} attempts")
     stdout.print(stopped, soft_wrap=True)
+
+
+def _serve_metrics(port: int, host: str) -> None:
+    try:
+        serve_metrics(port, host)
+    except OSError as error:
+        raise CommandError(f"--metrics-port {port}: cannot listen on {host}:{port} ({error.strerror})") from None
+    stdout.print(Text.assemble("metrics on ", (f"http://{host}:{port}/metrics", "bold")), soft_wrap=True)
 
 
 def _configure_logging(level: str) -> None:

@@ -106,6 +106,7 @@ class ClaimedRun:
     retry_backoff: float
     timeout: float | None
     suspect: bool = False  # runs alone on its worker, its start recorded before its body runs
+    queued_seconds: float = 0.0  # how long it waited, due and queued, before this claim (the store's clock)
 
     @property
     def fence(self) -> tuple[str, int]:

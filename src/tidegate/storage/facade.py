@@ -43,6 +43,7 @@ class AggregateStore:
     _browse: Any
     _retries: Any
     _activity: Any
+    _telemetry: Any
     _limits: Any
     _queues: Any
     _workers: Any
@@ -123,6 +124,18 @@ class AggregateStore:
 
     def list_queued(self, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
         return self._runs.list_queued(queue, limit)
+
+    def events_after(self, after: int, limit: int) -> list[EventRecord]:
+        return self._telemetry.events_after(after, limit)
+
+    def last_event_id(self) -> int:
+        return self._telemetry.last_event_id()
+
+    def blocked_counts(self) -> dict[str, int]:
+        return self._telemetry.blocked_counts()
+
+    def run_counts(self) -> dict[tuple[str, RunStatus], int]:
+        return self._telemetry.run_counts()
 
     def queue_position(self, run_id: str) -> tuple[int, int]:
         return self._runs.queue_position(run_id)

@@ -191,6 +191,19 @@ class Store(Protocol):
         """Runs that were claimed and ended in the last `within` seconds (the store's clock), matching
         every filter (`tags`: each key=value carried): the recent rate at which a scope frees slots."""
 
+    # --- telemetry ------------------------------------------------------------
+    def events_after(self, after: int, limit: int) -> list[EventRecord]:
+        """Every event with an id above `after`, oldest first, at most `limit`: a stream resumes here."""
+
+    def last_event_id(self) -> int:
+        """The newest event's id (0 when there is none): where a stream of new events starts."""
+
+    def blocked_counts(self) -> dict[str, int]:
+        """Queued runs per scope their stored block reason names (a run counts for each scope)."""
+
+    def run_counts(self) -> dict[tuple[str, RunStatus], int]:
+        """Runs per (queue, status), only the pairs that have any."""
+
     # --- pools and steps ------------------------------------------------------
     # Step holders live in tidegate_holders (scope `pool:NAME` or `fanout:RUN/MAP`,
     # holder `RUN/STEPKEY`); every write is fenced on the run's (id, attempt): a

@@ -14,12 +14,14 @@ import logging
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
+from tidegate.domain.clock import Clock
 from tidegate.domain.model import ClaimedRun, Outcome
 from tidegate.engine.pools import PoolGuard
 from tidegate.storage.port import Fence, Store
 from tidegate.worker import outcomes
 from tidegate.worker.bridge import LoopBridge
 from tidegate.worker.execution import Attempt, AttemptInterrupted, TaskFunction
+from tidegate.worker.metrics import record_attempt
 from tidegate.worker.reports import Reports
 from tidegate.worker.settings import WorkerSettings
 from tidegate.worker.threads import DaemonThreadPool
@@ -40,6 +42,7 @@ class Dispatcher:
         bridge: LoopBridge,
         reports: Reports,
         pool_guard: PoolGuard,
+        clock: Clock,
     ) -> None:
         self._store = store
         self._worker_id = worker_id
@@ -48,6 +51,7 @@ class Dispatcher:
         self._bridge = bridge
         self._reports = reports
         self._pool_guard = pool_guard  # shared by the steps of every workflow run here
+        self._clock = clock  # the worker's: an attempt's duration runs from the monotonic time its claim was sent
         self._busy: dict[Fence, Attempt] = {}
         self._threads = DaemonThreadPool(settings.max_workers, "tidegate-task")
         self.completed = 0  # attempts whose outcome was reported (for summaries and tests)
@@ -177,6 +181,7 @@ class Dispatcher:
         if outcome is not None:
             self.completed += 1
             self._reports.ended(outcome)
+            record_attempt(attempt.run, outcome.kind.value, self._clock.monotonic() - attempt.claim_sent)
 
     def _release(self, attempt: Attempt) -> None:
         """The attempt's code has returned: its slot of capacity is free."""

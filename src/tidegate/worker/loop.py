@@ -30,7 +30,7 @@ from tidegate.worker.bridge import LoopBridge
 from tidegate.worker.dispatch import Dispatcher
 from tidegate.worker.execution import TaskFunction
 from tidegate.worker.maintenance import Maintenance
-from tidegate.worker.metrics import OVERFLOW_SIGNALS
+from tidegate.worker.metrics import OVERFLOW_SIGNALS, record_claims
 from tidegate.worker.reports import Reports
 from tidegate.worker.settings import WorkerSettings
 from tidegate.workflow.executors import shutdown_process_pool
@@ -63,7 +63,9 @@ class Worker:
         self._bridge = LoopBridge()
         self._reports = Reports(on_outcome=self._bridge.wake_threadsafe)
         self._pool_guard = PoolGuard(store, settings.claim_policy, clock=clock)
-        self._dispatcher = Dispatcher(store, self.id, tasks, settings, self._bridge, self._reports, self._pool_guard)
+        self._dispatcher = Dispatcher(
+            store, self.id, tasks, settings, self._bridge, self._reports, self._pool_guard, clock
+        )
         self._stopping = False
         self._external_wake = False
         self._idle_since = clock.monotonic()
@@ -260,6 +262,7 @@ class Worker:
         for fence in result.fenced_out:
             log.warning("run %s attempt %s was taken over; its outcome was discarded", *fence)
         self._dispatcher.cancel(result.cancel_requested)
+        record_claims(result.claimed)
         for run in result.claimed:
             self._dispatcher.dispatch(run, sent)
 

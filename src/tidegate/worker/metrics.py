@@ -1,10 +1,55 @@
-"""Prometheus metrics a worker process exposes (served by whatever exporter the user runs)."""
+"""Prometheus metrics of a worker process: what it claimed, how long runs waited and ran, its overflow signals.
+
+They live in the process's default registry, so any exporter the user
+already runs shows them; `tidegate worker --metrics-port N` serves that
+registry itself (`serve_metrics`). Durations are measured on the worker's
+injected clock (the monotonic time a claim was sent, to the settling of the
+attempt); the queue wait is the store's own count of how long a claimed run
+had been due, so no two machines' clocks are compared.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import Counter
+from collections.abc import Sequence
+
+from prometheus_client import Counter, Histogram, start_http_server
+
+from tidegate.domain.model import ClaimedRun
+
+# From a few milliseconds to an hour: short API calls and long batch jobs both land in a bucket.
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, float("inf"))
 
 OVERFLOW_SIGNALS = Counter(
     "tidegate_capacity_overflow_total",
     "Times this process raised the overflow signal: eligible runs waited while every worker was full.",
 )
+CLAIMED_RUNS = Counter("tidegate_claimed_runs_total", "Runs this worker claimed, by queue.", ["queue"])
+RUN_DURATION = Histogram(
+    "tidegate_run_duration_seconds",
+    "Attempts this worker settled: from the claim to the outcome, by task and outcome status.",
+    ["task", "status"],
+    buckets=DURATION_BUCKETS,
+)
+QUEUE_WAIT = Histogram(
+    "tidegate_queue_wait_seconds",
+    "Attempts this worker settled: how long the run had been due and queued before its claim, "
+    "by task and outcome status.",
+    ["task", "status"],
+    buckets=DURATION_BUCKETS,
+)
+
+
+def record_claims(runs: Sequence[ClaimedRun]) -> None:
+    for run in runs:
+        CLAIMED_RUNS.labels(queue=run.queue).inc()
+
+
+def record_attempt(run: ClaimedRun, status: str, seconds: float) -> None:
+    """An attempt settled with `status` after `seconds` on this worker."""
+    RUN_DURATION.labels(task=run.task, status=status).observe(max(0.0, seconds))
+    QUEUE_WAIT.labels(task=run.task, status=status).observe(run.queued_seconds)
+
+
+def serve_metrics(port: int, host: str) -> None:
+    """Serve this process's metrics at http://HOST:PORT/metrics on a daemon thread."""
+    start_http_server(port, addr=host)

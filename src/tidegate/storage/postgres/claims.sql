@@ -224,7 +224,9 @@ WITH claimed AS (
         started_at = NULL, block_reason = NULL
     FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS c(id, n)
     WHERE r.id = c.id AND r.status = 'queued'
-    RETURNING c.n, r.id, r.task, r.queue, r.args, r.attempt, r.max_attempts, r.retry_backoff, r.timeout, r.suspect
+    RETURNING c.n, r.id, r.task, r.queue, r.args, r.attempt, r.max_attempts, r.retry_backoff, r.timeout, r.suspect,
+              greatest(0, extract(epoch FROM tidegate_statement_timestamp() - r.scheduled_at))::double precision
+                  AS queued_seconds
 ), dequeued AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL, 'RunDequeued', jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text),
@@ -240,7 +242,7 @@ WITH claimed AS (
         run_id = excluded.run_id, attempt = excluded.attempt, worker_id = excluded.worker_id,
         slots = excluded.slots, claimed_at = excluded.claimed_at, expires_at = excluded.expires_at
 )
-SELECT id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect
+SELECT id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect, queued_seconds
 FROM claimed ORDER BY n;
 
 -- name: next_due

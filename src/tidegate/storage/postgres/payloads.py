@@ -101,7 +101,7 @@ def _storable(outcome: Outcome) -> Outcome:
 
 
 def claimed_run(row: tuple[Any, ...]) -> ClaimedRun:
-    run_id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect = row
+    run_id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect, queued_seconds = row
     return ClaimedRun(
         id=run_id,
         task=task,
@@ -112,4 +112,5 @@ def claimed_run(row: tuple[Any, ...]) -> ClaimedRun:
         retry_backoff=retry_backoff,
         timeout=timeout,
         suspect=suspect,
+        queued_seconds=queued_seconds,
     )

@@ -37,6 +37,7 @@ from tidegate.storage.postgres.retries import Retries
 from tidegate.storage.postgres.runs import Runs
 from tidegate.storage.postgres.schema import Schema
 from tidegate.storage.postgres.steps import PostgresStepVerbs
+from tidegate.storage.postgres.telemetry import Telemetry
 from tidegate.storage.postgres.workers import Workers
 
 POOL_MIN_SIZE = 1
@@ -61,6 +62,7 @@ class PostgresStore(AggregateStore):
         self._browse = Browse(self._db)
         self._retries = Retries(self._db)
         self._activity = Activity(self._db)
+        self._telemetry = Telemetry(self._db)
         self._limits = Limits(self._db)
         self._queues = Queues(self._db)
         self._workers = Workers(self._db, self._limits)

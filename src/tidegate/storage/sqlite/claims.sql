@@ -86,7 +86,8 @@ UPDATE tidegate_runs SET
     status = 'running', attempt = attempt + 1, worker_id = :worker,
     lease_expires_at = :now + :lease, started_at = NULL, block_reason = NULL
 WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'queued'
-RETURNING id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect;
+RETURNING id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect,
+          max(0, :now - scheduled_at) AS queued_seconds;
 
 -- name: next_due
 -- Only runs not yet due: a due run that is blocked waits for a release (a wake-up), not a timer.

@@ -39,4 +39,5 @@ def claimed_run(row: sqlite3.Row) -> ClaimedRun:
         retry_backoff=row["retry_backoff"],
         timeout=row["timeout"],
         suspect=bool(row["suspect"]),
+        queued_seconds=row["queued_seconds"],
     )

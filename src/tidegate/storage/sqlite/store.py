@@ -25,6 +25,7 @@ from tidegate.storage.sqlite.retries import Retries
 from tidegate.storage.sqlite.runs import Runs
 from tidegate.storage.sqlite.schema import Schema
 from tidegate.storage.sqlite.steps import SQLiteStepVerbs
+from tidegate.storage.sqlite.telemetry import Telemetry
 from tidegate.storage.sqlite.wakeups import DatagramListener
 from tidegate.storage.sqlite.workers import Workers
 
@@ -40,6 +41,7 @@ class SQLiteStore(AggregateStore):
         self._browse = Browse(self._db)
         self._retries = Retries(self._db)
         self._activity = Activity(self._db)
+        self._telemetry = Telemetry(self._db)
         self._workers = Workers(self._db, self._limits)
         self._claims = Claims(self._db, self._limits, self._workers)
         self._pools = Pools(self._db)

@@ -1,0 +1,79 @@
+"""The fleet-wide gauges of `/metrics`, read from the store at scrape time.
+
+A custom collector rather than gauges kept up to date: the store is the one
+source of truth for what every worker of the fleet holds, so each scrape asks
+it (runs per queue and status, the slots in use per scope as the sum of the
+holder rows against the limit in force, queued runs blocked per scope, pools'
+pending steps). Nothing is cached, so nothing drifts from the holder rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from tidegate.domain.scopes import GLOBAL, Rules, effective_limit, queue_scope
+from tidegate.storage.port import Store
+
+
+class FleetCollector(Collector):
+    """Collects the store's view of the whole fleet, on every scrape (in the scrape's thread)."""
+
+    def __init__(self, store: Callable[[], Store]) -> None:
+        self._store = store  # the app's, opened on first use (not when the API is built)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        store = self._store()
+        runs = GaugeMetricFamily("tidegate_runs", "Runs in the store, by queue and status.", labels=["queue", "status"])
+        for (queue, status), count in sorted(store.run_counts().items()):
+            runs.add_metric([queue, status.value], count)
+        yield runs
+        yield from self._scopes(store)
+        blocked = GaugeMetricFamily(
+            "tidegate_scope_blocked_runs",
+            "Queued runs whose last claim was refused by this saturated scope (a run counts for each).",
+            labels=["scope"],
+        )
+        for scope, count in sorted(store.blocked_counts().items()):
+            blocked.add_metric([scope], count)
+        yield blocked
+
+    def _scopes(self, store: Store) -> Iterator[GaugeMetricFamily]:
+        used = GaugeMetricFamily(
+            "tidegate_scope_slots_used", "Slots in use per scope: the sum of its live holder rows.", labels=["scope"]
+        )
+        limit = GaugeMetricFamily(
+            "tidegate_scope_slots_limit",
+            "The limit in force per limited scope (code and live overrides).",
+            labels=["scope"],
+        )
+        pending = GaugeMetricFamily(
+            "tidegate_pool_pending_steps", "Steps of live attempts waiting for slots of a pool.", labels=["pool"]
+        )
+        rules = store.rules()
+        usage = store.scope_usage()
+        for scope in sorted(set(usage) | _declared_scopes(rules)):
+            used.add_metric([scope], usage.get(scope, 0))
+            in_force = effective_limit(rules, scope)
+            if in_force is not None:
+                limit.add_metric([scope], in_force)
+        for pool in store.pools():
+            scope = f"pool:{pool.name}"
+            used.add_metric([scope], pool.claimed)
+            if pool.limit is not None:
+                limit.add_metric([scope], pool.limit)
+            pending.add_metric([pool.name], pool.pending)
+        yield used
+        yield limit
+        yield pending
+
+
+def _declared_scopes(rules: Rules) -> set[str]:
+    """Limited scopes shown even while nothing holds them: the global cap and each whole queue's limit."""
+    scopes = {GLOBAL} if rules.global_limit() is not None else set()
+    for name, config in rules.queues.items():
+        if not config.concurrency.partition.enabled and rules.queue_limit(name, "") is not None:
+            scopes.add(queue_scope(name, ""))
+    return scopes

@@ -1,0 +1,32 @@
+"""SQLite: the reads behind telemetry (the event stream, the fleet-wide gauges of `/metrics`).
+
+Its own aggregate: these reads run on every scrape and every stream wake-up,
+so they stay cheap range scans and grow apart from the verbs workers use.
+"""
+
+from __future__ import annotations
+
+from tidegate.domain.model import EventRecord, RunStatus
+from tidegate.storage import records
+from tidegate.storage.sqlite.database import Aggregate
+from tidegate.storage.sqlite.payloads import to_json, to_time
+
+
+class Telemetry(Aggregate):
+    """The telemetry reads of the storage port."""
+
+    def events_after(self, after: int, limit: int) -> list[EventRecord]:
+        rows = self._connection().execute(self._q("events_after"), {"after": after, "limit": limit})
+        return [records.event_record(row, to_time, to_json) for row in rows]
+
+    def last_event_id(self) -> int:
+        (last,) = self._connection().execute(self._q("last_event_id")).fetchone()
+        return int(last)
+
+    def blocked_counts(self) -> dict[str, int]:
+        rows = self._connection().execute(self._q("blocked_counts"))
+        return dict(rows)
+
+    def run_counts(self) -> dict[tuple[str, RunStatus], int]:
+        rows = self._connection().execute(self._q("run_counts"))
+        return {(queue, RunStatus(status)): count for queue, status, count in rows}

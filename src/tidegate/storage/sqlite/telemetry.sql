@@ -1,0 +1,27 @@
+-- SQLite queries of telemetry.py: what the event stream and the metrics read.
+-- Conventions (parameters, clock, batches): database.sql.
+
+-- name: events_after
+-- Every event (of runs and of limits) after an id, oldest first: the event stream's
+-- read, resumable from the last id a client saw. One range scan of the primary key.
+SELECT id, run_id, step_key, type, metadata, at FROM tidegate_events
+WHERE id > :after
+ORDER BY id
+LIMIT :limit;
+
+-- name: blocked_counts
+-- Queued runs per scope named in their stored block reason (a run blocked by two
+-- saturated scopes counts for each).
+SELECT json_extract(reason.value, '$.scope') AS scope, count(*) AS blocked
+FROM tidegate_runs, json_each(tidegate_runs.block_reason) AS reason
+WHERE status = 'queued' AND block_reason IS NOT NULL
+  AND json_extract(reason.value, '$.scope') IS NOT NULL
+GROUP BY scope;
+
+-- name: run_counts
+-- Runs per (queue, status): the fleet-wide gauge of `/metrics`, read at scrape time.
+SELECT queue, status, count(*) FROM tidegate_runs GROUP BY queue, status;
+
+-- name: last_event_id
+-- Where a new event stream starts (0 before any event): the top of the primary key.
+SELECT coalesce(max(id), 0) FROM tidegate_events;

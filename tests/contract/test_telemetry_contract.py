@@ -1,0 +1,82 @@
+"""The reads behind the event stream and `/metrics`, and the queue wait a claim reports.
+
+The stream resumes from the last event id a client saw, so `events_after`
+must return every later event, oldest first, and nothing at or before the
+id; the blocked gauge (`blocked_counts`) counts queued runs by the scope their
+block reason names, and forgets a run once it is claimed; `run_counts` is per
+(queue, status); a claimed run's `queued_seconds` is how long it had been due,
+on the store's clock. Same on both adapters.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tidegate.domain.limits import QueueConfig
+from tidegate.domain.model import RunStatus
+
+from .conftest import QUEUE, claim, completed, enqueue_one
+
+
+def test_events_after_returns_every_later_event_oldest_first_up_to_the_limit(store):
+    assert store.last_event_id() == 0
+    first = enqueue_one(store)
+    everything = store.events_after(0, 100)
+    assert store.last_event_id() == everything[-1].id
+    assert [event.type for event in everything] == ["RunQueued"]
+    assert everything[0].run_id == first
+
+    (claimed,) = claim(store)
+    store.cycle("w1", [QUEUE], [claimed.fence], [completed(claimed.fence)], 0, 30.0)
+    later = store.events_after(everything[-1].id, 100)
+    assert [event.type for event in later][-1] == "RunCompleted"
+    assert "RunDequeued" in [event.type for event in later]
+    assert all(event.id > everything[-1].id for event in later)
+    assert [event.id for event in later] == sorted(event.id for event in later)
+
+    assert [event.id for event in store.events_after(0, 2)] == [event.id for event in (everything + later)[:2]]
+    assert store.events_after(later[-1].id, 100) == []
+    assert store.last_event_id() == later[-1].id
+
+
+def test_blocked_counts_counts_queued_runs_per_scope_of_their_block_reason(store):
+    store.register_limits(None, [QueueConfig(QUEUE)], [])
+    store.set_limit(f"queue:{QUEUE}", 1)
+    assert store.blocked_counts() == {}
+    enqueue_one(store)
+    enqueue_one(store)
+    enqueue_one(store)
+    claim(store, "w1")
+    assert claim(store, "w2") == []
+    assert store.blocked_counts() == {f"queue:{QUEUE}": 2}
+
+    store.set_limit(f"queue:{QUEUE}", 3)
+    claim(store, "w2", limit=2)
+    assert store.blocked_counts() == {}
+
+
+def test_run_counts_are_per_queue_and_status(store):
+    assert store.run_counts() == {}
+    enqueue_one(store)
+    enqueue_one(store)
+    enqueue_one(store, "other")
+    (claimed,) = claim(store)
+    assert store.run_counts() == {
+        (QUEUE, RunStatus.QUEUED): 1,
+        (QUEUE, RunStatus.RUNNING): 1,
+        ("other", RunStatus.QUEUED): 1,
+    }
+    store.cycle("w1", [QUEUE], [claimed.fence], [completed(claimed.fence)], 0, 30.0)
+    assert store.run_counts()[(QUEUE, RunStatus.COMPLETED)] == 1
+
+
+@pytest.mark.advances_clock
+def test_a_claimed_run_carries_how_long_it_waited_due_on_the_stores_clock(store, clock):
+    enqueue_one(store)
+    enqueue_one(store, delay=10.0)
+    clock.advance(4.0)
+    (waited,) = claim(store)
+    assert 4.0 <= waited.queued_seconds < 5.0
+    clock.advance(10.0)
+    (due_later,) = claim(store)
+    assert 3.0 <= due_later.queued_seconds < 5.0  # counted from when it fell due, not from its submit

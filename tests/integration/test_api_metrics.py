@@ -1,0 +1,126 @@
+"""`GET /metrics`: Prometheus text that a Prometheus parser reads, whose scope gauges are the holder rows.
+
+While runs hold slots (a queue limit, a global cap and a per-tenant tag limit,
+workers parked inside their tasks), the scrape's `tidegate_scope_slots_used`
+of each scope must equal the sum of that scope's holder rows and
+`tidegate_scope_slots_limit` the limit in force; the blocked gauge counts the
+queued runs whose block reason names the scope; the run gauges count the
+store's runs. The server's own counters see each submit, each 429 (by the
+queue whose ceiling refused) and each request's latency by route and status.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.apps.api import local_client
+from tests.conftest import wait_until
+from tidegate import App, Concurrency, RunQueueConfig, RunStatus, TagConcurrencyLimit
+from tidegate.domain.scopes import effective_limit
+
+TENANT_LIMIT = TagConcurrencyLimit("tenant", limit=1, per_unique_value=True)
+
+
+@pytest.fixture
+def limited_app(database_url: str, clock) -> Iterator[App]:
+    application = App(
+        database_url,
+        clock=clock,
+        run_queue=RunQueueConfig(max_concurrent_runs=5, tag_concurrency_limits=[TENANT_LIMIT]),
+    )
+    try:
+        yield application
+    finally:
+        application.close()
+
+
+def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of a scrape, keyed by (name, labels), as Prometheus itself would parse it."""
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def _by_label(samples, name: str, label: str) -> dict[str, float]:
+    return {dict(labels)[label]: value for (metric, labels), value in samples.items() if metric == name}
+
+
+def test_metrics_scope_gauges_match_the_holder_rows_while_runs_hold_slots(limited_app: App, start_worker) -> None:
+    app = limited_app
+    gate = threading.Event()
+    app.queue("metered", concurrency=Concurrency(global_limit=2))
+    app.queue("capped", max_active=1)
+
+    @app.task(name="metered", queue="metered")
+    def metered(n: int) -> int:
+        gate.wait(60)
+        return n
+
+    @app.task(name="capped", queue="capped")
+    def capped() -> None:
+        return None
+
+    client = local_client(app.asgi())
+    try:
+        for n, tenant in enumerate(["a", "a", "b", "b", "c"]):
+            body = {"task": "metered", "args": {"n": n}, "tags": {"tenant": tenant}}
+            assert client.post("/api/v1/runs", json=body).status_code == 201
+        assert client.post("/api/v1/runs", json={"task": "capped", "args": {}}).status_code == 201
+        assert client.post("/api/v1/runs", json={"task": "capped", "args": {}}).status_code == 429
+        start_worker(app, max_workers=4, queues=["metered"])
+        wait_until(lambda: app.store.status_counts("metered")[RunStatus.RUNNING] == 2, message="2 runs hold slots")
+        wait_until(
+            lambda: sum(1 for run in app.store.list_queued("metered") if run.block_reason) == 3,
+            message="the other 3 blocked, with their reasons",
+        )
+
+        response = client.get("/metrics")
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+        samples = _samples(response.text)
+        rules = app.store.rules()
+        used = _by_label(samples, "tidegate_scope_slots_used", "scope")
+        limits = _by_label(samples, "tidegate_scope_slots_limit", "scope")
+        held = {scope: sum(h.slots for h in app.store.scope_holders(scope)) for scope in app.store.scope_usage()}
+        assert set(held) == {"global", "queue:metered", "tag:tenant=a", "tag:tenant=b"}
+        for scope, slots in held.items():
+            assert used[scope] == slots, scope
+            assert limits[scope] == effective_limit(rules, scope), scope
+        assert (used["queue:metered"], limits["queue:metered"]) == (2, 2)
+        assert (used["global"], limits["global"]) == (2, 5)
+
+        blocked = _by_label(samples, "tidegate_scope_blocked_runs", "scope")
+        reasons = [item["scope"] for run in app.store.list_queued("metered") for item in run.block_reason or []]
+        assert blocked == {scope: reasons.count(scope) for scope in set(reasons)}
+        assert blocked["queue:metered"] >= 1
+
+        runs = {(dict(labels)["queue"], dict(labels)["status"]): value
+                for (name, labels), value in samples.items() if name == "tidegate_runs"}  # fmt: skip
+        assert runs[("metered", "running")] == 2 and runs[("metered", "queued")] == 3
+        assert runs[("capped", "queued")] == 1
+
+        assert _by_label(samples, "tidegate_submitted_runs_total", "queue") == {"metered": 5, "capped": 1}
+        assert _by_label(samples, "tidegate_admission_rejections_total", "queue") == {"capped": 1}
+        latency = {
+            (dict(labels)["method"], dict(labels)["route"], dict(labels)["status"]): value
+            for (name, labels), value in samples.items()
+            if name == "tidegate_http_request_duration_seconds_count"
+        }
+        assert latency[("POST", "/api/v1/runs", "201")] == 6
+        assert latency[("POST", "/api/v1/runs", "429")] == 1
+    finally:
+        gate.set()
+
+
+def test_metrics_follow_the_read_tokens(app: App) -> None:
+    from tidegate.api import Tokens, create_api
+
+    client = local_client(create_api(app, tokens=Tokens(full="writer", read="reader")))
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert client.get("/metrics", headers={"Authorization": "Bearer reader"}).status_code == 200
