@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -80,9 +81,21 @@ def test_metrics_scope_gauges_match_the_holder_rows_while_runs_hold_slots(limite
             message="the other 3 blocked, with their reasons",
         )
 
-        response = client.get("/metrics")
-        assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
-        samples = _samples(response.text)
+        # A worker's later turn may move a queued run's block reason from one scope to another,
+        # so scrape until the blocked gauges and the stored reasons were read in the same state.
+        scraped: dict[str, Any] = {}
+
+        def scrape_agrees_with_reasons() -> bool:
+            response = client.get("/metrics")
+            assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+            scraped["samples"] = samples = _samples(response.text)
+            blocked = _by_label(samples, "tidegate_scope_blocked_runs", "scope")
+            reasons = [item["scope"] for run in app.store.list_queued("metered") for item in run.block_reason or []]
+            scraped["blocked"], scraped["reasons"] = blocked, reasons
+            return blocked == {scope: reasons.count(scope) for scope in set(reasons)}
+
+        wait_until(scrape_agrees_with_reasons, message="blocked gauges match the stored block reasons")
+        samples = scraped["samples"]
         rules = app.store.rules()
         used = _by_label(samples, "tidegate_scope_slots_used", "scope")
         limits = _by_label(samples, "tidegate_scope_slots_limit", "scope")
@@ -94,9 +107,7 @@ def test_metrics_scope_gauges_match_the_holder_rows_while_runs_hold_slots(limite
         assert (used["queue:metered"], limits["queue:metered"]) == (2, 2)
         assert (used["global"], limits["global"]) == (2, 5)
 
-        blocked = _by_label(samples, "tidegate_scope_blocked_runs", "scope")
-        reasons = [item["scope"] for run in app.store.list_queued("metered") for item in run.block_reason or []]
-        assert blocked == {scope: reasons.count(scope) for scope in set(reasons)}
+        blocked = scraped["blocked"]
         assert blocked["queue:metered"] >= 1
 
         runs = {(dict(labels)["queue"], dict(labels)["status"]): value
