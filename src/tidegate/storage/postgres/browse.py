@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import RunRecord, RunStatus
-from tidegate.storage import records
+from tidegate.storage import browsing, records
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import to_json, to_time
 
@@ -28,13 +27,6 @@ class Browse(Aggregate):
         before: str | None = None,
         limit: int = 100,
     ) -> list[RunRecord]:
-        params = {
-            "status": status.value if status else None,
-            "queue": queue,
-            "task": task,
-            "tags": dumps(dict(tags or {})),
-            "before": before,
-            "limit": limit,
-        }
+        params = browsing.page_params(status, queue, task, tags, before, limit)
         rows = self._fetch_dicts("page_runs", params)
         return [records.run_record(row, to_time, to_json) for row in rows]
