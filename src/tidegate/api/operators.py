@@ -15,9 +15,8 @@ from fastapi import APIRouter, Query, Request
 from tidegate.api import operator_schemas as schemas
 from tidegate.api.errors import blame
 from tidegate.api.routing import ERRORS as _ERRORS
-from tidegate.api.routing import PREFIX
+from tidegate.api.routing import MAX_PAGE, PREFIX, RUN_ERRORS, RunId, find_run
 from tidegate.api.routing import app_of as _app
-from tidegate.api.runs import _RUN_ERRORS, MAX_PAGE, RunId, _find
 from tidegate.api.schemas import Error
 from tidegate.api.security import can_read, can_write
 from tidegate.domain import names
@@ -26,7 +25,7 @@ from tidegate.engine.why import Explanation, ScopeCheck, explain
 
 _RETRY_ERRORS: dict[int | str, dict[str, Any]] = {
     **_ERRORS,
-    **_RUN_ERRORS,
+    **RUN_ERRORS,
     409: {"model": Error, "description": "Only a failed or canceled run can be retried. Nothing was changed."},
 }
 
@@ -34,12 +33,12 @@ router = APIRouter(prefix=PREFIX, tags=["operators"])
 
 
 @router.get(
-    "/runs/{run_id}/why", response_model=schemas.Why, responses={**_ERRORS, **_RUN_ERRORS},
+    "/runs/{run_id}/why", response_model=schemas.Why, responses={**_ERRORS, **RUN_ERRORS},
     dependencies=[can_read], summary="Why a run waits: every layer, its holders, an ETA",
 )  # fmt: skip
 def why(run_id: RunId, request: Request) -> dict[str, Any]:
     app = _app(request)
-    record = _find(app, run_id)
+    record = find_run(app, run_id)
     return _why(explain(app.store, record.id))
 
 

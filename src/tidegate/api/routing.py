@@ -7,15 +7,22 @@ shape under one description per status.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Path, Request
 
 from tidegate.api import schemas
+from tidegate.api.errors import blame
 from tidegate.app import App
+from tidegate.domain import names
+from tidegate.domain.errors import RunNotFound
+from tidegate.domain.model import RunRecord
 from tidegate.storage.port import Store
 
 PREFIX = "/api/v1"
+MAX_PAGE = 500  # the most rows one page of any listing returns
+
+RunId = Annotated[str, Path(description="A run id, as returned by submit.", max_length=200)]
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": schemas.Error, "description": "A valid bearer token is required."},
@@ -33,6 +40,19 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 def not_found(what: str) -> dict[int | str, dict[str, Any]]:
     """The 404 answer of a route that names one thing (a run, a queue, a pool)."""
     return {404: {"model": schemas.Error, "description": f"No such {what}."}}
+
+
+RUN_ERRORS = not_found("run")
+
+
+def find_run(app: App, run_id: str) -> RunRecord:
+    """The run a route names, or a 422 (malformed id, field run_id) or 404 (unknown id)."""
+    with blame("run_id"):
+        names.check_run_id(run_id)
+    record = app.store.get_run(run_id)
+    if record is None:
+        raise RunNotFound(f"no run with id {run_id!r}")
+    return record
 
 
 def app_of(request: Request) -> App:

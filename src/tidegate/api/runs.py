@@ -11,23 +11,19 @@ import base64
 import binascii
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request, status
+from fastapi import APIRouter, Query, Request, status
 
 from tidegate.api import schemas
 from tidegate.api.errors import blame
 from tidegate.api.metrics import server_metrics
-from tidegate.api.routing import ERRORS, PREFIX, not_found
+from tidegate.api.routing import ERRORS, MAX_PAGE, PREFIX, RUN_ERRORS, RunId, find_run
 from tidegate.api.routing import app_of as _app
 from tidegate.api.security import can_read, can_write, json_body
 from tidegate.api.submission import submit, submitted_fields
-from tidegate.app import App
 from tidegate.domain import names
-from tidegate.domain.errors import InvalidArgument, RunNotFound
+from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.model import NewRun, RunRecord, RunStatus
 
-MAX_PAGE = 500
-
-_RUN_ERRORS = not_found("run")
 _SUBMIT_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS,
     415: {"model": schemas.Error, "description": "The body is not declared as JSON."},
@@ -39,7 +35,6 @@ _SUBMIT_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 router = APIRouter(prefix=PREFIX, tags=["runs"])
-RunId = Annotated[str, Path(description="A run id, as returned by submit.", max_length=200)]
 
 
 def _links(request: Request, run_id: str) -> schemas.RunLinks:
@@ -55,15 +50,6 @@ def _run(request: Request, record: RunRecord) -> dict[str, Any]:
 
 def _submitted(request: Request, run: NewRun) -> dict[str, Any]:
     return {**submitted_fields(run), "status": RunStatus.QUEUED, "links": _links(request, run.id)}
-
-
-def _find(app: App, run_id: str) -> RunRecord:
-    with blame("run_id"):
-        names.check_run_id(run_id)
-    record = app.store.get_run(run_id)
-    if record is None:
-        raise RunNotFound(f"no run with id {run_id!r}")
-    return record
 
 
 @router.post(
@@ -116,12 +102,12 @@ def list_runs(
 
 
 @router.get(
-    "/runs/{run_id}", response_model=schemas.RunDetail, responses={**ERRORS, **_RUN_ERRORS},
+    "/runs/{run_id}", response_model=schemas.RunDetail, responses={**ERRORS, **RUN_ERRORS},
     dependencies=[can_read], summary="Show a run",
 )  # fmt: skip
 def show_run(run_id: RunId, request: Request) -> dict[str, Any]:
     app = _app(request)
-    record = _find(app, run_id)
+    record = find_run(app, run_id)
     steps = [
         {**{name: getattr(step, name) for name in schemas.Step.model_fields if name != "key"}, "key": step.step_key}
         for step in app.store.run_steps(record.id)
@@ -130,17 +116,17 @@ def show_run(run_id: RunId, request: Request) -> dict[str, Any]:
 
 
 @router.get(
-    "/runs/{run_id}/events", response_model=schemas.EventList, responses={**ERRORS, **_RUN_ERRORS},
+    "/runs/{run_id}/events", response_model=schemas.EventList, responses={**ERRORS, **RUN_ERRORS},
     dependencies=[can_read], summary="A run's events, oldest first",
 )  # fmt: skip
 def run_events(run_id: RunId, request: Request) -> dict[str, Any]:
     app = _app(request)
-    record = _find(app, run_id)
+    record = find_run(app, run_id)
     return {"events": app.store.run_events(record.id)}
 
 
 @router.post(
-    "/runs/{run_id}/cancel", response_model=schemas.CancelResult, responses={**ERRORS, **_RUN_ERRORS},
+    "/runs/{run_id}/cancel", response_model=schemas.CancelResult, responses={**ERRORS, **RUN_ERRORS},
     dependencies=[can_write], summary="Cancel a run",
 )  # fmt: skip
 def cancel_run(run_id: RunId, request: Request) -> dict[str, Any]:
