@@ -73,18 +73,22 @@ def test_a_pause_holds_for_a_new_app_and_its_workers(app: App, database_url: str
     app.close()
 
     again = App(database_url, clock=clock)
+    worker = None
     try:
         _declare(again)
         held = again.submit("held_task").id
         opened = again.submit("open_task").id
         assert _queue(local_client(again.asgi()), HELD)["paused"] is True
-        start_worker(again, queues=[HELD, OPEN], max_workers=2)
+        worker = start_worker(again, queues=[HELD, OPEN], max_workers=2)
         wait_status(again, opened, RunStatus.COMPLETED)
         time.sleep(0.3)
         assert again.store.get_run(held).status is RunStatus.QUEUED
         assert local_client(again.asgi()).post(f"/api/v1/queues/{HELD}/resume").status_code == 200
         wait_status(again, held, RunStatus.COMPLETED)
     finally:
+        if worker is not None:  # its store closes with `again`: stop it first
+            worker.stop(timeout=30, grace=0)
+            assert worker.join(30), "the worker did not stop"
         again.close()
 
 
