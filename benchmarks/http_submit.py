@@ -4,7 +4,7 @@
 
 Per backend, the median over --repeat fresh databases of:
 - HTTP submit: --runs runs, one per request, from --clients concurrent
-  clients (threads, each with its own keep-alive connection) to one
+  clients (threads, each with its own keep-alive `http.client` connection) to one
   `tidegate serve` process on 127.0.0.1 (a subprocess on a free port):
   requests/s over the whole batch, p50 and p99 latency per request;
 - the Python single submit, measured in the same run (`task.submit()` one run
@@ -22,6 +22,8 @@ No worker runs: runs stay queued, so only the submit and admission paths are mea
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import os
 import signal
 import socket
@@ -32,8 +34,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
-import httpx
+from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.table import Table
 
@@ -45,6 +48,7 @@ from limits_apps import percentile
 HERE = Path(__file__).parent
 APP = "http_apps:app"
 SEQUENTIAL = 300  # requests of the one-client figures
+PROFILE_MARK = "## Where one request's time goes"  # the section http_profile.py writes; kept across runs
 console = Console()
 
 
@@ -55,8 +59,11 @@ def _free_port() -> int:
 
 
 @contextmanager
-def served(url: str) -> Iterator[str]:
-    """`tidegate serve http_apps:app` on a free loopback port; its base URL; SIGTERM after."""
+def served(url: str, profile_to: str | None = None) -> Iterator[tuple[str, int]]:
+    """`tidegate serve http_apps:app` on a free loopback port; its base URL and pid; SIGTERM after.
+
+    `profile_to`: the same server sampled by http_profile.py, which writes its counts there on exit.
+    """
     port = _free_port()
     env = {
         **{key: value for key, value in os.environ.items() if not key.startswith("TIDEGATE_API_")},
@@ -64,6 +71,8 @@ def served(url: str) -> Iterator[str]:
         "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
     }
     command = [sys.executable, "-m", "tidegate", "serve", APP, "--port", str(port), "--database", url]
+    if profile_to is not None:
+        command = [sys.executable, str(HERE / "http_profile.py"), "--serve", url, str(port), profile_to]
     process = subprocess.Popen(command, cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -72,35 +81,73 @@ def served(url: str) -> Iterator[str]:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"tidegate serve did not start (exit code {process.poll()})")
             try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                if Session(base).request("GET", "/healthz")[0] == 200:
                     break
-            except httpx.HTTPError:
+            except OSError:
                 time.sleep(0.05)
-        yield base
+        yield base, process.pid
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
 
 
+class Session:
+    """One keep-alive connection of the stdlib's `http.client`.
+
+    The clients share this process (and its GIL) and the machine with the
+    server: httpx spent several times the CPU per request that http.client does,
+    which the server's figures then paid for. Measured with httpx until 2026-11-24.
+    """
+
+    def __init__(self, base: str) -> None:
+        where = urlsplit(base)
+        self._connection = http.client.HTTPConnection(where.hostname or "127.0.0.1", where.port, timeout=30)
+
+    def request(self, method: str, path: str, body: dict[str, object] | None = None) -> tuple[int, bytes]:
+        payload = None if body is None else json.dumps(body).encode()
+        headers = {} if payload is None else {"Content-Type": "application/json"}
+        self._connection.request(method, path, body=payload, headers=headers)
+        response = self._connection.getresponse()
+        return response.status, response.read()
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+@contextmanager
+def session(base: str) -> Iterator[Session]:
+    opened = Session(base)
+    try:
+        opened.request("GET", "/healthz")  # open the keep-alive connection before the clock starts
+        yield opened
+    finally:
+        opened.close()
+
+
 def post_concurrently(
-    base: str, body: dict[str, object], total: int, clients: int, expected: int
+    base: str,
+    body: dict[str, object] | None,
+    total: int,
+    clients: int,
+    expected: int,
+    method: str = "POST",
+    path: str = "/api/v1/runs",
 ) -> tuple[float, list[float]]:
-    """`total` POSTs of `body` split over `clients` threads: (wall seconds, every request's latency)."""
+    """`total` requests (a POST of `body` by default) split over `clients` threads: (wall seconds, latencies)."""
     latencies: list[list[float]] = [[] for _ in range(clients)]
     failures: list[str] = []
     start = threading.Barrier(clients + 1)
 
     def client(index: int) -> None:
         count = total // clients + (index < total % clients)
-        with httpx.Client(base_url=base, timeout=30) as session:
-            session.get("/healthz")  # open the keep-alive connection before the clock starts
+        with session(base) as client:
             start.wait()
             for _ in range(count):
                 began = time.perf_counter()
-                response = session.post("/api/v1/runs", json=body)
+                status, text = client.request(method, path, body)
                 latencies[index].append(time.perf_counter() - began)
-                if response.status_code != expected:
-                    failures.append(f"{response.status_code} {response.text[:200]}")
+                if status != expected:
+                    failures.append(f"{status} {text[:200]!r}")
 
     threads = [threading.Thread(target=client, args=(index,)) for index in range(clients)]
     for thread in threads:
@@ -118,15 +165,31 @@ def post_concurrently(
 def one_client_p50(base: str, method: str, path: str, body: dict[str, object] | None, expected: int) -> float:
     """p50 latency of SEQUENTIAL requests from one client, nothing else in flight."""
     latencies = []
-    with httpx.Client(base_url=base, timeout=30) as session:
-        session.get("/healthz")
+    with session(base) as client:
         for _ in range(SEQUENTIAL):
             began = time.perf_counter()
-            response = session.request(method, path, json=body)
+            status, text = client.request(method, path, body)
             latencies.append(time.perf_counter() - began)
-            if response.status_code != expected:
-                raise SystemExit(f"{method} {path}: {response.status_code} {response.text[:200]}")
+            if status != expected:
+                raise SystemExit(f"{method} {path}: {status} {text[:200]!r}")
     return percentile(latencies, 0.5)
+
+
+def server_p99(base: str, status: str) -> float:
+    """The p99 of the server's own time for `POST /api/v1/runs` answered `status` (its /metrics histogram:
+    arrival to last byte written, no client or socket queueing), as the upper bound of its bucket."""
+    with session(base) as client:
+        _, text = client.request("GET", "/metrics")
+    buckets = sorted(
+        (float(sample.labels["le"]), sample.value)
+        for family in text_string_to_metric_families(text.decode())
+        for sample in family.samples
+        if sample.name == "tidegate_http_request_duration_seconds_bucket"
+        and sample.labels.get("route") == "/api/v1/runs"
+        and sample.labels.get("status") == status
+    )
+    total = buckets[-1][1]
+    return next(bound for bound, count in buckets if count >= 0.99 * total)
 
 
 def python_single_rate(url: str, runs: int) -> float:
@@ -159,7 +222,7 @@ def measure(backend: str, runs: int, clients: int, rejections: int) -> dict[str,
     with fresh_database(backend) as url:
         with tidegate.App(url) as app:
             app.store.migrate()  # before the server starts: it and the clients find the schema ready
-        with served(url) as base:
+        with served(url) as (base, _):
             elapsed, latencies = post_concurrently(base, {"task": "http_noop", "args": {}}, runs, clients, 201)
             python_rate = python_single_rate(url, min(runs, 2000))
             alone = {
@@ -168,6 +231,9 @@ def measure(backend: str, runs: int, clients: int, rejections: int) -> dict[str,
             }
             fill_flood(url)
             _, rejected = post_concurrently(base, {"task": "flood_noop", "args": {}}, rejections, clients, 429)
+            alone["server_429_p99"] = server_p99(base, "429")
+            _, floor = post_concurrently(base, None, rejections, clients, 200, method="GET", path="/healthz")
+            alone["healthz_p99"] = percentile(floor, 0.99)
             alone["alone_429"] = one_client_p50(base, "POST", "/api/v1/runs", {"task": "flood_noop", "args": {}}, 429)
     http_rate = runs / elapsed
     return {
@@ -182,12 +248,20 @@ def measure(backend: str, runs: int, clients: int, rejections: int) -> dict[str,
     }
 
 
+def kept_profile() -> list[str]:
+    """The profile section of the results file (http_profile.py writes it), kept when the table is rewritten."""
+    path = HERE / "results" / "http_submit.md"
+    text = path.read_text() if path.exists() else ""
+    return text[text.index(PROFILE_MARK) :].rstrip().splitlines() if PROFILE_MARK in text else []
+
+
 def main() -> None:
     def extra(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--clients", type=int, default=8)
         parser.add_argument("--rejections", type=int, default=2000)
 
     options = parse_options(__doc__, runs=5000, extra=extra)
+    load_before = os.getloadavg()
     samples = repeated(
         options.backends,
         options.repeat,
@@ -208,6 +282,8 @@ def main() -> None:
         "HTTP / Python (aim >= 0.5)",
         "429 p50",
         "429 p99 (aim < 10 ms)",
+        "429 p99 in the server",
+        "/healthz p99, same clients",
         "1 client p50: submit / 429 / healthz",
     ]
     rows = [
@@ -220,6 +296,8 @@ def main() -> None:
             f"{f['ratio']:.2f}",
             ms(f["reject_p50"]),
             ms(f["reject_p99"]),
+            f"<= {ms(f['server_429_p99'])}",
+            ms(f["healthz_p99"]),
             f"{ms(f['alone_submit'])} / {ms(f['alone_429'])} / {ms(f['alone_healthz'])}",
         ]
         for backend, f in results.items()
@@ -242,13 +320,25 @@ def main() -> None:
             f"One `tidegate serve` process (uvicorn, loopback) and {options.clients} client threads in the "
             "benchmark's process, on the same machine: the clients' CPU is the server's competition. "
             "Requests/s is --runs over the wall time from the first request to the last answer; latencies "
-            "per request, p99 nearest-rank. The Python single submit is `task.submit()` one run per call "
+            "per request, p99 nearest-rank. Concurrent HTTP submits share transactions (group commit, "
+            "api/group_commit.py: what arrives during one store call goes in the next), which a Python "
+            "`task.submit()` does not. The Python single submit is `task.submit()` one run per call "
             f"(min(--runs, 2000) calls) in the benchmark's process, on the same database, in the same run. "
             f"The 429 figures are {options.rejections:,} POSTs to the `flood` queue once it holds its "
-            "`max_active` ceiling of queued runs: each is counted against the ceiling in the store and refused. "
+            "`max_active` ceiling of queued runs, refused by the store or, within 50 ms of its last refusal (100 ms "
+            "while one request asks it again), by the server's repeat of it (api/refusals.py). "
+            "'429 p99 in the server' is read from the server's own "
+            "latency histogram (/metrics: from the request's arrival to its last byte written, as a bucket bound): "
+            "the rest of a client's p99 is time spent waiting for a core, on either side. '/healthz p99' is the "
+            "same clients, as many requests, on the route that does nothing: the floor of any p99 in that sitting. "
             f"The one-client p50s are {SEQUENTIAL} sequential requests with nothing else in flight: `/healthz` "
             "calls no store, so it is the HTTP stack's own cost (uvicorn, FastAPI, the client), which every "
             "figure above includes.",
+            "The machine is shared with other engineers' test runs (load average "
+            f"{load_before[0]:.1f} / {load_before[1]:.1f} / {load_before[2]:.1f} when this sitting began): the "
+            "ratio is what to compare, and the p99s carry the scheduler's noise.",
+            "",
+            *kept_profile(),
         ],
     )
     console.print(f"[dim]wrote {path}[/]")

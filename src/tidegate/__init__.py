@@ -7,23 +7,30 @@ Every type a user passes to or receives from the public API is exported here
 
 from tidegate.app import App, RunHandle, Task, TaskOptions
 from tidegate.app.steps import WorkflowTask
+from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
 from tidegate.domain.clock import Clock, ShiftedClock, SystemClock
 from tidegate.domain.errors import (
     AdmissionRejected,
+    ArgumentMismatch,
+    AttemptFencedOut,
     ConfigurationError,
     InvalidArgument,
+    NonDeterministicReplay,
     PoolClaimTimeout,
     PoolNotFound,
     PoolRequestTooLarge,
     QueueNotFound,
+    RecursiveWaitDeadlock,
     RunCanceled,
     RunFailed,
     RunNotFound,
     RunNotRetryable,
+    ScheduleNotFound,
     SchemaError,
     StoreUnavailable,
     TidegateError,
     UnknownTask,
+    WaitDeadlock,
     WaitTimeout,
 )
 from tidegate.domain.limits import Concurrency, Partition, QueueConfig, RunQueueConfig, TagConcurrencyLimit
@@ -42,8 +49,12 @@ from tidegate.domain.model import (
     RunStatus,
     SweepReport,
     TaskDefinition,
+    TaskRegistration,
     WorkerRecord,
 )
+from tidegate.domain.parameters import ParameterKind, TaskParameter, TaskParameters
+from tidegate.domain.retention import PruneReport
+from tidegate.domain.schedules import Firing, NewSchedule, ScheduleDefinition, ScheduleRecord, Tick
 from tidegate.domain.scopes import Rules, ScopeNeed
 from tidegate.domain.steps import (
     PoolConfig,
@@ -56,6 +67,7 @@ from tidegate.domain.steps import (
     StepStatus,
     StepUpdate,
 )
+from tidegate.engine.children import RunsBuilder, Triggerable
 from tidegate.engine.pools import ClaimPolicy
 from tidegate.storage.port import Listener, Store
 from tidegate.worker.context import Cancelled, Context
@@ -64,11 +76,15 @@ from tidegate.worker.loop import Worker
 from tidegate.worker.settings import WorkerSettings
 from tidegate.workflow import Executor, Step, StepRef, Workflow, WorkflowError
 from tidegate.workflow.definitions import WorkflowDefinition
+from tidegate.workflow.kubernetes.spec import KubernetesSpec
 
 __all__ = [
     "AdmissionRejected",
     "App",
+    "ArgumentMismatch",
+    "AttemptFencedOut",
     "Cancelled",
+    "ChildRecord",
     "ClaimPolicy",
     "ClaimedRun",
     "Clock",
@@ -78,23 +94,31 @@ __all__ = [
     "CycleResult",
     "EventRecord",
     "Executor",
+    "Firing",
     "HolderRecord",
     "InvalidArgument",
+    "KubernetesSpec",
     "LimitChange",
     "LimitOverride",
     "Listener",
+    "NewChild",
     "NewRun",
+    "NewSchedule",
+    "NonDeterministicReplay",
     "Outcome",
     "OutcomeKind",
+    "ParameterKind",
     "Partition",
     "PoolClaimTimeout",
     "PoolConfig",
     "PoolNotFound",
     "PoolRequestTooLarge",
     "PoolStatus",
+    "PruneReport",
     "QueueConfig",
     "QueueCounts",
     "QueueNotFound",
+    "RecursiveWaitDeadlock",
     "Rules",
     "RunCanceled",
     "RunFailed",
@@ -104,6 +128,10 @@ __all__ = [
     "RunQueueConfig",
     "RunRecord",
     "RunStatus",
+    "RunsBuilder",
+    "ScheduleDefinition",
+    "ScheduleNotFound",
+    "ScheduleRecord",
     "SchemaError",
     "ScopeNeed",
     "ScopeUse",
@@ -125,8 +153,15 @@ __all__ = [
     "TaskDefinition",
     "TaskFunction",
     "TaskOptions",
+    "TaskParameter",
+    "TaskParameters",
+    "TaskRegistration",
+    "Tick",
     "TidegateError",
+    "TriggerAnswer",
+    "Triggerable",
     "UnknownTask",
+    "WaitDeadlock",
     "WaitTimeout",
     "Worker",
     "WorkerRecord",

@@ -65,7 +65,7 @@ def test_a_run_s_life_reads_the_same(store):
 @EXAMPLES
 @given(pool=pool_names, limit=st.integers(1, 5), lease=st.floats(1.0, 600.0), again=st.integers(1, 5))
 def test_a_pool_limit_change_reads_the_same(store, database_url, pool, limit, lease, again):
-    """LimitChanged of a pool: `set_pool_limit` on PostgreSQL builds it in SQL."""
+    """LimitChanged of a pool's live override (`set_pool_limit`): both adapters build it with domain.pool_settings."""
     store.set_pool_limit(pool, limit, lease)
     store.set_pool_limit(pool, again, lease)
     rows = execute_sql(database_url, "SELECT metadata FROM tidegate_events WHERE type = 'LimitChanged' ORDER BY id")

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from tidegate import RunNotFound, RunNotRetryable
+from tidegate import AdmissionRejected, RunNotFound, RunNotRetryable
+from tidegate.domain.backpressure import retry_after
+from tidegate.domain.limits import QueueConfig, RunQueueConfig
 from tidegate.domain.model import RunStatus
 
 from .conftest import QUEUE, claim, completed, enqueue_one, failed, start
@@ -61,6 +63,31 @@ def test_retry_refuses_any_other_status_and_changes_nothing(store, state):
         store.retry_run(run_id)
     assert store.get_run(run_id) == before
     assert types(store, run_id) == events
+
+
+@pytest.mark.parametrize("ceiling", ["queue", "all queues"])
+def test_retry_obeys_the_admission_ceiling_like_a_submit_and_changes_nothing_past_it(store, ceiling):
+    """A retried run is active again: past max_active it raises the submit's error, with its hint."""
+    if ceiling == "queue":
+        store.register_limits(None, [QueueConfig(QUEUE, max_active=2)], [])
+    else:
+        store.register_limits(RunQueueConfig(max_active=2), [QueueConfig(QUEUE)], [])
+    canceled = enqueue_one(store)
+    store.cancel_run(canceled)
+    enqueue_one(store)
+    other = enqueue_one(store)  # two active: the ceiling is reached
+    before, events = store.get_run(canceled), types(store, canceled)
+    with pytest.raises(AdmissionRejected) as refused:
+        store.retry_run(canceled)
+    assert (refused.value.active, refused.value.limit) == (2, 2)
+    assert refused.value.scope == ("queue " + QUEUE if ceiling == "queue" else "all queues")
+    assert refused.value.retry_after == retry_after(2, 2, 1, 1)  # the canceled run ended in the rate window
+    assert store.get_run(canceled) == before and types(store, canceled) == events
+
+    store.cancel_run(other)  # room for one
+    assert store.retry_run(canceled).status is RunStatus.QUEUED
+    with pytest.raises(AdmissionRejected):
+        store.retry_run(other)
 
 
 def test_retry_of_an_unknown_run_raises(store):

@@ -217,7 +217,7 @@ def _submit_race(app, database_url, backend, monkeypatch, removed, mechanism, fi
                 race.run(first, second, first_parked=race.blocked, release=race.release_stall)
         else:
             runs = app.store._runs  # the aggregate that submits: park after the count, before the insert
-            monkeypatch.setattr(runs, "_check_admission", races.seam_after(runs._check_admission))
+            monkeypatch.setattr(runs, "check_admission", races.seam_after(runs.check_admission))
             race.run(first, second)
     finally:
         race.close()

@@ -80,3 +80,26 @@ def test_a_claimed_run_carries_how_long_it_waited_due_on_the_stores_clock(store,
     clock.advance(10.0)
     (due_later,) = claim(store)
     assert 3.0 <= due_later.queued_seconds < 5.0  # counted from when it fell due, not from its submit
+
+
+def test_latest_events_of_a_type_are_newest_first_and_only_that_type(store):
+    store.register_limits(None, [QueueConfig(QUEUE)], [])
+    assert store.latest_events("LimitChanged", 10) == []
+    enqueue_one(store)
+    store.set_limit(f"queue:{QUEUE}", 2)
+    store.set_pool_limit("db", 3, 30.0)
+    store.set_queue_paused(QUEUE, True)
+    store.reset_limit(f"queue:{QUEUE}")
+    history = store.latest_events("LimitChanged", 10)
+    assert {event.type for event in history} == {"LimitChanged"}
+    assert [event.metadata["target"] for event in history] == [
+        f"queue:{QUEUE}",
+        f"queue:{QUEUE}",
+        "pool:db",
+        f"queue:{QUEUE}",
+    ]
+    assert history[-1].metadata["new"] == 2 and history[0].metadata["reset"] is True
+    assert [event.id for event in history] == sorted((event.id for event in history), reverse=True)
+    assert [event.id for event in store.latest_events("LimitChanged", 2)] == [event.id for event in history[:2]]
+    (queued,) = store.latest_events("RunQueued", 10)
+    assert queued.run_id is not None and store.latest_events("CapacityOverflow", 10) == []

@@ -82,6 +82,10 @@ def test_every_operation_holds_its_schema_and_stores_only_what_it_answered_201(a
             "GET /api/v1/pools", "GET /api/v1/pools/{name}", "PUT /api/v1/pools/{name}",
             "GET /api/v1/limits", "PUT /api/v1/limits", "DELETE /api/v1/limits",
         }  # fmt: skip
+        assert {f"{op.method.upper()} {op.path}" for op in operations} >= {
+            "GET /api/v1/tasks", "GET /api/v1/schedules", "POST /api/v1/schedules/{name}/pause",
+            "POST /api/v1/schedules/{name}/resume", "DELETE /api/v1/schedules/{name}", "POST /api/v1/sweep",
+        }  # fmt: skip
         for operation in operations:
 
             @given(case=operation.as_strategy(), known_task=st.booleans())

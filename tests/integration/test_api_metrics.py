@@ -135,3 +135,30 @@ def test_metrics_follow_the_read_tokens(app: App) -> None:
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", headers={"Authorization": "Bearer nope"}).status_code == 401
     assert client.get("/metrics", headers={"Authorization": "Bearer reader"}).status_code == 200
+
+
+def test_metrics_include_the_counters_of_a_worker_running_in_the_api_s_process(app: App, start_worker) -> None:
+    """One registry story: an in-process worker's claims and run durations are on the API's /metrics."""
+
+    @app.task(name="counted", queue="counted")
+    def counted() -> None:
+        return None
+
+    client = local_client(app.asgi())
+
+    def seen() -> tuple[float, float]:
+        samples = _samples(client.get("/metrics").text)
+        claimed = _by_label(samples, "tidegate_claimed_runs_total", "queue").get("counted", 0.0)
+        durations = {
+            dict(labels)["status"]: value
+            for (metric, labels), value in samples.items()
+            if metric == "tidegate_run_duration_seconds_count" and dict(labels).get("task") == "counted"
+        }
+        return claimed, durations.get("completed", 0.0)
+
+    before = seen()  # the counters are process-wide: other tests of this process may have counted
+    start_worker(queues=["counted"])
+    handles = [counted.submit() for _ in range(3)]
+    for handle in handles:
+        handle.wait(timeout=30)
+    wait_until(lambda: seen() == (before[0] + 3, before[1] + 3), message="the worker's metrics on /metrics")

@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from tests.apps.api import local_client
+from tests.apps.api import local_client, store_size
 from tidegate import App, Concurrency, Partition, RunStatus
 from tidegate.api.application import create_api
 from tidegate.api.security import Tokens
@@ -169,6 +169,29 @@ def test_retry_gives_a_failed_run_a_new_attempt_that_runs(app: App, start_worker
     refused = client.post(f"/api/v1/runs/{run_id}/retry")  # completed: nothing to retry
     assert (refused.status_code, refused.json()["error"]) == (409, "run_not_retryable")
     assert client.post("/api/v1/runs/01NOPE/retry").status_code == 404
+
+
+def test_retry_past_the_admission_ceiling_gets_429_with_retry_after_and_changes_nothing(
+    app: App, database_url: str
+) -> None:
+    app.queue("capped", max_active=1)
+
+    @app.task(name="capped", queue="capped")
+    def capped() -> None:
+        return None
+
+    client = local_client(app.asgi())
+    canceled = _submit(client, "capped")
+    assert client.post(f"/api/v1/runs/{canceled}/cancel").status_code == 200
+    holder = _submit(client, "capped")  # the one active place
+    before = store_size(database_url)
+    refused = client.post(f"/api/v1/runs/{canceled}/retry")
+    assert refused.status_code == 429, refused.text
+    hint = int(refused.headers["Retry-After"])
+    assert hint >= 1 and refused.json()["retry_after"] == hint and refused.json()["error"] == "admission_rejected"
+    assert store_size(database_url) == before and app.store.get_run(canceled).status is RunStatus.CANCELED
+    assert client.post(f"/api/v1/runs/{holder}/cancel").status_code == 200
+    assert client.post(f"/api/v1/runs/{canceled}/retry").json()["status"] == "queued"
 
 
 def test_retry_needs_the_full_token(app: App) -> None:

@@ -23,6 +23,7 @@ def test_a_pool_is_set_listed_and_shown_with_the_holders_of_its_slots(app: App) 
     assert created.status_code == 200, created.text
     assert created.json() == {
         "name": "database", "limit": 3, "lease_seconds": 30.0, "lease_duration": "30s", "claimed": 0, "pending": 0,
+        "source": "override", "code_limit": None,
     }  # fmt: skip
 
     @app.task(name="uses_pool")
@@ -75,3 +76,17 @@ def test_the_read_token_reads_pools_but_may_not_change_them(app: App) -> None:
     assert client.get("/api/v1/pools", headers=read).status_code == 200
     refused = client.put("/api/v1/pools/database", json={"limit": 1}, headers=read)
     assert refused.status_code == 403 and app.store.pools() == []
+
+
+def test_a_live_pool_limit_set_over_http_wins_over_the_code_until_reset(app: App) -> None:
+    """Issue 15 item 2: PUT is an override the code's declaration does not undo; DELETE .../override resets it."""
+    client = _client(app)
+    app.set_pool_limit("database", 2)
+    assert client.put("/api/v1/pools/database", json={"limit": 3}).json()["source"] == "override"
+    app.set_pool_limit("database", 2)  # the code runs again
+    shown = client.get("/api/v1/pools/database").json()
+    assert (shown["limit"], shown["source"], shown["code_limit"]) == (3, "override", 2)
+    reset = client.delete("/api/v1/pools/database/override")
+    assert reset.status_code == 200, reset.text
+    assert (reset.json()["limit"], reset.json()["source"]) == (2, "code")
+    assert client.delete("/api/v1/pools/nope/override").status_code == 404

@@ -5,6 +5,7 @@ SQLite only for the rendering (what the CLI prints); the validation runs on both
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -91,9 +92,9 @@ def test_pools_list_shows_limits_usage_pending_and_unconfigured_pools(busy, url)
     result = invoke("pools", "list", "--database", url)
     assert result.exit_code == 0, result.output
     lines = [line.rstrip() for line in result.stdout.splitlines() if line.strip()]
-    assert re.split(r"\s+", lines[0].strip()) == ["pool", "limit", "claimed", "pending", "lease"]
-    assert re.split(r"\s+", lines[2].strip()) == ["database", "5", "4/5", "1", "5m"]
-    assert re.split(r"\s+", lines[3].strip()) == ["warehouse_api", "unconfigured", "1", "0", "-"]
+    assert re.split(r"\s+", lines[0].strip()) == ["pool", "limit", "claimed", "pending", "lease", "source"]
+    assert re.split(r"\s+", lines[2].strip()) == ["database", "5", "4/5", "1", "5m", "code"]
+    assert re.split(r"\s+", lines[3].strip()) == ["warehouse_api", "unconfigured", "1", "0", "-", "-"]
     assert "unconfigured pools are unlimited" in lines[4]
     # aligned: every value ends in the column its header ends in (right-justified)
     assert lines[0].index("claimed") + len("claimed") == lines[2].index("4/5") + len("4/5")
@@ -117,7 +118,9 @@ def test_pools_info_shows_the_header_and_every_holder(busy, url):
 def test_pools_set_and_its_one_line_errors(busy, url):
     result = invoke("pools", "set", "database", "7", "--lease-duration", "30s", "--database", url)
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip() == "pool database: limit 7 (was 5), lease 30s"
+    assert result.stdout.strip() == (
+        "pool database: limit 7 (was 5), lease 30s  (a live override: kept until 'tidegate pools reset')"
+    )
     assert "LIMIT 'many' is not valid" in one_error_line(invoke("pools", "set", "database", "many", "--database", url))
     assert "pool name 'a b' is not valid" in one_error_line(invoke("pools", "set", "a b", "1", "--database", url))
     assert "cannot read 'soon'" in one_error_line(
@@ -127,4 +130,63 @@ def test_pools_set_and_its_one_line_errors(busy, url):
         invoke("pools", "info", "nope", "--database", url)
     )
     result = invoke("pools", "list", "--database", url)
-    assert re.split(r"\s+", result.stdout.splitlines()[2].strip()) == ["database", "7", "4/7", "1", "30s"]
+    assert re.split(r"\s+", result.stdout.splitlines()[2].strip()) == [
+        "database", "7", "4/7", "1", "30s", "override", "(code:", "5)"
+    ]  # fmt: skip
+
+
+def test_a_live_pool_limit_is_not_undone_by_the_code_running_again(database_url):
+    """Issue 15 item 2: `pools set` is an override that persists and wins over `App.set_pool_limit`
+    (run again by every import or worker restart) until `pools reset`, and each change is audited."""
+    with App(database_url) as first:
+        first.set_pool_limit("database", 2)
+    result = invoke("pools", "set", "database", "3", "--database", database_url)
+    assert result.exit_code == 0, result.output
+    with App(database_url) as again:  # `python -c "from tasks import add"` or a worker restart
+        config = again.set_pool_limit("database", 2)
+        assert (config.limit, config.source) == (3, "override")
+    listed = invoke("pools", "list", "--database", database_url)
+    assert re.split(r"\s+", listed.stdout.splitlines()[2].strip())[:2] == ["database", "3"]
+    assert "override (code: 2)" in listed.stdout
+    reset = invoke("pools", "reset", "database", "--database", database_url)
+    assert reset.stdout.strip() == "pool database: limit 2 from the code, lease 5m"
+    with App(database_url) as app:
+        changes = [event.metadata for event in app.store.events_after(0, 100) if event.type == "LimitChanged"]
+        assert [(change["new"], change["source"], change["reset"]) for change in changes] == [
+            (2, "code", False),
+            (3, "override", False),
+            (2, "code", True),
+        ]
+
+
+def test_pools_set_of_an_unknown_pool_asks_for_create(database_url):
+    """Issue 15 item 10: a typo does not silently create a pool."""
+    with App(database_url) as app:
+        app.set_pool_limit("database", 2)
+    error = one_error_line(invoke("pools", "set", "typo_pool", "4", "--database", database_url))
+    assert "no pool named 'typo_pool' (pools: database); to create it, add --create" in error
+    with App(database_url) as app:
+        assert [pool.name for pool in app.store.pools()] == ["database"]
+    created = invoke("pools", "set", "typo_pool", "4", "--create", "--database", database_url)
+    assert created.exit_code == 0, created.output
+
+
+def test_an_unconfigured_pool_stays_listed_and_has_info_after_its_steps(busy, url):
+    """Issue 15 item 8: once a step asked for it, an unconfigured pool is listed and `pools info` shows it."""
+    app, run_ids = busy
+    app.store.release_slots((run_ids[2], 1), "export")  # nothing holds or waits for warehouse_api now
+    listed = invoke("pools", "list", "--database", url)
+    assert "warehouse_api" in listed.stdout
+    info = invoke("pools", "info", "warehouse_api", "--database", url)
+    assert info.exit_code == 0, info.output
+    assert info.stdout.splitlines()[0].startswith("Pool: warehouse_api   limit unconfigured")
+
+
+def test_pools_list_and_info_print_json(busy, url):
+    listed = json.loads(invoke("pools", "list", "--json", "--database", url).stdout)
+    assert {pool["name"]: (pool["limit"], pool["source"]) for pool in listed["pools"]} == {
+        "database": (5, "code"),
+        "warehouse_api": (None, None),
+    }
+    info = json.loads(invoke("pools", "info", "database", "--json", "--database", url).stdout)
+    assert [holder["step_key"] for holder in info["holders"]] == ["heavy_query[3]", "heavy_query[4]"]

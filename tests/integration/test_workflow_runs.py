@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 
@@ -102,6 +103,154 @@ def test_a_failing_step_fails_the_run_with_its_error_and_stops_the_others(app, s
     assert steps["slow"].status is not StepStatus.COMPLETED  # canceled with the run, not recorded done
     failed_events = [e for e in app.store.run_events(run.id) if e.type == "StepFailed"]
     assert [e.step_key for e in failed_events] == ["boom[1]"]
+
+
+class _AskHeldUntilTheFailure(logging.Handler):
+    """Seams on a store: the map's ask for an item after boom[1]'s is held until boom[1]'s failure
+    is recorded (which frees its window slot) or the run stopped dispatching for it (a log record
+    with `stops_dispatch`), whichever comes: the interleaving of the flake, forced."""
+
+    def __init__(self, store) -> None:
+        super().__init__(logging.INFO)
+        self.asked_again = threading.Event()  # the ask after boom[1]'s is on its way
+        self.settled = threading.Event()
+        self.held_in_vain = False  # neither came within the bound
+        self.asking = 0  # asks of the map on their way
+        self.recorded_while_asked = False  # boom[1]'s failure was recorded while an ask was on its way
+        self.took: list[str] = []
+        self._next_map_item, self._finish_step = store.next_map_item, store.finish_step
+
+    def next_map_item(self, fence, worker_id, map_key, window):
+        self.asking += 1
+        try:
+            if "boom[1]" in self.took:
+                self.asked_again.set()
+                self.held_in_vain |= not self.settled.wait(30)  # a bound, not a timing: it comes at once
+            taken = self._next_map_item(fence, worker_id, map_key, window)
+        finally:
+            self.asking -= 1
+        if taken is not None:
+            self.took.append(taken.step_key)
+        return taken
+
+    def finish_step(self, fence, worker_id, step, *rest):
+        if step.step_key == "boom[1]":
+            self.recorded_while_asked |= self.asking > 0
+        finish = self._finish_step(fence, worker_id, step, *rest)
+        if step.step_key == "boom[1]" and step.status is StepStatus.FAILED:
+            self.settled.set()
+        return finish
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "stops_dispatch", False):
+            self.settled.set()
+
+
+def test_an_item_failing_for_good_stops_its_map_before_its_window_slot_can_be_reused(
+    app, start_worker, monkeypatch, caplog
+):
+    """The flake behind the test above: with a window of 1 the map asks for its next item right
+    after taking boom[1] (the window is full), and boom[1] fails while that ask is on its way.
+    Answered after the failure freed the slot, the ask took boom[2], which started. The run must
+    stop dispatching before the slot is freed: boom[2] is never taken, let alone started."""
+    seams = _AskHeldUntilTheFailure(app.store)
+    monkeypatch.setattr(app.store, "next_map_item", seams.next_map_item)
+    monkeypatch.setattr(app.store, "finish_step", seams.finish_step)
+    caplog.set_level(logging.INFO, logger="tidegate.workflow")
+    logging.getLogger("tidegate.workflow").addHandler(seams)
+    started: list[int] = []
+
+    @app.step
+    def boom(n: int) -> int:
+        started.append(n)
+        if n == 1:
+            assert seams.asked_again.wait(30)
+            raise ValueError(f"bad item {n}")
+        return n
+
+    @app.workflow(name="t.failing_window", executor=Executor.in_process())
+    def failing(wf: Workflow):
+        return wf.map(boom, [0, 1, 2], concurrency=1)
+
+    try:
+        start_worker()
+        run = failing.submit()
+        with pytest.raises(RunFailed) as failed:
+            run.wait(timeout=60)
+    finally:
+        logging.getLogger("tidegate.workflow").removeHandler(seams)
+    assert failed.value.error.startswith("step boom[1] failed: ValueError: bad item 1")
+    assert seams.asked_again.is_set() and not seams.held_in_vain
+    assert not seams.recorded_while_asked  # the failure waited for the ask's answer before freeing the slot
+    assert started == [0, 1]
+    assert "boom[2]" not in seams.took
+    assert _steps_by_key(app, run.id)["boom[2]"].status is StepStatus.PENDING
+    assert [e.step_key for e in app.store.run_events(run.id) if e.type == "StepFailed"] == ["boom[1]"]
+
+
+def test_a_step_failing_for_good_hands_its_executor_slot_to_no_other_step(app, start_worker):
+    """In process a run executes one step at a time: the items of a window of 3 wait for the one
+    executor slot. The slot boom[0] frees as it fails went to boom[1], which started before the run
+    acted on the failure; the run must stop dispatching first, so nothing after boom[0] starts."""
+    started: list[int] = []
+
+    @app.step
+    def boom(n: int) -> int:
+        started.append(n)
+        if n == 0:
+            raise ValueError("bad item 0")
+        return n
+
+    @app.workflow(name="t.failing_serial", executor=Executor.in_process())
+    def failing(wf: Workflow):
+        return wf.map(boom, [0, 1, 2], concurrency=3)
+
+    start_worker()
+    run = failing.submit()
+    with pytest.raises(RunFailed) as failed:
+        run.wait(timeout=60)
+    assert failed.value.error.startswith("step boom[0] failed: ValueError: bad item 0")
+    assert started == [0]
+    events = app.store.run_events(run.id)
+    assert [e.step_key for e in events if e.type in ("StepStarted", "StepFailed")] == ["boom[0]", "boom[0]"]
+
+
+def test_a_step_failing_for_good_hands_its_pool_slot_to_no_other_step(app, start_worker):
+    """Three steps of a run wait for a pool of 1. The first to hold it fails once the other two
+    wait; the store used to grant its freed slot to the next one, which started before the run
+    acted on the failure. The run stops dispatching first: only the failed step ever started."""
+    app.set_pool_limit("db", 1, lease_duration="5m")
+    others_waiting = ThreadGate()
+    started: list[int] = []
+
+    @app.step(pool="db")
+    async def query(n: int) -> int:
+        started.append(n)
+        if len(started) == 1:
+            assert await others_waiting.wait_async(60)
+            raise ValueError(f"bad query {n}")
+        return n
+
+    @app.workflow(name="t.failing_pool", executor=Executor.parallel(max_async_concurrent=3))
+    def failing(wf: Workflow):
+        for n in range(3):
+            wf.step(query, n)
+
+    start_worker()
+    run = failing.submit()
+
+    def waiting() -> int:
+        return next((pool.pending for pool in app.store.pools() if pool.name == "db"), 0)
+
+    wait_until(lambda: waiting() == 2, message="two steps waiting")
+    others_waiting.set()
+    with pytest.raises(RunFailed) as failed:
+        run.wait(timeout=60)
+    assert len(started) == 1, started
+    assert failed.value.error.startswith("step query") and f"failed: ValueError: bad query {started[0]}\n" in (
+        failed.value.error
+    )
+    assert [e.type for e in app.store.run_events(run.id)].count("StepStarted") == 1
 
 
 def test_a_step_retry_that_succeeds_lets_the_run_complete(app, start_worker):

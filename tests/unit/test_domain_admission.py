@@ -149,6 +149,21 @@ def test_priority_order_takes_the_oldest_first_and_skips_blocked_runs():
     assert str(decision.blocked["old-c1"][0]) == "queue:q/c=1 1/1"
 
 
+def test_a_resumed_parent_goes_first_whatever_the_priority_and_the_fair_turns_but_within_limits():
+    older = Candidate("older", "t", "q", "", {}, 0, 1.0)
+    urgent = Candidate("urgent", "t", "q", "", {}, 9, 2.0)
+    resumed = Candidate("resumed", "t", "q", "", {}, 0, 3.0, resumed=True)
+    assert [c.id for c in claim_order([older, urgent, resumed])] == ["resumed", "urgent", "older"]
+
+    lanes = [Candidate(f"a{i}", "t", "q", "tenant=a", {}, 0, float(i), "fair") for i in range(3)]
+    back = Candidate("b-resumed", "t", "q", "tenant=b", {}, 0, 9.0, "fair", resumed=True)
+    assert [c.id for c in claim_order([*lanes, back], {("q", "tenant=b"): 5})] == ["b-resumed", "a0", "a1", "a2"]
+
+    full = QueueConfig("q", Concurrency(global_limit=1, partition=Partition(by_args=["tenant"])), ordering="fair")
+    decision = admit([*lanes, back], {"queue:q/tenant=b": 1}, Rules(RunQueueConfig(), {"q": full}), LocalUsage(), 10)
+    assert [c.id for c, _ in decision.admitted] == ["a0"] and "b-resumed" in decision.blocked  # its lane is full
+
+
 def test_a_paused_queue_admits_nothing_and_leaves_room_to_the_others() -> None:
     """The pause is part of the decision: its runs are skipped (not blocked by a scope), and the
     capacity and the global cap they would have taken go to the other queues' runs."""

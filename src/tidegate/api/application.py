@@ -9,17 +9,37 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 
-from tidegate.api import errors, limits, metrics, operators, pools, probes, queues, routing, runs, stream
+from tidegate import dashboard
+from tidegate.api import (
+    errors,
+    limits,
+    metrics,
+    operators,
+    pools,
+    probes,
+    queues,
+    routing,
+    runs,
+    schedules,
+    security,
+    stream,
+    sweep,
+    tasks,
+)
 from tidegate.api.bodies import OPTIONS_ROOM, BodyLimit
+from tidegate.api.group_commit import GroupCommit
 from tidegate.api.metrics import ServerMetrics
+from tidegate.api.refusals import Refusals
 from tidegate.api.security import Tokens, can_read
 from tidegate.api.stream import EventStreams
+from tidegate.api.submission import store_each
 from tidegate.api.timing import RequestTiming
 from tidegate.app import App
 
@@ -45,6 +65,8 @@ def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False
     api.state.tidegate = app
     api.state.tokens = tokens if tokens is not None else Tokens.from_environment()
     api.state.metrics = ServerMetrics(lambda: app.store)
+    api.state.refusals = Refusals()
+    api.state.group_commit = GroupCommit(partial(store_each, app, api.state.metrics))
     api.state.event_streams = EventStreams(lambda: app.store)
     api.add_middleware(BodyLimit, max_bytes=app.max_payload + OPTIONS_ROOM)
     api.add_middleware(RequestTiming, histogram=api.state.metrics.latency)  # outermost: a 413 is timed too
@@ -55,9 +77,13 @@ def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False
     api.include_router(queues.router)
     api.include_router(pools.router)
     api.include_router(limits.router)
+    api.include_router(tasks.router)
+    api.include_router(schedules.router)
+    api.include_router(sweep.router)
     api.include_router(metrics.router)
     api.include_router(stream.router)
     _document(api)
+    dashboard.install(api, grant=security.grant, events=stream.stream_events)  # the web pages at /
     return api
 
 

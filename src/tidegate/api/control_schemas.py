@@ -62,6 +62,12 @@ class Pool(BaseModel):
     lease_duration: str | None = Field(description="The lease as a duration (`30s`, `5m`).")
     claimed: int = Field(description="Slots held now: the sum of its holder rows.")
     pending: int = Field(description="Steps of live attempts waiting for it.")
+    source: str | None = Field(
+        default=None,
+        description="Where `limit` comes from: `code` (App.set_pool_limit), `override` (a live change, "
+        "kept until reset), null (unconfigured).",
+    )
+    code_limit: int | None = Field(default=None, description="The limit the code declares (null: none).")
 
 
 class PoolList(BaseModel):

@@ -2,9 +2,11 @@
 
 Each API has its own registry, so two APIs in one process (tests, an app
 mounting two) never share or clash over counters: the fleet collector
-(`fleet.py`, read from the store at scrape time) and what this process saw
+(`fleet.py`, read from the store at scrape time), what this server saw
 (runs submitted and admission rejections per queue, HTTP latency per route
-and status, recorded by `timing.py`). The route follows the read tokens like
+and status, recorded by `timing.py`), and the counters of the workers running
+in this process (worker/metrics.py: the same process-wide objects that
+`tidegate worker --metrics-port` serves). The route follows the read tokens like
 every other read, and its store reads run in the thread pool.
 """
 
@@ -23,6 +25,7 @@ from tidegate.api.security import can_read
 from tidegate.domain.errors import AdmissionRejected
 from tidegate.domain.model import NewRun
 from tidegate.storage.port import Store
+from tidegate.worker import metrics as worker_metrics
 
 # A rejection or a submit takes milliseconds; a slow store or a stream far more.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, float("inf"))
@@ -35,6 +38,7 @@ class ServerMetrics:
     def __init__(self, store: Callable[[], Store]) -> None:
         self.registry = CollectorRegistry()  # no auto-describe: it would read the store now
         self.registry.register(FleetCollector(store))
+        worker_metrics.include_in(self.registry)
         self.submitted = Counter(
             "tidegate_submitted_runs_total", "Runs this server stored, by queue.", ["queue"], registry=self.registry
         )
@@ -57,15 +61,23 @@ class ServerMetrics:
         try:
             runs = submit()
         except AdmissionRejected as rejected:
-            self.rejected.labels(queue=_queue_of(rejected)).inc()
+            self.count_rejection(rejected)
             raise
-        for run in runs:
-            self.submitted.labels(queue=run.queue).inc()
+        self.count_stored(runs)
         return runs
 
+    def count_stored(self, runs: list[NewRun]) -> None:
+        for run in runs:
+            self.submitted.labels(queue=run.queue).inc()
 
-def _queue_of(rejected: AdmissionRejected) -> str:
-    """A ceiling names `queue NAME` or `all queues` (domain/transitions.py: Ceiling.rejection)."""
+    def count_rejection(self, rejected: AdmissionRejected) -> None:
+        self.rejected.labels(queue=ceiling_queue(rejected)).inc()
+
+
+def ceiling_queue(rejected: AdmissionRejected) -> str:
+    """The queue whose ceiling refused, or ALL_QUEUES.
+
+    A ceiling names `queue NAME` or `all queues` (domain/transitions.py: Ceiling.rejection)."""
     return rejected.scope.removeprefix("queue ") if rejected.scope.startswith("queue ") else ALL_QUEUES
 
 

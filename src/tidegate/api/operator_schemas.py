@@ -56,6 +56,17 @@ class Why(BaseModel):
         description="When the blocking layers should have room, from their recent completion rates; "
         "null when nothing blocks or a blocking layer had no completion to go by."
     )
+    waiting_for: str | None = Field(
+        default=None,
+        description="A waiting parent: the children it waits for, e.g. '3 children (1 completed, 2 running)'.",
+    )
+    released: list[str] = Field(default_factory=list, description="A waiting parent: the scopes it released meanwhile.")
+    kept: list[str] = Field(
+        default_factory=list, description="A waiting parent: the scopes it keeps (they still count)."
+    )
+    paused: bool = Field(
+        description="Its queue is paused: nothing of it starts until the queue is resumed, whatever the layers say."
+    )
 
 
 class RetryResult(BaseModel):
@@ -74,7 +85,10 @@ class QueuedRun(BaseModel):
     queue: str
     priority: int
     queued_since: datetime = Field(description="When it became claimable: its submit, retry or run_at.")
-    block_reason: list[dict[str, Any]] | None = Field(description="The full scopes its last claim skipped it for.")
+    block_reason: list[dict[str, Any]] | None = Field(
+        description="The full scopes its last claim skipped it for; while its queue is paused, "
+        'the pause: `{"scope": "queue:NAME", "reason": "paused", "detail": ...}`.'
+    )
 
 
 class QueuePage(BaseModel):
@@ -85,7 +99,11 @@ class QueuePage(BaseModel):
 
 
 class Worker(BaseModel):
-    id: str
+    """A worker in the registry, as every claim and the sweeper see it (`tidegate workers list`)."""
+
+    id: str = Field(description="`HOST:PID:NONCE`.")
+    host: str = Field(description="From its id; an id of another shape is all host.")
+    pid: int | None = Field(description="From its id; null when the id does not carry one.")
     rank: int
     capacity: int
     busy: int

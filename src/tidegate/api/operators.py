@@ -7,7 +7,6 @@ calls never block the event loop.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -19,14 +18,17 @@ from tidegate.api.routing import MAX_PAGE, PREFIX, RUN_ERRORS, RunId, find_run
 from tidegate.api.routing import app_of as _app
 from tidegate.api.schemas import Error
 from tidegate.api.security import can_read, can_write
+from tidegate.api.submission import REJECTED
 from tidegate.domain import names
-from tidegate.domain.model import HolderRecord, RunStatus
+from tidegate.domain.model import HolderRecord, WorkerRecord, host_and_pid
+from tidegate.engine.queues import block_reason_now, claim_order
 from tidegate.engine.why import Explanation, ScopeCheck, explain
 
 _RETRY_ERRORS: dict[int | str, dict[str, Any]] = {
     **_ERRORS,
     **RUN_ERRORS,
     409: {"model": Error, "description": "Only a failed or canceled run can be retried. Nothing was changed."},
+    **REJECTED,  # a retried run is active again: it meets the admission ceilings as a submit does
 }
 
 router = APIRouter(prefix=PREFIX, tags=["operators"])
@@ -66,23 +68,20 @@ def queued_runs(
     with blame("queue"):
         queue = None if queue is None else names.check_name("queue", queue)
     store = _app(request).store
-    runs = store.list_queued(queue=queue, limit=limit)
-    total = store.status_counts(queue=queue)[RunStatus.QUEUED]
-    positions: Counter[str] = Counter()  # per queue: the first N of any queue are all in the list
-    listed = []
-    for run in runs:
-        positions[run.queue] += 1
-        listed.append(
-            {
-                "position": positions[run.queue],
-                "id": run.id,
-                "task": run.task,
-                "queue": run.queue,
-                "priority": run.priority,
-                "queued_since": run.scheduled_at,
-                "block_reason": run.block_reason,
-            }
-        )
+    waiting, total = claim_order(store, queue, limit)
+    rules = store.rules()
+    listed = [
+        {
+            "position": each.position,
+            "id": each.run.id,
+            "task": each.run.task,
+            "queue": each.run.queue,
+            "priority": each.run.priority,
+            "queued_since": each.run.scheduled_at,
+            "block_reason": block_reason_now(each.run, rules),
+        }
+        for each in waiting
+    ]
     return {"runs": listed, "total": total}
 
 
@@ -92,7 +91,12 @@ def queued_runs(
 )  # fmt: skip
 def workers(request: Request) -> dict[str, Any]:
     registry = _app(request).store.list_workers()
-    return {"workers": [{name: getattr(worker, name) for name in schemas.Worker.model_fields} for worker in registry]}
+    return {"workers": [_worker(worker) for worker in registry]}
+
+
+def _worker(worker: WorkerRecord) -> dict[str, Any]:
+    host, pid = host_and_pid(worker.id)
+    return {**{name: getattr(worker, name) for name in WorkerRecord.__dataclass_fields__}, "host": host, "pid": pid}
 
 
 def _why(explanation: Explanation) -> dict[str, Any]:
@@ -108,6 +112,10 @@ def _why(explanation: Explanation) -> dict[str, Any]:
         "layers": [_layer(check, explanation.holders.get(check.scope, [])) for check in explanation.checks],
         "blocked_by": [check.scope for check in explanation.blocking],
         "eta_seconds": explanation.eta_seconds,
+        "waiting_for": explanation.waiting_for,
+        "released": run.wait_released or [],
+        "kept": run.wait_kept or [],
+        "paused": explanation.paused,
     }
 
 

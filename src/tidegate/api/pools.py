@@ -16,42 +16,16 @@ from tidegate.api import control_schemas as schemas
 from tidegate.api.errors import blame
 from tidegate.api.routing import ERRORS, PREFIX, app_of, not_found
 from tidegate.api.security import can_read, can_write, json_body
-from tidegate.domain.durations import format_duration
 from tidegate.domain.errors import PoolNotFound
-from tidegate.domain.model import HolderRecord
 from tidegate.domain.pools import check_pool_limit, check_pool_name
 from tidegate.domain.steps import PoolStatus
 from tidegate.domain.tunables import DEFAULT_POOL_LEASE
-from tidegate.engine.pool_config import check_lease, set_pool_limit
+from tidegate.engine.pool_config import check_lease, reset_pool_limit, set_pool_limit
 from tidegate.storage.port import Store
 
 router = APIRouter(prefix=PREFIX, tags=["pools"])
 PoolName = Annotated[str, Path(description="The pool's name.", max_length=200)]
 _ONE = {**ERRORS, **not_found("pool")}
-
-
-def _pool(status: PoolStatus) -> dict[str, Any]:
-    lease = status.lease_seconds
-    return {
-        "name": status.name,
-        "limit": status.limit,
-        "lease_seconds": lease,
-        "lease_duration": None if lease is None else format_duration(lease),
-        "claimed": status.claimed,
-        "pending": status.pending,
-    }
-
-
-def _holder(holder: HolderRecord) -> dict[str, Any]:
-    return {
-        "run_id": holder.run_id,
-        "step_key": holder.step_key,
-        "attempt": holder.attempt,
-        "worker_id": holder.worker_id,
-        "slots": holder.slots,
-        "claimed_at": holder.claimed_at,
-        "lease_expires_at": holder.expires_at,
-    }
 
 
 def _find(store: Store, name: str) -> PoolStatus | None:
@@ -62,7 +36,7 @@ def _find(store: Store, name: str) -> PoolStatus | None:
 
 @router.get("/pools", response_model=schemas.PoolList, responses=ERRORS, dependencies=[can_read], summary="List pools")
 def list_pools(request: Request) -> dict[str, Any]:
-    return {"pools": [_pool(status) for status in app_of(request).store.pools()]}
+    return {"pools": [status.document() for status in app_of(request).store.pools()]}
 
 
 @router.get(
@@ -74,7 +48,7 @@ def show_pool(name: PoolName, request: Request) -> dict[str, Any]:
     status = _find(store, name)
     if status is None:
         raise PoolNotFound(f"no pool named {name!r}: configure it with PUT /api/v1/pools/{name}")
-    return {**_pool(status), "holders": [_holder(holder) for holder in store.pool_holders(name)]}
+    return {**status.document(), "holders": [holder.document() for holder in store.pool_holders(name)]}
 
 
 @router.put(
@@ -94,4 +68,17 @@ def update_pool(name: PoolName, body: schemas.PoolUpdate, request: Request) -> d
     config = set_pool_limit(store, name, body.limit, lease)
     after = _find(store, config.name)
     assert after is not None  # just configured
-    return _pool(after)
+    return after.document()
+
+
+@router.delete(
+    "/pools/{name}/override", response_model=schemas.Pool, responses=_ONE, dependencies=[can_write],
+    summary="Drop a pool's live override: the code's limit is in force again (none: unconfigured)",
+)  # fmt: skip
+def reset_pool(name: PoolName, request: Request) -> dict[str, Any]:
+    store = app_of(request).store
+    if _find(store, name) is None:
+        raise PoolNotFound(f"no pool named {name!r}")
+    reset_pool_limit(store, name)
+    after = _find(store, name)
+    return (after if after is not None else PoolStatus(name, None, None, 0, 0)).document()

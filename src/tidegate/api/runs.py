@@ -2,36 +2,43 @@
 
 Endpoints are plain functions: FastAPI runs them in its thread pool, so a
 store call (a database round trip, SQLite's busy wait) never blocks the
-event loop that serves every other request.
+event loop that serves every other request. The single submit is the one
+async route: it answers a repeated 429 on the loop and stores in the pool,
+with the submits that arrive meanwhile (api/submission.py: submit_one).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from itertools import islice
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, status
 
 from tidegate.api import schemas
-from tidegate.api.errors import blame
+from tidegate.api.errors import FieldError, blame
 from tidegate.api.metrics import server_metrics
 from tidegate.api.routing import ERRORS, MAX_PAGE, PREFIX, RUN_ERRORS, RunId, find_run
 from tidegate.api.routing import app_of as _app
 from tidegate.api.security import can_read, can_write, json_body
-from tidegate.api.submission import submit, submitted_fields
+from tidegate.api.submission import REJECTED, submit, submit_one, submitted_fields
+from tidegate.app import App
 from tidegate.domain import names
+from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import InvalidArgument
-from tidegate.domain.model import NewRun, RunRecord, RunStatus
+from tidegate.domain.model import NewRun, RunRecord, RunStatus, WorkerRecord
+from tidegate.domain.scopes import Rules
+from tidegate.engine.queues import block_reason_now
+from tidegate.engine.runs import is_stuck, matching_runs, workers_of_stuck
+from tidegate.engine.schedules import wall_now
 
 _SUBMIT_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS,
     415: {"model": schemas.Error, "description": "The body is not declared as JSON."},
-    429: {
-        "model": schemas.AdmissionError,
-        "description": "The queue is at its admission ceiling: retry after `Retry-After` seconds. Nothing was stored.",
-        "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}},
-    },
+    **REJECTED,
 }
 
 router = APIRouter(prefix=PREFIX, tags=["runs"])
@@ -43,9 +50,33 @@ def _links(request: Request, run_id: str) -> schemas.RunLinks:
     return schemas.RunLinks(self=base, events=f"{base}/events", cancel=f"{base}/cancel")
 
 
-def _run(request: Request, record: RunRecord) -> dict[str, Any]:
-    fields = {name: getattr(record, name) for name in schemas.Run.model_fields if name != "links"}
-    return {**fields, "links": _links(request, record.id)}
+@dataclass(frozen=True)
+class _Now:
+    """What a run's representation is judged against: the rules in force, the app's time, the registry."""
+
+    rules: Rules
+    at: datetime
+    workers: dict[str, WorkerRecord]
+
+    @classmethod
+    def read(cls, app: App, runs: list[RunRecord], at: datetime) -> _Now:
+        return cls(app.store.rules(), at, workers_of_stuck(app.store, runs, at))
+
+
+def _run(request: Request, record: RunRecord, now: _Now) -> dict[str, Any]:
+    """The run as stored, but a paused queue's run shows the pause as what holds it (engine/queues.py),
+    and a run past its lease is flagged stuck with its worker's last heartbeat (engine/runs.py)."""
+    derived = ("links", "stuck", "last_heartbeat")
+    fields = {name: getattr(record, name) for name in schemas.Run.model_fields if name not in derived}
+    stuck = is_stuck(record, now.at)
+    worker = now.workers.get(record.worker_id or "") if stuck else None
+    return {
+        **fields,
+        "block_reason": block_reason_now(record, now.rules),
+        "stuck": stuck,
+        "last_heartbeat": None if worker is None else worker.heartbeat_at,
+        "links": _links(request, record.id),
+    }
 
 
 def _submitted(request: Request, run: NewRun) -> dict[str, Any]:
@@ -56,8 +87,9 @@ def _submitted(request: Request, run: NewRun) -> dict[str, Any]:
     "/runs", status_code=status.HTTP_201_CREATED, response_model=schemas.SubmittedRun,
     responses=_SUBMIT_ERRORS, dependencies=[can_write, json_body], summary="Submit a run",
 )  # fmt: skip
-def submit_run(body: schemas.SubmitRequest, request: Request) -> dict[str, Any]:
-    (run,) = server_metrics(request).counting_submits(lambda: submit(_app(request), [body]))
+async def submit_run(body: schemas.SubmitRequest, request: Request) -> dict[str, Any]:
+    state = request.app.state
+    run = await submit_one(body, state.refusals, server_metrics(request), state.group_commit)
     return _submitted(request, run)
 
 
@@ -79,6 +111,12 @@ def list_runs(
     queue: Annotated[str | None, Query(max_length=200)] = None,
     task: Annotated[str | None, Query(max_length=200)] = None,
     tag: Annotated[list[str] | None, Query(description="KEY=VALUE; repeat to require several.")] = None,
+    since: Annotated[
+        str | None, Query(max_length=40, description="Only runs submitted in the last DURATION (30m, 1h, 2d).")
+    ] = None,
+    stuck: Annotated[
+        bool, Query(description="Only running runs past their lease (status, if given, must be running).")
+    ] = False,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
     cursor: Annotated[str | None, Query(max_length=400, description="`next_cursor` of the previous page.")] = None,
 ) -> dict[str, Any]:
@@ -88,15 +126,25 @@ def list_runs(
         task = None if task is None else names.check_name("task", task)
     with blame("tag"):
         tags = names.check_tags(dict(_tag_filter(item) for item in tag or []))
+    with blame("since"):
+        window = None if since is None else parse_duration(since, name="since", minimum=1.0)
+    if stuck and status not in (None, RunStatus.RUNNING):
+        raise FieldError("status", InvalidArgument(f"a stuck run is running: status={status.value} has none"))
     with blame("cursor"):
         before = None if cursor is None else _decode_cursor(cursor)
-    records = _app(request).store.page_runs(
-        status=status, queue=queue, task=task, tags=tags, before=before, limit=limit + 1
-    )
+    app = _app(request)
+    at = wall_now(app.clock)
+    cutoff = None if window is None else at - timedelta(seconds=window)
+    matching = matching_runs(
+        app.store, at, status=status, queue=queue, task=task, tags=tags, submitted_since=cutoff,
+        only_stuck=stuck, before=before, page=limit + 1,
+    )  # fmt: skip
+    records = list(islice(matching, limit + 1))  # one more than the page: whether there is a next one
     more = len(records) > limit
     page = records[:limit]
+    now = _Now.read(app, page, at)
     return {
-        "runs": [_run(request, record) for record in page],
+        "runs": [_run(request, record, now) for record in page],
         "next_cursor": _encode_cursor(page[-1].id) if more else None,
     }
 
@@ -112,7 +160,13 @@ def show_run(run_id: RunId, request: Request) -> dict[str, Any]:
         {**{name: getattr(step, name) for name in schemas.Step.model_fields if name != "key"}, "key": step.step_key}
         for step in app.store.run_steps(record.id)
     ]
-    return {**_run(request, record), "steps": steps}
+    children = [
+        {name: getattr(child, name) for name in schemas.Child.model_fields}
+        for child in app.store.run_children(record.id)
+    ]
+    links = {"parent_id": record.parent_id, "root_id": record.root_id, "depth": record.depth}
+    now = _Now.read(app, [record], wall_now(app.clock))
+    return {**_run(request, record, now), "steps": steps, **links, "children": children}
 
 
 @router.get(

@@ -111,13 +111,38 @@ class Run(BaseModel):
     cancel_requested: bool
     result: Any
     error: str | None
-    block_reason: list[dict[str, Any]] | None
+    block_reason: list[dict[str, Any]] | None = Field(
+        description="The full scopes its last claim skipped it for; while its queue is paused, "
+        'the pause: `{"scope": "queue:NAME", "reason": "paused", "detail": ...}`.'
+    )
     suspect: bool
+    stuck: bool = Field(
+        description="Running past its lease (`lease_expires_at`): its worker stopped renewing it, and it holds "
+        "its slots until a sweep (`POST /api/v1/sweep`) re-queues it."
+    )
+    last_heartbeat: datetime | None = Field(
+        description="A stuck run: its worker's last heartbeat; null when not stuck or the registry forgot the worker."
+    )
     links: RunLinks
+
+
+class Child(BaseModel):
+    """A child run, in its parent's call order (`index`)."""
+
+    id: str
+    index: int
+    task: str
+    queue: str
+    status: RunStatus
+    awaited: bool = Field(description="Its parent waits for it (trigger_and_wait); false: fire and forget.")
 
 
 class RunDetail(Run):
     steps: list[Step]
+    parent_id: str | None = Field(default=None, description="The run that triggered it; null for a submitted run.")
+    root_id: str | None = Field(default=None, description="The top of its tree of runs; null for a submitted run.")
+    depth: int = 0
+    children: list[Child] = Field(default_factory=list, description="The runs it triggered, in call order.")
 
 
 class RunPage(BaseModel):

@@ -87,22 +87,32 @@ def _local_only(request: Request) -> None:
         raise HTTPException(403, "a request from another site's page is refused")
 
 
-def _access(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str:
+def grant(request: Request, token: str | None) -> str:
+    """'write' or 'read' for this request presenting `token` (None: none), else 401/403: the one check
+    behind every API route and every dashboard page (which reads the token from its cookie)."""
     tokens: Tokens = request.app.state.tokens
     if not tokens.required:
         _local_only(request)
         return "write"
-    granted = None if credentials is None else tokens.access(credentials.credentials)
+    granted = None if token is None else tokens.access(token)
     if granted is None:
         raise HTTPException(401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"})
     return granted
 
 
-def _reader(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+def _access(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str:
+    return grant(request, None if credentials is None else credentials.credentials)
+
+
+async def _reader(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> None:
     _access(request, credentials)
 
 
-def _writer(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+async def _writer(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> None:
     if _access(request, credentials) != "write":
         raise HTTPException(403, f"this token may only read: mutations need {TOKEN_ENV}")
 
@@ -111,8 +121,12 @@ can_read = Depends(_reader)
 can_write = Depends(_writer)
 
 
-def _json_body(request: Request) -> None:
-    """A body must be declared JSON: a form or text body is a client mistake (or a cross-site form)."""
+async def _json_body(request: Request) -> None:
+    """A body must be declared JSON: a form or text body is a client mistake (or a cross-site form).
+
+    The checks here are async (they do no I/O) so that FastAPI runs them on the event
+    loop: a plain function dependency costs a thread pool hop per request.
+    """
     kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     if kind != "application/json" and not (kind.startswith("application/") and kind.endswith("+json")):
         raise HTTPException(415, "send the body as JSON (Content-Type: application/json)")

@@ -2,27 +2,40 @@
 
 Each value is checked by the same function a Python submit uses, one field
 at a time so that a 422 says which one is wrong; then the app's own
-`TaskOptions` builds the runs (args as JSON, their size, the signature when
-this process has the task's code, the partition). A batch is built whole
+`TaskOptions` builds the runs (args as JSON, their size, the task's parameters
+from its code here or as stored by its workers, the partition). A batch is built whole
 before one `App.enqueue` stores it, so a bad item or a full queue stores nothing.
 
 The server may run without the user's module: a task is then known by what
-its workers registered in the store (queue, priority, tags, retries).
+its workers registered in the store (queue, priority, tags, retries, parameters).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from tidegate.api.errors import blame
-from tidegate.api.schemas import SubmitRequest
-from tidegate.app import App, RunHandle, Task, TaskOptions
+from tidegate.api.group_commit import GroupCommit
+from tidegate.api.metrics import ALL_QUEUES, ServerMetrics, ceiling_queue
+from tidegate.api.refusals import Refusals
+from tidegate.api.schemas import AdmissionError, SubmitRequest
+from tidegate.app import App, RunHandle, TaskOptions
 from tidegate.domain import names
 from tidegate.domain.clock import Clock
-from tidegate.domain.errors import UnknownTask
+from tidegate.domain.errors import AdmissionRejected, TidegateError
 from tidegate.domain.limits import QueueConfig
-from tidegate.domain.model import NewRun, TaskDefinition
+from tidegate.domain.model import NewRun
+
+# The 429 of a submit, and of anything that makes a run active again (an operator's retry).
+REJECTED: dict[int | str, dict[str, Any]] = {
+    429: {
+        "model": AdmissionError,
+        "description": "The queue is at its admission ceiling: retry after `Retry-After` seconds. Nothing was stored.",
+        "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}},
+    },
+}
 
 
 class _RequestTarget:
@@ -55,6 +68,92 @@ class _RequestTarget:
         return self._app.enqueue(runs)
 
 
+async def submit_one(
+    request: SubmitRequest, refusals: Refusals, metrics: ServerMetrics, group: GroupCommit[SubmitRequest, NewRun]
+) -> NewRun:
+    """One run, stored with the others that arrive meanwhile; a request just refused is refused at once.
+
+    The repeat (api/refusals.py) answers a flood's 429s without a thread or a
+    store round trip; everything else is stored by `store_each`, in a group
+    (api/group_commit.py).
+    """
+    key = (request.task, request.queue)
+    refused = refusals.recent(key)
+    if refused is not None:
+        metrics.count_rejection(refused)
+        raise refused
+    with refusals.asking(key):
+        try:
+            run = await group(request)
+        except AdmissionRejected as rejected:
+            refusals.remember(key, rejected)
+            raise
+    refusals.forget(key)
+    return run
+
+
+def store_each(app: App, metrics: ServerMetrics, requests: Sequence[SubmitRequest]) -> list[NewRun | Exception]:
+    """Each request's run, or its own error: built one by one, stored in one transaction if all fit.
+
+    A request that fails its checks fails alone. If the store refuses the group
+    (a ceiling, or anything else), each run is stored on its own instead, so each
+    answer is the one it would have had alone: the group only shares the cost.
+    """
+    target = _RequestTarget(app)
+    outcomes: list[NewRun | Exception] = []
+    for request in requests:
+        try:
+            (run,) = _build(app, target, request, "")
+        except TidegateError as error:
+            outcomes.append(error)
+        else:
+            outcomes.append(run)
+    runs = [outcome for outcome in outcomes if isinstance(outcome, NewRun)]
+    if len(runs) > 1:
+        try:
+            target.enqueue(runs)
+        except TidegateError:
+            pass  # each on its own below, for its own answer
+        else:
+            metrics.count_stored(runs)
+            return outcomes
+    return _one_by_one(target, metrics, outcomes)
+
+
+def _one_by_one(
+    target: _RequestTarget, metrics: ServerMetrics, outcomes: list[NewRun | Exception]
+) -> list[NewRun | Exception]:
+    """Each run stored alone, in arrival order. Once a ceiling refused one, the later runs it
+    covers are refused with the same figures without asking again: the store has just said
+    it is full (api/refusals.py repeats a refusal across requests for longer)."""
+    refused: list[AdmissionRejected] = []
+    answers: list[NewRun | Exception] = []
+    for outcome in outcomes:
+        if not isinstance(outcome, NewRun):
+            answers.append(outcome)
+            continue
+        known = next((found for found in refused if ceiling_queue(found) in (ALL_QUEUES, outcome.queue)), None)
+        if known is not None:
+            metrics.count_rejection(known)
+            answers.append(AdmissionRejected(known.scope, known.active, known.limit, known.retry_after))
+            continue
+        try:
+            metrics.counting_submits(partial(_stored, target, [outcome]))
+        except AdmissionRejected as rejected:
+            refused.append(rejected)
+            answers.append(rejected)
+        except TidegateError as error:
+            answers.append(error)
+        else:
+            answers.append(outcome)
+    return answers
+
+
+def _stored(target: _RequestTarget, runs: list[NewRun]) -> list[NewRun]:
+    target.enqueue(runs)
+    return runs
+
+
 def submit(app: App, requests: Sequence[SubmitRequest], *, prefix: str = "") -> list[NewRun]:
     """Validate and store `requests` together (all or none); `prefix` places a batch item's fields."""
     target = _RequestTarget(app)
@@ -69,7 +168,7 @@ def submit(app: App, requests: Sequence[SubmitRequest], *, prefix: str = "") -> 
 
 def _build(app: App, target: _RequestTarget, request: SubmitRequest, at: str) -> list[NewRun]:
     with blame(f"{at}task"):
-        definition, task = _definition(app, request.task)
+        definition = app.definition_of(request.task)
     queue = definition.queue if request.queue is None else request.queue
     with blame(f"{at}queue"):
         target.queue_config(names.check_name("queue", queue))  # an undeclared queue is refused here
@@ -79,23 +178,11 @@ def _build(app: App, target: _RequestTarget, request: SubmitRequest, at: str) ->
         tags = names.check_tags(request.tags)
     with blame(f"{at}concurrency_key"):
         key = names.check_concurrency_key(request.concurrency_key)
-    check_args = None if task is None else task.check_args
-    options = TaskOptions(target, definition, check_args, priority, tags or None, queue, request.run_at, key)
+    options = TaskOptions(target, definition, priority, tags or None, queue, request.run_at, key)
     with blame(f"{at}run_at"):
         options.due_in()  # how far ahead a run may be: checked here to name the field
     with blame(f"{at}args"):
         return options.new_runs([request.args])
-
-
-def _definition(app: App, name: str) -> tuple[TaskDefinition, Task | None]:
-    """The task's defaults: from this process's code if it has it, else as its workers registered them."""
-    known = app.tasks.get(name)
-    if known is not None:
-        return known.definition, known
-    definition = app.store.get_task(names.check_name("task", name))
-    if definition is None:
-        raise UnknownTask(f"unknown task {name!r}: no worker of this database has registered it")
-    return definition, None
 
 
 def submitted_fields(run: NewRun) -> Mapping[str, Any]:

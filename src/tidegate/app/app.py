@@ -11,6 +11,7 @@ from tidegate.app import settings
 from tidegate.app.definitions import queue_declaration, task_definition
 from tidegate.app.handle import RunHandle
 from tidegate.app.registry import Registry
+from tidegate.app.schedules import Schedules
 from tidegate.app.steps import WorkflowTask, make_step
 from tidegate.app.submit import Submitter, TaskOptions
 from tidegate.app.tasks import Task
@@ -20,7 +21,8 @@ from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.limits import Concurrency, Ordering, QueueConfig, RunQueueConfig
-from tidegate.domain.model import NewRun
+from tidegate.domain.model import NewRun, TaskDefinition
+from tidegate.domain.schedules import MissedTicks
 from tidegate.domain.steps import PoolConfig
 from tidegate.domain.tunables import DEFAULT_MAX_WORKERS, DEFAULT_POOL_LEASE
 from tidegate.engine import pool_config
@@ -65,6 +67,7 @@ class App:
         self._registry: Registry[Task] = Registry(lambda: self.store, self._lock, run_queue)
         self._submitter = Submitter(self._registry, lambda: self.store, self.database, self.max_payload, clock)
         self._overflow_callbacks: list[Callable[[int], None]] = []
+        self._schedules = Schedules(lambda: self.store, self._lock, clock)
 
     @property
     def run_queue(self) -> RunQueueConfig | None:
@@ -219,6 +222,35 @@ class App:
         self._overflow_callbacks.append(callback)
         return callback
 
+    def schedule(
+        self,
+        target: Task | str,
+        cron: str | None = None,
+        *,
+        timezone: str = "UTC",
+        args: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        missed: MissedTicks = "skip",
+    ) -> Any:
+        """Submit a run of a task at each tick of a cron expression, in `timezone` (IANA; DST-correct).
+
+        `app.schedule(task, cron="0 9 * * *", args={...})`, or as a decorator above `@app.task`:
+        `@app.schedule("*/5 * * * *", timezone="Europe/Paris")`. Each tick submits exactly one run
+        across all workers. `missed` says what happens to ticks due while no worker ran: "skip"
+        fires only the latest of them, "catch_up" fires each (at most the latest 100). `name`
+        (default: the task's) tells two schedules of one task apart. Returns the schedule's
+        definition (the task, when used as a decorator).
+        """
+        return self._schedules.schedule(target, cron, timezone, args, name, missed, self._registry.get)
+
+    def pause_schedule(self, name: str) -> bool:
+        """Stop a stored schedule from firing (kept until resumed, whoever redeclares it); True if it changed."""
+        return self._schedules.set_paused(name, True)
+
+    def resume_schedule(self, name: str) -> bool:
+        """Fire again from the next tick on (ticks of the pause are not made up); True if it changed."""
+        return self._schedules.set_paused(name, False)
+
     @property
     def tasks(self) -> Mapping[str, Task]:
         return self._registry.tasks()
@@ -264,6 +296,7 @@ class App:
                 self._store.close()
                 self._store = None
                 self._registry.forget_persisted()
+                self._schedules.forget_persisted()
 
     def asgi(self) -> Any:
         """The HTTP API over this app (a FastAPI application), e.g. to `mount` in your own service.
@@ -315,6 +348,11 @@ class App:
             task, priority=priority, tags=tags, queue=queue, run_at=run_at, concurrency_key=concurrency_key
         )
 
+    def definition_of(self, task: str) -> TaskDefinition:
+        """A task's defaults and parameters by name (this app's code, else the store), or `UnknownTask`
+        naming the closest registered names."""
+        return self._submitter.definition(task)
+
     def enqueue(self, runs: Sequence[NewRun]) -> list[RunHandle]:
         """Store runs built by `TaskOptions.new_runs`, of one task or several, in one transaction:
         all or none, admission checked for them together (the HTTP batch route's all-or-none).
@@ -329,9 +367,11 @@ class App:
         return self._submitter.handle(run_id)
 
     def set_pool_limit(self, pool: str, limit: int, lease_duration: str | float = DEFAULT_POOL_LEASE) -> PoolConfig:
-        """Create or change pool `pool`: at most `limit` slots held at once (0 pauses it), each
-        claim leased for `lease_duration` and renewed by its step. Bad input raises and changes nothing."""
-        return pool_config.set_pool_limit(self.store, pool, limit, lease_duration)
+        """Declare pool `pool` in code: at most `limit` slots held at once (0 pauses it), each claim
+        leased for `lease_duration` and renewed by its step. This is the default: a live change
+        (`tidegate pools set`, the HTTP API) overrides it until `tidegate pools reset`, however often
+        the code runs again. Bad input raises and changes nothing. Returns the value in force."""
+        return pool_config.declare_pool_limit(self.store, pool, limit, lease_duration)
 
     # --- working --------------------------------------------------------------------
 
@@ -371,12 +411,15 @@ class App:
             max_idle=None if max_idle is None else parse_duration(max_idle, name="max_idle"),
             overflow_interval=settings.duration_setting("TIDEGATE_OVERFLOW_INTERVAL"),
             max_payload=self.max_payload,
+            retention=settings.duration_setting("TIDEGATE_RETENTION"),
         )
-        self._registry.persist()
-        return Worker(
+        worker = Worker(
             self.store,
             self._registry.functions(),
             worker_settings,
             on_overflow=list(self._overflow_callbacks),
             clock=self.clock,
         )
+        self._registry.persist(worker.id)  # every task, as last registered by this worker
+        self._schedules.persist()
+        return worker

@@ -8,8 +8,8 @@ processes and the CLI see the same task defaults and limits.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Generic, Protocol, TypeVar
 
 from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
@@ -26,8 +26,6 @@ class Registered(Protocol):
 
     @property
     def function(self) -> TaskFunction: ...
-
-    def check_args(self, args: Mapping[str, Any]) -> None: ...
 
 
 T = TypeVar("T", bound=Registered)
@@ -83,13 +81,21 @@ class Registry(Generic[T]):
         """The callables a worker executes, by task name."""
         return {name: task.function for name, task in self._tasks.items()}
 
-    def persist(self) -> None:
-        """Write new task defaults and changed limit declarations to the store."""
+    def persist(self, worker_id: str | None = None) -> None:
+        """Write new task defaults and changed limit declarations to the store.
+
+        A worker (`worker_id`) registers every task again, so the store says which worker
+        last registered each task and when (`tidegate tasks list`).
+        """
         with self._lock:
             store = self._store()
-            new = [task.definition for name, task in self._tasks.items() if name not in self._registered]
+            new = [
+                task.definition
+                for name, task in self._tasks.items()
+                if worker_id is not None or name not in self._registered
+            ]
             if new:
-                store.register_tasks(new)
+                store.register_tasks(new, worker_id)
                 self._registered.update(definition.name for definition in new)
             if new or not self._limits_registered:
                 implied = sorted({task.definition.queue for task in self._tasks.values()} - set(self._queues))

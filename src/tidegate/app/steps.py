@@ -66,12 +66,13 @@ class WorkflowTask(Task):
                 f"workflow {definition.name} is async: a workflow function only builds the DAG, "
                 "so it is a plain def (its steps may be async)"
             )
-        builder = find_builder_param(fn, definition.name)
+        self._builder = find_builder_param(fn, definition.name)
         super().__init__(target, fn, definition)
-        self.workflow_definition = WorkflowDefinition(definition.name, fn, builder, executor)
+        self.workflow_definition = WorkflowDefinition(definition.name, fn, self._builder, executor)
         self.function = TaskFunction(definition.name, fn, None, self.workflow_definition)
-        signature = inspect.signature(fn)
-        self._signature = signature.replace(parameters=[p for n, p in signature.parameters.items() if n != builder])
+
+    def _filled_by_worker(self) -> tuple[str, ...]:
+        return (self._builder,)  # the builder `wf`; a workflow's args are the rest
 
     def __repr__(self) -> str:
         return f"<Workflow {self.name} queue={self.definition.queue} executor={self.workflow_definition.executor!r}>"

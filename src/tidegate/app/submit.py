@@ -18,11 +18,13 @@ from tidegate.app.registry import Registered, Registry
 from tidegate.domain import names
 from tidegate.domain.clock import Clock
 from tidegate.domain.durations import MAX_DURATION
-from tidegate.domain.errors import InvalidArgument, UnknownTask
+from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.jsonvalue import ensure_json, ensure_size
 from tidegate.domain.limits import QueueConfig
 from tidegate.domain.model import NewRun, TaskDefinition
+from tidegate.domain.parameters import check_args
 from tidegate.domain.scopes import partition_of
+from tidegate.domain.suggest import unknown_task
 from tidegate.storage.port import Store
 from tidegate.storage.urls import masked
 
@@ -50,17 +52,16 @@ class TaskOptions:
         self,
         target: RunTarget,
         definition: TaskDefinition,
-        check_args: Callable[[Mapping[str, Any]], None] | None,
         priority: int,
         tags: Mapping[str, str] | None,
         queue: str,
         run_at: datetime | timedelta | None,
         concurrency_key: str | None,
     ) -> None:
-        """`check_args` binds args to the task's signature; None when the code is not importable here."""
+        """`definition.parameters` checks every run's args: described from the code here, or as the
+        app that has the code registered them (a task registered without them is not checked)."""
         self._target = target
         self._definition = definition
-        self._check_args = check_args
         self._priority = definition.priority if priority is UNSET else names.check_priority(priority)
         self._tags = {**definition.tags, **names.check_tags(tags)}
         self._queue = definition.queue if queue is UNSET else names.check_name("queue", queue)
@@ -101,8 +102,8 @@ class TaskOptions:
                 raise InvalidArgument(f"{self._definition.name}: argument names must be strings, got {key!r}")
             at_most += ensure_json(key, f"{self._definition.name}: argument name {key[:20]!r}") + 2
             at_most += ensure_json(value, f"{self._definition.name}: argument {key!r}", max_bytes=limit)
-        if self._check_args is not None:
-            self._check_args(args)
+        if self._definition.parameters is not None:
+            check_args(self._definition.name, self._definition.parameters, args)
         ensure_size(dict(args), f"{self._definition.name}: args", limit, at_most=at_most)
         return NewRun(
             id=str(ULID()),
@@ -160,23 +161,31 @@ class Submitter:
         concurrency_key: str | None,
     ) -> TaskOptions:
         """Submit options for a task known by name (registered here, or by any worker before)."""
-        known: Registered | None = self._registry.get(task)
-        definition = known.definition if known is not None else self._store().get_task(names.check_name("task", task))
-        if definition is None:
-            raise UnknownTask(
-                f"unknown task {task!r}: no app has registered it in {masked(self._database)} "
-                "(start a worker with the code once, or submit from the app that defines it)"
-            )
+        definition = self.definition(task)
         return TaskOptions(
             self,
             definition,
-            None if known is None else known.check_args,
             definition.priority if priority is None else priority,
             tags,
             definition.queue if queue is None else queue,
             run_at,
             concurrency_key,
         )
+
+    def definition(self, task: str) -> TaskDefinition:
+        """A task's defaults and parameters by name: from this app's code, else as registered in the store.
+
+        The one lookup of every submit by name (Python, CLI, HTTP): an unknown name is
+        answered with the closest registered ones.
+        """
+        known: Registered | None = self._registry.get(task)
+        if known is not None:
+            return known.definition
+        definition = self._store().get_task(names.check_name("task", task))
+        if definition is None:
+            registered = [registration.definition.name for registration in self._store().list_tasks()]
+            raise unknown_task(task, [*self._registry.tasks(), *registered], masked(self._database))
+        return definition
 
 
 def _check_run_at(run_at: Any) -> datetime | timedelta | None:

@@ -9,13 +9,15 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from tidegate.app.handle import RunHandle
 from tidegate.app.submit import UNSET, RunTarget, TaskOptions
-from tidegate.domain.errors import InvalidArgument
+from tidegate.domain import parameters
 from tidegate.domain.model import TaskDefinition
+from tidegate.domain.parameters import describe
 from tidegate.worker.context import Context
 from tidegate.worker.execution import TaskFunction
 
@@ -39,12 +41,10 @@ class Task:
     def __init__(self, target: RunTarget, fn: Callable[..., Any], definition: TaskDefinition) -> None:
         self._target = target
         self.fn = fn
-        self.definition = definition
         self.function = TaskFunction(definition.name, fn, find_context_param(fn))
-        signature = inspect.signature(fn)
-        self._signature = signature.replace(
-            parameters=[p for n, p in signature.parameters.items() if n != self.function.context_param]
-        )
+        # What a run's args must be, described once from the code and stored with the task,
+        # so that a submit by name elsewhere is checked by the same rule (domain/parameters.py).
+        self.definition = replace(definition, parameters=describe(fn, skip=self._filled_by_worker()))
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", definition.name)
 
@@ -72,13 +72,16 @@ class Task:
         concurrency_key: str | None = None,
     ) -> TaskOptions:
         options = (priority, tags, queue, run_at, concurrency_key)
-        return TaskOptions(self._target, self.definition, self.check_args, *options)
+        return TaskOptions(self._target, self.definition, *options)
 
     def check_args(self, args: Mapping[str, Any]) -> None:
-        try:
-            self._signature.bind(**args)
-        except TypeError as error:
-            raise InvalidArgument(f"{self.name}: {error}") from None
+        """Raise `ArgumentMismatch` unless `args` fit this task's parameters (what every submit checks)."""
+        assert self.definition.parameters is not None  # described in __init__
+        parameters.check_args(self.name, self.definition.parameters, args)
+
+    def _filled_by_worker(self) -> tuple[str, ...]:
+        """Parameters the worker passes itself (the `Context`), which a run's args do not give."""
+        return () if self.function.context_param is None else (self.function.context_param,)
 
     def __repr__(self) -> str:
         return f"<Task {self.name} queue={self.definition.queue}>"

@@ -21,13 +21,22 @@ from rich.text import Text
 
 from tidegate.cli.connect import existing_store
 from tidegate.cli.errors import CommandError
-from tidegate.cli.options import Database
-from tidegate.cli.render import short_time, stdout
+from tidegate.cli.options import Database, JsonOutput
+from tidegate.cli.queues_view import partition_text, queues_table
+from tidegate.cli.render import print_json, short_time, stdout
 from tidegate.cli.scopes import UNLIMITED, limit_text, natural_key, scope_limit, usage_text
-from tidegate.domain.limits import QueueConfig
+from tidegate.domain.limits import QueueConfig, queue_to_dict
 from tidegate.domain.model import LimitOverride
 from tidegate.domain.scopes import GLOBAL, Rules, check_override_target, effective_limit
-from tidegate.engine.limits import PREVIEW_RUNS, LimitPreview, code_limit, preview, reset_limit, set_limit
+from tidegate.engine.limits import (
+    PREVIEW_RUNS,
+    LimitPreview,
+    code_limit,
+    limits_in_force,
+    preview,
+    reset_limit,
+    set_limit,
+)
 from tidegate.storage.urls import DEFAULT_DATABASE
 
 app = typer.Typer(help="Show run-level limits; change them live (persisted until reset).", no_args_is_help=True)
@@ -38,14 +47,26 @@ DryRun = Annotated[bool, typer.Option("--dry-run", help="Show what the change wo
 
 
 def parse_limit(text: str) -> int | None:
-    """A LIMIT argument: a whole number (checked >= 1 by the engine) or `unlimited`."""
+    """A LIMIT argument: a whole number (checked >= 1 by the engine) or `unlimited`.
+
+    On the command line `unlimited` is the one way to lift a limit: a negative number is
+    refused with that hint (-1 means unlimited only in the Python config, as in the reference
+    system), so a typo never lifts a cap silently."""
     cleaned = text.strip().lower()
     if cleaned == UNLIMITED:
         return None
     try:
-        return int(cleaned)
+        value = int(cleaned)
     except ValueError:
         raise CommandError(f"LIMIT {text!r} is not valid: use a whole number >= 1 or 'unlimited'") from None
+    if value < 0:
+        raise CommandError(f"LIMIT {text!r} is not valid: to lift the limit say 'unlimited'; else a whole number >= 1")
+    return value
+
+
+# Click reads an argument that starts with '-' as an option ("No such option: -1"); a command
+# taking a number keeps unknown options as arguments, so `-1` reaches the LIMIT check above.
+NUMBER_ARGUMENTS = {"ignore_unknown_options": True}
 
 
 # --- list ----------------------------------------------------------------------------------------
@@ -61,12 +82,19 @@ class Row:
 
 
 @app.command("list")
-def list_limits(database: Database = DEFAULT_DATABASE) -> None:
+def list_limits(database: Database = DEFAULT_DATABASE, json_output: JsonOutput = False) -> None:
     """Every limit in force, with the slots in use now and where each limit comes from."""
     with existing_store(database) as store:
         rules = store.rules()
         usage = store.scope_usage()
         overrides = store.limit_overrides()
+    if json_output:
+        queues = [
+            {"name": name, **queue_to_dict(config), "paused": rules.is_paused(name)}
+            for name, config in sorted(rules.queues.items())
+        ]
+        print_json({"limits": limits_in_force(rules, usage), "queues": queues, "overrides": overrides})
+        return
     stdout.print(scopes_table(rules, usage, overrides))
     if rules.queues:
         stdout.print()
@@ -88,7 +116,7 @@ def scopes_table(rules: Rules, usage: Mapping[str, int], overrides: list[LimitOv
         caption_justify="left",
         caption_style="dim",
     )
-    table.add_column("scope (TARGET)", overflow="fold", min_width=12, ratio=1)
+    table.add_column("scope (TARGET)", no_wrap=True)  # a key to copy: never wrapped (set by folds instead)
     table.add_column("limit", justify="right", no_wrap=True)
     table.add_column("in use", justify="right", no_wrap=True)
     table.add_column("set by", overflow="fold", min_width=10, ratio=1)
@@ -160,7 +188,9 @@ def _tag_rows(rules: Rules, usage: Mapping[str, int], versions: Mapping[str, int
             values |= {target for target in rules.overrides if target.startswith(prefix)}
             for scope in sorted(values, key=natural_key):
                 key, _, value = scope[len("tag:") :].partition("=")
-                source = _source(rules, scope, versions, "", "per-value limit")
+                live_parent = parent in rules.overrides and scope not in rules.overrides
+                inherited = "per-value limit" + (f" (live {parent})" if live_parent else "")
+                source = _source(rules, scope, versions, "", inherited)
                 rows.append(Row(scope, rules.tag_limit(key, value), usage.get(scope, 0), source, child=True))
             covered |= {parent, *values}
         elif declared.value is not None:
@@ -209,57 +239,6 @@ def _source(rules: Rules, target: str, versions: Mapping[str, int], code: str, n
     return text
 
 
-def partition_text(config: QueueConfig) -> str:
-    partition = config.concurrency.partition
-    parts = []
-    if partition.by_kind:
-        parts.append("kind")
-    if partition.by_args is not None:
-        parts.append(", ".join(partition.by_args) if partition.by_args else "all args")
-    return " + ".join(parts)
-
-
-def queues_table(rules: Rules) -> Table:
-    table = Table(
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        title="queues",
-        title_justify="left",
-        title_style="bold",
-        caption="local limit and max_workers are per worker; a concurrency key is its own partition",
-        caption_justify="left",
-        caption_style="dim",
-    )
-    table.add_column("queue", overflow="fold", min_width=8)
-    table.add_column("partitioned by", overflow="fold")
-    table.add_column("global limit", justify="right", no_wrap=True)
-    table.add_column("local limit", justify="right", no_wrap=True)
-    table.add_column("max_workers", justify="right", no_wrap=True)
-    table.add_column("ordering", no_wrap=True)
-    table.add_column("state", no_wrap=True)
-    for name in sorted(rules.queues, key=natural_key):
-        config = rules.queues[name]
-        limit = rules.queue_limit(name, "")
-        live = f"queue:{name}" in rules.overrides
-        table.add_row(
-            Text(name, style="bold"),
-            Text(partition_text(config) or "-", style="" if config.concurrency.partition.enabled else "dim"),
-            Text(
-                limit_text(limit) + (" (live)" if live else ""),
-                style="magenta" if live else ("dim" if limit is None else ""),
-            ),
-            _dim_none(config.concurrency.local_limit),
-            _dim_none(config.max_workers),
-            config.ordering,
-            Text("paused", style="bold yellow") if rules.is_paused(name) else Text("open", style="dim"),
-        )
-    return table
-
-
-def _dim_none(value: int | None) -> Text:
-    return Text(limit_text(value), style="dim" if value is None else "")
-
-
 def overrides_table(rules: Rules, overrides: list[LimitOverride]) -> Table | Text:
     if not overrides:
         return Text("no live overrides: the code's limits are in force", style="dim")
@@ -273,7 +252,7 @@ def overrides_table(rules: Rules, overrides: list[LimitOverride]) -> Table | Tex
         caption_justify="left",
         caption_style="dim",
     )
-    table.add_column("target", overflow="fold", min_width=12, style="magenta")
+    table.add_column("target", no_wrap=True, style="magenta")
     table.add_column("limit", justify="right", no_wrap=True)
     table.add_column("code", justify="right", no_wrap=True)
     table.add_column("version", justify="right", no_wrap=True)
@@ -292,7 +271,7 @@ def overrides_table(rules: Rules, overrides: list[LimitOverride]) -> Table | Tex
 # --- set / reset -----------------------------------------------------------------------------------
 
 
-@app.command("set")
+@app.command("set", context_settings=NUMBER_ARGUMENTS)
 def set_command(
     target: Target,
     limit: Annotated[str, typer.Argument(metavar="LIMIT", help="A whole number >= 1, or 'unlimited'.")],

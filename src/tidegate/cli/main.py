@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from tidegate.cli import db, demo, limits, pools, queue, runs, serve, submit, worker
+from tidegate.cli import db, demo, limits, pools, queue, runs, schedules, serve, submit, sweep, tasks, worker, workers
 from tidegate.cli.errors import ReportingGroup
 
 app = typer.Typer(
@@ -23,10 +23,14 @@ app.command("worker")(worker.worker)
 app.command("submit")(submit.submit)
 app.command("serve")(serve.serve)
 app.add_typer(runs.app, name="runs")
+app.add_typer(tasks.app, name="tasks")
 app.add_typer(queue.app, name="queue")
 app.add_typer(limits.app, name="limits")
 app.add_typer(pools.app, name="pools")
 app.add_typer(db.app, name="db")
+app.add_typer(schedules.app, name="schedules")
+app.command("sweep")(sweep.sweep)
+app.add_typer(workers.app, name="workers")
 app.command("demo")(demo.demo)
 
 

@@ -24,6 +24,12 @@ Database = Annotated[
 ]
 
 
+JsonOutput = Annotated[
+    bool,
+    typer.Option("--json", help="Print one JSON document for scripts instead of a table (no colours, no wrapping)."),
+]
+
+
 def check_run_id(value: str) -> str:
     """Typer callback: a run id that cannot be stored text is refused before any lookup."""
     return names.check_run_id(value)

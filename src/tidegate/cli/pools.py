@@ -1,8 +1,10 @@
-"""`tidegate pools list|info|set`: pools, who holds their slots, and their limits.
+"""`tidegate pools list|info|set|reset`: pools, who holds their slots, and their limits.
 
 Slots in use are the sum of the holder rows, read from the database, so what
 these commands show is what every claimer judges by. A pool no one has
-configured is unlimited and shown as such ("unconfigured"), never hidden.
+configured is unlimited and shown as such ("unconfigured"), never hidden, even
+after its steps are done. `set` is a live override of the code's value
+(`App.set_pool_limit`), kept until `reset`; `source` says which is in force.
 Validation is the engine's (`engine.pool_config`), as for `App.set_pool_limit`.
 """
 
@@ -17,17 +19,20 @@ from rich.text import Text
 
 from tidegate.cli.connect import existing_store
 from tidegate.cli.errors import CommandError
-from tidegate.cli.options import Database
-from tidegate.cli.render import short_time, stdout
+from tidegate.cli.options import Database, JsonOutput
+from tidegate.cli.render import print_json, short_time, stdout
 from tidegate.domain.durations import format_duration
 from tidegate.domain.model import HolderRecord
 from tidegate.domain.pools import check_pool_name
 from tidegate.domain.steps import PoolStatus
 from tidegate.domain.tunables import DEFAULT_POOL_LEASE
-from tidegate.engine.pool_config import set_pool_limit
+from tidegate.engine.pool_config import reset_pool_limit, set_pool_limit
 from tidegate.storage.urls import DEFAULT_DATABASE
 
-app = typer.Typer(help="Show pools and their slot holders; set a pool's limit.", no_args_is_help=True)
+app = typer.Typer(
+    help="Show pools and their slot holders; override a pool's limit live, or reset it to the code's.",
+    no_args_is_help=True,
+)
 
 UNCONFIGURED = "unconfigured"
 PoolName = Annotated[str, typer.Argument(metavar="POOL", help="The pool's name.")]
@@ -50,29 +55,49 @@ def lease_text(pool: PoolStatus) -> str:
     return "-" if pool.lease_seconds is None else format_duration(pool.lease_seconds)
 
 
+def source_text(pool: PoolStatus) -> Text:
+    """Where the limit in force comes from: the code, or a live override (with the code's value beside it)."""
+    if pool.source == "override":
+        code = "none" if pool.declared_limit is None else str(pool.declared_limit)
+        return Text(f"override (code: {code})", style="yellow")
+    return Text(pool.source or "-", style="" if pool.source else "dim")
+
+
 @app.command("list")
-def list_pools(database: Database = DEFAULT_DATABASE) -> None:
-    """Every pool: its limit, slots claimed, steps waiting for it, and its lease duration."""
+def list_pools(database: Database = DEFAULT_DATABASE, json_output: JsonOutput = False) -> None:
+    """Every pool a step asked for or someone configured: the limit in force and where it comes from,
+    slots claimed, steps waiting for it, and its lease duration."""
     with existing_store(database) as store:
         pools = store.pools()
+    if json_output:
+        print_json({"pools": [pool.document() for pool in pools]})
+        return
     if not pools:
-        stdout.print(Text("no pools: set one with 'tidegate pools set POOL LIMIT'", style="dim"))
+        stdout.print(Text("no pools: set one with 'tidegate pools set POOL LIMIT --create'", style="dim"))
         return
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
-    table.add_column("pool", style="bold", overflow="fold")
+    table.add_column("pool", style="bold", no_wrap=True)  # an identifier: never wrapped
     table.add_column("limit", justify="right", no_wrap=True)
     table.add_column("claimed", justify="right", no_wrap=True)
     table.add_column("pending", justify="right", no_wrap=True)
     table.add_column("lease", justify="right", no_wrap=True)
+    table.add_column("source", overflow="fold")
     for pool in pools:
-        table.add_row(Text(pool.name), limit_text(pool), claimed_text(pool), str(pool.pending), lease_text(pool))
+        table.add_row(
+            Text(pool.name),
+            limit_text(pool),
+            claimed_text(pool),
+            str(pool.pending),
+            lease_text(pool),
+            source_text(pool),
+        )
     stdout.print(table)
     if any(pool.limit is None for pool in pools):
         stdout.print(Text("unconfigured pools are unlimited: give them a limit with 'tidegate pools set'", style="dim"))
 
 
 @app.command("info")
-def info(pool: PoolName, database: Database = DEFAULT_DATABASE) -> None:
+def info(pool: PoolName, database: Database = DEFAULT_DATABASE, json_output: JsonOutput = False) -> None:
     """One pool: its limit and usage, and every holder of its slots (run, step, slots, lease)."""
     check_pool_name(pool)  # a name no pool can have is refused before it reaches SQL
     with existing_store(database) as store:
@@ -82,6 +107,9 @@ def info(pool: PoolName, database: Database = DEFAULT_DATABASE) -> None:
     if status is None:
         known = ", ".join(sorted(found)) or "none yet"
         raise CommandError(f"no pool named {pool!r} (pools: {known})")
+    if json_output:
+        print_json({**status.document(), "holders": [holder.document() for holder in holders]})
+        return
     stdout.print(header(status))
     if holders:
         stdout.print(holders_table(holders))
@@ -99,13 +127,14 @@ def header(pool: PoolStatus) -> Text:
         f"   lease {lease_text(pool)}   claimed ",
         claimed_text(pool) if pool.limit is not None else Text(claimed),
         f"   pending {pool.pending}",
+        *(("   source ", source_text(pool)) if pool.source == "override" else ()),
     )
 
 
 def holders_table(holders: list[HolderRecord]) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
     table.add_column("RUN", no_wrap=True, style="bold")
-    table.add_column("STEP", overflow="fold")
+    table.add_column("STEP", no_wrap=True)
     table.add_column("SLOTS", justify="right", no_wrap=True)
     table.add_column("CLAIMED", no_wrap=True)
     table.add_column("LEASE EXPIRES", no_wrap=True)
@@ -120,28 +149,67 @@ def holders_table(holders: list[HolderRecord]) -> Table:
     return table
 
 
-@app.command("set")
+@app.command("set", context_settings={"ignore_unknown_options": True})  # `-1` is a LIMIT to check, not an option
 def set_limit(
     pool: PoolName,
     limit: Annotated[str, typer.Argument(metavar="LIMIT", help="Slots at most in use at once (0 pauses the pool).")],
     lease_duration: Annotated[
-        str, typer.Option("--lease-duration", metavar="DURATION", help="How long a claim lasts unless renewed.")
-    ] = DEFAULT_POOL_LEASE,
+        str | None,
+        typer.Option(
+            "--lease-duration",
+            metavar="DURATION",
+            help=f"How long a claim lasts unless renewed (default: the pool's own, else {DEFAULT_POOL_LEASE}).",
+        ),
+    ] = None,
+    create: Annotated[
+        bool, typer.Option("--create", help="Create the pool if no code declared it and no step asked for it.")
+    ] = False,
     database: Database = DEFAULT_DATABASE,
 ) -> None:
-    """Create a pool or change its limit and lease, live: waiting steps are woken at once."""
+    """Override a pool's limit (and lease), live: it wins over the code's value until 'tidegate pools reset';
+    waiting steps are woken at once."""
+    check_pool_name(pool)
     try:
         slots = int(limit.strip())
     except ValueError:
-        raise CommandError(f"LIMIT {limit!r} is not valid: use a whole number >= 0") from None
+        slots = -1
+    if slots < 0:
+        raise CommandError(f"LIMIT {limit!r} is not valid: use a whole number >= 0 (0 pauses the pool)")
     with existing_store(database) as store:
-        before = {status.name: status for status in store.pools()}.get(pool)
-        config = set_pool_limit(store, pool, slots, lease_duration)
+        known = {status.name: status for status in store.pools()}
+        before = known.get(pool)
+        if before is None and not create:
+            names = ", ".join(sorted(known)) or "none yet"
+            raise CommandError(f"no pool named {pool!r} (pools: {names}); to create it, add --create")
+        lease: str | float = DEFAULT_POOL_LEASE
+        if lease_duration is not None:
+            lease = lease_duration
+        elif before is not None and before.lease_seconds is not None:
+            lease = before.lease_seconds  # keep the pool's own lease
+        config = set_pool_limit(store, pool, slots, lease)
     was = "" if before is None or before.limit is None else f" (was {before.limit})"
     stdout.print(
         Text.assemble(
             "pool ",
             (config.name, "bold"),
             f": limit {config.limit}{was}, lease {format_duration(config.lease_seconds)}",
+            ("  (a live override: kept until 'tidegate pools reset')", "dim"),
+        )
+    )
+
+
+@app.command("reset")
+def reset(pool: PoolName, database: Database = DEFAULT_DATABASE) -> None:
+    """Drop a pool's live override: the limit the code declares is in force again (none: unconfigured)."""
+    with existing_store(database) as store:
+        config = reset_pool_limit(store, pool)
+    if config is None:
+        stdout.print(Text.assemble("pool ", (pool, "bold"), ": no limit declared in code, unconfigured (unlimited)"))
+        return
+    stdout.print(
+        Text.assemble(
+            "pool ",
+            (config.name, "bold"),
+            f": limit {config.limit} from the code, lease {format_duration(config.lease_seconds)}",
         )
     )

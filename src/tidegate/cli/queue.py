@@ -15,14 +15,14 @@ from collections import Counter
 from typing import Annotated
 
 import typer
-from rich import box
 from rich.table import Table
 from rich.text import Text
 
 from tidegate.cli.connect import existing_store
 from tidegate.cli.errors import CommandError
-from tidegate.cli.options import Database, check_queue_filter, check_run_id
-from tidegate.cli.render import status_text, stdout
+from tidegate.cli.fit import Cell, Column, fitted_table
+from tidegate.cli.options import Database, JsonOutput, check_queue_filter, check_run_id
+from tidegate.cli.render import print_json, status_text, stdout
 from tidegate.cli.scopes import (
     age_text,
     explanation_body,
@@ -58,12 +58,16 @@ def list_queued(
         int, typer.Option("--limit", "-n", min=1, metavar="N", help="At most this many, in claim order.")
     ] = 50,
     database: Database = DEFAULT_DATABASE,
+    json_output: JsonOutput = False,
 ) -> None:
     """List queued runs in claim order (priority, then age), with what holds each back."""
     with existing_store(database) as store:
         runs = store.list_queued(queue=queue, limit=limit)
         total = store.status_counts(queue=queue)[RunStatus.QUEUED]
         rules = store.rules()
+    if json_output:
+        print_json({"runs": runs, "total": total, "paused": rules.paused})
+        return
     if not runs:
         stdout.print(Text("no queued runs" + (f" in queue {queue}" if queue else ""), style="dim"))
         return
@@ -71,6 +75,17 @@ def list_queued(
         {run.queue for run in runs if run.queue in rules.queues and rules.queues[run.queue].ordering == "fair"}
     )
     stdout.print(queued_table(runs, total, queue, fair, rules.paused))
+
+
+QUEUED_COLUMNS = [
+    Column("pos", identifier=True, options={"justify": "right"}),
+    Column("run", identifier=True, options={"style": "bold"}),
+    Column("task", drop=4),
+    Column("queue"),
+    Column("prio", drop=1, options={"justify": "right"}),
+    Column("waiting", drop=3, identifier=True, options={"justify": "right"}),
+    Column("blocked by", options={"ratio": 1}),  # scope keys wrap only between each other, never inside one
+]
 
 
 def queued_table(
@@ -83,17 +98,7 @@ def queued_table(
     now = now_utc()
     positions: Counter[str] = Counter()  # claim order within each queue: the first N of any queue are all here
     blocked = not_due = 0
-    gap = 1 if stdout.width >= 100 else 0
-    table = Table(
-        box=box.SIMPLE_HEAD, show_edge=False, padding=(0, gap, 0, 0), caption_justify="left", caption_style="dim"
-    )
-    table.add_column("pos", justify="right", no_wrap=True)
-    table.add_column("run", no_wrap=True, style="bold")
-    table.add_column("task", overflow="fold", min_width=6)
-    table.add_column("queue", overflow="fold", min_width=5)
-    table.add_column("prio", justify="right", no_wrap=True)
-    table.add_column("waiting", justify="right", no_wrap=True)
-    table.add_column("blocked by", overflow="fold", min_width=12, ratio=1)
+    rows: list[list[Cell]] = []
     for run in runs:
         positions[run.queue] += 1
         waited = waiting_seconds(run, now)
@@ -104,8 +109,8 @@ def queued_table(
             held = queues.paused_reason(run.queue) if run.queue in paused else reason_text(run.block_reason)
             waiting, reason = Text(age_text(waited)), Text(held, style="yellow")
             blocked += bool(run.block_reason) and run.queue not in paused
-        table.add_row(
-            str(positions[run.queue]), run.id, Text(run.task), Text(run.queue), str(run.priority), waiting, reason
+        rows.append(
+            [str(positions[run.queue]), run.id, Text(run.task), Text(run.queue), str(run.priority), waiting, reason]
         )
     where = f" in queue {queue}" if queue else ""
     caption = f"{len(runs)} of {total} queued runs{where}"
@@ -123,12 +128,14 @@ def queued_table(
         caption += (
             f"\nfair ordering in {', '.join(fair)}: partitions take turns, so a run may start before one above it"
         )
-    table.caption = caption
-    return table
+    gap = 1 if stdout.width >= 100 else 0
+    return fitted_table(
+        QUEUED_COLUMNS, rows, stdout.width, gap=gap, caption=caption, caption_justify="left", caption_style="dim"
+    )
 
 
 @app.command("why")
-def why(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
+def why(run_id: RunId, database: Database = DEFAULT_DATABASE, json_output: JsonOutput = False) -> None:
     """Explain why a run is still queued: its position, every limit and its workers, holders, an ETA.
 
     For a running workflow: the pools its waiting steps ask for, with holders."""
@@ -138,6 +145,9 @@ def why(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
         except RunNotFound:
             raise RunNotFound(f"no run with id {run_id!r} in {masked(database)}") from None
         rules = store.rules() if explanation.run.status is RunStatus.QUEUED else None
+    if json_output:
+        print_json(explanation)
+        return
     now = now_utc()
     stdout.print(headline(explanation, now))
     body = explanation_body(explanation, now, rules)

@@ -8,8 +8,11 @@ a task name or an error message with `[brackets]` must print as it is.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
-from datetime import datetime
+import sys
+from datetime import datetime, timedelta
 from typing import Any
 
 from rich.console import Console
@@ -23,6 +26,7 @@ stderr = Console(stderr=True, highlight=False)
 STATUS_STYLES = {
     RunStatus.QUEUED: "yellow",
     RunStatus.RUNNING: "cyan",
+    RunStatus.WAITING: "blue",
     RunStatus.COMPLETED: "green",
     RunStatus.FAILED: "bold red",
     RunStatus.CANCELED: "magenta",
@@ -80,6 +84,27 @@ def seconds_text(seconds: float) -> str:
 
 def compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+def _json_default(value: Any) -> Any:
+    """What `--json` prints for values JSON has no type for: ISO times in UTC, seconds, enum values."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, (set, frozenset, tuple)):
+        return sorted(value) if isinstance(value, (set, frozenset)) else list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def print_json(value: Any) -> None:
+    """`--json` output: one document on stdout, bypassing Rich so nothing is wrapped, coloured or cut."""
+    sys.stdout.write(json.dumps(value, default=_json_default, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.flush()
 
 
 def pretty_json(value: Any) -> str:

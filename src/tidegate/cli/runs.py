@@ -1,4 +1,4 @@
-"""`tidegate runs list|show|cancel`: look at runs and stop them.
+"""`tidegate runs list|show|cancel|retry`: look at runs, stop them, retry a failed one.
 
 These read the store directly (no task code needed), so an operator can
 inspect any database from any machine that reaches it.
@@ -6,7 +6,7 @@ inspect any database from any machine that reaches it.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -17,13 +17,17 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from tidegate.cli import run_list
+from tidegate.cli.children import children_table
 from tidegate.cli.connect import existing_store
-from tidegate.cli.options import Database, check_queue_filter, check_run_id
+from tidegate.cli.fit import Cell, Column, fitted_table
+from tidegate.cli.options import Database, JsonOutput, check_run_id
 from tidegate.cli.render import (
     clock_time,
     compact_json,
     compact_metadata,
     long_time,
+    print_json,
     seconds_text,
     short_time,
     status_text,
@@ -31,11 +35,12 @@ from tidegate.cli.render import (
 )
 from tidegate.cli.scopes import reason_text
 from tidegate.domain.errors import RunNotFound
-from tidegate.domain.model import EventRecord, RunRecord, RunStatus
+from tidegate.domain.model import EventRecord, RunRecord, RunStatus, WorkerRecord
 from tidegate.domain.steps import StepRecord, StepStatus
+from tidegate.engine.runs import is_stuck
 from tidegate.storage.urls import DEFAULT_DATABASE, masked
 
-app = typer.Typer(help="List, inspect and cancel runs.", no_args_is_help=True)
+app = typer.Typer(help="List, inspect, cancel and retry runs.", no_args_is_help=True)
 
 _STATUSES = ", ".join(status.value for status in RunStatus)
 RunId = Annotated[
@@ -43,89 +48,52 @@ RunId = Annotated[
 ]
 
 
-@app.command("list")
-def list_runs(
-    status: Annotated[
-        RunStatus | None,
-        typer.Option("--status", "-s", metavar="STATUS", help="Only runs in this status: " + _STATUSES + "."),
-    ] = None,
-    queue: Annotated[
-        str | None,
-        typer.Option("--queue", "-q", metavar="QUEUE", help="Only runs of this queue.", callback=check_queue_filter),
-    ] = None,
-    limit: Annotated[
-        int, typer.Option("--limit", "-n", min=1, metavar="N", help="At most this many, newest first.")
-    ] = 50,
-    database: Database = DEFAULT_DATABASE,
-) -> None:
-    """List runs, newest first."""
-    with existing_store(database) as store:
-        runs = store.list_runs(status=status, queue=queue, limit=limit)
-        counts = store.status_counts(queue=queue)
-    total = counts[status] if status is not None else sum(counts.values())
-    if not runs:
-        stdout.print(Text("no runs" + (" matching" if status or queue else ""), style="dim"))
-        return
-    stdout.print(runs_table(runs, total))
-
-
-def runs_table(runs: list[RunRecord], total: int) -> Table:
-    now = datetime.now().astimezone()
-    caption = f"{len(runs)} of {total} runs" + (" (more with --limit)" if total > len(runs) else "")
-    gap = 1 if stdout.width >= 100 else 0  # below 100 columns a single space keeps every column whole
-    table = Table(
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        padding=(0, gap, 0, 0),
-        caption=caption,
-        caption_justify="left",
-        caption_style="dim",
-    )
-    table.add_column("run", no_wrap=True, style="bold")
-    table.add_column("task", overflow="fold", min_width=6)  # the only columns allowed to wrap
-    table.add_column("queue", overflow="fold", min_width=6)
-    table.add_column("status", no_wrap=True)
-    table.add_column("try", justify="right", no_wrap=True)  # attempt/max_attempts
-    table.add_column("prio", justify="right", no_wrap=True)
-    table.add_column("submitted", no_wrap=True)
-    table.add_column("finished", no_wrap=True)
-    for run in runs:
-        table.add_row(
-            run.id,
-            Text(run.task),
-            Text(run.queue),
-            status_text(run.status),
-            f"{run.attempt}/{run.max_attempts}",
-            str(run.priority),
-            short_time(run.submitted_at, now),
-            short_time(run.finished_at, now),
-        )
-    return table
+app.command("list")(run_list.list_runs)
 
 
 @app.command("show")
-def show(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
-    """Show one run: its fields, its result or error, its steps (a workflow's) and its events."""
+def show(run_id: RunId, database: Database = DEFAULT_DATABASE, json_output: JsonOutput = False) -> None:
+    """Show one run: its fields, its result or error, its steps (a workflow's) and its events.
+
+    A run still running past its lease is shown stuck, with its worker's last heartbeat."""
+    now = datetime.now(UTC)
     with existing_store(database) as store:
         run = store.get_run(run_id)
         if run is None:
             raise RunNotFound(f"no run with id {run_id!r} in {masked(database)}")
         steps = store.run_steps(run_id)
+        children = store.run_children(run_id)
         events = store.run_events(run_id)
-    stdout.print(run_details(run))
+        workers = {worker.id: worker for worker in store.list_workers()} if is_stuck(run, now) else {}
+    if json_output:
+        print_json({**run_list.run_json(run, now, workers), "steps": steps, "children": children, "events": events})
+        return
+    stdout.print(run_details(run, now, workers, events))
     if steps:
         stdout.print(steps_table(steps))
+    if children:
+        stdout.print(children_table(children))
     stdout.print(events_table(run, events))
 
 
-def run_details(run: RunRecord) -> RenderableType:
+def run_details(
+    run: RunRecord,
+    now: datetime | None = None,
+    workers: dict[str, WorkerRecord] | None = None,
+    events: list[EventRecord] | None = None,
+) -> RenderableType:
     fields = Table.grid(padding=(0, 2))
     fields.add_column(style="dim", no_wrap=True)
     fields.add_column(overflow="fold")
     fields.add_row("run", Text(run.id, style="bold"))
     fields.add_row("status", _status_line(run))
+    now = now or datetime.now(UTC)
+    if is_stuck(run, now):
+        fields.add_row("", _stuck_line(run, now, workers or {}))
     fields.add_row("task", Text(run.task))
     fields.add_row("queue", Text(run.queue))
+    if run.parent_id is not None:
+        fields.add_row("parent", Text(f"{run.parent_id} (root {run.root_id}, depth {run.depth})"))
     fields.add_row("priority", str(run.priority))
     fields.add_row("attempt", f"{run.attempt} of {run.max_attempts}")
     fields.add_row("args", _json(run.args))
@@ -137,7 +105,7 @@ def run_details(run: RunRecord) -> RenderableType:
     if run.scheduled_at > run.submitted_at:
         fields.add_row("scheduled", long_time(run.scheduled_at))
     fields.add_row("started", long_time(run.started_at))
-    fields.add_row("finished", _finished_line(run))
+    fields.add_row("finished", _finished_line(run, lost_at(events or [])))
     if run.worker_id is not None:
         fields.add_row("worker", Text(run.worker_id))
     if run.status is RunStatus.RUNNING and run.lease_expires_at is not None:
@@ -167,11 +135,32 @@ def _status_line(run: RunRecord) -> Text:
     return line
 
 
-def _finished_line(run: RunRecord) -> str:
+def _stuck_line(run: RunRecord, now: datetime, workers: dict[str, WorkerRecord]) -> Text:
+    expired = (now - run.lease_expires_at).total_seconds() if run.lease_expires_at is not None else 0.0
+    heartbeat = run_list.heartbeat_text(run, workers, now)
+    return Text(
+        f"stuck: its lease expired {seconds_text(expired)} ago; its worker's last heartbeat: {heartbeat}"
+        " (recover it with 'tidegate sweep')",
+        style="bold red",
+    )
+
+
+def lost_at(events: list[EventRecord]) -> datetime | None:
+    """When the sweep found the run's last attempt lost, the time it was lost (its worker's last
+    heartbeat or its lease's expiry), as the rescue event recorded it; None otherwise."""
+    last = events[-1] if events else None
+    recorded = None if last is None else last.metadata.get("lost_at")
+    return datetime.fromisoformat(recorded) if isinstance(recorded, str) else None
+
+
+def _finished_line(run: RunRecord, lost: datetime | None = None) -> str:
     if run.finished_at is None:
         return "-"
     took = ""
-    if run.started_at is not None:
+    if run.started_at is not None and lost is not None:
+        ran = seconds_text(max(0.0, (lost - run.started_at).total_seconds()))
+        took = f"  (found by the sweep; it ran {ran}, until it was lost at {long_time(lost)})"
+    elif run.started_at is not None:
         took = f"  (ran {seconds_text((run.finished_at - run.started_at).total_seconds())})"
     return long_time(run.finished_at) + took
 
@@ -213,23 +202,28 @@ _STEP_STYLES = {
 }
 
 
+EVENT_COLUMNS = [
+    Column("time", drop=1, identifier=True),
+    Column("after", drop=2, identifier=True, options={"justify": "right", "style": "dim"}),
+    Column("event", identifier=True),
+    Column("step"),
+    Column("details"),  # worker ids and scope keys in it wrap only between words
+]
+
+
 def events_table(run: RunRecord, events: list[EventRecord]) -> Table:
     """The run's events; a step's (its slot events included) name the step."""
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="events", title_justify="left", title_style="bold")
-    table.add_column("time", no_wrap=True)
-    table.add_column("after", justify="right", no_wrap=True, style="dim")
-    table.add_column("event", no_wrap=True)
-    table.add_column("step", no_wrap=True)
-    table.add_column("details", overflow="fold")
-    for event in events:
-        table.add_row(
+    rows: list[list[Cell]] = [
+        [
             clock_time(event.at),
             "+" + seconds_text(max(0.0, (event.at - run.submitted_at).total_seconds())),
             Text(event.type, style=_EVENT_STYLES.get(event.type, "")),
             Text(event.step_key or ""),
             Text(_event_details(event), style="dim"),
-        )
-    return table
+        ]
+        for event in events
+    ]
+    return fitted_table(EVENT_COLUMNS, rows, stdout.width, title="events", title_justify="left", title_style="bold")
 
 
 def _event_details(event: EventRecord) -> str:
@@ -263,3 +257,21 @@ def cancel(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
     elif status in (RunStatus.COMPLETED, RunStatus.FAILED):
         line.append("  (it had already finished; nothing to cancel)", style="dim")
     stdout.print(line)
+
+
+@app.command("retry")
+def retry(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
+    """Give a failed or canceled run one more attempt: queued again now, its history kept
+    (a RunRetriedManually event); refused in any other status or past an admission ceiling."""
+    with existing_store(database) as store:
+        run = store.retry_run(run_id)
+    stdout.print(
+        Text.assemble(
+            "run ",
+            (run.id, "bold"),
+            f" ({run.task}): ",
+            status_text(run.status),
+            (f"  (attempt {run.attempt + 1} of {run.max_attempts} next; its history is kept)", "dim"),
+        ),
+        soft_wrap=True,
+    )

@@ -21,10 +21,11 @@ from rich.text import Text
 
 from tidegate.cli.render import short_time, status_text
 from tidegate.domain.backpressure import RATE_WINDOW_SECONDS
+from tidegate.domain.leases import stuck
 from tidegate.domain.model import HolderRecord, RunRecord, RunStatus
 from tidegate.domain.scopes import Rules, effective_limit
 from tidegate.engine.queues import paused_reason
-from tidegate.engine.why import Explanation, ScopeCheck
+from tidegate.engine.why import Explanation, ScopeCheck, label_of
 
 UNLIMITED = "unlimited"
 HOLDERS_SHOWN = 8  # `queue why` lists this many holders of a blocking scope, then "and N more"
@@ -116,6 +117,11 @@ def headline(explanation: Explanation, now: datetime) -> Text:
     """The first line of `queue why`: what the run is and where it stands."""
     run = explanation.run
     line = run_label(run)
+    if explanation.waiting_for is not None:
+        line.append(" is ")
+        line.append_text(status_text(run.status))
+        line.append(f" for {explanation.waiting_for}")
+        return line
     if run.status is not RunStatus.QUEUED:
         line.append(" is ")
         line.append_text(status_text(run.status))
@@ -154,28 +160,32 @@ def checks_line(checks: Sequence[ScopeCheck]) -> Text:
     return Text(" · ").join(check_text(check) for check in checks)
 
 
-def blocking_text(check: ScopeCheck, holders: Sequence[HolderRecord], max_holders: int = HOLDERS_SHOWN) -> Text:
-    """`queue api partition customer_id=3 — 2 of 2 slots held by 01H..., 01H...`."""
+def blocking_text(
+    check: ScopeCheck, holders: Sequence[HolderRecord], max_holders: int = HOLDERS_SHOWN, now: datetime | None = None
+) -> Text:
+    """`queue api partition customer_id=3 — 2 of 2 slots held by 01H..., 01H...`; a holder whose lease
+    expired (its worker stopped renewing: stuck until a sweep) is marked so."""
     slots = "slot" if check.limit == 1 else "slots"
     line = Text.assemble((check.label, "bold yellow"), f" — {check.used} of {check.limit} {slots} held")
     if not holders:
         return line
-    names = [holder.holder + (f"×{holder.slots}" if holder.slots > 1 else "") for holder in holders]  # RUN or RUN/STEP
-    shown = names[:max_holders]
     line.append(" by ")
-    line.append(", ".join(shown))
-    if len(names) > len(shown):
-        line.append(f" and {len(names) - len(shown)} more", style="dim")
+    shown = holders[:max_holders]
+    for index, holder in enumerate(shown):
+        line.append(", " if index else "")
+        line.append(holder.holder + (f"×{holder.slots}" if holder.slots > 1 else ""))  # RUN or RUN/STEP
+        if now is not None and stuck(True, holder.expires_at, now):
+            line.append(" (stuck: lease expired, 'tidegate sweep' frees it)", style="bold red")
+    if len(holders) > len(shown):
+        line.append(f" and {len(holders) - len(shown)} more", style="dim")
     return line
 
 
 def explanation_body(explanation: Explanation, now: datetime, rules: Rules | None = None) -> RenderableType | None:
     """The lines under the headline: what blocks a queued run, or why nothing does."""
     run = explanation.run
-    if run.status is RunStatus.RUNNING and explanation.checks:
-        return _steps_body(explanation)
     if run.status is not RunStatus.QUEUED:
-        return None
+        return _not_queued_body(explanation, now, rules)
     grid = _grid()
     blocking = explanation.blocking
     passing = [check for check in explanation.checks if check.ok]
@@ -194,7 +204,7 @@ def explanation_body(explanation: Explanation, now: datetime, rules: Rules | Non
     for index, check in enumerate(blocking):
         grid.add_row(
             "Blocked by:" if index == 0 and not explanation.paused else "",
-            blocking_text(check, explanation.holders.get(check.scope, [])),
+            blocking_text(check, explanation.holders.get(check.scope, []), now=now),
         )
     if blocking or explanation.paused:
         if passing:
@@ -228,12 +238,41 @@ def _grid() -> Table:
     return grid
 
 
-def _steps_body(explanation: Explanation) -> Table:
+def _not_queued_body(explanation: Explanation, now: datetime, rules: Rules | None) -> RenderableType | None:
+    """A waiting parent's slots, a running workflow's waiting steps; nothing for other runs."""
+    if explanation.run.status is RunStatus.WAITING:
+        return _wait_body(explanation.run, rules)
+    if explanation.run.status is RunStatus.RUNNING and explanation.checks:
+        return _steps_body(explanation, now)
+    return None
+
+
+def _wait_body(run: RunRecord, rules: Rules | None) -> Table:
+    """A waiting parent's slots: released (others may use them) and kept (they still count)."""
+    grid = _grid()
+    released = [_released_label(scope, rules or Rules()) for scope in run.wait_released or []]
+    kept = [label_of(scope, rules or Rules()) for scope in run.wait_kept or []]
+    grid.add_row("Released while waiting:", Text(", ".join(released) or "nothing"))
+    if kept:
+        grid.add_row(
+            "Kept while waiting:", Text.assemble(", ".join(kept), ("  (they still count for their limits)", "dim"))
+        )
+    return grid
+
+
+def _released_label(scope: str, rules: Rules) -> str:
+    """Only the global slot is released for its own sake; others because a child needs them too."""
+    label = label_of(scope, rules)
+    return label if scope == "global" else f"{label} (its children need it too)"
+
+
+def _steps_body(explanation: Explanation, now: datetime) -> Table:
     """A running workflow: the pools its waiting steps ask for, and who holds the full ones."""
     grid = _grid()
     for index, check in enumerate(explanation.blocking):
         grid.add_row(
-            "Steps wait for:" if index == 0 else "", blocking_text(check, explanation.holders.get(check.scope, []))
+            "Steps wait for:" if index == 0 else "",
+            blocking_text(check, explanation.holders.get(check.scope, []), now=now),
         )
     passing = [check for check in explanation.checks if check.ok]
     if passing:

@@ -36,7 +36,7 @@ def serve(
         typer.Option("--database", "-d", envvar=DATABASE_ENV, metavar="URL", help=DATABASE_HELP),
     ] = None,
 ) -> None:
-    """Serve the HTTP API (OpenAPI at /api/v1/openapi.json, docs at /api/docs)."""
+    """Serve the HTTP API (OpenAPI at /api/v1/openapi.json, docs at /api/docs) and the dashboard at /."""
     try:
         import uvicorn
 
@@ -47,7 +47,7 @@ def serve(
     check_bind(host, tokens)
     app = load_app_for(target, database)
     api = create_api(app, tokens=tokens, owns_app=True)  # its shutdown closes the store
-    typer.echo(f"tidegate API on http://{host}:{port} (database {masked(app.database)})", err=True)
+    typer.echo(f"tidegate API and dashboard on http://{host}:{port}/ (database {masked(app.database)})", err=True)
     uvicorn.run(
         api, host=host, port=port, log_level="info", server_header=False, timeout_graceful_shutdown=SHUTDOWN_GRACE
     )

@@ -22,6 +22,7 @@ from tidegate.cli.options import DATABASE_HELP
 from tidegate.cli.render import stdout
 from tidegate.domain.tunables import DEFAULT_MAX_WORKERS
 from tidegate.storage.urls import DATABASE_ENV, masked
+from tidegate.worker import attempt_log
 from tidegate.worker.metrics import serve_metrics
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -53,6 +54,12 @@ def worker(
     log_level: Annotated[
         str, typer.Option(metavar="LEVEL", help="Log level (debug, info, warning, error) of the worker and your tasks.")
     ] = "info",
+    log_tracebacks: Annotated[
+        bool,
+        typer.Option(
+            "--log-tracebacks", help="Log the traceback of each failed attempt (else only at --log-level debug)."
+        ),
+    ] = False,
     database: Annotated[
         str | None,
         typer.Option(
@@ -66,7 +73,7 @@ def worker(
     ] = None,
 ) -> None:
     """Run a worker for the app's tasks until SIGTERM/SIGINT (or, with --drain, until idle)."""
-    _configure_logging(log_level)
+    configure_logging(log_level, log_tracebacks)
     app = load_app_for(target, database)
     runner = app.worker(
         queues=queue or None, max_workers=max_workers, drain=drain, fill_order=fill_order, max_idle=max_idle
@@ -103,8 +110,12 @@ def _serve_metrics(port: int, host: str) -> None:
     stdout.print(Text.assemble("metrics on ", (f"http://{host}:{port}/metrics", "bold")), soft_wrap=True)
 
 
-def _configure_logging(level: str) -> None:
+def configure_logging(level: str, tracebacks: bool = False) -> None:
+    """The worker's log on stderr: one INFO line per attempt outcome; tracebacks at DEBUG, or with
+    `--log-tracebacks` whatever the level (only their logger is lowered)."""
     number = logging.getLevelName(level.upper())
     if not isinstance(number, int):
         raise CommandError(f"--log-level {level!r}: use debug, info, warning or error")
     logging.basicConfig(level=number, format=LOG_FORMAT, stream=sys.stderr)
+    if tracebacks:
+        attempt_log.tracebacks.setLevel(logging.DEBUG)

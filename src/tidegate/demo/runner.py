@@ -28,6 +28,7 @@ from rich.live import Live
 from rich.text import Text
 
 from tidegate.demo import DEMO_DATABASE
+from tidegate.demo.commands import tidegate_command
 from tidegate.demo.concurrency import pool_tally, tally
 from tidegate.demo.fleet import DemoError, Fleet
 from tidegate.demo.live import LiveView, read_sample
@@ -260,10 +261,13 @@ def _outro(console: Console, url: str, summary: Summary, blocked_example: str | 
     )
     shown = masked(url)
     pools = [item.scope.removeprefix("pool:") for item in summary.tallies if item.scope.startswith("pool:")]
+    cli, hint = tidegate_command()
     for command in (
-        f"tidegate limits list -d {shown}",
-        *(f"tidegate pools list -d {shown}" for _ in pools[:1]),
-        f"tidegate runs show {example} -d {shown}",
-        f"tidegate runs list -d {shown}",
+        f"{cli} limits list -d {shown}",
+        *(f"{cli} pools list -d {shown}" for _ in pools[:1]),
+        f"{cli} runs show {example} -d {shown}",
+        f"{cli} runs list -d {shown}",
     ):
         console.print(Text("  " + command, style="cyan"), soft_wrap=True)
+    if hint is not None:
+        console.print(Text(f"  ({hint})", style="dim"), soft_wrap=True)

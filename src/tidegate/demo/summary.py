@@ -69,8 +69,9 @@ class Summary:
 
 def totals_table(summary: Summary) -> Table:
     table = Table(box=box.ROUNDED, show_header=False, title="summary", title_justify="left", title_style="bold")
-    table.add_column(style="dim", no_wrap=True)
-    table.add_column(no_wrap=True)
+    # At 80 columns or in a pipe the values wrap between words; nothing is cut off ("…").
+    table.add_column(style="dim", no_wrap=True, min_width=len("runs by status"))
+    table.add_column(overflow="fold")
     table.add_row("runs by status", _by_status(summary))
     retried = sum(1 for run in summary.runs if run.attempt > 1)
     recovered = ", all recovered" if summary.all_completed else ""
@@ -100,7 +101,7 @@ def limits_table(summary: Summary, width: int = 100) -> Table:
         title_justify="left",
         title_style="bold",
     )
-    table.add_column("scope", overflow="fold")
+    table.add_column("scope", no_wrap=True)  # a scope key to copy: never wrapped
     table.add_column("max/limit", justify="right", no_wrap=True)
     table.add_column("", no_wrap=True)  # the max as slot cells: a full row is a limit that bound
     table.add_column("runs", justify="right", no_wrap=True)

@@ -41,6 +41,7 @@ class Candidate:
     scheduled_at: float  # any monotonic ordering of queue time will do
     ordering: str = "priority"  # the queue's ordering: "priority" or "fair"
     suspect: bool = False  # runs alone on its worker (domain/recovery.py)
+    resumed: bool = False  # queued again after a wait on its children: goes first (claim_order)
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,16 @@ class Admission:
 def claim_order(
     candidates: Sequence[Candidate], lane_load: Mapping[tuple[str, str], int] | None = None
 ) -> list[Candidate]:
-    """Priority desc, then age; in a fair queue, partitions take turns within a priority level.
+    """Resumed parents first, then priority desc, then age; in a fair queue, partitions take
+    turns within a priority level.
+
+    A resumed parent (queued again once the children it waited for ended)
+    goes ahead of every other run of its queue, whatever their priority (and,
+    as priority does, ahead of other queues' runs in a claim over several): it
+    was admitted once and did work, and gave up its slots only so that its
+    children could run; going first is as if it had kept them, so it can
+    delay others no longer than a run that never waited. Each resume puts it
+    first once: the claim that takes it clears the mark.
 
     In a fair queue a partition's next run ranks by how many of its runs are
     already running (`lane_load`, per (queue, partition)) plus those ahead of
@@ -87,18 +97,18 @@ def claim_order(
     load = lane_load or {}
     rank: dict[str, int] = {}
     head: dict[str, float] = {}
-    lane_head: dict[tuple[str, int, str], float] = {}
-    lane_size: dict[tuple[str, int, str], int] = defaultdict(int)
-    for candidate in sorted(candidates, key=lambda c: (-c.priority, c.scheduled_at, c.id)):
+    lane_head: dict[tuple[str, bool, int, str], float] = {}
+    lane_size: dict[tuple[str, bool, int, str], int] = defaultdict(int)
+    for candidate in sorted(candidates, key=lambda c: (not c.resumed, -c.priority, c.scheduled_at, c.id)):
         if candidate.ordering == "fair":
-            lane = (candidate.queue, candidate.priority, candidate.partition)
+            lane = (candidate.queue, candidate.resumed, candidate.priority, candidate.partition)
             rank[candidate.id] = load.get((candidate.queue, candidate.partition), 0) + lane_size[lane]
             lane_size[lane] += 1
             head[candidate.id] = lane_head.setdefault(lane, candidate.scheduled_at)
         else:
             rank[candidate.id] = 0
             head[candidate.id] = candidate.scheduled_at
-    return sorted(candidates, key=lambda c: (-c.priority, rank[c.id], head[c.id], c.scheduled_at, c.id))
+    return sorted(candidates, key=lambda c: (not c.resumed, -c.priority, rank[c.id], head[c.id], c.scheduled_at, c.id))
 
 
 def admit(

@@ -98,3 +98,80 @@ class PoolClaimTimeout(TidegateError, TimeoutError):
 
 class StepFencedOut(TidegateError):
     """This attempt no longer owns its run (it was taken over), so its step writes are refused."""
+
+
+class RecursiveWaitDeadlock(TidegateError):
+    """A chain of waits would release more slots of one scope than the scope's limit.
+
+    The reference's bound (`domain/waits.py`): a chain of same-scope waits may lend
+    that scope at most its limit of slots; the wait that would go past it fails at
+    once in the triggering parent instead of hanging. `chain` runs root first, the
+    refused parent last.
+    """
+
+    code = "RECURSIVE_WAIT_DEADLOCK"
+
+    def __init__(self, scope: str, chain: tuple[str, ...], limit: int) -> None:
+        self.scope, self.chain, self.limit = scope, tuple(chain), limit
+        super().__init__(
+            f"{self.code}: waiting here would release more slots of {scope} than its limit ({limit}) along the chain "
+            f"{' -> '.join(self.chain)}; raise the limit of {scope} or put the child on another queue"
+        )
+
+    def __reduce__(self) -> tuple[type[RecursiveWaitDeadlock], tuple[str, tuple[str, ...], int]]:
+        return type(self), (self.scope, self.chain, self.limit)
+
+
+class WaitDeadlock(TidegateError):
+    """A child could never be admitted: runs that resume only after it keep every slot of a scope it needs.
+
+    Its own waiting ancestors (`domain/waits.py`, `chain` root first, the refused
+    parent last) or a cycle of waits across chains (`domain/wait_graph.py`, `chain`
+    from the refused parent around the cycle). The wait would hang for good, so it
+    fails at once in the triggering parent instead; `holders` keep `scope`.
+    """
+
+    code = "WAIT_DEADLOCK"
+
+    def __init__(self, scope: str, chain: tuple[str, ...], limit: int, holders: tuple[str, ...]) -> None:
+        self.scope, self.chain, self.limit, self.holders = scope, tuple(chain), limit, tuple(holders)
+        super().__init__(
+            f"{self.code}: a child needs {scope} (limit {limit}) but every slot of it is kept by runs that "
+            f"resume only after it ({', '.join(self.holders)}), along {' -> '.join(self.chain)}; "
+            f"raise the limit of {scope}, put the child elsewhere, or let the keeping runs trigger with release='all'"
+        )
+
+    def __reduce__(self) -> tuple[type[WaitDeadlock], tuple[str, tuple[str, ...], int, tuple[str, ...]]]:
+        return type(self), (self.scope, self.chain, self.limit, self.holders)
+
+
+class NonDeterministicReplay(TidegateError):
+    """A resumed parent asked, at one position of its triggers, for another task or other args
+    than its earlier attempt did: replaying it would answer the wrong call (code
+    `NON_DETERMINISTIC_REPLAY`). Triggers must come in the same order with the same args on
+    every attempt; compute what varies inside a child, or before the first trigger, instead."""
+
+    code = "NON_DETERMINISTIC_REPLAY"
+
+
+class AttemptFencedOut(TidegateError):
+    """This attempt no longer owns its run (it was rescued, handed back or ended), so the store
+    refused its trigger: nothing was stored."""
+
+
+class ScheduleNotFound(TidegateError, LookupError):
+    """No schedule of that name is stored (pause, resume or remove of an unknown one)."""
+
+
+class ArgumentMismatch(InvalidArgument):
+    """A run's args do not fit its task's parameters (a name, a required one, a JSON type); nothing stored.
+
+    `task` names the task, `argument` the first argument at fault, `problem` every problem found
+    (the message is `TASK: PROBLEM; PROBLEM...`, one line).
+    """
+
+    def __init__(self, task: str, argument: str, problem: str) -> None:
+        self.task = task
+        self.argument = argument
+        self.problem = problem
+        super().__init__(f"{task}: {problem}")

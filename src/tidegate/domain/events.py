@@ -10,7 +10,7 @@ other scope (a fan-out window) by its key.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from tidegate.domain.pools import pool_of
@@ -113,8 +113,53 @@ def queue_paused(queue: str, paused: bool) -> Event:
     return Event("LimitChanged", {"target": f"queue:{queue}", "paused": paused})
 
 
-def pool_limit_changed(pool: str, old: int | None, new: int, lease_seconds: float) -> Event:
-    return Event("LimitChanged", {"target": f"pool:{pool}", "old": old, "new": new, "lease_seconds": lease_seconds})
+def schedule_fired(schedule: str, tick: str, skipped_from: str | None) -> Event:
+    """A schedule's tick submitted this run (`tick` in ISO 8601 UTC); `skipped_from`: the first
+    earlier missed tick that was dropped by its missed-ticks policy, if any."""
+    metadata: Metadata = {"schedule": schedule, "tick": tick}
+    if skipped_from is not None:
+        metadata["skipped_from"] = skipped_from
+    return Event("ScheduleFired", metadata)
+
+
+def pool_limit_changed(
+    pool: str,
+    old: int | None,
+    new: int | None,
+    lease_seconds: float | None,
+    *,
+    source: str | None = "override",
+    reset: bool = False,
+) -> Event:
+    """A pool's limit in force moved; `source` says whose value it now is ('code', 'override', None)."""
+    metadata = {"target": f"pool:{pool}", "old": old, "new": new, "lease_seconds": lease_seconds}
+    return Event("LimitChanged", {**metadata, "source": source, "reset": reset})
+
+
+# --- children and waits (issue 13) -----------------------------------------------------
+
+
+def child_triggered(child_id: str, task: str, index: int, awaited: bool) -> Event:
+    """On the parent: it triggered a child at position `index` of its calls."""
+    return Event("ChildTriggered", {"child": child_id, "task": task, "index": index, "awaited": awaited})
+
+
+def run_waiting(attempt: int, children: Sequence[str], released: Iterable[str], kept: Iterable[str]) -> Event:
+    """The attempt ended waiting (not counted as an attempt): the children it waits for and
+    the run-level scopes it released and kept meanwhile."""
+    return Event(
+        "RunWaiting",
+        {"attempt": attempt, "children": list(children), "released": sorted(released), "kept": sorted(kept)},
+    )
+
+
+def run_resumed(waited: float) -> Event:
+    """Every awaited child ended: back to the queue (in its place), after `waited` seconds."""
+    return Event("RunResumed", {"waited": round(waited, 3)})
+
+
+def canceled_with_parent(parent: str) -> Event:
+    return Event("RunCanceled", {"reason": f"parent {parent} canceled"})
 
 
 # --- steps ---------------------------------------------------------------------------
@@ -149,8 +194,14 @@ def only_pools(freed: Mapping[str, int]) -> dict[str, int]:
     return {scope: slots for scope, slots in freed.items() if pool_of(scope) is not None}
 
 
+STEP_OUTPUT_WRITTEN = "StepOutputWritten"  # a remote step (a Kubernetes pod) wrote its output; the worker records it
+
+
 def step_event(attempt: int, step: StepUpdate) -> Event | None:
-    """A step's own event for the status it was recorded with (none for pending)."""
+    """A step's own event for the status it was recorded with (none for pending). A running step
+    written with an output is a remote step handing its output to its worker (`StepOutputWritten`)."""
+    if step.status is StepStatus.RUNNING and step.output is not None:
+        return Event(STEP_OUTPUT_WRITTEN, step_metadata(attempt, step))
     name = STEP_EVENTS.get(step.status)
     return None if name is None else Event(name, step_metadata(attempt, step))
 
@@ -162,6 +213,8 @@ def step_metadata(attempt: int, step: StepUpdate) -> Metadata:
         metadata["item_index"] = step.item_index
     if step.error is not None:
         metadata["error"] = step.error
+    if step.details:
+        metadata.update(step.details)  # where it ran: a Kubernetes step's Job and pod
     return metadata
 
 

@@ -10,6 +10,8 @@ renewal blocked in an outage, a store that answers late).
 
 from __future__ import annotations
 
+from datetime import datetime
+
 LEASE_MARGIN_SHARE = 0.2
 """The share of a lease kept in hand. Renewals come every third of the lease,
 so one failed renewal is survived (the next one is sent at two thirds); the
@@ -20,3 +22,9 @@ def usable_until(sent_at: float, lease_seconds: float) -> float:
     """The last moment (on the clock `sent_at` was read from) to use a claim whose lease was set
     by a request sent at `sent_at`."""
     return sent_at + lease_seconds * (1 - LEASE_MARGIN_SHARE)
+
+
+def stuck(running: bool, lease_expires_at: datetime | None, now: datetime) -> bool:
+    """A running attempt whose lease expired: its worker stopped renewing (killed, hung, cut off), so
+    the run holds its slots until a sweep re-queues it. Shown as such everywhere, never as plain running."""
+    return running and lease_expires_at is not None and lease_expires_at < now

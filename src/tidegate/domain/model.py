@@ -12,11 +12,13 @@ from datetime import datetime
 from typing import Any
 
 from tidegate.domain.jsonvalue import JSONValue
+from tidegate.domain.parameters import TaskParameters
 
 
 class RunStatus(str, enum.Enum):
     QUEUED = "queued"
     RUNNING = "running"
+    WAITING = "waiting"  # a parent waiting for its children: no worker, no lease (issue 13)
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELED = "canceled"
@@ -50,6 +52,7 @@ class EventType(str, enum.Enum):
     STEP_COMPLETED = "StepCompleted"
     STEP_FAILED = "StepFailed"
     POOL_UNCONFIGURED = "PoolUnconfigured"
+    SCHEDULE_FIRED = "ScheduleFired"
 
 
 class OutcomeKind(str, enum.Enum):
@@ -72,6 +75,18 @@ class TaskDefinition:
     retry_backoff: float = 1.0
     timeout: float | None = None
     dispatch_deadline: float | None = None  # seconds a run may wait queued before failing "capacity:"
+    parameters: TaskParameters | None = None  # what its args must be; None: registered without a description
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRegistration:
+    """A task as registered in the store: its defaults, when any app last wrote them, and the
+    worker that last did (None when only submitters or servers registered it)."""
+
+    definition: TaskDefinition
+    updated_at: datetime
+    worker_id: str | None = None
+    worker_seen_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +178,12 @@ class RunRecord:
     error: str | None
     block_reason: list[dict[str, Any]] | None  # saturated scopes when last skipped: scope, used, limit
     suspect: bool = False  # rescued from a lost worker: its next attempt runs alone (domain/recovery.py)
+    resumed: bool = False  # queued again after a wait, not yet claimed: first in its queue's claim order
+    parent_id: str | None = None  # the run that triggered it (a child run)
+    root_id: str | None = None  # the top of its tree; None for a run nobody triggered
+    depth: int = 0
+    wait_released: list[str] | None = None  # while waiting: the run-level scopes it released
+    wait_kept: list[str] | None = None  # while waiting: the run-level scopes it keeps
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +205,18 @@ class HolderRecord:
         _, slash, key = self.holder.partition("/")
         return key if slash else None
 
+    def document(self) -> dict[str, Any]:
+        """A pool holder as `pools info --json` and `GET /api/v1/pools/{name}` show it."""
+        return {
+            "run_id": self.run_id,
+            "step_key": self.step_key,
+            "attempt": self.attempt,
+            "worker_id": self.worker_id,
+            "slots": self.slots,
+            "claimed_at": self.claimed_at,
+            "lease_expires_at": self.expires_at,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerRecord:
@@ -199,6 +232,14 @@ class WorkerRecord:
     heartbeat_at: datetime
     heartbeat_age: float  # seconds since its last heartbeat, by the store's clock
     live: bool
+
+
+def host_and_pid(worker_id: str) -> tuple[str, int | None]:
+    """A worker id `HOST:PID:NONCE` (as `worker/loop.py` makes it) split; an id of another shape is all host, no pid."""
+    parts = worker_id.rsplit(":", 2)
+    if len(parts) == 3 and parts[1].isdigit():
+        return parts[0], int(parts[1])
+    return worker_id, None
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +287,7 @@ class SweepReport:
     failed: list[str] = field(default_factory=list)
     leaks_repaired: int = 0
     step_slots_expired: int = 0  # step holders whose pool lease lapsed (freed, all of a step's at once)
+    resumed: list[str] = field(default_factory=list)  # waiting parents whose children had all ended (a backstop)
 
     def __bool__(self) -> bool:
-        return bool(self.requeued or self.failed or self.leaks_repaired or self.step_slots_expired)
+        return bool(self.requeued or self.failed or self.leaks_repaired or self.step_slots_expired or self.resumed)

@@ -32,7 +32,11 @@ def check_tags(value: Any) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise InvalidArgument(f"tags must be a dict of str to str, got {type(value).__name__}")
+        hint = ""
+        if isinstance(value, str) and "=" in value:
+            key, _, item = value.partition("=")
+            hint = f" (write tags={{{key.strip()!r}: {item.strip()!r}}})"
+        raise InvalidArgument(f"tags must be a dict of str to str, got {type(value).__name__} {value!r}{hint}")
     for key, item in value.items():
         check_name("tag", key)
         if not is_one_line(item):

@@ -39,6 +39,10 @@ class LostAttempt:
     suspect: bool  # it ran as a suspect: alone on its worker
     beside: int  # other runs of its worker unsettled at the rescue (running, or rescued from it)
     cancel_requested: bool = False
+    # When the attempt was lost (ISO time, UTC): its worker's last heartbeat, or its lease's expiry if
+    # that came first; the sweep that finds it may run much later, so this is what `runs show` reports.
+    lost_at: str | None = None
+    last_heartbeat: str | None = None  # its worker's last heartbeat (ISO, UTC), if the worker was registered
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,8 @@ class Rescue:
             "charged": self.charged,
             "suspect": self.suspect,
             "why": self.why,
+            "lost_at": lost.lost_at,
+            "last_heartbeat": lost.last_heartbeat,
         }
 
 

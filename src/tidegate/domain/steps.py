@@ -12,7 +12,9 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
+from tidegate.domain.durations import format_duration
 from tidegate.domain.jsonvalue import JSONValue
 
 POOL_PREFIX = "pool:"
@@ -38,6 +40,7 @@ class PoolConfig:
     limit: int
     lease_seconds: float
     updated_at: datetime
+    source: str | None = "override"  # whose value is in force: 'code' or 'override' (a live change)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +52,26 @@ class PoolStatus:
     lease_seconds: float | None
     claimed: int  # the sum of its live holder rows
     pending: int  # steps of live attempts waiting for it
+    source: str | None = None  # where `limit` comes from: 'code', 'override' (a live change), None
+    declared_limit: int | None = None  # the code's limit (shown beside an override)
 
     @property
     def configured(self) -> bool:
         return self.limit is not None
+
+    def document(self) -> dict[str, Any]:
+        """The pool as `pools list --json` and `GET /api/v1/pools` show it: one shape for both."""
+        lease = self.lease_seconds
+        return {
+            "name": self.name,
+            "limit": self.limit,
+            "lease_seconds": lease,
+            "lease_duration": None if lease is None else format_duration(lease),
+            "claimed": self.claimed,
+            "pending": self.pending,
+            "source": self.source,
+            "code_limit": self.declared_limit,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +144,7 @@ class StepUpdate:
     item_index: int | None = None
     output: JSONValue = None
     error: str | None = None
+    details: Mapping[str, str] | None = None  # where it ran (a Kubernetes Job and pod), added to its event
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from tidegate.domain.durations import MAX_DURATION, parse_duration
 
 MIN_INTERVAL = 0.01  # a loop that wakes more often than every 10ms burns a core for nothing
 MIN_LEASE = 0.3  # renewed every third of it: shorter would be all renewal and no work
+MIN_RETENTION = 60.0  # a finished run is kept at least a minute: its waiter and `runs show` still find it
 DEFAULT_MAX_WORKERS = 10  # a worker's capacity: runs executed at once
 DEFAULT_POOL_LEASE = "5m"  # a pool's lease when its limit is set without one
 
@@ -37,6 +38,7 @@ TUNABLES = {
     "TIDEGATE_CLAIM_POLL_JITTER": Tunable("500ms"),  # random extra on each poll, so waiters do not march in step
     "TIDEGATE_OVERFLOW_INTERVAL": Tunable("30s", MIN_INTERVAL),
     "TIDEGATE_LISTEN_CHECK_INTERVAL": Tunable("5s", MIN_INTERVAL),  # PostgreSQL: round trip on each wake-up connection
+    "TIDEGATE_RETENTION": Tunable("7d", MIN_RETENTION),  # finished runs older than this are deleted by the sweeper
 }
 
 

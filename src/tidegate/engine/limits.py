@@ -57,7 +57,7 @@ class TargetLimit:
 
     target: str
     limit: int | None  # in force
-    code_limit: int | None  # without its own live override
+    code_limit: int | None  # the code's: without any live override
     used: int | None  # slots held now; None for a family (`tag:KEY`: each value is its own scope)
     live: bool
 
@@ -83,9 +83,9 @@ def limits_in_force(rules: Rules, usage: Mapping[str, int]) -> list[TargetLimit]
 
 
 def code_limit(rules: Rules, target: str) -> int | None:
-    """What the target's limit would be without its own live override."""
-    without = {key: value for key, value in rules.overrides.items() if key != target}
-    return effective_limit(replace(rules, overrides=without), target)
+    """The code's limit for the target: without any live override, its own or one it inherits
+    (a per-value tag limit overridden as `tag:KEY`, a queue overridden as a whole)."""
+    return effective_limit(replace(rules, overrides={}), target)
 
 
 def _family(target: str) -> bool:
@@ -132,6 +132,7 @@ def _startable(queued: list[RunRecord], usage: dict[str, int], rules: Rules) -> 
             priority=run.priority,
             scheduled_at=run.scheduled_at.timestamp(),
             ordering=rules.queues[run.queue].ordering if run.queue in rules.queues else "priority",
+            resumed=run.resumed,
         )
         for run in queued
     ]

@@ -1,7 +1,8 @@
 """Configuring a pool: validate first, then one upsert, so bad input changes nothing.
 
-`App.set_pool_limit` and `tidegate pools set` both come through here, so a
-limit, a name or a lease duration is judged the same way wherever it is given.
+`App.set_pool_limit` (the code's declaration) and `tidegate pools set` /
+`PUT /pools/NAME` (a live override) both come through here, so a limit, a name
+or a lease duration is judged the same way wherever it is given.
 """
 
 from __future__ import annotations
@@ -26,9 +27,16 @@ def check_lease(lease_duration: Any) -> float:
     return seconds
 
 
+def declare_pool_limit(store: Store, pool: Any, limit: Any, lease_duration: Any = DEFAULT_POOL_LEASE) -> PoolConfig:
+    """The code's limit of `pool` (0 pauses it) and its lease: in force unless overridden live."""
+    return store.declare_pool(check_pool_name(pool), check_pool_limit(limit), check_lease(lease_duration))
+
+
 def set_pool_limit(store: Store, pool: Any, limit: Any, lease_duration: Any = DEFAULT_POOL_LEASE) -> PoolConfig:
-    """Upsert pool `pool` with `limit` slots (0 pauses it) and its lease; wakes waiting steps."""
-    name = check_pool_name(pool)
-    slots = check_pool_limit(limit)
-    lease = check_lease(lease_duration)
-    return store.set_pool_limit(name, slots, lease)
+    """A live override of `pool`'s limit (0 pauses it) and lease, kept until reset; wakes waiting steps."""
+    return store.set_pool_limit(check_pool_name(pool), check_pool_limit(limit), check_lease(lease_duration))
+
+
+def reset_pool_limit(store: Store, pool: Any) -> PoolConfig | None:
+    """Drop `pool`'s live override: the code's value again (None: no code value, unconfigured)."""
+    return store.reset_pool_limit(check_pool_name(pool))

@@ -5,7 +5,8 @@ The one explanation behind `tidegate queue why RUN` and `GET /api/v1/runs/{id}/w
 limits, same usage from holder rows), so it never disagrees with the claim.
 Besides the run-level scopes it checks the workers serving the run's queue
 (a layer only when one is live: full workers hold every run back) and, for a
-running workflow, the pools its waiting steps ask for.
+running workflow, the pools its waiting steps ask for. A waiting parent: the
+children it waits for and the slots it released and kept meanwhile.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tidegate.domain.backpressure import RATE_WINDOW_SECONDS, eta_seconds
+from tidegate.domain.children import ChildRecord, wait_summary
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import HolderRecord, RunRecord, RunStatus, WorkerRecord
 from tidegate.domain.pools import pool_of
@@ -52,6 +54,14 @@ class Explanation:
     holders: dict[str, list[HolderRecord]] = field(default_factory=dict)  # of each saturated scope
     eta_seconds: float | None = None  # when the blocking layers should have room; None: no rate (or none block)
     paused: bool = False  # its queue is paused: nothing of it is claimed until resumed
+    children: list[ChildRecord] = field(default_factory=list)  # a waiting run's children
+
+    @property
+    def waiting_for(self) -> str | None:
+        """A waiting run: '3 children (1 completed, 2 running)'; None otherwise."""
+        if self.run.status is not RunStatus.WAITING:
+            return None
+        return wait_summary(self.children)
 
     @property
     def blocking(self) -> list[ScopeCheck]:
@@ -64,6 +74,8 @@ def explain(store: Store, run_id: str) -> Explanation:
         raise RunNotFound(f"no run with id {run_id!r}")
     if run.status is RunStatus.RUNNING:
         return _waiting_steps(store, run)
+    if run.status is RunStatus.WAITING:  # what it waits for and released: run.wait_released / wait_kept
+        return Explanation(run, children=store.run_children(run.id))
     if run.status is not RunStatus.QUEUED:
         return Explanation(run)
     position, total = store.queue_position(run_id)

@@ -234,6 +234,7 @@ def to_candidate(row: Row, rules: Rules, tags: Mapping[str, str], scheduled_at: 
         scheduled_at=scheduled_at,
         ordering=config.ordering if config is not None else "priority",
         suspect=bool(row["suspect"]),
+        resumed=bool(row["resumed"]),
     )
 
 

@@ -11,8 +11,10 @@ The typed contract is `storage/port.py`, which these methods follow.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
+from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
 from tidegate.domain.model import (
     CycleResult,
@@ -27,8 +29,11 @@ from tidegate.domain.model import (
     RunStatus,
     SweepReport,
     TaskDefinition,
+    TaskRegistration,
     WorkerRecord,
 )
+from tidegate.domain.retention import PruneReport
+from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.domain.scopes import Rules
 from tidegate.domain.steps import PoolConfig, PoolStatus, SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
 from tidegate.storage.port import Fence
@@ -48,9 +53,12 @@ class AggregateStore:
     _queues: Any
     _workers: Any
     _claims: Any
+    _children: Any
     _pools: Any
     _steps: Any
     _leases: Any
+    _schedules: Any
+    _retention: Any
 
     # --- the shared connection and queries (tests/races.py replaces them) ----------
 
@@ -83,17 +91,28 @@ class AggregateStore:
 
     # --- runs ------------------------------------------------------------------
 
-    def register_tasks(self, tasks: Sequence[TaskDefinition]) -> None:
-        return self._runs.register_tasks(tasks)
+    def register_tasks(self, tasks: Sequence[TaskDefinition], worker_id: str | None = None) -> None:
+        return self._runs.register_tasks(tasks, worker_id)
 
     def get_task(self, name: str) -> TaskDefinition | None:
         return self._runs.get_task(name)
+
+    def list_tasks(self) -> list[TaskRegistration]:
+        return self._runs.list_tasks()
 
     def enqueue(self, runs: Sequence[NewRun]) -> None:
         return self._runs.enqueue(runs)
 
     def cancel_run(self, run_id: str) -> RunStatus:
-        return self._runs.cancel_run(run_id)
+        return self._children.cancel_run(run_id)
+
+    def trigger_children(
+        self, fence: Fence, worker_id: str, children: Sequence[NewChild], wait: bool, release_all: bool
+    ) -> TriggerAnswer:
+        return self._children.trigger_children(fence, worker_id, children, wait, release_all)
+
+    def run_children(self, run_id: str) -> list[ChildRecord]:
+        return self._children.run_children(run_id)
 
     def pending_count(self, queues: Sequence[str]) -> int:
         return self._runs.pending_count(queues)
@@ -127,6 +146,9 @@ class AggregateStore:
 
     def events_after(self, after: int, limit: int) -> list[EventRecord]:
         return self._telemetry.events_after(after, limit)
+
+    def latest_events(self, kind: str, limit: int) -> list[EventRecord]:
+        return self._telemetry.latest_events(kind, limit)
 
     def last_event_id(self) -> int:
         return self._telemetry.last_event_id()
@@ -233,8 +255,14 @@ class AggregateStore:
 
     # --- pools and steps ---------------------------------------------------------
 
+    def declare_pool(self, pool: str, limit: int, lease_seconds: float) -> PoolConfig:
+        return self._pools.declare_pool(pool, limit, lease_seconds)
+
     def set_pool_limit(self, pool: str, limit: int, lease_seconds: float) -> PoolConfig:
         return self._pools.set_pool_limit(pool, limit, lease_seconds)
+
+    def reset_pool_limit(self, pool: str) -> PoolConfig | None:
+        return self._pools.reset_pool_limit(pool)
 
     def pools(self) -> list[PoolStatus]:
         return self._pools.pools()
@@ -280,3 +308,26 @@ class AggregateStore:
 
     def next_map_item(self, fence: Fence, worker_id: str, map_key: str, window: int) -> StepRecord | None:
         return self._steps.next_map_item(fence, worker_id, map_key, window)
+
+    # --- schedules and retention -------------------------------------------------
+
+    def register_schedules(self, schedules: Sequence[NewSchedule]) -> None:
+        return self._schedules.register_schedules(schedules)
+
+    def list_schedules(self) -> list[ScheduleRecord]:
+        return self._schedules.list_schedules()
+
+    def due_schedules(self) -> tuple[datetime, list[ScheduleRecord]]:
+        return self._schedules.due_schedules()
+
+    def fire_schedule(self, firing: Firing) -> list[str]:
+        return self._schedules.fire_schedule(firing)
+
+    def set_schedule_paused(self, name: str, paused: bool, next_fire_at: datetime | None = None) -> bool:
+        return self._schedules.set_schedule_paused(name, paused, next_fire_at)
+
+    def remove_schedule(self, name: str) -> None:
+        return self._schedules.remove_schedule(name)
+
+    def prune_runs(self, older_than: float, limit: int) -> PruneReport:
+        return self._retention.prune_runs(older_than, limit)

@@ -9,8 +9,10 @@ these method names. The behaviour suite in tests/ runs against both adapters.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Protocol
 
+from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
 from tidegate.domain.model import (
     CycleResult,
@@ -25,8 +27,11 @@ from tidegate.domain.model import (
     RunStatus,
     SweepReport,
     TaskDefinition,
+    TaskRegistration,
     WorkerRecord,
 )
+from tidegate.domain.retention import PruneReport
+from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.domain.scopes import Rules
 from tidegate.domain.steps import PoolConfig, PoolStatus, SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
 
@@ -53,10 +58,14 @@ class Store(Protocol):
         """Raise SchemaError unless the schema is exactly the version this code needs."""
 
     # --- tasks --------------------------------------------------------------
-    def register_tasks(self, tasks: Sequence[TaskDefinition]) -> None:
-        """Upsert task defaults so that a submit by name needs no code."""
+    def register_tasks(self, tasks: Sequence[TaskDefinition], worker_id: str | None = None) -> None:
+        """Upsert task defaults and parameters so that a submit by name needs no code; `worker_id`:
+        the worker registering them (remembered with the time; None leaves the last one as it was)."""
 
     def get_task(self, name: str) -> TaskDefinition | None: ...
+
+    def list_tasks(self) -> list[TaskRegistration]:
+        """Every registered task, by name, with when and by which worker it was last registered."""
 
     # --- workers ----------------------------------------------------------
     def register_worker(
@@ -141,10 +150,24 @@ class Store(Protocol):
         holds the turn."""
 
     def cancel_run(self, run_id: str) -> RunStatus:
-        """Cancel a queued run now, or ask the worker of a running one; return the status after."""
+        """Cancel a queued or waiting run now, or ask the worker of a running one, and the same for
+        its unfinished children linked to it (not `abandon` ones); return the status after."""
+
+    # --- children and waits (issue 13) ----------------------------------------
+    def trigger_children(
+        self, fence: Fence, worker_id: str, children: Sequence[NewChild], wait: bool, release_all: bool
+    ) -> TriggerAnswer:
+        """Store the children a running attempt triggers (positions already stored are checked,
+        NonDeterministicReplay, and answered, not stored twice); with `wait`, if some awaited
+        child is unfinished, end the attempt `waiting`, releasing slots per domain/waits.py
+        (RecursiveWaitDeadlock / WaitDeadlock refuse it, storing nothing). AttemptFencedOut if
+        the attempt is no longer this worker's."""
+
+    def run_children(self, run_id: str) -> list[ChildRecord]:
+        """The run's children in call order."""
 
     def pending_count(self, queues: Sequence[str]) -> int:
-        """Runs still queued or running in these queues (for `worker --drain`)."""
+        """Runs still queued, running or waiting in these queues (for `worker --drain`)."""
 
     # --- reading ------------------------------------------------------------
     def get_run(self, run_id: str) -> RunRecord | None: ...
@@ -195,6 +218,10 @@ class Store(Protocol):
     def events_after(self, after: int, limit: int) -> list[EventRecord]:
         """Every event with an id above `after`, oldest first, at most `limit`: a stream resumes here."""
 
+    def latest_events(self, kind: str, limit: int) -> list[EventRecord]:
+        """The newest `limit` events of type `kind`, newest first: LimitChanged (live limits, pools,
+        pauses) is the audit history, CapacityOverflow the overflow signals raised."""
+
     def last_event_id(self) -> int:
         """The newest event's id (0 when there is none): where a stream of new events starts."""
 
@@ -209,11 +236,20 @@ class Store(Protocol):
     # holder `RUN/STEPKEY`); every write is fenced on the run's (id, attempt): a
     # stale attempt's acquire, renew, release or record changes nothing.
 
+    def declare_pool(self, pool: str, limit: int, lease_seconds: float) -> PoolConfig:
+        """The code's limit of a pool (validated by the caller): in force unless a live override is;
+        a LimitChanged event only when the value in force moved. Returns the value in force."""
+
     def set_pool_limit(self, pool: str, limit: int, lease_seconds: float) -> PoolConfig:
-        """Upsert a pool (validated by the caller), with a LimitChanged event; wakes waiters."""
+        """A live override of a pool's limit (validated by the caller): it wins over the code's until
+        `reset_pool_limit`; audited (LimitChanged); wakes waiters."""
+
+    def reset_pool_limit(self, pool: str) -> PoolConfig | None:
+        """Drop a pool's live override (audited): the code's value is in force again; None when the
+        code declares none (the pool is unconfigured, unlimited)."""
 
     def pools(self) -> list[PoolStatus]:
-        """Configured pools, plus unconfigured ones that are held or waited for, by name."""
+        """Configured pools, plus unconfigured ones a step asked for (ever), holds or waits for, by name."""
 
     def pool_holders(self, pool: str) -> list[HolderRecord]:
         """The holders of a pool's slots, oldest claim first."""
@@ -296,6 +332,39 @@ class Store(Protocol):
         attempt and not finished, gets its window holder and is marked running
         (no event: record_step(RUNNING) writes StepStarted when it starts).
         None when the window is full, nothing is left, or the attempt is fenced out."""
+
+    # --- schedules and retention ---------------------------------------------
+    def register_schedules(self, schedules: Sequence[NewSchedule]) -> None:
+        """Upsert declared schedules. A stored cursor is kept unless the cron expression or time zone
+        changed (then it starts at `first_fire_at`); a pause is never undone by a declaration."""
+
+    def list_schedules(self) -> list[ScheduleRecord]:
+        """Every stored schedule, by name."""
+
+    def due_schedules(self) -> tuple[datetime, list[ScheduleRecord]]:
+        """The store's time and the schedules not paused whose next tick is due by then."""
+
+    def fire_schedule(self, firing: Firing) -> list[str]:
+        """Fire a plan's ticks in one transaction: each tick's row (unique per schedule and tick), its
+        run stored as `enqueue` stores one (admission included) with a ScheduleFired event, and the
+        cursor moved to `firing.next_fire_at`; return the run ids.
+
+        Fires nothing (and returns []) if the cursor is no longer `firing.expected_next`, the
+        schedule is paused or gone, or a tick's row exists: another worker fired it. Raises
+        AdmissionRejected, storing nothing, if a ceiling refuses the runs."""
+
+    def set_schedule_paused(self, name: str, paused: bool, next_fire_at: datetime | None = None) -> bool:
+        """Pause or resume (moving the cursor to `next_fire_at` if given); True if it changed.
+
+        Raises ScheduleNotFound for an unknown name."""
+
+    def remove_schedule(self, name: str) -> None:
+        """Delete a stored schedule (its fired runs stay). Raises ScheduleNotFound for an unknown name."""
+
+    def prune_runs(self, older_than: float, limit: int) -> PruneReport:
+        """Delete at most `limit` finished runs (completed, failed, canceled) that ended more than
+        `older_than` seconds ago (the store's clock), with their events and step rows, and at most
+        `limit` fired schedule ticks as old, in one short transaction; never a queued or running run."""
 
     # --- wake-ups -----------------------------------------------------------
     def listen(self, callback: Callable[[], None]) -> Listener:

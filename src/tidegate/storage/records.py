@@ -18,8 +18,10 @@ from tidegate.domain.model import (
     RunRecord,
     RunStatus,
     TaskDefinition,
+    TaskRegistration,
     WorkerRecord,
 )
+from tidegate.domain.parameters import TaskParameters
 from tidegate.domain.steps import StepRecord, StepStatus
 
 ToTime = Callable[[Any], datetime | None]
@@ -51,7 +53,21 @@ def run_record(row: Mapping[str, Any], to_time: ToTime, to_json: ToJSON) -> RunR
         error=row["error"],
         block_reason=to_json(row["block_reason"]),
         suspect=bool(row["suspect"]),
+        resumed=bool(_optional(row, "resumed")),
+        parent_id=_optional(row, "parent_id"),
+        root_id=_optional(row, "root_id"),
+        depth=_optional(row, "depth") or 0,
+        wait_released=to_json(_optional(row, "wait_released")),
+        wait_kept=to_json(_optional(row, "wait_kept")),
     )
+
+
+def _optional(row: Mapping[str, Any], key: str) -> Any:
+    """A column only some reads select (a run's links and wait, read by `get_run`)."""
+    try:
+        return row[key]
+    except (KeyError, IndexError):
+        return None
 
 
 def holder_record(row: Mapping[str, Any], to_time: ToTime) -> HolderRecord:
@@ -121,11 +137,18 @@ def task_definition(row: Mapping[str, Any], to_json: ToJSON) -> TaskDefinition:
         retry_backoff=row["retry_backoff"],
         timeout=row["timeout"],
         dispatch_deadline=row["dispatch_deadline"],
+        parameters=TaskParameters.from_json(to_json(row["parameters"])),
     )
 
 
-def task_row(task: TaskDefinition) -> dict[str, Any]:
-    """A task definition as `register_task(s)` stores it (its tags still a dict)."""
+def task_registration(row: Mapping[str, Any], to_time: ToTime, to_json: ToJSON) -> TaskRegistration:
+    updated_at = to_time(row["updated_at"])
+    assert updated_at is not None  # NOT NULL
+    return TaskRegistration(task_definition(row, to_json), updated_at, row["worker_id"], to_time(row["worker_seen_at"]))
+
+
+def task_row(task: TaskDefinition, worker_id: str | None) -> dict[str, Any]:
+    """A task definition as `register_tasks` stores it (its tags and parameters still JSON values)."""
     return {
         "name": task.name,
         "queue": task.queue,
@@ -135,6 +158,8 @@ def task_row(task: TaskDefinition) -> dict[str, Any]:
         "retry_backoff": task.retry_backoff,
         "timeout": task.timeout,
         "dispatch_deadline": task.dispatch_deadline,
+        "parameters": None if task.parameters is None else task.parameters.to_json(),
+        "worker_id": worker_id,
     }
 
 

@@ -14,6 +14,7 @@ dialects only read and write.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from tidegate.domain.events import rescued
@@ -39,9 +40,16 @@ def decide(rows: Sequence[Row]) -> list[tuple[LostAttempt, Rescue]]:
             suspect=bool(row["suspect"]),
             beside=row["beside"],
             cancel_requested=bool(row["cancel_requested"]),
+            lost_at=_iso(row["lost_at"]),
+            last_heartbeat=_iso(row["last_heartbeat"]),
         )
         decided.append((lost, rescue(lost)))
     return decided
+
+
+def _iso(epoch: float | None) -> str | None:
+    """A `sweep_lost` time (seconds since the epoch, both dialects) as the ISO text events carry."""
+    return None if epoch is None else datetime.fromtimestamp(float(epoch), UTC).isoformat()
 
 
 def payload(decided: Sequence[tuple[LostAttempt, Rescue]]) -> list[dict[str, Any]]:

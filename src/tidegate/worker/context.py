@@ -11,7 +11,14 @@ import asyncio
 import shutil
 import tempfile
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+from tidegate.domain.children import CANCEL
+from tidegate.domain.errors import TidegateError
+from tidegate.engine.children import RunsBuilder, Triggerable, result_of
+from tidegate.worker.children import ChildLink
 
 
 class Cancelled(Exception):
@@ -29,6 +36,83 @@ class Context:
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._lock = threading.Lock()
         self._workdir: Path | None = None
+        self._children: ChildLink | None = None  # set by the worker that runs the attempt
+
+    # --- children (issue 13) ---------------------------------------------------------------
+
+    def trigger(self, task: Triggerable | RunsBuilder, *, on_parent_cancel: str = CANCEL, **args: Any) -> str:
+        """Submit a child run (fire and forget, linked to this run); its run id.
+
+        Submit options come with the task: `ctx.trigger(task.options(queue=...), **args)`; a
+        child runs on its task's queue, not this run's, unless asked (`queue=ctx.queue`). A
+        resumed run replaying this call gets the child stored the first time, not a new one.
+        """
+        return self._link().trigger(task, [args], wait=False, on_parent_cancel=on_parent_cancel)[0].id
+
+    def trigger_and_wait(
+        self,
+        task: Triggerable | RunsBuilder,
+        *,
+        release: str | None = None,
+        on_parent_cancel: str = CANCEL,
+        **args: Any,
+    ) -> Any:
+        """Trigger a child and return its result (RunFailed / RunCanceled if it did not complete).
+
+        While the child runs this run waits holding no worker: its attempt ends `waiting`,
+        and once the child has ended the run is queued again and runs its function again
+        from the top, each earlier trigger answered from the store (see README, "Child runs
+        and waits"). `release="all"` releases every run-level slot while waiting.
+        """
+        return self.batch_trigger_and_wait(task, [args], release=release, on_parent_cancel=on_parent_cancel)[0]
+
+    def batch_trigger_and_wait(
+        self,
+        task: Triggerable | RunsBuilder,
+        many_args: Sequence[Mapping[str, Any]],
+        *,
+        release: str | None = None,
+        on_parent_cancel: str = CANCEL,
+    ) -> list[Any]:
+        """Trigger one child per args and wait for all: their results in order (the first
+        failed or canceled child, by position, raises)."""
+        children = self._link().trigger(task, many_args, wait=True, release=release, on_parent_cancel=on_parent_cancel)
+        return [result_of(child) for child in children]
+
+    async def trigger_and_wait_async(
+        self,
+        task: Triggerable | RunsBuilder,
+        *,
+        release: str | None = None,
+        on_parent_cancel: str = CANCEL,
+        **args: Any,
+    ) -> Any:
+        """`trigger_and_wait` for async tasks (the store call runs off the event loop)."""
+        results = await self.batch_trigger_and_wait_async(
+            task, [args], release=release, on_parent_cancel=on_parent_cancel
+        )
+        return results[0]
+
+    async def batch_trigger_and_wait_async(
+        self,
+        task: Triggerable | RunsBuilder,
+        many_args: Sequence[Mapping[str, Any]],
+        *,
+        release: str | None = None,
+        on_parent_cancel: str = CANCEL,
+    ) -> list[Any]:
+        """`batch_trigger_and_wait` for async tasks."""
+        link = self._link()
+        children = await asyncio.get_running_loop().run_in_executor(
+            None,
+            lambda: link.trigger(task, many_args, wait=True, release=release, on_parent_cancel=on_parent_cancel),
+        )
+        return [result_of(child) for child in children]
+
+    def _link(self) -> ChildLink:
+        if self._children is None:
+            raise TidegateError("triggering children needs a run executed by a tidegate worker")
+        return self._children
 
     @property
     def workdir(self) -> Path:

@@ -14,12 +14,14 @@ import logging
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
+from tidegate.domain.children import TriggerCanceled, WaitSuspended
 from tidegate.domain.clock import Clock
 from tidegate.domain.model import ClaimedRun, Outcome
 from tidegate.engine.pools import PoolGuard
 from tidegate.storage.port import Fence, Store
-from tidegate.worker import outcomes
+from tidegate.worker import attempt_log, outcomes
 from tidegate.worker.bridge import LoopBridge
+from tidegate.worker.children import ChildLink
 from tidegate.worker.execution import Attempt, AttemptInterrupted, TaskFunction
 from tidegate.worker.metrics import record_attempt
 from tidegate.worker.reports import Reports
@@ -84,6 +86,7 @@ class Dispatcher:
         assert loop is not None
         task = self._tasks.get(run.task)
         attempt = Attempt(run, task, claim_sent)
+        attempt.context._children = ChildLink(self._store, run.fence, self._worker_id)
         self._busy[attempt.fence] = attempt
         if task is None:
             self._settle(attempt, outcomes.failure(attempt, f"UnknownTask: no task named {run.task!r} on this worker"))
@@ -109,6 +112,10 @@ class Dispatcher:
                 self._record_start(attempt)
                 try:
                     value = task.fn(**task.call_args(attempt.run.args, attempt.context))
+                except WaitSuspended:
+                    outcome = None  # the store ended the attempt waiting: nothing to report
+                except TriggerCanceled as error:
+                    outcome = outcomes.for_cancel_before_trigger(attempt, error)
                 except BaseException as error:  # a task's exception never kills the worker
                     outcome = outcomes.for_error(attempt, error)
                 else:
@@ -130,6 +137,12 @@ class Dispatcher:
             self._record_start(attempt)
         try:
             value = await self._coroutine(attempt, task)
+        except WaitSuspended:
+            self._settle(attempt, None)  # the store ended the attempt waiting: nothing to report
+            self._release(attempt)
+            return
+        except TriggerCanceled as error:
+            outcome = outcomes.for_cancel_before_trigger(attempt, error)
         except asyncio.CancelledError as error:
             outcome = outcomes.for_error(attempt, error)
         except Exception as error:
@@ -181,7 +194,9 @@ class Dispatcher:
         if outcome is not None:
             self.completed += 1
             self._reports.ended(outcome)
-            record_attempt(attempt.run, outcome.kind.value, self._clock.monotonic() - attempt.claim_sent)
+            seconds = self._clock.monotonic() - attempt.claim_sent
+            record_attempt(attempt.run, outcome.kind.value, seconds)
+            attempt_log.attempt_ended(attempt.run, outcome, seconds)
 
     def _release(self, attempt: Attempt) -> None:
         """The attempt's code has returned: its slot of capacity is free."""

@@ -37,6 +37,19 @@ from tidegate.workflow.executors import shutdown_process_pool
 
 log = logging.getLogger("tidegate.worker")
 
+_serving_lock = threading.Lock()
+_serving_count = 0  # workers serving in this process; they share its step process pool
+
+
+def _serving(change: int) -> int:
+    """Count workers in and out of this process; the last one out stops the shared loky pool,
+    whose idle processes would otherwise outlive it by minutes."""
+    global _serving_count
+    with _serving_lock:
+        _serving_count += change
+        return _serving_count
+
+
 STORE_RETRY_FIRST = 0.05  # seconds before retrying a failed store cycle; doubles up to STORE_RETRY_MAX
 STORE_RETRY_MAX = 0.5  # not the poll interval: a store that is back is used within this, whatever the poll
 
@@ -85,10 +98,11 @@ class Worker:
         process's step pool, whose processes may still run steps of handed-back workflows.
         """
         owns_process = threading.current_thread() is threading.main_thread()
+        _serving(+1)
         try:
             asyncio.run(self._serve(install_signals=owns_process))
         finally:
-            if owns_process:
+            if _serving(-1) == 0 or owns_process:
                 shutdown_process_pool()
 
     def start(self) -> Worker:
@@ -124,12 +138,16 @@ class Worker:
         return self._dispatcher.completed
 
     def _run_in_thread(self) -> None:
+        _serving(+1)
         try:
             asyncio.run(self._serve(install_signals=False))
         except BaseException as error:  # surfaced to the embedding code by join/stop
             self._error = error
             log.exception("worker stopped on an error")
             self._started.set()
+        finally:
+            if _serving(-1) == 0:
+                shutdown_process_pool()  # the last worker of the process: its step processes go with it
 
     # --- the loop ---------------------------------------------------------------
 
@@ -148,6 +166,7 @@ class Worker:
             sweep_interval=self.settings.sweep_interval,
             clock=self.clock,
             registered_at=registered_at,
+            retention=self.settings.retention,
         )
         maintenance.start()
         self._started.set()

@@ -22,7 +22,11 @@ from typing import Protocol
 
 from tidegate.domain.clock import Clock
 from tidegate.domain.leases import usable_until
+from tidegate.domain.retention import PRUNE_BATCHES_PER_SWEEP
+from tidegate.domain.tunables import default_seconds
+from tidegate.engine import retention, schedules
 from tidegate.storage.port import Fence, Store
+from tidegate.worker import attempt_log
 
 log = logging.getLogger("tidegate.worker")
 
@@ -61,6 +65,7 @@ class Maintenance:
         sweep_interval: float,
         clock: Clock,
         registered_at: float,
+        retention: float = default_seconds("TIDEGATE_RETENTION"),
     ) -> None:
         """`registered_at`: the `clock.monotonic()` the worker's registration (its first heartbeat) was sent.
         Every time is a reading of `clock`; the threads' waits run on real time."""
@@ -68,6 +73,7 @@ class Maintenance:
         self._worker = worker
         self._lease = lease_duration
         self._sweep_every = sweep_interval
+        self._retention = retention  # the sweeper deletes finished runs older than this
         self._clock = clock
         self._stop = threading.Event()
         self._nudged = threading.Event()  # renew now: the worker holds its claims back until it is alive
@@ -93,6 +99,7 @@ class Maintenance:
         sweep_every = self._sweep_every
         next_renew = self._clock.monotonic() + renew_every
         next_sweep = self._clock.monotonic()  # sweep once at start: recover what a crash left
+        next_fire = next_sweep  # due schedule ticks, about once a second (engine/schedules.py)
         while not self._stop.is_set():
             now = self._clock.monotonic()
             if now >= next_renew or self._nudged.is_set():
@@ -105,7 +112,10 @@ class Maintenance:
             if now >= next_sweep:
                 next_sweep = now + sweep_every
                 self._sweep()
-            self._nudged.wait(max(0.0, min(next_renew, next_sweep) - self._clock.monotonic()))
+            if now >= next_fire:
+                next_fire = now + min(schedules.FIRE_EVERY, sweep_every)
+                self._fire_schedules()
+            self._nudged.wait(max(0.0, min(next_renew, next_sweep, next_fire) - self._clock.monotonic()))
 
     def renew_now(self) -> None:
         """Heartbeat at once rather than at the next turn: after an outage the worker claims
@@ -168,3 +178,21 @@ class Maintenance:
         if report:
             requeued, failed = len(report.requeued), len(report.failed)
             log.warning("sweeper: re-queued %d and failed %d runs whose lease expired", requeued, failed)
+            try:
+                attempt_log.swept(self._store, report)
+            except Exception:
+                log.exception("could not read the swept runs to log them")
+        if report is not None:  # this worker holds the sweeper's turn: retention is its job too
+            try:
+                pruned = retention.prune(self._store, self._retention, max_batches=PRUNE_BATCHES_PER_SWEEP)
+            except Exception:
+                log.exception("retention failed; will retry")
+                return
+            if pruned.runs:
+                log.info("retention: deleted %d finished runs and %d events", pruned.runs, pruned.events)
+
+    def _fire_schedules(self) -> None:
+        try:
+            schedules.fire_due(self._store)
+        except Exception:
+            log.exception("firing schedules failed; will retry")

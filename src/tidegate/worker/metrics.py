@@ -1,8 +1,11 @@
 """Prometheus metrics of a worker process: what it claimed, how long runs waited and ran, its overflow signals.
 
-They live in the process's default registry, so any exporter the user
-already runs shows them; `tidegate worker --metrics-port N` serves that
-registry itself (`serve_metrics`). Durations are measured on the worker's
+One registry story: these are process-wide objects (every worker of the
+process counts into them), registered in the process's default registry, so
+`tidegate worker --metrics-port N` (`serve_metrics`) and any exporter the user
+already runs show them, and added to every HTTP API's own registry
+(`include_in`, called by api/metrics.py), so `/metrics` of `tidegate serve`
+or of a mounted `app.asgi()` shows the workers running in its process too. Durations are measured on the worker's
 injected clock (the monotonic time a claim was sent, to the settling of the
 attempt); the queue wait is the store's own count of how long a claimed run
 had been due, so no two machines' clocks are compared.
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
 from tidegate.domain.model import ClaimedRun
 
@@ -37,6 +40,15 @@ QUEUE_WAIT = Histogram(
     ["task", "status"],
     buckets=DURATION_BUCKETS,
 )
+
+
+COLLECTORS = (OVERFLOW_SIGNALS, CLAIMED_RUNS, RUN_DURATION, QUEUE_WAIT)
+
+
+def include_in(registry: CollectorRegistry) -> None:
+    """Expose this process's worker metrics through `registry` too (the same objects: no copy to drift)."""
+    for collector in COLLECTORS:
+        registry.register(collector)
 
 
 def record_claims(runs: Sequence[ClaimedRun]) -> None:

@@ -37,6 +37,12 @@ def for_error(attempt: Attempt, error: BaseException) -> Outcome:
     return failure(attempt, describe_error(error))
 
 
+def for_cancel_before_trigger(attempt: Attempt, error: BaseException) -> Outcome:
+    """A trigger found the run asked to cancel: the attempt ends canceled (the store settles it so)."""
+    attempt.stop_reason = attempt.stop_reason or "canceled"
+    return for_error(attempt, error)
+
+
 def canceled(attempt: Attempt) -> Outcome:
     return Outcome(attempt.run.id, attempt.run.attempt, OutcomeKind.CANCELED, error="canceled")
 

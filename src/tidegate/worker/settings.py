@@ -31,6 +31,7 @@ class WorkerSettings:
     max_idle: float | None = None  # exit after this long with nothing to do
     overflow_interval: float = default_seconds("TIDEGATE_OVERFLOW_INTERVAL")
     max_payload: int = DEFAULT_MAX_PAYLOAD  # a larger result fails its attempt instead of being stored
+    retention: float = default_seconds("TIDEGATE_RETENTION")  # finished runs older than this are deleted
 
     def __post_init__(self) -> None:
         if not self.queues:

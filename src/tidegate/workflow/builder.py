@@ -63,7 +63,29 @@ class MapNode:
         return step_key(self.key, index)
 
 
-Node = StepNode | MapNode
+@dataclass(frozen=True)
+class ChildNode:
+    """`wf.child` / `wf.map_children`: child runs of a task, the node's output their results.
+
+    `items` None: one child with `kwargs`; else one child per item (`{arg: item, **kwargs}`,
+    or the item's own keys when it is a dict and no `arg` is named), at most `concurrency`
+    unfinished at once. `ordinal` fixes the children's positions among the run's children
+    (`CHILD_SPAN` apart per node), so a replay finds each one whatever order steps ran in.
+    """
+
+    key: str
+    task: Any  # a task, or a task with options (engine.children.Triggerable | RunsBuilder)
+    items: Sequence[Any] | StepRef | None
+    kwargs: dict[str, Any]
+    arg: str | None
+    concurrency: int | None
+    ordinal: int
+    deps: tuple[str, ...]
+
+
+CHILD_SPAN = 100_000  # positions per child node: a map of children has at most this many items
+
+Node = StepNode | MapNode | ChildNode
 
 
 @dataclass
@@ -121,6 +143,52 @@ class Workflow:
         deps = self._deps((source, kwargs))
         key = self._next_key(step.name)
         self._dag.nodes[key] = MapNode(key, step, source, dict(kwargs), concurrency, deps)
+        return StepRef(key, self._id)
+
+    def child(self, task: Any, **args: Any) -> StepRef:
+        """A child run of `task` (a task, or `task.options(...)`); its ref stands for the child's
+        result. While only child runs are outstanding, the run waits holding no worker."""
+        return self._child_node(task, None, args, None, None, "child")
+
+    def map_children(
+        self,
+        task: Any,
+        items: Sequence[Any] | StepRef,
+        *,
+        concurrency: int | None = None,
+        arg: str | None = None,
+        **kwargs: Any,
+    ) -> StepRef:
+        """One child run per item (passed as the task's first parameter, or `arg`; a dict item
+        gives its keys when `arg` is None), at most `concurrency` unfinished at once; the ref
+        stands for their results in item order."""
+        if concurrency is not None and (
+            isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+        ):
+            raise WorkflowError(f"wf.map_children: concurrency must be an integer >= 1 or None, got {concurrency!r}")
+        if not isinstance(items, (StepRef, list, tuple)):
+            raise WorkflowError(f"wf.map_children: items must be a list or a step's ref, got {type(items).__name__}")
+        source = items if isinstance(items, StepRef) else tuple(items)
+        return self._child_node(task, source, kwargs, arg, concurrency, "map_children")
+
+    def _child_node(
+        self,
+        task: Any,
+        items: Sequence[Any] | StepRef | None,
+        kwargs: dict[str, Any],
+        arg: str | None,
+        concurrency: int | None,
+        verb: str,
+    ) -> StepRef:
+        if not self._open:
+            raise WorkflowError(f"wf.{verb} was called after workflow {self._dag.name} was built")
+        if not (hasattr(task, "options") or hasattr(task, "new_runs")):
+            raise WorkflowError(f"wf.{verb}: {task!r} is not a task: pass an @app.task (or task.options(...))")
+        name = str(getattr(task, "name", None) or getattr(getattr(task, "_definition", None), "name", "child"))
+        ordinal = sum(1 for node in self._dag.nodes.values() if isinstance(node, ChildNode))
+        key = self._next_key(f"child.{name.replace(':', '_').replace('[', '_')}")
+        deps = self._deps((items, kwargs))
+        self._dag.nodes[key] = ChildNode(key, task, items, dict(kwargs), arg, concurrency, ordinal, deps)
         return StepRef(key, self._id)
 
     # --- building --------------------------------------------------------------------

@@ -4,7 +4,9 @@
 on a daemon thread, so the worker's loop stays free). `Executor.parallel()`
 runs sync steps on a loky process pool and async steps as tasks on the
 worker's loop. loky ships each function with cloudpickle in memory; nothing
-is ever stored pickled (outputs are JSON).
+is ever stored pickled (outputs are JSON). `Executor.kubernetes()` runs each
+step (sync or async) as a Kubernetes Job (`tidegate.workflow.kubernetes`),
+at most `max_concurrent_steps` of one run at once.
 
 Starting processes is slow, so there is one pool per worker process, reused
 by every run (and every worker thread) and grown to the largest cap seen;
@@ -18,7 +20,7 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import asynccontextmanager
@@ -28,15 +30,18 @@ from typing import Any, Literal, Protocol
 import loky
 
 from tidegate.domain.errors import ConfigurationError
+from tidegate.domain.steps import StepUpdate
+from tidegate.workflow.kubernetes.spec import KubernetesSpec
 
 
 @dataclass(frozen=True)
 class Executor:
     """How a workflow run executes its steps (set per workflow, with an app-wide default)."""
 
-    kind: Literal["in_process", "parallel"]
-    max_workers: int | None = None
+    kind: Literal["in_process", "parallel", "kubernetes"]
+    max_workers: int | None = None  # for kubernetes: max_concurrent_steps (None: unbounded)
     max_async_concurrent: int | None = None
+    pods: KubernetesSpec | None = None  # Executor.kubernetes(): the Job template of its steps
 
     @classmethod
     def in_process(cls) -> Executor:
@@ -52,6 +57,62 @@ class Executor:
                 raise ConfigurationError(f"{name} must be an integer >= 1 or None, got {value!r}")
         return cls("parallel", max_workers, max_async_concurrent)
 
+    @classmethod
+    def kubernetes(
+        cls,
+        image: str,
+        *,
+        store_secret: str,
+        namespace: str = "default",
+        max_concurrent_steps: int | None = None,
+        store_secret_key: str = "url",
+        resources: Mapping[str, str] | None = None,
+        service_account: str | None = None,
+        active_deadline_seconds: int | None = None,
+        image_pull_policy: str | None = None,
+        env: Mapping[str, str] | None = None,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        poll_seconds: float | None = None,
+        watch_seconds: int | None = None,
+    ) -> Executor:
+        """Each step (sync or async) runs as one Kubernetes Job per try, at most `max_concurrent_steps`
+        of a run at once (None: no cap), stacked with pools and windows like `max_workers`.
+
+        The pod runs `python -m tidegate.steppod` from `image` (which must hold tidegate and the
+        workflow's module); it reads the database URL from key `store_secret_key` of Secret
+        `store_secret` in `namespace`. `resources` are the container's requests and limits;
+        the cluster's config (in-cluster, else `kubeconfig`/`context`) loads at the first step.
+        """
+        if max_concurrent_steps is not None and (
+            isinstance(max_concurrent_steps, bool)
+            or not isinstance(max_concurrent_steps, int)
+            or max_concurrent_steps < 1
+        ):
+            raise ConfigurationError(
+                f"max_concurrent_steps must be an integer >= 1 or None, got {max_concurrent_steps!r}"
+            )
+        tuning: dict[str, Any] = {}
+        if poll_seconds is not None:
+            tuning["poll_seconds"] = poll_seconds
+        if watch_seconds is not None:
+            tuning["watch_seconds"] = watch_seconds
+        spec = KubernetesSpec(
+            image=image,
+            store_secret=store_secret,
+            namespace=namespace,
+            store_secret_key=store_secret_key,
+            resources=dict(resources or {}),
+            service_account=service_account,
+            active_deadline_seconds=active_deadline_seconds,
+            image_pull_policy=image_pull_policy,
+            env=dict(env or {}),
+            kubeconfig=kubeconfig,
+            context=context,
+            **tuning,
+        )
+        return cls("kubernetes", max_concurrent_steps, pods=spec)
+
     @property
     def process_slots(self) -> int:
         """Sync steps of one run at once under this executor."""
@@ -62,6 +123,11 @@ class Executor:
     def __repr__(self) -> str:
         if self.kind == "in_process":
             return "Executor.in_process()"
+        if self.kind == "kubernetes" and self.pods is not None:
+            return (
+                f"Executor.kubernetes(image={self.pods.image!r}, namespace={self.pods.namespace!r},"
+                f" max_concurrent_steps={self.max_workers})"
+            )
         return f"Executor.parallel(max_workers={self.max_workers}, max_async_concurrent={self.max_async_concurrent})"
 
 
@@ -168,15 +234,29 @@ class Slots:
         self._free += 1
 
 
+class RemoteSteps(Protocol):
+    """Where an executor that runs steps outside the worker starts them (Kubernetes Jobs)."""
+
+    def start(self, step: StepUpdate, fn: Callable[..., Any]) -> Awaitable[Any]:
+        """Start step `step` (its key, map and item) running `fn`; await its output."""
+
+    async def close(self) -> None:
+        """The run's attempt is over: remove whatever of it is left (no Job outlives its run)."""
+
+
 class RunCaps:
     """One run's executor caps: how many of its steps may execute at once, and where they do."""
 
-    def __init__(self, executor: Executor) -> None:
+    def __init__(self, executor: Executor, remote: RemoteSteps | None = None) -> None:
         self.executor = executor
+        self.remote = remote
         self._sync: Slots | None
         self._async: Slots | None
         if executor.kind == "in_process":
             self._sync = self._async = Slots(1)  # serial: one step of any kind
+        elif executor.kind == "kubernetes":
+            # Sync or async, every step is a pod: one cap for both kinds.
+            self._sync = self._async = Slots(executor.max_workers) if executor.max_workers is not None else None
         else:
             self._sync = Slots(executor.process_slots)
             cap = executor.max_async_concurrent
@@ -196,10 +276,21 @@ class RunCaps:
             slots.release()
 
     def start(
-        self, fn: Callable[..., Any], is_async: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        fn: Callable[..., Any],
+        is_async: bool,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        step: StepUpdate | None = None,
     ) -> Awaitable[Any]:
         """Hand the step function to where this executor runs it, now; await the result (its
-        exception propagates). Starting before awaiting lets the caller act once it is on its way."""
+        exception propagates). Starting before awaiting lets the caller act once it is on its way.
+        A remote executor gets `step` (which step this is) instead of the arguments: its pod reads
+        them from the store."""
+        if self.remote is not None:
+            if step is None:
+                raise RuntimeError("a remote executor needs the step's key to start it")
+            return self.remote.start(step, fn)
         if is_async:
             coroutine: Coroutine[Any, Any, Any] = fn(*args, **kwargs)
             return asyncio.ensure_future(coroutine)

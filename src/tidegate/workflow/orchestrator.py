@@ -17,6 +17,9 @@ A map records all its items up front, then takes them only through
 slot, so no list in this process decides what runs next, and an item's
 completion (which frees its slot) is followed by taking the next one.
 
+A step whose failure fails the run stops the run's dispatch before its failure
+is recorded and frees its slots (`Dispatch`): nothing starts on them.
+
 Every write is fenced on (run id, attempt): if the run was taken over, the
 store refuses (`StepFencedOut`) and this attempt stops.
 """
@@ -37,10 +40,13 @@ from tidegate.domain.pools import fanout_scope
 from tidegate.domain.retry import retry_delay
 from tidegate.domain.steps import StepRecord, StepStatus, StepUpdate
 from tidegate.storage.port import Fence, Store
-from tidegate.workflow.builder import Dag, MapNode, Node, StepNode, StepRef, build_dag, resolve
+from tidegate.workflow.builder import ChildNode, Dag, MapNode, Node, StepNode, StepRef, build_dag, resolve
+from tidegate.workflow.children import ChildWaits
 from tidegate.workflow.definitions import Step, WorkflowDefinition
+from tidegate.workflow.dispatch import Dispatch, cancel_all
 from tidegate.workflow.errors import SlotsLost, StepError, WorkflowStopped, error_text
 from tidegate.workflow.executors import RunCaps
+from tidegate.workflow.remote import remote_steps
 from tidegate.workflow.slots import Held, SlotClaims
 
 if TYPE_CHECKING:
@@ -86,10 +92,13 @@ async def execute_workflow(
     dag = build_dag(definition, args)
     claims = SlotClaims(guard, scope.store, scope.fence, scope.worker_id)
     db = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="tidegate-steps-db")
+    caps = RunCaps(definition.executor, remote_steps(definition, scope.store, scope.fence))
     try:
-        return await WorkflowRun(dag, scope, RunCaps(definition.executor), claims, db).run()
+        return await WorkflowRun(dag, scope, caps, claims, db).run()
     finally:
         db.shutdown(wait=False)  # a write of an abandoned step may still be on its way: it is fenced
+        if caps.remote is not None:
+            await asyncio.shield(caps.remote.close())  # no Job outlives its run
 
 
 class WorkflowRun:
@@ -100,14 +109,17 @@ class WorkflowRun:
         self._claims = claims
         self._db = db
         self._outputs: dict[str, Any] = {}
+        self._children = ChildWaits(scope.store, scope.fence, scope.worker_id, self._call)
         self._records: dict[str, StepRecord] = {}  # the checkpoints this attempt started from
         self._recorded: set[str] = set()  # keys that have a step row
+        self._dispatch = Dispatch()
 
     async def run(self) -> JSONValue:
         await self._load_checkpoints()
         running: dict[asyncio.Task[Any], str] = {}
         started: set[str] = set(self._outputs)
         stop = asyncio.ensure_future(self._scope.stopping.wait())
+        blocked = asyncio.ensure_future(self._children.changed.wait())
         try:
             while True:
                 for key, node in self._dag.nodes.items():
@@ -116,14 +128,21 @@ class WorkflowRun:
                         running[asyncio.create_task(self._execute_node(node), name=f"step {key}")] = key
                 if not running:
                     break
-                done, _ = await asyncio.wait([*running, stop], return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait([*running, stop, blocked], return_when=asyncio.FIRST_COMPLETED)
                 if stop in done:
                     raise WorkflowStopped(f"run {self._scope.run_id} was canceled: no step starts any more")
+                if blocked in done:
+                    if self._children.blocked == len(running):  # only child waits are left: wait as a task
+                        await self._children.suspend()
+                    self._children.changed.clear()
+                    blocked = asyncio.ensure_future(self._children.changed.wait())
                 for task in done:
-                    self._outputs[running.pop(task)] = task.result()
+                    if task in running:
+                        self._outputs[running.pop(task)] = task.result()
         finally:
             stop.cancel()
-            await _cancel_all(running)
+            blocked.cancel()
+            await cancel_all(running)
         result = self._dag.result
         return None if result is None else self._outputs[result.key]
 
@@ -145,7 +164,7 @@ class WorkflowRun:
                     updates.append(StepUpdate(key, StepStatus.PENDING))
                 elif checkpoint.status is StepStatus.COMPLETED:
                     self._outputs[key] = checkpoint.output
-            elif not isinstance(node.items, StepRef):
+            elif isinstance(node, MapNode) and not isinstance(node.items, StepRef):
                 updates.extend(self._new_items(node, node.items))
         await self._write_many(updates)
 
@@ -159,6 +178,13 @@ class WorkflowRun:
     # --- nodes -----------------------------------------------------------------------
 
     async def _execute_node(self, node: Node) -> Any:
+        if isinstance(node, ChildNode):
+            items = None if node.items is None else resolve(node.items, self._outputs)
+            if items is not None and not isinstance(items, (list, tuple)):
+                raise StepError(
+                    node.key, f"WorkflowError: wf.map_children needs a list of items, got {type(items).__name__}"
+                )
+            return await self._children.execute(node, items, resolve(node.kwargs, self._outputs))
         if isinstance(node, StepNode):
             args = resolve(node.args, self._outputs)
             kwargs = resolve(node.kwargs, self._outputs)
@@ -182,7 +208,7 @@ class WorkflowRun:
         in_flight: dict[asyncio.Task[Any], int] = {}
         try:
             while len(outputs) < len(items):
-                while (taken := await self._next_item(node, window)) is not None:
+                while (taken := await self._dispatch.take(lambda: self._next_item(node, window))) is not None:
                     index = _item_index(node, taken)
                     key = node.item_key(index)
                     task = asyncio.create_task(
@@ -191,6 +217,7 @@ class WorkflowRun:
                     )
                     in_flight[task] = index
                 if not in_flight:
+                    await self._dispatch.proceed()  # stopped: the run's failure cancels this map
                     # Nothing of ours holds the window, yet none was free: holders of a gone
                     # attempt that the sweeper has not freed yet. Ask again shortly.
                     log.warning("map %s of run %s: window held elsewhere; retrying", node.key, self._scope.run_id)
@@ -200,7 +227,7 @@ class WorkflowRun:
                 for task in done:
                     outputs[in_flight.pop(task)] = task.result()
         finally:
-            await _cancel_all(in_flight)
+            await cancel_all(in_flight)
         return [outputs[index] for index in range(len(items))]
 
     async def _next_item(self, node: MapNode, window: int) -> StepRecord | None:
@@ -220,21 +247,22 @@ class WorkflowRun:
         """Run a step (or map item) with its own retries; StepError once they are spent."""
         attempt = 1
         while True:
+            delay = retry_delay(attempt, step.max_attempts, step.retry_backoff, random.random())
             # A retried item lost its window slot when its failure was recorded: it claims it again.
             window = (
                 {} if item is None or attempt == 1 else {fanout_scope(self._scope.run_id, item.node.key): item.window}
             )
             try:
-                return await self._execute_once(step, key, args, kwargs, item, window)
+                return await self._execute_once(step, key, args, kwargs, item, window, delay is None)
             except StepFencedOut:
                 raise
             except _UNRETRIED as error:
+                await self._stop_dispatch(key)
                 raise StepError(key, f"{type(error).__name__}: {error}") from None
             except Exception as error:
-                text = error_text(error)
-                delay = retry_delay(attempt, step.max_attempts, step.retry_backoff, random.random())
                 if delay is None or self._scope.stopping.is_set():
-                    raise StepError(key, text) from None
+                    await self._stop_dispatch(key)  # done already if the try got to record its failure
+                    raise StepError(key, error_text(error)) from None
                 log.info(
                     "step %s of run %s failed (try %d); retrying in %.2fs", key, self._scope.run_id, attempt, delay
                 )
@@ -249,14 +277,18 @@ class WorkflowRun:
         kwargs: dict[str, Any],
         item: Item | None,
         window: dict[str, int],
+        last: bool,
     ) -> Any:
-        """One try: claim pools (and a retried item's window slot), take an executor slot, run, record."""
+        """One try: claim pools (and a retried item's window slot), take an executor slot, run, record.
+        A failure of the `last` try fails the run: the run's dispatch stops before it frees any slot."""
+        await self._dispatch.proceed()
         map_key = None if item is None else item.node.key
         index = None if item is None else item.index
         needs = {**step.pool_needs, **dict.fromkeys(window, 1)}
         start_record = StepUpdate(key, StepStatus.RUNNING, map_key, index)
         async with self._claims.holding(start_record, needs, window) as held:
             async with self._caps.slot(step.is_async, urgent=bool(needs)):
+                await self._dispatch.proceed()  # the run failed while this step waited for its slots
                 # The start is recorded while the function starts, not before: one store round trip
                 # less per step. It has landed (or refused us) before the outcome is recorded. A step
                 # handed its slots in memory was recorded running by the hand-off's write.
@@ -267,7 +299,9 @@ class WorkflowRun:
                 )
                 try:
                     try:
-                        running = asyncio.ensure_future(self._caps.start(step.fn, step.is_async, args, kwargs))
+                        running = asyncio.ensure_future(
+                            self._caps.start(step.fn, step.is_async, args, kwargs, start_record)
+                        )
                         if held is not None:
                             held.dispatched()  # a step that handed it these slots may record now
                         output = await self._outcome_of(running, held)
@@ -278,6 +312,8 @@ class WorkflowRun:
                 except StepFencedOut:
                     raise
                 except Exception as error:
+                    if last or self._scope.stopping.is_set():
+                        await self._stop_dispatch(key)
                     await self._finish(
                         StepUpdate(key, StepStatus.FAILED, map_key, index, error=error_text(error)), held
                     )
@@ -320,9 +356,21 @@ class WorkflowRun:
 
     async def _finish(self, update: StepUpdate, held: Held | None) -> None:
         """Record a step finished; its slots go to the run's next step waiting for them (`SlotClaims`)."""
-        if not (await self._claims.finish(held, update)).recorded:
+        if not (await self._claims.finish(held, update, hand_on=not self._dispatch.stopped)).recorded:
             raise StepFencedOut(f"run {self._scope.run_id} attempt {self._scope.fence[1]} was taken over")
         self._recorded.add(update.step_key)
+
+    async def _stop_dispatch(self, key: str) -> None:
+        """Step `key` fails the run: stop dispatching before its slots are freed (logged once)."""
+        if self._dispatch.stopped:
+            return
+        log.info(
+            "step %s of run %s failed for good: the run starts no more steps",
+            key,
+            self._scope.run_id,
+            extra={"stops_dispatch": True},
+        )
+        await self._dispatch.stop()
 
     async def _write(self, update: StepUpdate) -> None:
         await self._write_many([update])
@@ -350,20 +398,3 @@ async def _stop(running: asyncio.Future[Any]) -> None:
     result is dropped."""
     running.cancel()
     await asyncio.wait([running])
-
-
-async def _cancel_all(tasks: Mapping[asyncio.Task[Any], Any]) -> None:
-    """Cancel the tasks still running and wait until they have stopped (their results are dropped).
-
-    Canceled while waiting (a run stopping gracefully whose grace ran out), it cancels them again,
-    which stops the steps still finishing, and waits no longer."""
-    for task in tasks:
-        task.cancel()
-    if not tasks:
-        return
-    try:
-        await asyncio.wait(tasks)
-    except asyncio.CancelledError:
-        for task in tasks:
-            task.cancel()
-        raise

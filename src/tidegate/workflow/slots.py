@@ -171,13 +171,14 @@ class SlotClaims:
         # transaction: only the renewal is left to stop.
         self._guard.forget(claim)
 
-    async def finish(self, held: Held | None, update: StepUpdate) -> StepFinish:
-        """Record a step's outcome (`Store.finish_step`), handing its slots to the next waiter of its turn."""
+    async def finish(self, held: Held | None, update: StepUpdate, hand_on: bool = True) -> StepFinish:
+        """Record a step's outcome (`Store.finish_step`), handing its slots to the next waiter of its
+        turn unless not `hand_on` (the run stopped dispatching: they are freed for other runs)."""
         if held is None:
             return await self._call_finish(update, None, None)
         await held.settled()
         turn = held.turn
-        waiter = turn.next_waiter()
+        waiter = turn.next_waiter() if hand_on else None
         if (
             waiter is not None
             and update.status is StepStatus.COMPLETED

@@ -27,6 +27,7 @@ from tidegate.domain.model import CycleResult, Outcome
 from tidegate.domain.scopes import Rules
 from tidegate.storage import claiming
 from tidegate.storage.port import Fence
+from tidegate.storage.postgres.children import Children
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.payloads import claimed_run, outcome_payload, payload_json, start_arrays
@@ -37,10 +38,11 @@ from tidegate.storage.postgres.workers import Workers
 class Claims(Aggregate):
     """The cycle verb of the storage port."""
 
-    def __init__(self, db: Database, limits: Limits, workers: Workers) -> None:
+    def __init__(self, db: Database, limits: Limits, workers: Workers, children: Children) -> None:
         super().__init__(db)
         self._limits = limits
         self._workers = workers
+        self._children = children
 
     def cycle(
         self,
@@ -75,6 +77,8 @@ class Claims(Aggregate):
                         {**start_arrays(starts), "outcomes": outcome_json, "worker": worker_id},
                     )
                 if outcomes:
+                    # A waiting parent whose last awaited child just ended goes back to the queue.
+                    self._children.resume_parents(connection, [outcome.run_id for outcome in outcomes])
                     connection.execute(self._q("notify"))  # finished runs may be waited on, and free capacity
                 cancels = connection.execute(self._q("cancel_requests"), {"worker": worker_id})
                 claim, due, more = None, None, False
@@ -359,8 +363,9 @@ class _Claim:
         return cursor.execute(self.store._q("claim_partition_head"), params).fetchall()
 
 
-def _claim_order(row: Mapping[str, Any]) -> tuple[int, datetime, str]:
-    return (-row["priority"], row["scheduled_at"], row["id"])
+def _claim_order(row: Mapping[str, Any]) -> tuple[bool, int, datetime, str]:
+    """The claim index's order (resumed first, priority desc, age, id), as the SQL reads it."""
+    return (not row["resumed"], -row["priority"], row["scheduled_at"], row["id"])
 
 
 def _excluded_json(excluded: Sequence[tuple[str, str]]) -> str:

@@ -116,15 +116,15 @@ SELECT 0.0::double precision;
 -- scopes) are left out. Tags are read only when some tag limit exists (`tags`):
 -- otherwise no scope depends on them. Rows come grouped by queue, unsorted
 -- across queues; every row read stays locked until commit.
-SELECT c.id, c.task, c.queue, c.partition_key, c.tags, c.priority, c.scheduled_at, c.block_reason, c.suspect
+SELECT c.id, c.task, c.queue, c.partition_key, c.tags, c.priority, c.scheduled_at, c.block_reason, c.suspect, c.resumed
 FROM unnest(%(queues)s::text[], %(sizes)s::integer[]) AS q(name, size)
 CROSS JOIN LATERAL (
     SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
-           priority, scheduled_at, block_reason, suspect FROM tidegate_runs AS r
+           priority, scheduled_at, block_reason, suspect, resumed FROM tidegate_runs AS r
     WHERE status = 'queued' AND queue = q.name AND scheduled_at <= tidegate_statement_timestamp()
       AND (deadline_at IS NULL OR deadline_at > tidegate_statement_timestamp())
       AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
-    ORDER BY priority DESC, scheduled_at, id
+    ORDER BY resumed DESC, priority DESC, scheduled_at, id
     LIMIT q.size
     FOR UPDATE SKIP LOCKED
 ) AS c;
@@ -158,16 +158,16 @@ WITH RECURSIVE parts(key) AS (
     FROM found
 )
 SELECT f.key, t.per_partition, h.id, h.task, h.queue, h.partition_key, h.tags, h.priority, h.scheduled_at,
-       h.block_reason, h.suspect
+       h.block_reason, h.suspect, h.resumed
 FROM found AS f
 CROSS JOIN turns AS t
 LEFT JOIN LATERAL (
     SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
-           priority, scheduled_at, block_reason, suspect FROM tidegate_runs AS r
+           priority, scheduled_at, block_reason, suspect, resumed FROM tidegate_runs AS r
     WHERE status = 'queued' AND queue = %(queue)s::text AND partition_key = f.key
       AND scheduled_at <= tidegate_statement_timestamp() AND (deadline_at IS NULL OR deadline_at > tidegate_statement_timestamp())
       AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
-    ORDER BY priority DESC, scheduled_at, id
+    ORDER BY resumed DESC, priority DESC, scheduled_at, id
     LIMIT CASE WHEN f.key = ANY(%(saturated)s::text[]) THEN 1 ELSE t.per_partition END
     FOR UPDATE SKIP LOCKED
 ) AS h ON true;
@@ -175,11 +175,11 @@ LEFT JOIN LATERAL (
 -- name: claim_partition_head
 -- The head of one partition, when claim_partitions did not read what is asked.
 SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
-       priority, scheduled_at, block_reason, suspect FROM tidegate_runs AS r
+       priority, scheduled_at, block_reason, suspect, resumed FROM tidegate_runs AS r
 WHERE status = 'queued' AND queue = %(queue)s::text AND partition_key = %(partition)s::text
   AND scheduled_at <= tidegate_statement_timestamp() AND (deadline_at IS NULL OR deadline_at > tidegate_statement_timestamp())
   AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
-ORDER BY priority DESC, scheduled_at, id
+ORDER BY resumed DESC, priority DESC, scheduled_at, id
 LIMIT %(limit)s::integer
 FOR UPDATE SKIP LOCKED;
 
@@ -221,7 +221,8 @@ WITH claimed AS (
     UPDATE tidegate_runs AS r SET
         status = 'running', attempt = r.attempt + 1, worker_id = %(worker)s::text,
         lease_expires_at = tidegate_statement_timestamp() + make_interval(secs => %(lease)s::double precision),
-        started_at = NULL, block_reason = NULL
+        started_at = NULL, block_reason = NULL,
+        resumed = false  -- a resumed parent goes first once: the claim that takes it ends that
     FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS c(id, n)
     WHERE r.id = c.id AND r.status = 'queued'
     RETURNING c.n, r.id, r.task, r.queue, r.args, r.attempt, r.max_attempts, r.retry_backoff, r.timeout, r.suspect,

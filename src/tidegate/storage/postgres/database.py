@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import dict_row
+from psycopg.rows import Row, RowFactory, dict_row, tuple_row
 from psycopg.types.json import set_json_loads
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
@@ -84,11 +84,22 @@ class Aggregate:
     def _fetchone(self, name: str, params: Mapping[str, Any] | None = None) -> tuple[Any, ...] | None:
         """One autocommit statement (a read needs no transaction block)."""
         with self._connection() as connection:
-            return connection.execute(self._q(name), params).fetchone()
+            return named_cursor(connection, name, tuple_row).execute(self._q(name), params).fetchone()
+
+    def _fetchall(self, name: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        with self._connection() as connection:
+            return named_cursor(connection, name, tuple_row).execute(self._q(name), params).fetchall()
 
     def _fetch_dicts(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         with self._connection() as connection:
-            return connection.cursor(row_factory=dict_row).execute(self._q(name), params).fetchall()
+            return named_cursor(connection, name, dict_row).execute(self._q(name), params).fetchall()
+
+
+def named_cursor(connection: psycopg.Connection[Any], name: str, rows: RowFactory[Row]) -> psycopg.Cursor[Row]:
+    """A cursor for the named statement: one that inlines its values if it is planned per call."""
+    if name in PLANNED_PER_CALL:
+        return psycopg.ClientCursor(connection, row_factory=rows)
+    return connection.cursor(row_factory=rows)
 
 
 def _sorted_loads(data: str | bytes) -> Any:
@@ -105,15 +116,47 @@ def _sorted_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(sorted(pairs, key=itemgetter(0)))
 
 
+# Generic plans, prepared at their second use: see _configure. Read by tests/contract/test_plan_cache.py.
+PLAN_CACHE_MODE = "force_generic_plan"
+PREPARE_THRESHOLD = 1
+
+# Operator reads whose filters are optional (`%(queue)s::text IS NULL OR queue = %(queue)s::text`). One
+# generic plan must serve every mix of filters, so it cannot walk the index of the filter given: beside
+# 200,000 runs, `page_runs` of a rare status took 24 ms with the generic plan against 0.16 ms planned for
+# its values. These go with their values inlined (psycopg's ClientCursor: simple protocol, never
+# prepared), so PostgreSQL plans each call for what it asks. tests/contract/test_plan_cache.py fails if a
+# query with an optional filter is missing here.
+PLANNED_PER_CALL = frozenset(
+    {"enqueue_active", "finished_count", "list_queued", "list_runs", "page_runs", "status_counts"}
+)
+
+
 def _configure(connection: psycopg.Connection[Any]) -> None:
     """Set up each new pooled connection.
 
     JIT off: every statement here is short, but a plan that counts or sorts
     a large backlog can pass jit_above_cost once the table has statistics,
     and then each call compiles for 40-200 ms (a submit behind 100,000
-    queued runs took 45 ms instead of 2 ms)."""
+    queued runs took 45 ms instead of 2 ms).
+
+    Generic plans, prepared at their second use: left to `auto`, PostgreSQL planned
+    `enqueue`, `claim_window`, `claim_runs` and `next_due` again on nearly
+    every call, and planning cost more than executing (docs/postgres-profile.md,
+    lever 1). Every hot statement filters on constants (`status = 'queued'`)
+    and walks an index whatever its parameters, so one generic plan per
+    connection serves every call, also beside a large blocked backlog
+    (tests/contract/test_plan_cache.py checks those plans). psycopg then
+    prepares a statement on its second use rather than its sixth, so a
+    statement is planned at most twice per connection. Not at its first use:
+    a statement used once (a migration script, which holds many statements
+    and so cannot be prepared at all) would only take a place in psycopg's
+    cache of 100 prepared statements."""
     set_json_loads(_sorted_loads, connection)
-    connection.execute("SET jit = off")
+    connection.prepare_threshold = PREPARE_THRESHOLD
+    connection.execute(
+        "SELECT set_config('jit', 'off', false), set_config('plan_cache_mode', %(mode)s, false)",
+        {"mode": PLAN_CACHE_MODE},
+    )
 
 
 def _describe(url: str) -> str:

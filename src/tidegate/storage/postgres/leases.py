@@ -16,6 +16,7 @@ from tidegate.domain import events as history
 from tidegate.domain.model import SweepReport
 from tidegate.storage import rescue
 from tidegate.storage.port import Fence
+from tidegate.storage.postgres.children import Children
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.payloads import fence_arrays, payload_json
 from tidegate.storage.postgres.pipeline import transaction
@@ -25,9 +26,10 @@ from tidegate.storage.postgres.steps import PostgresStepVerbs
 class Leases(Aggregate):
     """The lease and sweep verbs of the storage port."""
 
-    def __init__(self, db: Database, steps: PostgresStepVerbs) -> None:
+    def __init__(self, db: Database, steps: PostgresStepVerbs, children: Children) -> None:
         super().__init__(db)
         self._steps = steps
+        self._children = children
 
     def renew_leases(self, worker_id: str, held: Sequence[Fence], lease_seconds: float) -> list[Fence]:
         if not held:
@@ -67,6 +69,8 @@ class Leases(Aggregate):
             leaks = connection.execute(self._q("sweep_leaks"))
             expired_steps = self._steps.sweep_step_holders(connection)
             late = connection.execute(self._q("sweep_deadlines"))
+            # Backstop: a waiting parent whose children all ended (by this sweep, or any path) resumes.
+            resumed = self._children.resume_parents(connection, None)
             report = SweepReport(
                 # fetchone() is typed Optional; this statement always returns one row
                 leaks_repaired=leaks.fetchone()[0],  # type: ignore[index]
@@ -74,6 +78,7 @@ class Leases(Aggregate):
                 step_slots_expired=expired_steps.fetchone()[0],  # type: ignore[index]
             )
             report.failed.extend(row[0] for row in late.fetchall())
+            report.resumed.extend(row[0] for row in resumed.fetchall())
             rescue.add_to_report(report, dict(recovered.fetchall()))
             if report:
                 connection.execute(self._q("notify"))  # freed slots and requeued runs: claim again now

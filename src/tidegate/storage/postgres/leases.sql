@@ -77,7 +77,8 @@ RETURNING holder;
 -- an earlier one): a run that shared its lost worker is not charged.
 WITH lost AS (
     SELECT r.id, r.attempt, r.max_attempts, r.worker_id, r.cancel_requested, r.suspect,
-           r.started_at IS NOT NULL AS started, r.lease_expires_at < tidegate_now() AS lapsed
+           r.started_at IS NOT NULL AS started, r.lease_expires_at < tidegate_now() AS lapsed,
+           r.lease_expires_at
     FROM tidegate_runs AS r
     WHERE r.status = 'running'
       AND (r.lease_expires_at < tidegate_now()
@@ -85,11 +86,15 @@ WITH lost AS (
     FOR UPDATE OF r SKIP LOCKED
 )
 SELECT l.id, l.attempt, l.max_attempts, l.worker_id, l.cancel_requested, l.suspect, l.started, l.lapsed,
+       -- when it was lost: its worker's last heartbeat, or its lease's expiry if that came first (epoch seconds)
+       extract(epoch FROM least(coalesce(w.heartbeat_at, l.lease_expires_at), l.lease_expires_at))::double precision
+       AS lost_at,
+       extract(epoch FROM w.heartbeat_at)::double precision AS last_heartbeat,
        ((SELECT count(*) FROM tidegate_runs AS o
          WHERE o.worker_id = l.worker_id AND o.status = 'running' AND o.id <> l.id)
         + (SELECT count(*) FROM tidegate_runs AS o WHERE o.rescued_from = l.worker_id AND o.id <> l.id))::integer
        AS beside
-FROM lost AS l ORDER BY l.id;
+FROM lost AS l LEFT JOIN tidegate_workers AS w ON w.id = l.worker_id ORDER BY l.id;
 
 -- name: sweep_recover
 -- Writes the rescue's verdicts (locked by sweep_lost in this transaction):
@@ -123,10 +128,12 @@ SELECT id, status FROM recovered ORDER BY id;
 -- Queued runs past their dispatch deadline fail "capacity: ..." (claims no
 -- longer see them), the text of domain.transitions.deadline_error (pinned by
 -- tests/contract/test_transitions_pinned.py). A row a claimer holds is
--- skipped: it is being taken, or is failed at the next sweep.
+-- skipped: it is being taken, or is failed at the next sweep. A paused queue's
+-- runs are not failed: its paused time does not count (domain/deadlines.py).
 WITH late AS (
     SELECT id FROM tidegate_runs
     WHERE status = 'queued' AND deadline_at <= tidegate_now()
+      AND queue NOT IN (SELECT name FROM tidegate_queues WHERE paused)
     FOR UPDATE SKIP LOCKED
 ), failed AS (
     UPDATE tidegate_runs AS r SET
@@ -158,7 +165,7 @@ WHERE w.expires_at < tidegate_now()
 WITH leaked AS (
     SELECT h.scope, h.holder FROM tidegate_holders AS h
     LEFT JOIN tidegate_runs AS r ON r.id = h.run_id
-    WHERE r.id IS NULL OR r.status <> 'running' OR r.attempt <> h.attempt
+    WHERE r.id IS NULL OR r.status NOT IN ('running', 'waiting') OR r.attempt <> h.attempt
     FOR UPDATE OF h SKIP LOCKED
 ), repaired AS (
     DELETE FROM tidegate_holders AS h USING leaked AS l

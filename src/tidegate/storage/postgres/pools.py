@@ -1,39 +1,50 @@
 """PostgreSQL pools: the limits of step-level gates and what holds them.
 
 A pool's limit is changed under the lock of its scope row, so no step claim
-of that pool is deciding meanwhile (see `steps.py`).
+of that pool is deciding meanwhile (see `steps.py`). Which of the code's
+declaration and a live override is in force is `domain.pool_settings`'s rule.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from tidegate.domain import pool_settings
 from tidegate.domain.model import HolderRecord
+from tidegate.domain.pool_settings import PoolRow
 from tidegate.domain.steps import PoolConfig, PoolStatus
-from tidegate.storage import records
+from tidegate.storage import pool_rows, records
 from tidegate.storage.postgres.database import Aggregate
-from tidegate.storage.postgres.payloads import to_time
+from tidegate.storage.postgres.payloads import event_params, to_time
 from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.postgres.steps import READ_COMMITTED
 
 
-class Pools(Aggregate):
+class Pools(pool_rows.PoolSettingVerbs, Aggregate):
     """The pool verbs of the storage port."""
 
-    def set_pool_limit(self, pool: str, limit: int, lease_seconds: float) -> PoolConfig:
-        with self._connection() as connection:
-            with transaction(connection, READ_COMMITTED):
-                self._lock_scopes(connection, [f"pool:{pool}"])
-                saved = connection.execute(
-                    self._q("set_pool_limit"), {"name": pool, "limit": limit, "lease": lease_seconds}
-                )
-            # fetchone() is typed Optional; this statement always returns one row
-            name, stored, lease, at, _ = saved.fetchone()  # type: ignore[misc]
-        # to_time is typed Optional; this column is NOT NULL
-        return PoolConfig(name, stored, lease, to_time(at))  # type: ignore[arg-type]
+    def _change(self, pool: str, step: Callable[[PoolRow], PoolRow], live: bool) -> PoolConfig | None:
+        """Read the row, apply the rule, store the result and its audit, wake waiting steps."""
+        at = None
+        with self._connection() as connection, transaction(connection, READ_COMMITTED):
+            self._lock_scopes(connection, [f"pool:{pool}"])
+            before = pool_rows.pool_row(connection.execute(self._q("pool_row"), {"name": pool}).fetchone())
+            after = step(before)
+            if after.in_force is None:
+                connection.execute(self._q("delete_pool"), {"name": pool})
+            else:
+                saved = connection.execute(self._q("save_pool"), pool_rows.save_params(pool, after)).fetchone()
+                at = None if saved is None else to_time(saved[0])
+            event = pool_settings.change_event(pool, before, after, live=live)
+            if event is not None:
+                connection.execute(self._q("insert_event"), event_params(None, event))
+                connection.execute(self._q("notify"))  # a raised limit lets waiting steps in
+        return pool_rows.pool_config(pool, after, at)
 
     def pools(self) -> list[PoolStatus]:
         with self._connection() as connection:
             rows = connection.execute(self._q("pools")).fetchall()
-        return [PoolStatus(name, limit, lease, claimed, pending) for name, limit, lease, claimed, pending in rows]
+        return [pool_rows.pool_status(row) for row in rows]
 
     def pool_holders(self, pool: str) -> list[HolderRecord]:
         return [records.holder_record(row, to_time) for row in self._fetch_dicts("pool_holders", {"pool": pool})]

@@ -1,29 +1,33 @@
 -- PostgreSQL queries of pools.py: pool limits and their holders.
 -- Conventions (parameters, clock, batches): database.sql.
 
--- name: set_pool_limit
--- After the pool's scope row is locked (upsert_scopes, lock_scopes): no claim
--- judged by the old limit is in flight meanwhile. Wakes waiters.
-WITH before AS (
-    SELECT "limit" FROM tidegate_pools WHERE name = %(name)s::text
-), saved AS (
-    INSERT INTO tidegate_pools (name, "limit", lease_seconds, updated_at)
-    VALUES (%(name)s::text, %(limit)s::integer, %(lease)s::double precision, tidegate_now())
-    ON CONFLICT (name) DO UPDATE SET
-        "limit" = excluded."limit", lease_seconds = excluded.lease_seconds, updated_at = excluded.updated_at
-    RETURNING name, "limit", lease_seconds, updated_at
-), changed AS (
-    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-    SELECT NULL, NULL, 'LimitChanged',
-           jsonb_build_object('target', 'pool:' || name, 'old', (SELECT "limit" FROM before), 'new', "limit",
-                              'lease_seconds', lease_seconds),
-           tidegate_now()
-    FROM saved
-)
-SELECT name, "limit", lease_seconds, updated_at, pg_notify('tidegate_' || md5(current_schema()), '') FROM saved;
+-- name: pool_row
+-- A pool's stored settings, read after its scope row is locked (lock_scopes).
+SELECT declared_limit, declared_lease, override_limit, override_lease, version FROM tidegate_pools
+WHERE name = %(name)s::text;
+
+-- name: save_pool
+-- The pool's settings and the values in force (which every claim reads).
+INSERT INTO tidegate_pools AS p (name, "limit", lease_seconds, updated_at,
+                                 declared_limit, declared_lease, override_limit, override_lease, version)
+VALUES (%(name)s::text, %(limit)s::integer, %(lease)s::double precision, tidegate_now(),
+        %(declared_limit)s::integer, %(declared_lease)s::double precision,
+        %(override_limit)s::integer, %(override_lease)s::double precision, %(version)s::integer)
+ON CONFLICT (name) DO UPDATE SET
+    "limit" = excluded."limit", lease_seconds = excluded.lease_seconds, declared_limit = excluded.declared_limit,
+    declared_lease = excluded.declared_lease, override_limit = excluded.override_limit,
+    override_lease = excluded.override_lease, version = excluded.version,
+    updated_at = CASE WHEN (p."limit", p.lease_seconds) = (excluded."limit", excluded.lease_seconds)
+                      THEN p.updated_at ELSE excluded.updated_at END
+RETURNING updated_at;
+
+-- name: delete_pool
+-- Reset with no declaration: the pool is unconfigured (unlimited) again.
+DELETE FROM tidegate_pools WHERE name = %(name)s::text;
 
 -- name: pools
--- Configured pools, and unconfigured ones that are held or waited for. Pending
+-- Configured pools, and unconfigured ones that a step asked for, holds or waits for,
+-- with where the limit in force comes from and the code's limit. Pending
 -- counts steps waiting for the pool whose attempt still owns its run.
 WITH claimed AS (
     SELECT substr(scope, 6) AS name, sum(slots)::integer AS claimed FROM tidegate_holders
@@ -37,9 +41,11 @@ WITH claimed AS (
     WHERE s.waiting_for IS NOT NULL AND w.key >= 'pool:' AND w.key < 'pool;'
     GROUP BY w.key
 ), named AS (
-    SELECT name FROM tidegate_pools UNION SELECT name FROM claimed UNION SELECT name FROM pending
+    SELECT name FROM tidegate_pools UNION SELECT name FROM tidegate_pools_asked
+    UNION SELECT name FROM claimed UNION SELECT name FROM pending
 )
-SELECT n.name, p."limit", p.lease_seconds, coalesce(c.claimed, 0), coalesce(w.pending, 0)
+SELECT n.name, p."limit", p.lease_seconds, coalesce(c.claimed, 0), coalesce(w.pending, 0),
+       p.declared_limit, p.declared_lease, p.override_limit, p.override_lease, coalesce(p.version, 0)
 FROM named AS n
 LEFT JOIN tidegate_pools AS p ON p.name = n.name
 LEFT JOIN claimed AS c ON c.name = n.name

@@ -25,3 +25,23 @@ WITH known AS (
     RETURNING value
 )
 SELECT EXISTS (SELECT 1 FROM known), EXISTS (SELECT 1 FROM bumped);
+
+-- name: set_queue_paused_deadlines
+-- The queued runs of a resuming queue that have a dispatch deadline, in epoch seconds, with the
+-- time of the queue's latest pause event (queue_paused in domain/events.py) and now: the adapter
+-- moves each deadline by domain/deadlines.py. None when the pause was never audited.
+SELECT r.id, extract(epoch FROM r.deadline_at)::double precision, extract(epoch FROM r.queued_at)::double precision,
+       extract(epoch FROM p.at)::double precision, extract(epoch FROM tidegate_now())::double precision
+FROM tidegate_runs AS r
+CROSS JOIN LATERAL (
+    SELECT max(at) AS at FROM tidegate_events
+    WHERE run_id IS NULL AND type = 'LimitChanged'
+      AND metadata ->> 'target' = 'queue:' || %(name)s::text AND (metadata ->> 'paused')::boolean
+) AS p
+WHERE r.queue = %(name)s::text AND r.status = 'queued' AND r.deadline_at IS NOT NULL AND p.at IS NOT NULL
+FOR UPDATE OF r;
+
+-- name: set_queue_paused_deadline
+UPDATE tidegate_runs AS r SET deadline_at = to_timestamp(m.deadline_at)
+FROM jsonb_to_recordset(%(moved)s::jsonb) AS m(id text, deadline_at double precision)
+WHERE r.id = m.id AND r.status = 'queued';

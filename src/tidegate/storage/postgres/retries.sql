@@ -2,7 +2,7 @@
 
 -- name: retry_run_lock
 -- The row is locked until the update: the status the retry rule judges cannot change in between.
-SELECT status, attempt, max_attempts FROM tidegate_runs WHERE id = %(id)s::text FOR UPDATE;
+SELECT status, attempt, max_attempts, queue FROM tidegate_runs WHERE id = %(id)s::text FOR UPDATE;
 
 -- name: retry_run
 -- Queued again now, as a fresh entry in the queue: the last attempt's times, worker, result

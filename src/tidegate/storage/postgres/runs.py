@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tidegate.domain import events as history
 from tidegate.domain.backpressure import RATE_WINDOW_SECONDS
 from tidegate.domain.errors import RunNotFound
-from tidegate.domain.model import EventRecord, NewRun, RunRecord, RunStatus, TaskDefinition
+from tidegate.domain.model import EventRecord, NewRun, RunRecord, RunStatus, TaskDefinition, TaskRegistration
 from tidegate.domain.transitions import Ceiling
 from tidegate.storage import records
 from tidegate.storage.postgres.database import Aggregate
@@ -25,17 +24,20 @@ from tidegate.storage.postgres.pipeline import transaction
 class Runs(Aggregate):
     """The run verbs of the storage port."""
 
-    def register_tasks(self, tasks: Sequence[TaskDefinition]) -> None:
+    def register_tasks(self, tasks: Sequence[TaskDefinition], worker_id: str | None = None) -> None:
         if not tasks:
             return
         latest = {task.name: task for task in tasks}  # an upsert may touch a row only once
-        rows = [records.task_row(task) for task in latest.values()]
+        rows = [records.task_row(task, worker_id) for task in latest.values()]
         with self._connection() as connection, transaction(connection):
             connection.execute(self._q("register_tasks"), {"tasks": payload_json(rows)})
 
     def get_task(self, name: str) -> TaskDefinition | None:
         rows = self._fetch_dicts("get_task", {"name": name})
         return records.task_definition(rows[0], to_json) if rows else None
+
+    def list_tasks(self) -> list[TaskRegistration]:
+        return [records.task_registration(row, to_time, to_json) for row in self._fetch_dicts("list_tasks", {})]
 
     def enqueue(self, runs: Sequence[NewRun]) -> None:
         if not runs:
@@ -54,24 +56,6 @@ class Runs(Aggregate):
         if row is not None:
             queue, active, limit, incoming, recent = row
             raise Ceiling(queue, limit, incoming).rejection(active, recent)
-
-    def cancel_run(self, run_id: str) -> RunStatus:
-        """Cancel if queued, else ask the running worker; one round trip.
-
-        `request_cancel` runs after `cancel_queued` in the same transaction
-        and so matches nothing once the run was canceled while queued.
-        """
-        params = {"id": run_id, "reason": history.CANCELED_WHILE_QUEUED}
-        with self._connection() as connection:
-            with transaction(connection):
-                connection.execute(self._q("cancel_queued"), params)
-                connection.execute(self._q("request_cancel"), params)
-                status = connection.execute(self._q("run_status"), params)
-                connection.execute(self._q("notify"))
-            row = status.fetchone()
-        if row is None:
-            raise RunNotFound(f"no run with id {run_id!r}")
-        return RunStatus(row[0])
 
     def pending_count(self, queues: Sequence[str]) -> int:
         row = self._fetchone("pending_count", {"queues": list(queues)})
@@ -94,9 +78,8 @@ class Runs(Aggregate):
 
     def status_counts(self, queue: str | None = None) -> dict[RunStatus, int]:
         counts = dict.fromkeys(RunStatus, 0)
-        with self._connection() as connection:
-            for status, count in connection.execute(self._q("status_counts"), {"queue": queue}).fetchall():
-                counts[RunStatus(status)] = count
+        for status, count in self._fetchall("status_counts", {"queue": queue}):
+            counts[RunStatus(status)] = count
         return counts
 
     def list_queued(self, queue: str | None = None, limit: int = 100) -> list[RunRecord]:

@@ -2,20 +2,33 @@
 -- Conventions (parameters, clock, batches): database.sql.
 
 -- name: register_tasks
+-- A worker registering (worker_id set) is remembered with the time; a submitter or server
+-- registering leaves the last worker as it was.
 INSERT INTO tidegate_tasks (
-    name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, updated_at)
-SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, tidegate_now()
+    name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters,
+    worker_id, worker_seen_at, updated_at)
+SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters,
+       worker_id, CASE WHEN worker_id IS NULL THEN NULL ELSE tidegate_now() END, tidegate_now()
 FROM jsonb_to_recordset(%(tasks)s::jsonb) AS t(
     name text, queue text, priority integer, tags jsonb, max_attempts integer,
-    retry_backoff double precision, timeout double precision, dispatch_deadline double precision)
+    retry_backoff double precision, timeout double precision, dispatch_deadline double precision,
+    parameters jsonb, worker_id text)
 ON CONFLICT (name) DO UPDATE SET
     queue = excluded.queue, priority = excluded.priority, tags = excluded.tags,
     max_attempts = excluded.max_attempts, retry_backoff = excluded.retry_backoff,
-    timeout = excluded.timeout, dispatch_deadline = excluded.dispatch_deadline, updated_at = excluded.updated_at;
+    timeout = excluded.timeout, dispatch_deadline = excluded.dispatch_deadline, parameters = excluded.parameters,
+    worker_id = coalesce(excluded.worker_id, tidegate_tasks.worker_id),
+    worker_seen_at = coalesce(excluded.worker_seen_at, tidegate_tasks.worker_seen_at),
+    updated_at = excluded.updated_at;
 
 -- name: get_task
-SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline
+SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters
 FROM tidegate_tasks WHERE name = %(name)s::text;
+
+-- name: list_tasks
+SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters,
+       worker_id, worker_seen_at, updated_at
+FROM tidegate_tasks ORDER BY name;
 
 -- name: enqueue_fence
 -- The rules fence, shared (as claims take it): the admission ceilings read
@@ -69,9 +82,9 @@ WITH new AS (
     FROM ceilings AS c
     CROSS JOIN LATERAL (
         SELECT CASE WHEN c.queue IS NULL
-                    THEN (SELECT count(*)::integer FROM tidegate_runs WHERE status IN ('queued', 'running'))
+                    THEN (SELECT count(*)::integer FROM tidegate_runs WHERE status IN ('queued', 'running', 'waiting'))
                     ELSE (SELECT count(*)::integer FROM tidegate_runs
-                          WHERE status IN ('queued', 'running') AND queue = c.queue)
+                          WHERE status IN ('queued', 'running', 'waiting') AND queue = c.queue)
                END AS active
     ) AS a
     WHERE a.active + c.incoming > c.ceiling
@@ -96,27 +109,13 @@ SELECT f.queue, f.active, f.ceiling, f.incoming,
           AND r.status IN ('completed', 'failed', 'canceled') AND (f.queue IS NULL OR r.queue = f.queue))
 FROM refused AS f;
 
--- name: cancel_queued
-WITH canceled AS (
-    UPDATE tidegate_runs SET status = 'canceled', finished_at = tidegate_now()
-    WHERE id = %(id)s::text AND status = 'queued'
-    RETURNING id
-)
-INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-SELECT id, NULL, 'RunCanceled', jsonb_build_object('reason', %(reason)s::text), tidegate_now()
-FROM canceled;
-
--- name: request_cancel
--- The worker running it learns this in its next cycle and ends the attempt.
-UPDATE tidegate_runs SET cancel_requested = true
-WHERE id = %(id)s::text AND status = 'running';
-
 -- name: run_status
 SELECT status FROM tidegate_runs WHERE id = %(id)s::text;
 
 -- name: pending_count
+-- A waiting parent is pending too: it comes back to its queue once its children end.
 SELECT count(*) FROM tidegate_runs
-WHERE status IN ('queued', 'running') AND queue = ANY(%(queues)s::text[]);
+WHERE status IN ('queued', 'running', 'waiting') AND queue = ANY(%(queues)s::text[]);
 
 -- name: get_run
 -- Columns are named, not *, so a later migration that adds one cannot break
@@ -124,13 +123,13 @@ WHERE status IN ('queued', 'running') AND queue = ANY(%(queues)s::text[]);
 -- result type").
 SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
        submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
-       cancel_requested, result, error, block_reason, suspect
+       cancel_requested, result, error, block_reason, suspect, resumed, parent_id, root_id, depth, wait_released, wait_kept
 FROM tidegate_runs WHERE id = %(id)s::text;
 
 -- name: list_runs
 SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
        submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
-       cancel_requested, result, error, block_reason, suspect
+       cancel_requested, result, error, block_reason, suspect, resumed
 FROM tidegate_runs
 WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
@@ -149,10 +148,10 @@ GROUP BY status;
 -- name: list_queued
 SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
        submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
-       cancel_requested, result, error, block_reason, suspect
+       cancel_requested, result, error, block_reason, suspect, resumed
 FROM tidegate_runs
 WHERE status = 'queued' AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-ORDER BY priority DESC, scheduled_at, id
+ORDER BY resumed DESC, priority DESC, scheduled_at, id
 LIMIT %(limit)s::integer;
 
 -- name: queue_position
@@ -160,7 +159,18 @@ LIMIT %(limit)s::integer;
 SELECT
     (SELECT count(*)::integer FROM tidegate_runs AS o
      WHERE o.status = 'queued' AND o.queue = r.queue
-       AND (o.priority > r.priority OR (o.priority = r.priority
-            AND (o.scheduled_at < r.scheduled_at OR (o.scheduled_at = r.scheduled_at AND o.id < r.id))))),
+       AND (o.resumed > r.resumed OR (o.resumed = r.resumed
+            AND (o.priority > r.priority OR (o.priority = r.priority
+                 AND (o.scheduled_at < r.scheduled_at OR (o.scheduled_at = r.scheduled_at AND o.id < r.id))))))),
     (SELECT count(*)::integer FROM tidegate_runs AS o WHERE o.status = 'queued' AND o.queue = r.queue)
 FROM tidegate_runs AS r WHERE r.id = %(id)s::text;
+
+-- name: enqueue_active
+-- The active runs (queued, running, waiting) and the recent ends of one admission ceiling
+-- (:queue NULL: all queues), counted by a trigger or an operator's retry once it holds the
+-- ceiling's lock (enqueue_lock; storage/postgres/admission.py); a submit counts in `enqueue`.
+SELECT (SELECT count(*)::integer FROM tidegate_runs
+        WHERE status IN ('queued', 'running', 'waiting') AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)),
+       (SELECT count(*)::integer FROM tidegate_runs
+        WHERE finished_at >= tidegate_now() - make_interval(secs => %(window)s::double precision)
+          AND status IN ('completed', 'failed', 'canceled') AND (%(queue)s::text IS NULL OR queue = %(queue)s::text));

@@ -47,6 +47,11 @@ WITH wanted AS (
 ), granted AS (
     UPDATE tidegate_steps SET waiting_for = NULL
     WHERE run_id = %(run_id)s::text AND step_key = %(step_key)s::text AND waiting_for IS NOT NULL
+), asked AS (
+    -- `pools list` shows an unconfigured pool once asked for, after its steps are done too.
+    INSERT INTO tidegate_pools_asked (name, first_asked_at)
+    SELECT u.pool, tidegate_statement_timestamp() FROM unnest(%(unconfigured)s::text[]) AS u(pool)
+    ON CONFLICT (name) DO NOTHING
 )
 INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
 SELECT %(run_id)s::text, %(step_key)s::text, type, metadata, tidegate_statement_timestamp()

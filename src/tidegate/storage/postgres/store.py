@@ -25,6 +25,7 @@ from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.storage.facade import AggregateStore
 from tidegate.storage.postgres.activity import Activity
 from tidegate.storage.postgres.browse import Browse
+from tidegate.storage.postgres.children import Children
 from tidegate.storage.postgres.claims import Claims
 from tidegate.storage.postgres.connections import CONNECT_TIMEOUT
 from tidegate.storage.postgres.database import Database
@@ -33,8 +34,10 @@ from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.listener import CHECK_INTERVAL, NotifyListener
 from tidegate.storage.postgres.pools import Pools
 from tidegate.storage.postgres.queues import Queues
+from tidegate.storage.postgres.retention import Retention
 from tidegate.storage.postgres.retries import Retries
 from tidegate.storage.postgres.runs import Runs
+from tidegate.storage.postgres.schedules import Schedules
 from tidegate.storage.postgres.schema import Schema
 from tidegate.storage.postgres.steps import PostgresStepVerbs
 from tidegate.storage.postgres.telemetry import Telemetry
@@ -60,16 +63,19 @@ class PostgresStore(AggregateStore):
         self._schema = Schema(self._db)
         self._runs = Runs(self._db)
         self._browse = Browse(self._db)
-        self._retries = Retries(self._db)
         self._activity = Activity(self._db)
         self._telemetry = Telemetry(self._db)
         self._limits = Limits(self._db)
+        self._retries = Retries(self._db, self._limits)
         self._queues = Queues(self._db)
         self._workers = Workers(self._db, self._limits)
-        self._claims = Claims(self._db, self._limits, self._workers)
+        self._children = Children(self._db, self._limits)
+        self._claims = Claims(self._db, self._limits, self._workers, self._children)
         self._pools = Pools(self._db)
         self._steps = PostgresStepVerbs(self._db)
-        self._leases = Leases(self._db, self._steps)
+        self._leases = Leases(self._db, self._steps, self._children)
+        self._schedules = Schedules(self._db)
+        self._retention = Retention(self._db)
 
     # --- wake-ups ----------------------------------------------------------------
 

@@ -19,6 +19,10 @@ class Telemetry(Aggregate):
         rows = self._fetch_dicts("events_after", {"after": after, "limit": limit})
         return [records.event_record(row, to_time, to_json) for row in rows]
 
+    def latest_events(self, kind: str, limit: int) -> list[EventRecord]:
+        rows = self._fetch_dicts("latest_events", {"type": kind, "limit": limit})
+        return [records.event_record(row, to_time, to_json) for row in rows]
+
     def last_event_id(self) -> int:
         row = self._fetchone("last_event_id")
         return int(row[0]) if row else 0  # coalesce(max(id), 0) always returns its one row

@@ -18,6 +18,7 @@ from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import ClaimedRun, CycleResult, Outcome
 from tidegate.storage import claiming
 from tidegate.storage.port import Fence
+from tidegate.storage.sqlite.children import Children
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
 from tidegate.storage.sqlite.payloads import claimed_run, event_row
@@ -27,10 +28,11 @@ from tidegate.storage.sqlite.workers import Workers
 class Claims(Aggregate):
     """The cycle verb of the storage port."""
 
-    def __init__(self, db: Database, limits: Limits, workers: Workers) -> None:
+    def __init__(self, db: Database, limits: Limits, workers: Workers, children: Children) -> None:
         super().__init__(db)
         self._limits = limits
         self._workers = workers
+        self._children = children
 
     def cycle(
         self,
@@ -108,6 +110,8 @@ class Claims(Aggregate):
             if fence in applied:
                 ended = history.attempt_ended(applied[fence], outcome.attempt, outcome.error, outcome.retry_delay)
                 events.append(event_row(outcome.run_id, ended, now))
+        # A waiting parent whose last awaited child just ended goes back to the queue (after its end's event).
+        self._children.resume_parents(connection, [fence[0] for fence in applied], events, now)
         return [fence for fence in by_fence if fence not in applied]
 
     def _claim(

@@ -48,13 +48,13 @@ WHERE worker_id = :worker AND status = 'running' AND cancel_requested = 1;
 -- name: claim_window
 -- One queue at a time so that the claim index delivers rows in order: the
 -- cost is the window, not the backlog.
-SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect FROM tidegate_runs
+SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect, resumed FROM tidegate_runs
 WHERE status = 'queued' AND queue = :queue AND +scheduled_at <= :now
   AND (deadline_at IS NULL OR deadline_at > :now)
   AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) AS x
                   WHERE json_extract(tidegate_runs.tags, '$."' || json_extract(x.value, '$[0]') || '"')
                         = json_extract(x.value, '$[1]'))
-ORDER BY priority DESC, scheduled_at, id
+ORDER BY resumed DESC, priority DESC, scheduled_at, id
 LIMIT :limit;
 
 -- name: claim_partitions
@@ -72,19 +72,20 @@ WITH RECURSIVE parts(key) AS (
 SELECT key FROM parts WHERE key IS NOT NULL LIMIT :limit;
 
 -- name: claim_partition_head
-SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect FROM tidegate_runs
+SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect, resumed FROM tidegate_runs
 WHERE status = 'queued' AND queue = :queue AND partition_key = :partition AND +scheduled_at <= :now
   AND (deadline_at IS NULL OR deadline_at > :now)
   AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) AS x
                   WHERE json_extract(tidegate_runs.tags, '$."' || json_extract(x.value, '$[0]') || '"')
                         = json_extract(x.value, '$[1]'))
-ORDER BY priority DESC, scheduled_at, id
+ORDER BY resumed DESC, priority DESC, scheduled_at, id
 LIMIT :limit;
 
 -- name: claim_runs
 UPDATE tidegate_runs SET
     status = 'running', attempt = attempt + 1, worker_id = :worker,
-    lease_expires_at = :now + :lease, started_at = NULL, block_reason = NULL
+    lease_expires_at = :now + :lease, started_at = NULL, block_reason = NULL,
+    resumed = 0  -- a resumed parent goes first once: the claim that takes it ends that
 WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'queued'
 RETURNING id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect,
           max(0, :now - scheduled_at) AS queued_seconds;

@@ -19,6 +19,7 @@ from tidegate.domain.events import Event
 from tidegate.domain.model import SweepReport
 from tidegate.storage import rescue
 from tidegate.storage.port import Fence
+from tidegate.storage.sqlite.children import Children
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row
 from tidegate.storage.sqlite.steps import SQLiteStepVerbs
@@ -27,9 +28,10 @@ from tidegate.storage.sqlite.steps import SQLiteStepVerbs
 class Leases(Aggregate):
     """The lease and sweep verbs of the storage port."""
 
-    def __init__(self, db: Database, steps: SQLiteStepVerbs) -> None:
+    def __init__(self, db: Database, steps: SQLiteStepVerbs, children: Children) -> None:
         super().__init__(db)
         self._steps = steps
+        self._children = children
 
     def renew_leases(self, worker_id: str, held: Sequence[Fence], lease_seconds: float) -> list[Fence]:
         if not held:
@@ -99,6 +101,8 @@ class Leases(Aggregate):
             report = SweepReport(leaks_repaired=len(events), step_slots_expired=expired_slots)
             events += step_events
             events += self._fail_missed_deadlines(connection, report, now)
+            # Backstop: a waiting parent whose children all ended (by this sweep, or any path) resumes.
+            report.resumed.extend(self._children.resume_parents(connection, None, events, now))
             rescue.add_to_report(report, recovered)
             events += [
                 event_row(verdict["id"], Event(verdict["event"], verdict["metadata"]), now)

@@ -36,9 +36,14 @@ RETURNING holder;
 -- needs: their lease lapsed, or their worker's registry heartbeat stopped (an
 -- orphan: gone whatever its leases say). `beside` counts the other runs of the
 -- same worker still running or already rescued from it (by this sweep or an
--- earlier one): a run that shared its lost worker is not charged.
+-- earlier one): a run that shared its lost worker is not charged. Times are
+-- seconds since the epoch, as on PostgreSQL.
 SELECT r.id, r.attempt, r.max_attempts, r.worker_id, r.cancel_requested, r.suspect,
        r.started_at IS NOT NULL AS started, r.lease_expires_at < :now AS lapsed,
+       -- when it was lost: its worker's last heartbeat, or its lease's expiry if that came first
+       min(coalesce((SELECT w.heartbeat_at FROM tidegate_workers AS w WHERE w.id = r.worker_id), r.lease_expires_at),
+           r.lease_expires_at) AS lost_at,
+       (SELECT w.heartbeat_at FROM tidegate_workers AS w WHERE w.id = r.worker_id) AS last_heartbeat,
        (SELECT count(*) FROM tidegate_runs AS o
         WHERE o.worker_id = r.worker_id AND o.status = 'running' AND o.id <> r.id)
        + (SELECT count(*) FROM tidegate_runs AS o WHERE o.rescued_from = r.worker_id AND o.id <> r.id) AS beside
@@ -73,18 +78,20 @@ WHERE run_id IN (SELECT value FROM json_each(:ids)) AND worker_id = :worker
   AND NOT (scope >= 'pool:' AND scope < 'pool;');
 
 -- name: sweep_leaks
--- Holders whose run no longer runs that attempt. Releases happen in the same
+-- Holders whose run no longer runs (or waits in) that attempt. Releases happen in the same
 -- transaction as every status change, so this should always be empty.
 SELECT h.scope, h.holder, h.run_id, h.attempt, h.slots FROM tidegate_holders AS h
 LEFT JOIN tidegate_runs AS r ON r.id = h.run_id
-WHERE r.id IS NULL OR r.status <> 'running' OR r.attempt <> h.attempt;
+WHERE r.id IS NULL OR r.status NOT IN ('running', 'waiting') OR r.attempt <> h.attempt;
 
 -- name: sweep_leaks_delete
 DELETE FROM tidegate_holders WHERE scope = :scope AND holder = :holder;
 
 -- name: sweep_deadlines
+-- A paused queue's runs are not failed: its paused time does not count (domain/deadlines.py).
 SELECT id, queue, submitted_at, deadline_at FROM tidegate_runs
-WHERE status = 'queued' AND deadline_at IS NOT NULL AND deadline_at <= :now;
+WHERE status = 'queued' AND deadline_at IS NOT NULL AND deadline_at <= :now
+  AND queue NOT IN (SELECT name FROM tidegate_queues WHERE paused);
 
 -- name: sweep_deadlines_fail
 -- :error is domain.transitions.deadline_error of the time it waited.

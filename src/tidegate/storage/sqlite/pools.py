@@ -1,35 +1,45 @@
-"""SQLite pools: the limits of step-level gates and what holds them."""
+"""SQLite pools: the limits of step-level gates and what holds them.
+
+Which of the code's declaration and a live override is in force is
+`domain.pool_settings`'s rule, read and written in one write transaction.
+"""
 
 from __future__ import annotations
 
-from tidegate.domain import events as history
+from collections.abc import Callable
+
+from tidegate.domain import pool_settings
 from tidegate.domain.model import HolderRecord
+from tidegate.domain.pool_settings import PoolRow
 from tidegate.domain.steps import PoolConfig, PoolStatus
-from tidegate.storage import records
+from tidegate.storage import pool_rows, records
 from tidegate.storage.sqlite.database import Aggregate
 from tidegate.storage.sqlite.payloads import event_row, to_time
 
 
-class Pools(Aggregate):
+class Pools(pool_rows.PoolSettingVerbs, Aggregate):
     """The pool verbs of the storage port."""
 
-    def set_pool_limit(self, pool: str, limit: int, lease_seconds: float) -> PoolConfig:
+    def _change(self, pool: str, step: Callable[[PoolRow], PoolRow], live: bool) -> PoolConfig | None:
+        """Read the row, apply the rule, store the result and its audit, wake waiting steps."""
+        at = None
         with self._write() as (connection, now):
-            before = connection.execute(self._q("set_pool_limit_before"), {"name": pool}).fetchone()
-            connection.execute(
-                self._q("set_pool_limit"), {"name": pool, "limit": limit, "lease": lease_seconds, "now": now}
-            )
-            changed = history.pool_limit_changed(pool, None if before is None else before[0], limit, lease_seconds)
-            connection.execute(self._q("insert_event"), event_row(None, changed, now))
-        self._notifier.notify()  # a raised limit lets waiting steps in
-        # to_time is typed Optional; `now` is a float, never None
-        return PoolConfig(pool, limit, lease_seconds, to_time(now))  # type: ignore[arg-type]
+            before = pool_rows.pool_row(connection.execute(self._q("pool_row"), {"name": pool}).fetchone())
+            after = step(before)
+            if after.in_force is None:
+                connection.execute(self._q("delete_pool"), {"name": pool})
+            else:
+                saved = connection.execute(self._q("save_pool"), {**pool_rows.save_params(pool, after), "now": now})
+                at = to_time(saved.fetchone()[0])
+            event = pool_settings.change_event(pool, before, after, live=live)
+            if event is not None:
+                connection.execute(self._q("insert_event"), event_row(None, event, now))
+        if event is not None:
+            self._notifier.notify()  # a raised limit lets waiting steps in
+        return pool_rows.pool_config(pool, after, at)
 
     def pools(self) -> list[PoolStatus]:
-        return [
-            PoolStatus(name, limit, lease, claimed, pending)
-            for name, limit, lease, claimed, pending in self._connection().execute(self._q("pools"))
-        ]
+        return [pool_rows.pool_status(tuple(row)) for row in self._connection().execute(self._q("pools"))]
 
     def pool_holders(self, pool: str) -> list[HolderRecord]:
         rows = self._connection().execute(self._q("pool_holders"), {"pool": pool})

@@ -2,12 +2,17 @@
 
 A pause is part of the rules (a column of the queue row, read with them), so
 it moves the rules version: the next claim re-reads the rules and skips the
-queue, at no extra cost to claims that find the rules unchanged.
+queue, at no extra cost to claims that find the rules unchanged. A resume
+moves its queued runs' dispatch deadlines past the paused time
+(domain/deadlines.py), measured from the pause's own audit event.
 """
 
 from __future__ import annotations
 
+import sqlite3
+
 from tidegate.domain import events as history
+from tidegate.domain.deadlines import resumed_deadline
 from tidegate.domain.errors import QueueNotFound
 from tidegate.domain.model import QueueCounts
 from tidegate.storage.sqlite.database import Aggregate
@@ -31,7 +36,22 @@ class Queues(Aggregate):
                     raise QueueNotFound(f"no queue named {queue!r} is declared")
                 return False
             connection.execute(self._q("bump_rules_version"), {"now": now})
+            if not paused:
+                self._move_deadlines(connection, queue, now)
             connection.execute(self._q("insert_event"), event_row(None, history.queue_paused(queue, paused), now))
         if not paused:
             self._notifier.notify()  # its runs may be claimed now
         return True
+
+    def _move_deadlines(self, connection: sqlite3.Connection, queue: str, now: float) -> None:
+        """The paused time does not count against dispatch deadlines (domain/deadlines.py)."""
+        paused_at = connection.execute(self._q("set_queue_paused_since"), {"name": queue}).fetchone()[0]
+        if paused_at is None:  # paused before its pause was audited: nothing to measure from
+            return
+        moved = [
+            {"id": run_id, "deadline_at": resumed_deadline(deadline_at, queued_at, paused_at, now)}
+            for run_id, deadline_at, queued_at in connection.execute(
+                self._q("set_queue_paused_deadlines"), {"name": queue}
+            )
+        ]
+        connection.executemany(self._q("set_queue_paused_deadline"), moved)

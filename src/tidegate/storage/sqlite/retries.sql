@@ -3,7 +3,7 @@
 
 -- name: retry_run_lock
 -- Read under the write lock (BEGIN IMMEDIATE): the status the retry rule judges cannot change before the update.
-SELECT status, attempt, max_attempts FROM tidegate_runs WHERE id = :id;
+SELECT status, attempt, max_attempts, queue FROM tidegate_runs WHERE id = :id;
 
 -- name: retry_run
 -- Queued again now, as a fresh entry in the queue: the last attempt's times, worker, result

@@ -14,7 +14,7 @@ from tidegate.domain import events as history
 from tidegate.domain.backpressure import RATE_WINDOW_SECONDS
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.jsonvalue import dumps
-from tidegate.domain.model import EventRecord, NewRun, RunRecord, RunStatus, TaskDefinition
+from tidegate.domain.model import EventRecord, NewRun, RunRecord, RunStatus, TaskDefinition, TaskRegistration
 from tidegate.domain.transitions import ceilings_met
 from tidegate.storage import records
 from tidegate.storage.sqlite.database import Aggregate, Database
@@ -29,8 +29,8 @@ class Runs(Aggregate):
         super().__init__(db)
         self._limits = limits
 
-    def register_tasks(self, tasks: Sequence[TaskDefinition]) -> None:
-        rows = [{**records.task_row(task), "tags": dumps(task.tags)} for task in tasks]
+    def register_tasks(self, tasks: Sequence[TaskDefinition], worker_id: str | None = None) -> None:
+        rows = [_task_row(task, worker_id) for task in tasks]
         with self._write() as (connection, now):
             for row in rows:
                 row["now"] = now
@@ -40,38 +40,38 @@ class Runs(Aggregate):
         row = self._connection().execute(self._q("get_task"), {"name": name}).fetchone()
         return None if row is None else records.task_definition(row, to_json)
 
+    def list_tasks(self) -> list[TaskRegistration]:
+        rows = self._connection().execute(self._q("list_tasks"))
+        return [records.task_registration(row, to_time, to_json) for row in rows]
+
     def enqueue(self, runs: Sequence[NewRun]) -> None:
-        rows = [{**records.new_run_row(run), "args": dumps(run.args), "tags": dumps(run.tags)} for run in runs]
         with self._write() as (connection, now):
-            for row in rows:
-                row["now"] = now
-            events = [event_row(run.id, history.run_queued(run.queue), now) for run in runs]
-            self._check_admission(connection, runs, now)
-            connection.executemany(self._q("enqueue"), rows)
-            connection.executemany(self._q("insert_event"), events)
+            self.insert_runs(connection, runs, now)
         self._notifier.notify()
 
-    def _check_admission(self, connection: sqlite3.Connection, runs: Sequence[NewRun], now: float) -> None:
-        """Refuse the batch if it would push active runs past a ceiling (counted in this transaction)."""
-        for ceiling in ceilings_met(self._limits.load_rules(connection), [run.queue for run in runs]):
+    def insert_runs(self, connection: sqlite3.Connection, runs: Sequence[NewRun], now: float) -> None:
+        """`enqueue` inside the caller's write transaction (a schedule's tick stores its run with its tick)."""
+        rows = [
+            {**records.new_run_row(run), "args": dumps(run.args), "tags": dumps(run.tags), "now": now} for run in runs
+        ]
+        events = [event_row(run.id, history.run_queued(run.queue), now) for run in runs]
+        self.check_admission(connection, [run.queue for run in runs], now)
+        connection.executemany(self._q("enqueue"), rows)
+        connection.executemany(self._q("insert_event"), events)
+
+    def check_admission(self, connection: sqlite3.Connection, queues: Sequence[str], now: float) -> None:
+        """Refuse runs of `queues` (one entry per run) if they would push active runs past a ceiling.
+
+        Counted in the caller's write transaction: a submit, or an operator's retry
+        (retries.py), which puts a run back among the active ones like a submit.
+        """
+        for ceiling in ceilings_met(self._limits.load_rules(connection), queues):
             active = connection.execute(self._q("enqueue_active"), {"queue": ceiling.queue}).fetchone()[0]
             if ceiling.refuses(active):
                 recent = connection.execute(
                     self._q("enqueue_recent"), {"queue": ceiling.queue, "since": now - RATE_WINDOW_SECONDS}
                 ).fetchone()[0]
                 raise ceiling.rejection(active, recent)
-
-    def cancel_run(self, run_id: str) -> RunStatus:
-        with self._write() as (connection, now):
-            if connection.execute(self._q("cancel_queued"), {"id": run_id, "now": now}).fetchone():
-                connection.execute(self._q("insert_event"), event_row(run_id, history.canceled_while_queued(), now))
-            elif connection.execute(self._q("request_cancel"), {"id": run_id}).fetchone():
-                pass  # the worker running it is told, and ends it
-            row = connection.execute(self._q("run_status"), {"id": run_id}).fetchone()
-        if row is None:
-            raise RunNotFound(f"no run with id {run_id!r}")
-        self._notifier.notify()
-        return RunStatus(row[0])
 
     def pending_count(self, queues: Sequence[str]) -> int:
         connection = self._connection()
@@ -109,6 +109,21 @@ class Runs(Aggregate):
             raise RunNotFound(f"no run with id {run_id!r}")
         ahead, total = connection.execute(
             self._q("queue_position"),
-            {"queue": row["queue"], "priority": row["priority"], "scheduled_at": row["scheduled_at"], "id": run_id},
+            {
+                "queue": row["queue"],
+                "resumed": row["resumed"],
+                "priority": row["priority"],
+                "scheduled_at": row["scheduled_at"],
+                "id": run_id,
+            },
         ).fetchone()
         return ahead + 1, total
+
+
+def _task_row(task: TaskDefinition, worker_id: str | None) -> dict[str, object]:
+    row = records.task_row(task, worker_id)
+    return {
+        **row,
+        "tags": dumps(row["tags"]),
+        "parameters": None if task.parameters is None else dumps(row["parameters"]),
+    }

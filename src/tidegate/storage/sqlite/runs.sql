@@ -2,17 +2,30 @@
 -- Conventions (parameters, clock, batches): database.sql.
 
 -- name: register_tasks
+-- A worker registering (:worker_id set) is remembered with the time; a submitter or server
+-- registering leaves the last worker as it was.
 INSERT INTO tidegate_tasks (
-    name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, updated_at)
-VALUES (:name, :queue, :priority, :tags, :max_attempts, :retry_backoff, :timeout, :dispatch_deadline, :now)
+    name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters,
+    worker_id, worker_seen_at, updated_at)
+VALUES (
+    :name, :queue, :priority, :tags, :max_attempts, :retry_backoff, :timeout, :dispatch_deadline, :parameters,
+    :worker_id, CASE WHEN :worker_id IS NULL THEN NULL ELSE :now END, :now)
 ON CONFLICT (name) DO UPDATE SET
     queue = excluded.queue, priority = excluded.priority, tags = excluded.tags,
     max_attempts = excluded.max_attempts, retry_backoff = excluded.retry_backoff,
-    timeout = excluded.timeout, dispatch_deadline = excluded.dispatch_deadline, updated_at = excluded.updated_at;
+    timeout = excluded.timeout, dispatch_deadline = excluded.dispatch_deadline, parameters = excluded.parameters,
+    worker_id = coalesce(excluded.worker_id, tidegate_tasks.worker_id),
+    worker_seen_at = coalesce(excluded.worker_seen_at, tidegate_tasks.worker_seen_at),
+    updated_at = excluded.updated_at;
 
 -- name: get_task
-SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline
+SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters
 FROM tidegate_tasks WHERE name = :name;
+
+-- name: list_tasks
+SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters,
+       worker_id, worker_seen_at, updated_at
+FROM tidegate_tasks ORDER BY name;
 
 -- name: enqueue
 INSERT INTO tidegate_runs (
@@ -22,22 +35,14 @@ VALUES (
     :id, :task, :queue, :partition_key, 'queued', :priority, :args, :tags, :concurrency_key, 0, :max_attempts,
     :retry_backoff, :timeout, :now, :now, :now + :delay, :now + :deadline);
 
--- name: cancel_queued
-UPDATE tidegate_runs SET status = 'canceled', finished_at = :now
-WHERE id = :id AND status = 'queued'
-RETURNING id;
-
--- name: request_cancel
-UPDATE tidegate_runs SET cancel_requested = 1
-WHERE id = :id AND status = 'running'
-RETURNING id;
-
 -- name: run_status
 SELECT status FROM tidegate_runs WHERE id = :id;
 
 -- name: pending_count
+-- A waiting parent is pending too: it comes back to its queue once its children end.
 SELECT (SELECT count(*) FROM tidegate_runs WHERE status = 'queued' AND queue = :queue)
-     + (SELECT count(*) FROM tidegate_runs WHERE status = 'running' AND queue = :queue);
+     + (SELECT count(*) FROM tidegate_runs WHERE status = 'running' AND queue = :queue)
+     + (SELECT count(*) FROM tidegate_runs WHERE status = 'waiting' AND queue = :queue);
 
 -- name: get_run
 SELECT * FROM tidegate_runs WHERE id = :id;
@@ -58,19 +63,20 @@ SELECT status, count(*) FROM tidegate_runs WHERE (:queue IS NULL OR queue = :que
 -- name: list_queued
 SELECT * FROM tidegate_runs
 WHERE status = 'queued' AND (:queue IS NULL OR queue = :queue)
-ORDER BY priority DESC, scheduled_at, id
+ORDER BY resumed DESC, priority DESC, scheduled_at, id
 LIMIT :limit;
 
 -- name: queue_position
 SELECT
     (SELECT count(*) FROM tidegate_runs
      WHERE status = 'queued' AND queue = :queue
-       AND (priority > :priority OR (priority = :priority
-            AND (scheduled_at < :scheduled_at OR (scheduled_at = :scheduled_at AND id < :id))))),
+       AND (resumed > :resumed OR (resumed = :resumed
+            AND (priority > :priority OR (priority = :priority
+                 AND (scheduled_at < :scheduled_at OR (scheduled_at = :scheduled_at AND id < :id))))))),
     (SELECT count(*) FROM tidegate_runs WHERE status = 'queued' AND queue = :queue);
 
 -- name: enqueue_active
-SELECT count(*) FROM tidegate_runs WHERE status IN ('queued', 'running') AND (:queue IS NULL OR queue = :queue);
+SELECT count(*) FROM tidegate_runs WHERE status IN ('queued', 'running', 'waiting') AND (:queue IS NULL OR queue = :queue);
 
 -- name: enqueue_recent
 SELECT count(*) FROM tidegate_runs

@@ -97,6 +97,7 @@ class SQLiteStepVerbs(Aggregate):
             self._hold(connection, run_id, attempt, worker_id, holder, decision.request, run_lease_expires, now)
             events = [event_row(run_id, history.slots_claimed(attempt, asked.needs), now, asked.step_key)]
             for pool in decision.request.unconfigured():
+                connection.execute(self._q("acquire_slots_asked"), {"pool": pool, "now": now})
                 seen = connection.execute(self._q("acquire_slots_unconfigured_seen"), {"run_id": run_id, "pool": pool})
                 if seen.fetchone() is None:
                     events.append(event_row(run_id, history.pool_unconfigured(pool), now, asked.step_key))

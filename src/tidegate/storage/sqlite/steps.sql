@@ -34,6 +34,10 @@ ON CONFLICT (scope, holder) DO UPDATE SET
     run_id = excluded.run_id, attempt = excluded.attempt, worker_id = excluded.worker_id,
     slots = excluded.slots, claimed_at = excluded.claimed_at, expires_at = excluded.expires_at;
 
+-- name: acquire_slots_asked
+-- `pools list` shows an unconfigured pool once asked for, after its steps are done too.
+INSERT INTO tidegate_pools_asked (name, first_asked_at) VALUES (:pool, :now) ON CONFLICT (name) DO NOTHING;
+
 -- name: acquire_slots_granted
 -- A granted step waits no more.
 UPDATE tidegate_steps SET waiting_for = NULL

@@ -15,14 +15,17 @@ from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.storage.facade import AggregateStore
 from tidegate.storage.sqlite.activity import Activity
 from tidegate.storage.sqlite.browse import Browse
+from tidegate.storage.sqlite.children import Children
 from tidegate.storage.sqlite.claims import Claims
 from tidegate.storage.sqlite.database import Database
 from tidegate.storage.sqlite.leases import Leases
 from tidegate.storage.sqlite.limits import Limits
 from tidegate.storage.sqlite.pools import Pools
 from tidegate.storage.sqlite.queues import Queues
+from tidegate.storage.sqlite.retention import Retention
 from tidegate.storage.sqlite.retries import Retries
 from tidegate.storage.sqlite.runs import Runs
+from tidegate.storage.sqlite.schedules import Schedules
 from tidegate.storage.sqlite.schema import Schema
 from tidegate.storage.sqlite.steps import SQLiteStepVerbs
 from tidegate.storage.sqlite.telemetry import Telemetry
@@ -39,14 +42,17 @@ class SQLiteStore(AggregateStore):
         self._queues = Queues(self._db)
         self._runs = Runs(self._db, self._limits)
         self._browse = Browse(self._db)
-        self._retries = Retries(self._db)
+        self._retries = Retries(self._db, self._runs)
         self._activity = Activity(self._db)
         self._telemetry = Telemetry(self._db)
         self._workers = Workers(self._db, self._limits)
-        self._claims = Claims(self._db, self._limits, self._workers)
+        self._children = Children(self._db, self._limits, self._runs)
+        self._claims = Claims(self._db, self._limits, self._workers, self._children)
         self._pools = Pools(self._db)
         self._steps = SQLiteStepVerbs(self._db)
-        self._leases = Leases(self._db, self._steps)
+        self._leases = Leases(self._db, self._steps, self._children)
+        self._schedules = Schedules(self._db, self._runs)
+        self._retention = Retention(self._db)
 
     # --- wake-ups ----------------------------------------------------------------
 

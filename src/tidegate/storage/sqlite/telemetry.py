@@ -19,6 +19,10 @@ class Telemetry(Aggregate):
         rows = self._connection().execute(self._q("events_after"), {"after": after, "limit": limit})
         return [records.event_record(row, to_time, to_json) for row in rows]
 
+    def latest_events(self, kind: str, limit: int) -> list[EventRecord]:
+        rows = self._connection().execute(self._q("latest_events"), {"type": kind, "limit": limit})
+        return [records.event_record(row, to_time, to_json) for row in rows]
+
     def last_event_id(self) -> int:
         (last,) = self._connection().execute(self._q("last_event_id")).fetchone()
         return int(last)

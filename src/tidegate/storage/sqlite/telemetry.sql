@@ -9,6 +9,14 @@ WHERE id > :after
 ORDER BY id
 LIMIT :limit;
 
+-- name: latest_events
+-- The newest events of one type (LimitChanged: the audit; CapacityOverflow: the signals), newest
+-- first: a backward scan of the primary key.
+SELECT id, run_id, step_key, type, metadata, at FROM tidegate_events
+WHERE type = :type
+ORDER BY id DESC
+LIMIT :limit;
+
 -- name: blocked_counts
 -- Queued runs per scope named in their stored block reason (a run blocked by two
 -- saturated scopes counts for each).

@@ -1,0 +1,78 @@
+"""Tables that fit the terminal without breaking an identifier (issue 15 item 7).
+
+Run ids, scope keys (`queue:external_api/customer_id=42`), queue, task and
+worker names are meant to be copied, so no cell may wrap inside one: each
+column is given at least the width of its longest word, identifier columns
+never wrap at all, and when the terminal is too narrow for that the
+descriptive columns (times, priority, notes) are left out, least useful
+first, instead. Text wraps only between words. Scripts use `--json`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich import box
+from rich.cells import cell_len
+from rich.table import Table
+from rich.text import Text
+
+Cell = str | Text
+LONGEST_KEPT = 60  # a longer word in a descriptive column (a URL in an error) may fold rather than drop columns
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column; `drop` ranks the descriptive ones (1 is left out first), None is always shown."""
+
+    header: str
+    identifier: bool = False  # never wrapped
+    drop: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)  # justify, style...
+
+
+def _plain(cell: Cell) -> str:
+    return cell.plain if isinstance(cell, Text) else cell
+
+
+def _longest_word(text: str) -> int:
+    return max((cell_len(word) for word in text.split()), default=0)
+
+
+def _min_width(column: Column, cells: Sequence[Cell]) -> int:
+    """What the column needs so that nothing in it breaks mid-word (identifiers: not at all)."""
+    texts = [_plain(cell) for cell in cells]
+    if column.identifier:
+        return max(
+            [cell_len(column.header), *(max((cell_len(line) for line in t.splitlines()), default=0) for t in texts)]
+        )
+    longest = max([_longest_word(column.header), *(_longest_word(text) for text in texts)])
+    return min(longest, LONGEST_KEPT)
+
+
+def fitted_table(
+    columns: Sequence[Column], rows: Sequence[Sequence[Cell]], width: int, *, gap: int = 1, **table: Any
+) -> Table:
+    """A Rich table of `rows` within `width` columns, leaving out descriptive columns until it fits."""
+    minimums = [_min_width(column, [row[index] for row in rows]) for index, column in enumerate(columns)]
+    kept = list(range(len(columns)))
+
+    def needed() -> int:
+        return sum(minimums[index] for index in kept) + (len(kept) - 1) * (1 + gap) + gap
+
+    for index in sorted((i for i, c in enumerate(columns) if c.drop is not None), key=lambda i: columns[i].drop or 0):
+        if needed() <= width:
+            break
+        kept.remove(index)
+    result = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, gap, 0, 0), **table)
+    for index in kept:
+        column = columns[index]
+        if column.identifier:
+            result.add_column(column.header, no_wrap=True, min_width=minimums[index], **column.options)
+        else:
+            result.add_column(column.header, overflow="fold", min_width=minimums[index], **column.options)
+    for row in rows:
+        result.add_row(*(row[index] for index in kept))
+    return result

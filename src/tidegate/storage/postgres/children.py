@@ -1,0 +1,234 @@
+"""PostgreSQL children: a trigger (children stored, the parent's wait), resumes, and cancels of a tree.
+
+Locks, and why they cannot deadlock: a trigger that may wait takes the waits
+lock (one wait decided at a time, so the chain and holders `plan_wait` reads
+do not move under it), then its parent's row. A run's end (the cycle, the
+sweep) has locked the child's row by updating it, then locks its parent's
+(`resume_parents_lock`) before reading the children: either the trigger
+commits first and the end sees the parent waiting, or the end commits first
+and the trigger reads the child ended. A cancel locks its tree children
+first, parents last, as an end does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from tidegate.domain import events as history
+from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer, unfinished_awaited
+from tidegate.domain.errors import AttemptFencedOut, RunNotFound
+from tidegate.domain.jsonvalue import dumps
+from tidegate.domain.model import RunStatus
+from tidegate.domain.scopes import Rules
+from tidegate.storage import records, waiting
+from tidegate.storage.port import Fence
+from tidegate.storage.postgres.admission import refuse_past_ceilings
+from tidegate.storage.postgres.database import Aggregate, Database
+from tidegate.storage.postgres.limits import Limits
+from tidegate.storage.postgres.payloads import event_params, payload_json, to_json
+from tidegate.storage.postgres.pipeline import roll_back
+
+READ_COMMITTED = b"BEGIN ISOLATION LEVEL READ COMMITTED"
+
+
+class Children(Aggregate):
+    """The child verbs of the storage port, and the resume every end of a run may cause."""
+
+    def __init__(self, db: Database, limits: Limits) -> None:
+        super().__init__(db)
+        self._limits = limits
+
+    def trigger_children(
+        self, fence: Fence, worker_id: str, children: Sequence[NewChild], wait: bool, release_all: bool
+    ) -> TriggerAnswer:
+        """Pipelined: read the rules, the parent (locked) and its children; store the new ones and,
+        for a wait, read what plan_wait needs; take the waits lock, end the attempt waiting and
+        read the blocked runs; commit (four round trips for a wait, two without)."""
+        run_id, attempt = fence
+        with self._connection() as connection, connection.pipeline(), _transaction(connection):
+            cursor = connection.cursor(row_factory=dict_row)
+            cached = self._limits.cached
+            rules_cursor = connection.execute(self._q("load_rules"), {"known": None if cached is None else cached[0]})
+            parent = cursor.execute(
+                self._q("trigger_children"), {"id": run_id, "attempt": attempt, "worker": worker_id}
+            ).fetchone()
+            existing = self._children(connection, run_id)  # the same round trip
+            rules = self._rules(connection, rules_cursor.fetchone())
+            if parent is None:
+                raise AttemptFencedOut(f"run {run_id} attempt {attempt} is no longer running here: trigger refused")
+            if parent["cancel_requested"]:
+                return TriggerAnswer([], canceled=True)
+            new, now_awaited = waiting.sort_new(children, existing)
+            refuse_past_ceilings(connection, self._q, rules, [child.run.queue for child in new])
+            events = self._store_new(connection, parent, new)
+            if now_awaited:
+                connection.execute(self._q("trigger_children_awaited"), {"parent": run_id, "indexes": now_awaited})
+            asked = [existing.get(child.index) or _queued(child) for child in children]
+            asked = [replace(record, awaited=record.awaited or wait) for record in asked]
+            pending = unfinished_awaited(asked) if wait else []
+            if pending:
+                events.append(self._wait(connection, parent, pending, rules, release_all))
+            connection.execute(self._q("trigger_children_events"), {"events": _events_json(events)})
+            connection.execute(self._q("notify"))
+        return TriggerAnswer(asked, waiting=bool(pending))
+
+    def _rules(self, connection: psycopg.Connection[Any], row: Any) -> Rules:
+        """The rules in force, read with the parent (the cached ones when their version holds)."""
+        rules = self._limits.rules_from_row(row)
+        if rules is None:  # the cache moved meanwhile: read them whole
+            rules = self._limits.parse_rules(connection.execute(self._q("load_rules"), {"known": None}).fetchone())
+        return rules
+
+    def _store_new(
+        self, connection: psycopg.Connection[Any], parent: dict[str, Any], new: Sequence[NewChild]
+    ) -> list[tuple[str, history.Event]]:
+        if not new:
+            return []
+        rows = [
+            {
+                "n": index,
+                **records.new_run_row(child.run),
+                "child_index": child.index,
+                "awaited": child.awaited,
+                "on_parent_cancel": child.on_parent_cancel,
+            }
+            for index, child in enumerate(new)
+        ]
+        connection.execute(
+            self._q("trigger_children_insert"),
+            {
+                "runs": payload_json(rows),
+                "parent": parent["id"],
+                "root": parent["root_id"] or parent["id"],
+                "depth": parent["depth"] + 1,
+            },
+        )
+        events = []
+        for child in new:
+            run = child.run
+            events.append((run.id, history.run_queued(run.queue)))
+            events.append((parent["id"], history.child_triggered(run.id, run.task, child.index, child.awaited)))
+        return events
+
+    def _wait(
+        self,
+        connection: psycopg.Connection[Any],
+        parent: dict[str, Any],
+        pending: Sequence[ChildRecord],
+        rules: Any,
+        release_all: bool,
+    ) -> tuple[str, history.Event]:
+        """End the parent's attempt waiting, releasing what the plan releases; its RunWaiting event.
+
+        The plan is read before the waits lock: the parent's holders, its children's shapes and
+        its waiting chain change only through this branch, which is this call. The lock guards the
+        store-wide check: a wait that keeps a slot takes it alone; one that keeps nothing adds no
+        keeper, so it cannot strand another wait, and shares it with its like (each still sees
+        every keeper committed before it).
+        """
+        cursor = connection.cursor(row_factory=dict_row)
+        held_cursor = connection.execute(self._q("trigger_children_held"), {"id": parent["id"]})
+        shapes_cursor = connection.cursor(row_factory=dict_row).execute(
+            self._q("trigger_children_shapes"), {"ids": [child.id for child in pending]}
+        )
+        above = cursor.execute(self._q("trigger_children_chain"), {"id": parent["id"]}).fetchall()
+        held = [row[0] for row in held_cursor.fetchall()]
+        shapes = [(row["queue"], row["partition_key"], row["tags"] or {}) for row in shapes_cursor.fetchall()]
+        chain = waiting.ancestors(parent, above, to_json)
+        plan = waiting.plan(rules, parent, parent["tags"] or {}, held, shapes, chain, release_all)
+        kept = sorted(plan.kept)
+        connection.execute(self._q("trigger_children_lock" if kept else "trigger_children_lock_shared"))
+        connection.execute(
+            self._q("trigger_children_wait"),
+            {
+                "id": parent["id"],
+                "attempt": parent["attempt"],
+                "kept": dumps(kept),
+                "released": dumps(sorted(plan.released)),
+            },
+        )
+        connection.execute(self._q("trigger_children_release"), {"id": parent["id"], "kept": kept})
+        connection.execute(self._q("trigger_children_keep"), {"id": parent["id"]})
+        blocked = cursor.execute(self._q("trigger_children_blocked")).fetchall()
+        waiting.refuse_stuck(parent["id"], blocked, rules, to_json)  # across chains, the wait applied
+        return parent["id"], history.run_waiting(
+            parent["attempt"], [child.id for child in pending], plan.released, plan.kept
+        )
+
+    def _event(self, connection: psycopg.Connection[Any], run_id: str, event: history.Event) -> None:
+        connection.execute(self._q("insert_event"), event_params(run_id, event))
+
+    def _children(self, connection: psycopg.Connection[Any], parent_id: str) -> dict[int, ChildRecord]:
+        rows = connection.cursor(row_factory=dict_row).execute(self._q("run_children"), {"parent": parent_id})
+        return {row["child_index"]: waiting.child_record(row, to_json) for row in rows.fetchall()}
+
+    def run_children(self, run_id: str) -> list[ChildRecord]:
+        with self._connection() as connection:
+            return list(self._children(connection, run_id).values())
+
+    def resume_parents(self, connection: psycopg.Connection[Any], ended: Sequence[str] | None) -> psycopg.Cursor[Any]:
+        """Queue the resume of every waiting parent (of `ended`, or all when None) whose awaited
+        children have all ended; the cursor's rows (their ids) arrive with the commit."""
+        if ended is not None:
+            connection.execute(self._q("resume_parents_lock"), {"ids": list(ended)})
+        return connection.execute(self._q("resume_parents"), {"ids": None if ended is None else list(ended)})
+
+    def cancel_run(self, run_id: str) -> RunStatus:
+        """Cancel the run and its unfinished children linked to it: queued and waiting ones end
+        now, running ones are asked (their workers end them); its waiting parent may resume."""
+        with self._connection() as connection, _transaction(connection):
+            tree = dict(connection.execute(self._q("cancel_run_tree"), {"id": run_id}).fetchall())
+            if not tree:
+                raise RunNotFound(f"no run with id {run_id!r}")
+            connection.execute(self._q("cancel_run_tree_lock"), {"ids": list(tree)})
+            # Read again under the locks: a trigger that committed meanwhile may have added children.
+            tree = dict(connection.execute(self._q("cancel_run_tree"), {"id": run_id}).fetchall())
+            connection.execute(self._q("cancel_run_tree_lock"), {"ids": list(tree)})
+            ids = {"ids": list(tree)}
+            ended = [row[0] for row in connection.execute(self._q("cancel_run_tree_queued"), ids).fetchall()]
+            waited = [row[0] for row in connection.execute(self._q("cancel_run_waiting"), ids).fetchall()]
+            connection.execute(self._q("cancel_run_waiting_holders"), {"ids": waited})
+            connection.execute(self._q("cancel_run_requested"), ids)
+            for node in ended + waited:
+                self._event(connection, node, waiting.canceled_event(run_id, node, tree[node]))
+            if run_id in ended or run_id in waited:
+                self.resume_parents(connection, [run_id])
+            status = connection.execute(self._q("run_status"), {"id": run_id}).fetchone()
+            connection.execute(self._q("notify"))
+        assert status is not None
+        return RunStatus(status[0])
+
+
+@contextmanager
+def _transaction(connection: psycopg.Connection[Any]) -> Iterator[None]:
+    """A READ COMMITTED transaction, whatever the server's default: each statement sees what
+    committed before its locks were granted (inside a pipeline, the COMMIT rides with the last
+    batch)."""
+    try:
+        connection.execute(READ_COMMITTED)
+        yield
+        connection.execute(b"COMMIT")
+    except BaseException:
+        roll_back(connection)
+        raise
+
+
+def _queued(child: NewChild) -> ChildRecord:
+    """A child this trigger stores: what its parent learns of it (queued, no result yet)."""
+    run = child.run
+    return ChildRecord(run.id, child.index, run.task, run.queue, run.args, RunStatus.QUEUED, child.awaited)
+
+
+def _events_json(events: Sequence[tuple[str, history.Event]]) -> str:
+    return payload_json(
+        [
+            {"n": n, "run_id": run_id, "type": event.type, "metadata": event.metadata}
+            for n, (run_id, event) in enumerate(events)
+        ]
+    )

@@ -1,0 +1,174 @@
+-- PostgreSQL queries of children.py: triggers (children stored, the parent's wait), resumes, cancels of a tree.
+-- Conventions (parameters, clock, batches): database.sql.
+
+-- name: trigger_children_lock
+-- A wait that keeps a slot is checked alone (domain/wait_graph.py over the blocked runs), so two
+-- concurrent waits never both pass a check that each would fail with the other's keeper.
+SELECT pg_advisory_xact_lock(hashtext('tidegate:waits'), hashtext(coalesce(current_schema(), '')));
+
+-- name: trigger_children_lock_shared
+-- A wait that keeps nothing adds no keeper: waits like it are checked side by side, after every
+-- keeping wait before them committed.
+SELECT pg_advisory_xact_lock_shared(hashtext('tidegate:waits'), hashtext(coalesce(current_schema(), '')));
+
+-- name: trigger_children
+-- The parent's running attempt, fenced and locked: a resume decided by a child's end waits
+-- for this trigger to commit, then sees the parent waiting (and the children it wrote).
+SELECT id, attempt, queue, partition_key, tags, parent_id, root_id, depth, awaited, cancel_requested, status
+FROM tidegate_runs
+WHERE id = %(id)s::text AND attempt = %(attempt)s::integer AND status = 'running' AND worker_id = %(worker)s::text
+FOR UPDATE;
+
+-- name: trigger_children_insert
+INSERT INTO tidegate_runs (
+    id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
+    retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at,
+    parent_id, root_id, depth, child_index, awaited, on_parent_cancel)
+SELECT r.id, r.task, r.queue, r.partition_key, 'queued', r.priority, r.args, r.tags, r.concurrency_key, 0,
+       r.max_attempts, r.retry_backoff, r.timeout, tidegate_now(), tidegate_now(),
+       tidegate_now() + make_interval(secs => r.delay),
+       tidegate_now() + make_interval(secs => r.deadline),
+       %(parent)s::text, %(root)s::text, %(depth)s::integer, r.child_index, r.awaited, r.on_parent_cancel
+FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
+    n integer, id text, task text, queue text, partition_key text, priority integer, args jsonb,
+    tags jsonb, concurrency_key text, max_attempts integer, retry_backoff double precision,
+    timeout double precision, delay double precision, deadline double precision,
+    child_index integer, awaited boolean, on_parent_cancel text)
+ORDER BY r.n;
+
+-- name: trigger_children_events
+-- The trigger's events (RunQueued of each child, ChildTriggered and RunWaiting of the parent), in order.
+INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+SELECT e.run_id, NULL, e.type, e.metadata, tidegate_now()
+FROM jsonb_to_recordset(%(events)s::jsonb) AS e(n integer, run_id text, type text, metadata jsonb)
+ORDER BY e.n;
+
+-- name: trigger_children_awaited
+-- A child stored by a fire-and-forget trigger, now awaited by a replay that waits for it.
+UPDATE tidegate_runs SET awaited = true
+WHERE parent_id = %(parent)s::text AND child_index = ANY(%(indexes)s::integer[]);
+
+-- name: trigger_children_chain
+-- The runs above the parent, nearest first (each with what `waiting.ancestors` reads).
+WITH RECURSIVE up(id, parent_id, status, awaited, wait_kept, wait_released, hops) AS (
+    SELECT id, parent_id, status, awaited, wait_kept, wait_released, 0 FROM tidegate_runs WHERE id = %(id)s::text
+    UNION ALL
+    SELECT r.id, r.parent_id, r.status, r.awaited, r.wait_kept, r.wait_released, up.hops + 1
+    FROM tidegate_runs AS r JOIN up ON r.id = up.parent_id
+    WHERE up.hops < 10000
+)
+SELECT id, parent_id, status, awaited, wait_kept, wait_released FROM up WHERE hops > 0 ORDER BY hops;
+
+-- name: trigger_children_held
+-- The parent's own run-level holders (holder = the run id; a step's are RUN/STEPKEY).
+SELECT scope FROM tidegate_holders WHERE run_id = %(id)s::text AND holder = %(id)s::text;
+
+-- name: trigger_children_shapes
+-- What decides the scopes of the children waited for (their queue, partition and tags).
+SELECT queue, partition_key, tags FROM tidegate_runs WHERE id = ANY(%(ids)s::text[]);
+
+-- name: trigger_children_wait
+-- The attempt ends waiting: no worker, no lease. A wait is not an attempt: max_attempts grows by
+-- one as the next claim's attempt does (the hand-back's rule), so the budget is untouched.
+UPDATE tidegate_runs SET
+    status = 'waiting', worker_id = NULL, lease_expires_at = NULL, max_attempts = max_attempts + 1,
+    wait_kept = %(kept)s::jsonb, wait_released = %(released)s::jsonb, waiting_since = tidegate_now()
+WHERE id = %(id)s::text AND attempt = %(attempt)s::integer AND status = 'running';
+
+-- name: trigger_children_release
+-- Released slots (and every step slot of the run) go at once; kept ones stay, no longer leased
+-- by a worker: they last until the run resumes or ends (the sweep knows waiting runs hold them).
+DELETE FROM tidegate_holders WHERE run_id = %(id)s::text AND NOT (scope = ANY(%(kept)s::text[]));
+
+-- name: trigger_children_keep
+UPDATE tidegate_holders SET worker_id = NULL, expires_at = '9999-12-31 00:00:00+00'::timestamptz
+WHERE run_id = %(id)s::text;
+
+-- name: trigger_children_blocked
+-- The blocked runs a wait may deadlock with (domain/wait_graph.py), read with the wait applied:
+-- every waiting run, and every queued child some waiting run awaits. None while no waiting run
+-- keeps a slot: then no scope is held by a run that cannot go on, and no wait can deadlock
+-- (the common case, read by one probe of the waiting runs).
+WITH keepers AS (
+    SELECT 1 AS any_kept FROM tidegate_runs WHERE status = 'waiting' AND wait_kept <> '[]'::jsonb LIMIT 1
+)
+SELECT r.id, r.status, r.queue, r.partition_key, r.tags, r.wait_kept, r.parent_id, r.awaited
+FROM tidegate_runs AS r WHERE r.status = 'waiting' AND EXISTS (SELECT 1 FROM keepers)
+UNION ALL
+SELECT c.id, c.status, c.queue, c.partition_key, c.tags, c.wait_kept, c.parent_id, c.awaited
+FROM tidegate_runs AS w JOIN tidegate_runs AS c ON c.parent_id = w.id
+WHERE w.status = 'waiting' AND c.status = 'queued' AND c.awaited = true AND EXISTS (SELECT 1 FROM keepers);
+
+-- name: run_children
+SELECT id, child_index, task, queue, args, status, awaited, result, error FROM tidegate_runs
+WHERE parent_id = %(parent)s::text ORDER BY child_index;
+
+-- name: resume_parents_lock
+-- The parents of runs that just ended, locked (whatever their status) before resume_parents
+-- reads their children: a trigger that is making one wait holds this lock until it commits, so
+-- either it sees this end, or this statement's successor sees it waiting. Locked after the
+-- children (their ends came first in this transaction), as every path here locks: child, then parent.
+SELECT p.id FROM tidegate_runs AS p
+WHERE p.id IN (SELECT r.parent_id FROM tidegate_runs AS r WHERE r.id = ANY(%(ids)s::text[]) AND r.parent_id IS NOT NULL)
+ORDER BY p.id
+FOR UPDATE;
+
+-- name: resume_parents
+-- Waiting parents (of the runs :ids, or every waiting run when :ids is NULL: the sweep's
+-- backstop) none of whose awaited children is unfinished: back to the queue ahead of its
+-- other runs (`resumed`, which leads the claim order; scheduled_at kept), with no dispatch
+-- deadline any more (they were dispatched once); their kept slots go (they take their slots
+-- again by claiming), with a RunResumed event (domain.events.run_resumed).
+WITH resumed AS (
+    UPDATE tidegate_runs AS p SET
+        status = 'queued', queued_at = tidegate_now(), wait_kept = NULL, wait_released = NULL,
+        deadline_at = NULL, block_reason = NULL, resumed = true
+    WHERE p.status = 'waiting'
+      AND (%(ids)s::text[] IS NULL OR p.id IN (SELECT r.parent_id FROM tidegate_runs AS r
+                                                WHERE r.id = ANY(%(ids)s::text[]) AND r.parent_id IS NOT NULL))
+      AND NOT EXISTS (SELECT 1 FROM tidegate_runs AS c
+                      WHERE c.parent_id = p.id AND c.awaited
+                        AND c.status NOT IN ('completed', 'failed', 'canceled'))
+    RETURNING p.id, p.waiting_since
+), freed AS (
+    DELETE FROM tidegate_holders WHERE run_id IN (SELECT id FROM resumed)
+), logged AS (
+    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+    SELECT id, NULL, 'RunResumed',
+           jsonb_build_object('waited', round(extract(epoch FROM tidegate_now() - waiting_since)::numeric, 3)),
+           tidegate_now()
+    FROM resumed
+)
+SELECT id FROM resumed;
+
+-- name: cancel_run_tree
+-- The run and its unfinished descendants linked to cancel with it (`abandon` children, and
+-- what is below them, are kept).
+WITH RECURSIVE tree(id, parent_id) AS (
+    SELECT id, parent_id FROM tidegate_runs WHERE id = %(id)s::text
+    UNION ALL
+    SELECT r.id, r.parent_id FROM tidegate_runs AS r JOIN tree ON r.parent_id = tree.id
+    WHERE r.on_parent_cancel = 'cancel' AND r.status NOT IN ('completed', 'failed', 'canceled')
+)
+SELECT id, parent_id FROM tree;
+
+-- name: cancel_run_tree_lock
+-- Children before parents, as a child's end locks them (resume_parents_lock): no lock cycle.
+SELECT id FROM tidegate_runs WHERE id = ANY(%(ids)s::text[]) ORDER BY depth DESC, id FOR UPDATE;
+
+-- name: cancel_run_tree_queued
+UPDATE tidegate_runs SET status = 'canceled', finished_at = tidegate_now()
+WHERE id = ANY(%(ids)s::text[]) AND status = 'queued'
+RETURNING id;
+
+-- name: cancel_run_waiting
+UPDATE tidegate_runs SET status = 'canceled', finished_at = tidegate_now(), wait_kept = NULL, wait_released = NULL
+WHERE id = ANY(%(ids)s::text[]) AND status = 'waiting'
+RETURNING id;
+
+-- name: cancel_run_waiting_holders
+DELETE FROM tidegate_holders WHERE run_id = ANY(%(ids)s::text[]);
+
+-- name: cancel_run_requested
+-- The worker running each learns this in its next cycle and ends the attempt.
+UPDATE tidegate_runs SET cancel_requested = true WHERE id = ANY(%(ids)s::text[]) AND status = 'running';

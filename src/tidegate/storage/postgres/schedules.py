@@ -1,0 +1,103 @@
+"""PostgreSQL schedules: declarations, their cursors, and firing a tick with its run.
+
+A firing is one transaction: the schedule's row is locked `FOR UPDATE` and its cursor
+checked (a second worker with the same plan waits, then sees it moved), each tick's row
+inserted (unique per schedule and tick: a conflict proves another worker fired it, and
+rolls this one back), the runs stored as a submit stores them (the admission ceilings'
+locks and count included) with their ScheduleFired events, and the cursor moved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from tidegate.domain.backpressure import RATE_WINDOW_SECONDS
+from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
+from tidegate.domain.transitions import Ceiling
+from tidegate.storage import scheduling
+from tidegate.storage.postgres.database import Aggregate
+from tidegate.storage.postgres.payloads import enqueue_payload, event_params, payload_json, to_json, to_time
+from tidegate.storage.postgres.pipeline import transaction
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat()
+
+
+class Schedules(Aggregate):
+    """The schedule verbs of the storage port."""
+
+    def register_schedules(self, schedules: Sequence[NewSchedule]) -> None:
+        if not schedules:
+            return
+        latest = {new.definition.name: new for new in schedules}  # an upsert may touch a row only once
+        rows = [
+            {**scheduling.definition_row(new.definition, _iso(new.first_fire_at)), "args": new.definition.args}
+            for new in latest.values()
+        ]
+        with self._connection() as connection, transaction(connection):
+            connection.execute(self._q("register_schedules"), {"schedules": payload_json(rows)})
+
+    def list_schedules(self) -> list[ScheduleRecord]:
+        rows = self._fetch_dicts("list_schedules", {})
+        return [scheduling.schedule_record(row, to_time, to_json) for row in rows]
+
+    def due_schedules(self) -> tuple[datetime, list[ScheduleRecord]]:
+        rows = self._fetch_dicts("due_schedules", {})
+        now = to_time(rows[0]["now"])
+        assert now is not None  # the query always returns the store's time
+        return now, [scheduling.schedule_record(row, to_time, to_json) for row in rows if row["name"] is not None]
+
+    def fire_schedule(self, firing: Firing) -> list[str]:
+        try:
+            with self._connection() as connection, transaction(connection):
+                found = connection.execute(self._q("fire_schedule"), {"name": firing.schedule}).fetchone()
+                if found is None or found[1] or found[0] != firing.expected_next:
+                    return []  # removed, paused, or another worker fired this pass already
+                ticks = payload_json(scheduling.tick_rows(firing, _iso))
+                inserted = connection.execute(
+                    self._q("fire_schedule_ticks"), {"name": firing.schedule, "ticks": ticks}
+                ).fetchall()
+                if len(inserted) != len(firing.ticks):
+                    raise scheduling.AlreadyFired  # rolls back: the run of a fired tick is stored once
+                self._insert_runs(connection, firing)
+                connection.execute(self._q("fire_schedule_advance"), scheduling.advance_params(firing, _iso))
+                connection.execute(self._q("notify"))
+        except scheduling.AlreadyFired:
+            return []
+        return [tick.run.id for tick in firing.ticks]
+
+    def _insert_runs(self, connection: Any, firing: Firing) -> None:
+        """The runs as `Runs.enqueue` stores them (its statements, in this transaction); a refusal
+        raises AdmissionRejected and rolls the firing back, so the tick fires at a later pass."""
+        runs = [tick.run for tick in firing.ticks]
+        connection.execute(self._q("enqueue_fence"))
+        connection.execute(self._q("enqueue_lock"), {"queues": sorted({run.queue for run in runs})})
+        refused = connection.execute(
+            self._q("enqueue"), {"runs": enqueue_payload(runs), "window": RATE_WINDOW_SECONDS}
+        ).fetchone()
+        if refused is not None:
+            queue, active, limit, incoming, recent = refused
+            raise Ceiling(queue, limit, incoming).rejection(active, recent)
+        for run_id, event in scheduling.fired_events(firing):
+            connection.execute(self._q("insert_event"), event_params(run_id, event))
+
+    def set_schedule_paused(self, name: str, paused: bool, next_fire_at: datetime | None) -> bool:
+        params = {"name": name, "paused": paused, "next_fire_at": None if next_fire_at is None else _iso(next_fire_at)}
+        with self._connection() as connection:
+            with transaction(connection):
+                changed = connection.execute(self._q("set_schedule_paused"), params)
+                exists = connection.execute(self._q("set_schedule_paused_exists"), params)
+                connection.execute(self._q("notify"))
+            if exists.fetchone() is None:
+                raise scheduling.not_found(name)
+            return changed.fetchone() is not None
+
+    def remove_schedule(self, name: str) -> None:
+        with self._connection() as connection:
+            with transaction(connection):
+                removed = connection.execute(self._q("remove_schedule"), {"name": name})
+            if removed.fetchone() is None:
+                raise scheduling.not_found(name)

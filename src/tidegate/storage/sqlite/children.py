@@ -1,0 +1,170 @@
+"""SQLite children: a trigger (children stored, the parent's wait), resumes, and cancels of a tree.
+
+Each verb is one `BEGIN IMMEDIATE` transaction: SQLite's single writer is what
+makes the wait check race-free (no other trigger, claim or end changes the
+chain or the holders it reads before the wait is written).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from tidegate.domain import events as history
+from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer, unfinished_awaited
+from tidegate.domain.errors import AttemptFencedOut, RunNotFound
+from tidegate.domain.jsonvalue import dumps
+from tidegate.domain.model import RunStatus
+from tidegate.storage import records, waiting
+from tidegate.storage.port import Fence
+from tidegate.storage.sqlite.database import Aggregate, Database
+from tidegate.storage.sqlite.limits import Limits
+from tidegate.storage.sqlite.payloads import event_row, to_json
+from tidegate.storage.sqlite.runs import Runs
+from tidegate.storage.waiting import canceled_event
+
+FOREVER = 253402300799.0  # 9999-12-31: a kept slot lasts until its run resumes or ends, not a lease
+
+
+class Children(Aggregate):
+    """The child verbs of the storage port, and the resume every end of a run may cause."""
+
+    def __init__(self, db: Database, limits: Limits, runs: Runs) -> None:
+        super().__init__(db)
+        self._limits = limits
+        self._runs = runs
+
+    def trigger_children(
+        self, fence: Fence, worker_id: str, children: Sequence[NewChild], wait: bool, release_all: bool
+    ) -> TriggerAnswer:
+        run_id, attempt = fence
+        with self._write() as (connection, now):
+            parent = connection.execute(
+                self._q("trigger_children"), {"id": run_id, "attempt": attempt, "worker": worker_id}
+            ).fetchone()
+            if parent is None:
+                raise AttemptFencedOut(f"run {run_id} attempt {attempt} is no longer running here: trigger refused")
+            if parent["cancel_requested"]:
+                return TriggerAnswer([], canceled=True)
+            existing = self._children(connection, run_id)
+            new, now_awaited = waiting.sort_new(children, existing)
+            events = self._store_new(connection, parent, new, now)
+            if now_awaited:
+                connection.execute(
+                    self._q("trigger_children_awaited"), {"parent": run_id, "indexes": json.dumps(now_awaited)}
+                )
+            stored = self._children(connection, run_id)
+            asked = [stored[child.index] for child in children]
+            pending = unfinished_awaited(asked) if wait else []
+            if pending:
+                events.append(self._wait(connection, parent, pending, release_all, now))
+            connection.executemany(self._q("insert_event"), events)
+        self._notifier.notify()
+        return TriggerAnswer(asked, waiting=bool(pending))
+
+    def _store_new(
+        self, connection: sqlite3.Connection, parent: sqlite3.Row, new: Sequence[NewChild], now: float
+    ) -> list[dict[str, Any]]:
+        if new:
+            self._runs.check_admission(connection, [child.run.queue for child in new], now)  # a child is a submit
+        rows = []
+        events = []
+        for child in new:
+            run = child.run
+            row = {**records.new_run_row(run), "args": dumps(run.args), "tags": dumps(run.tags), "now": now}
+            row.update(
+                parent_id=parent["id"],
+                root_id=parent["root_id"] or parent["id"],
+                depth=parent["depth"] + 1,
+                child_index=child.index,
+                awaited=int(child.awaited),
+                on_parent_cancel=child.on_parent_cancel,
+            )
+            rows.append(row)
+            events.append(event_row(run.id, history.run_queued(run.queue), now))
+            events.append(
+                event_row(parent["id"], history.child_triggered(run.id, run.task, child.index, child.awaited), now)
+            )
+        connection.executemany(self._q("trigger_children_insert"), rows)
+        return events
+
+    def _wait(
+        self,
+        connection: sqlite3.Connection,
+        parent: sqlite3.Row,
+        pending: Sequence[ChildRecord],
+        release_all: bool,
+        now: float,
+    ) -> dict[str, Any]:
+        """End the parent's attempt waiting, releasing what the plan releases; its RunWaiting event."""
+        rules = self._limits.load_rules(connection)
+        held = [row[0] for row in connection.execute(self._q("trigger_children_held"), {"id": parent["id"]})]
+        shapes = [
+            (row["queue"], row["partition_key"], json.loads(row["tags"]))
+            for row in connection.execute(
+                self._q("trigger_children_shapes"), {"ids": json.dumps([child.id for child in pending])}
+            )
+        ]
+        above = connection.execute(self._q("trigger_children_chain"), {"id": parent["id"]}).fetchall()
+        chain = waiting.ancestors(parent, above, to_json)
+        plan = waiting.plan(rules, parent, json.loads(parent["tags"]), held, shapes, chain, release_all)
+        kept = json.dumps(sorted(plan.kept))
+        connection.execute(
+            self._q("trigger_children_wait"),
+            {
+                "id": parent["id"],
+                "attempt": parent["attempt"],
+                "kept": kept,
+                "released": json.dumps(sorted(plan.released)),
+                "now": now,
+            },
+        )
+        connection.execute(self._q("trigger_children_release"), {"id": parent["id"], "kept": kept})
+        connection.execute(self._q("trigger_children_keep"), {"id": parent["id"], "forever": FOREVER})
+        blocked = connection.execute(self._q("trigger_children_blocked")).fetchall()
+        waiting.refuse_stuck(parent["id"], blocked, rules, to_json)  # across chains, the wait applied
+        waited = history.run_waiting(parent["attempt"], [child.id for child in pending], plan.released, plan.kept)
+        return event_row(parent["id"], waited, now)
+
+    def _children(self, connection: sqlite3.Connection, parent_id: str) -> dict[int, ChildRecord]:
+        rows = connection.execute(self._q("run_children"), {"parent": parent_id})
+        return {row["child_index"]: waiting.child_record(row, to_json) for row in rows}
+
+    def run_children(self, run_id: str) -> list[ChildRecord]:
+        return list(self._children(self._connection(), run_id).values())
+
+    def resume_parents(
+        self, connection: sqlite3.Connection, ended: Sequence[str] | None, events: list[dict[str, Any]], now: float
+    ) -> list[str]:
+        """Queue again every waiting parent (of `ended`, or all when None) whose awaited children
+        have all ended; its kept slots go (it takes its slots again by claiming)."""
+        if ended is not None and not ended:
+            return []
+        ids = None if ended is None else json.dumps(list(ended))
+        resumed = connection.execute(self._q("resume_parents"), {"ids": ids, "now": now}).fetchall()
+        if resumed:
+            connection.execute(self._q("release_holders"), {"ids": json.dumps([row[0] for row in resumed])})
+            events.extend(event_row(row[0], history.run_resumed(row[1] or 0.0), now) for row in resumed)
+        return [row[0] for row in resumed]
+
+    def cancel_run(self, run_id: str) -> RunStatus:
+        """Cancel the run and its unfinished children linked to it: queued and waiting ones end
+        now, running ones are asked (their workers end them); its waiting parent may resume."""
+        with self._write() as (connection, now):
+            tree = dict(connection.execute(self._q("cancel_run_tree"), {"id": run_id}).fetchall())
+            if not tree:
+                raise RunNotFound(f"no run with id {run_id!r}")
+            params = {"ids": json.dumps(list(tree)), "now": now}
+            ended = [row[0] for row in connection.execute(self._q("cancel_run_tree_queued"), params)]
+            waited = [row[0] for row in connection.execute(self._q("cancel_run_waiting"), params)]
+            connection.execute(self._q("release_holders"), {"ids": json.dumps(waited)})
+            connection.execute(self._q("cancel_run_requested"), params)
+            events = [event_row(node, canceled_event(run_id, node, tree[node]), now) for node in ended + waited]
+            if run_id in ended or run_id in waited:
+                self.resume_parents(connection, [run_id], events, now)
+            connection.executemany(self._q("insert_event"), events)
+            row = connection.execute(self._q("run_status"), {"id": run_id}).fetchone()
+        self._notifier.notify()
+        return RunStatus(row[0])

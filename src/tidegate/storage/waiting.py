@@ -1,0 +1,125 @@
+"""What both dialects share when a trigger stores children and a parent starts to wait.
+
+The rules are the domain's (`domain/children.py`: the replay check;
+`domain/waits.py`: which slots a waiting parent releases or keeps, and the
+waits that would deadlock); this module only turns rows into their inputs,
+so that SQLite and PostgreSQL decide alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tidegate.domain import events as history
+from tidegate.domain.children import ChildRecord, NewChild, check_replay
+from tidegate.domain.model import RunStatus
+from tidegate.domain.scopes import Rules
+from tidegate.domain.wait_graph import Blocked, refuse_stuck_wait
+from tidegate.domain.waits import Slot, Waiter, WaitPlan, plan_wait
+
+Row = Any  # a row read by name: a dict (PostgreSQL) or an sqlite3.Row, which is no Mapping
+ToJSON = Callable[[Any], Any]
+
+
+def child_record(row: Row, to_json: ToJSON) -> ChildRecord:
+    return ChildRecord(
+        id=row["id"],
+        index=row["child_index"],
+        task=row["task"],
+        queue=row["queue"],
+        args=to_json(row["args"]),
+        status=RunStatus(row["status"]),
+        awaited=bool(row["awaited"]),
+        result=to_json(row["result"]),
+        error=row["error"],
+    )
+
+
+def sort_new(children: Sequence[NewChild], existing: Mapping[int, ChildRecord]) -> tuple[list[NewChild], list[int]]:
+    """Split a trigger's children into those to store and the positions already stored that it
+    now awaits; raises NonDeterministicReplay when a stored one is not the call asked for."""
+    new: list[NewChild] = []
+    now_awaited: list[int] = []
+    for child in children:
+        stored = existing.get(child.index)
+        if stored is None:
+            new.append(child)
+            continue
+        check_replay(stored, child.run.task, child.run.args)
+        if child.awaited and not stored.awaited:
+            now_awaited.append(child.index)
+    return new, now_awaited
+
+
+def slots_of(rules: Rules, queue: str, partition: str, tags: Mapping[str, str]) -> list[Slot]:
+    """The run-level scopes a run occupies while running, with their limits now."""
+    return [Slot(need.key, need.limit) for need in rules.scopes_for(queue, partition, tags)]
+
+
+def held_slots(rules: Rules, parent: Row, held: Sequence[str], tags: Mapping[str, str]) -> list[Slot]:
+    """The parent's slots: the scopes it holds (its holder rows), each with its limit now."""
+    limits = {slot.scope: slot.limit for slot in slots_of(rules, parent["queue"], parent["partition_key"], tags)}
+    return [Slot(scope, limits.get(scope)) for scope in sorted(held)]
+
+
+def ancestors(parent: Row, above: Sequence[Row], to_json: ToJSON) -> list[Waiter]:
+    """The waiting chain above the parent, root first, from the runs above it (nearest first):
+    each run waiting on the one below it.
+
+    A link the upper run does not await (a fire-and-forget child) ends the chain: that run
+    resumes whatever its subtree does, so what it keeps cannot deadlock this wait.
+    """
+    chain: list[Waiter] = []
+    below = parent
+    for row in above:
+        if row["id"] != below["parent_id"] or not below["awaited"] or row["status"] != RunStatus.WAITING.value:
+            break
+        kept = frozenset(to_json(row["wait_kept"]) or [])
+        chain.append(Waiter(row["id"], kept, frozenset(to_json(row["wait_released"]) or [])))
+        below = row
+    chain.reverse()
+    return chain
+
+
+def plan(
+    rules: Rules,
+    parent: Row,
+    parent_tags: Mapping[str, str],
+    held: Sequence[str],
+    waited_on: Sequence[tuple[str, str, Mapping[str, str]]],
+    chain: Sequence[Waiter],
+    release_all: bool,
+) -> WaitPlan:
+    """The parent's wait on `waited_on` (each child's queue, partition and tags), or the deadlock error."""
+    children = [slots_of(rules, queue, partition, tags) for queue, partition, tags in waited_on]
+    return plan_wait(parent["id"], held_slots(rules, parent, held, parent_tags), children, chain, release_all)
+
+
+def canceled_event(canceled: str, run_id: str, parent_id: str | None) -> history.Event:
+    """The event of a run a cancel ended: the one asked for, or a child canceled with it."""
+    if run_id == canceled or parent_id is None:
+        return history.canceled_while_queued()
+    return history.canceled_with_parent(parent_id)
+
+
+def refuse_stuck(parent_id: str, rows: Sequence[Row], rules: Rules, to_json: ToJSON) -> None:
+    """WaitDeadlock if the parent, its wait applied, could never end: `domain.wait_graph` over
+    the blocked runs (`rows`: every waiting run and every queued child a waiting run awaits,
+    read after the wait was written). A waiting run needs again what it released; a queued
+    one needs all its scopes; running children are left out: they end."""
+    ids = {row["id"] for row in rows}
+    awaits: dict[str, set[str]] = {}
+    for row in rows:
+        if row["awaited"] and row["parent_id"] in ids:
+            awaits.setdefault(row["parent_id"], set()).add(row["id"])
+    limits: dict[str, int | None] = {}
+    blocked = []
+    for row in rows:
+        scopes = slots_of(rules, row["queue"], row["partition_key"], to_json(row["tags"]) or {})
+        limits.update((slot.scope, slot.limit) for slot in scopes)
+        waits = row["status"] == RunStatus.WAITING.value
+        kept = frozenset(to_json(row["wait_kept"]) or []) if waits else frozenset()
+        needs = frozenset(slot.scope for slot in scopes) - kept
+        blocked.append(Blocked(row["id"], kept, needs, frozenset(awaits.get(row["id"], ()))))
+    refuse_stuck_wait(parent_id, blocked, limits)

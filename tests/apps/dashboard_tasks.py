@@ -1,0 +1,79 @@
+"""The app behind the dashboard's browser tests: `tests.apps.dashboard_tasks:app`.
+
+Every task holds until its gate file exists, so a test decides when a run (or
+a pool slot) is released: `gated` lets one run at a time (the others wait,
+blocked, in claim order), `trickle` too (the limits test raises it), and each
+`gpu.job` run holds one slot of the pool `gpu` (3 slots) in its one step.
+A `family.parent` run triggers one `family.child` (same queue, limit 2) and waits
+for it; `capped` admits one active run (`max_active=1`), and `capped.boom` fails
+at once, so an operator's retry of it meets that ceiling. The schedule
+`new-year` (once a year, Paris time) never fires during a test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import tidegate
+from tidegate import Concurrency, Executor, Workflow
+
+GPU_SLOTS = 3
+
+
+def wait_for(gate: str) -> None:
+    while not os.path.exists(gate):
+        time.sleep(0.02)
+
+
+def make_app(database: str | None = None) -> tidegate.App:
+    app = tidegate.App(database)
+    app.queue("gated", concurrency=Concurrency(global_limit=1))
+    app.queue("trickle", concurrency=Concurrency(global_limit=1))
+    app.queue("family", concurrency=Concurrency(global_limit=2))
+    app.queue("capped", max_active=1)
+
+    @app.task(name="gated.hold", queue="gated")
+    def hold(gate: str) -> str:
+        wait_for(gate)
+        return "released"
+
+    @app.task(name="trickle.hold", queue="trickle")
+    def trickle(gate: str) -> str:
+        wait_for(gate)
+        return "released"
+
+    @app.task(name="family.child", queue="family")
+    def child(gate: str) -> str:
+        wait_for(gate)
+        return "grown"
+
+    @app.task(name="family.parent", queue="family")
+    def parent(ctx: tidegate.Context, gate: str) -> str:
+        return f"parent of {ctx.trigger_and_wait(child, gate=gate)}"
+
+    @app.task(name="capped.hold", queue="capped")
+    def capped(gate: str) -> str:
+        wait_for(gate)
+        return "released"
+
+    app.schedule(trickle, cron="0 3 1 1 *", timezone="Europe/Paris", args={"gate": "/never"}, name="new-year")
+
+    @app.task(name="capped.boom", queue="capped")
+    def boom(gate: str) -> str:
+        raise RuntimeError(f"boom ({gate})")
+
+    @app.step(pool="gpu")
+    async def render(n: int, gate: str) -> int:
+        await asyncio.to_thread(wait_for, gate)
+        return n
+
+    @app.workflow(name="gpu.job", queue="gpu", executor=Executor.parallel(max_async_concurrent=8))
+    def gpu_job(wf: Workflow, n: int, gate: str):
+        return wf.step(render, n, gate)
+
+    return app
+
+
+app = make_app()
