@@ -63,9 +63,11 @@ SELECT id, parent_id, status, awaited, wait_kept, wait_released FROM up WHERE ho
 -- The parent's own run-level holders (holder = the run id; a step's are RUN/STEPKEY).
 SELECT scope FROM tidegate_holders WHERE run_id = %(id)s::text AND holder = %(id)s::text;
 
--- name: trigger_children_shapes
--- What decides the scopes of the children waited for (their queue, partition and tags).
-SELECT queue, partition_key, tags FROM tidegate_runs WHERE id = ANY(%(ids)s::text[]);
+-- name: trigger_children_keepers
+-- Whether some waiting run keeps a slot, read under the waits lock: while none does, no scope is
+-- held by a run that cannot go on, so a wait that keeps nothing needs no check of the wait graph
+-- (no keeper can commit before it: a keeping wait takes that lock exclusive).
+SELECT EXISTS (SELECT 1 FROM tidegate_runs WHERE status = 'waiting' AND wait_kept <> '[]'::jsonb);
 
 -- name: trigger_children_wait
 -- The attempt ends waiting: no worker, no lease. A wait is not an attempt: max_attempts grows by
@@ -100,7 +102,8 @@ FROM tidegate_runs AS w JOIN tidegate_runs AS c ON c.parent_id = w.id
 WHERE w.status = 'waiting' AND c.status = 'queued' AND c.awaited = true AND EXISTS (SELECT 1 FROM keepers);
 
 -- name: run_children
-SELECT id, child_index, task, queue, args, status, awaited, result, error FROM tidegate_runs
+-- With each child's shape (partition, tags): what a wait on it decides its scopes by.
+SELECT id, child_index, task, queue, partition_key, tags, args, status, awaited, result, error FROM tidegate_runs
 WHERE parent_id = %(parent)s::text ORDER BY child_index;
 
 -- name: resume_parents_lock

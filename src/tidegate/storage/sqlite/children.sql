@@ -37,10 +37,6 @@ SELECT id, parent_id, status, awaited, wait_kept, wait_released FROM up WHERE ho
 -- The parent's own run-level holders (holder = the run id; a step's are RUN/STEPKEY).
 SELECT scope FROM tidegate_holders WHERE run_id = :id AND holder = :id;
 
--- name: trigger_children_shapes
--- What decides the scopes of the children waited for (their queue, partition and tags).
-SELECT queue, partition_key, tags FROM tidegate_runs WHERE id IN (SELECT value FROM json_each(:ids));
-
 -- name: trigger_children_wait
 -- The attempt ends waiting: no worker, no lease. A wait is not an attempt: max_attempts grows by
 -- one as the next claim's attempt does (the hand-back's rule), so the budget is untouched.
@@ -75,7 +71,8 @@ FROM tidegate_runs AS w JOIN tidegate_runs AS c ON c.parent_id = w.id
 WHERE w.status = 'waiting' AND c.status = 'queued' AND c.awaited = 1 AND EXISTS (SELECT 1 FROM keepers);
 
 -- name: run_children
-SELECT id, child_index, task, queue, args, status, awaited, result, error FROM tidegate_runs
+-- With each child's shape (partition, tags): what a wait on it decides its scopes by.
+SELECT id, child_index, task, queue, partition_key, tags, args, status, awaited, result, error FROM tidegate_runs
 WHERE parent_id = :parent ORDER BY child_index;
 
 -- name: resume_parents
