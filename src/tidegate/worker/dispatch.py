@@ -3,8 +3,11 @@
 Sync tasks run on daemon threads, async tasks and workflows on the worker's
 loop. Every method that touches the attempts in flight runs on the loop's
 thread (other threads come in through the `LoopBridge`), so the set of
-attempts needs no lock. A slot of capacity stays taken until the attempt's
-code has really returned, even after its outcome was recorded.
+attempts needs no lock. Settling is claimed under the attempt's own lock
+(`Attempt.claim_settlement`): a replay-only attempt reports its outcome from
+its own thread (`_report_now`), and the loop may settle it meanwhile. A slot
+of capacity stays taken until the attempt's code has really returned, even
+after its outcome was recorded.
 """
 
 from __future__ import annotations
