@@ -1,15 +1,22 @@
 """PostgreSQL children: a trigger (children stored, the parent's wait), resumes, and cancels of a tree.
 
-Locks, and why they cannot deadlock: a trigger that may wait takes the waits
-lock (one wait decided at a time, so the chain and holders `plan_wait` reads
-do not move under it), then its parent's row. A run's end (the cycle, the
-sweep) has locked the child's row by updating it, then locks its parent's
-(`resume_parents_lock`) before reading the children: either the trigger
-commits first and the end sees the parent waiting, or the end commits first
-and the trigger reads the child ended. A cancel locks its tree children
-first, parents last, as an end does.
-"""
+The lock order, the same on every path that takes more than one of these locks
+(so no two transactions can wait on each other in a circle):
 
+1. the waits lock (`trigger_children_lock[_shared]`), by a trigger that may wait, before any row;
+2. run rows, a child's before its parent's (deeper first; rows of one level in id order):
+   a trigger locks the stored children it may turn awaited (`trigger_children_lock_children`)
+   before its parent's row; a run's end (the cycle, the sweep) has locked the child's row by
+   updating it, then locks its parent's (`resume_parents_lock`); a cancel locks its tree deeper
+   first (`cancel_run_tree_lock`);
+3. then the admission locks (`admission.py`), taken by a trigger that stores children.
+
+Why the parent's row at all: either the trigger commits first and the end sees
+the parent waiting, or the end commits first and the trigger reads the child
+ended. Before this order, a replay that awaited a fire-and-forget child locked
+the parent, then the child, and could deadlock with that child's end
+(`tests/contract/test_lock_order.py`).
+"""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
@@ -80,6 +87,9 @@ class Children(Aggregate):
             cursor = connection.cursor(row_factory=dict_row)
             if wait:
                 connection.execute(self._q("trigger_children_lock" if keeping else "trigger_children_lock_shared"))
+            awaiting = [child.index for child in children if child.awaited]
+            if awaiting:  # before the parent's row: the lock order of the module's docstring
+                connection.execute(self._q("trigger_children_lock_children"), {"parent": run_id, "indexes": awaiting})
             cached = self._limits.cached
             rules_cursor = connection.execute(self._q("load_rules"), {"known": None if cached is None else cached[0]})
             parent_cursor = connection.cursor(row_factory=dict_row).execute(

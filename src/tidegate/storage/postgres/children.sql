@@ -11,6 +11,15 @@ SELECT pg_advisory_xact_lock(hashtext('tidegate:waits'), hashtext(coalesce(curre
 -- keeping wait before them committed.
 SELECT pg_advisory_xact_lock_shared(hashtext('tidegate:waits'), hashtext(coalesce(current_schema(), '')));
 
+-- name: trigger_children_lock_children
+-- The stored children a trigger may turn awaited (a replay that waits on a fire-and-forget child),
+-- locked before their parent's row: a child's end locks the child, then the parent
+-- (resume_parents_lock), and the lock order is the same on every path (children.py's docstring).
+SELECT id FROM tidegate_runs
+WHERE parent_id = %(parent)s::text AND child_index = ANY(%(indexes)s::integer[]) AND NOT awaited
+ORDER BY id
+FOR UPDATE;
+
 -- name: trigger_children
 -- The parent's running attempt, fenced and locked: a resume decided by a child's end waits
 -- for this trigger to commit, then sees the parent waiting (and the children it wrote).
@@ -110,7 +119,7 @@ WHERE parent_id = %(parent)s::text ORDER BY child_index;
 -- The parents of runs that just ended, locked (whatever their status) before resume_parents
 -- reads their children: a trigger that is making one wait holds this lock until it commits, so
 -- either it sees this end, or this statement's successor sees it waiting. Locked after the
--- children (their ends came first in this transaction), as every path here locks: child, then parent.
+-- children (their ends came first in this transaction): the lock order of children.py's docstring.
 SELECT p.id FROM tidegate_runs AS p
 WHERE p.id IN (SELECT r.parent_id FROM tidegate_runs AS r WHERE r.id = ANY(%(ids)s::text[]) AND r.parent_id IS NOT NULL)
 ORDER BY p.id
@@ -156,7 +165,7 @@ WITH RECURSIVE tree(id, parent_id) AS (
 SELECT id, parent_id FROM tree;
 
 -- name: cancel_run_tree_lock
--- Children before parents, as a child's end locks them (resume_parents_lock): no lock cycle.
+-- Children before parents, deeper first: the lock order of children.py's docstring.
 SELECT id FROM tidegate_runs WHERE id = ANY(%(ids)s::text[]) ORDER BY depth DESC, id FOR UPDATE;
 
 -- name: cancel_run_tree_queued
