@@ -36,6 +36,19 @@ def child_record(row: Row, to_json: ToJSON) -> ChildRecord:
     )
 
 
+def record_start(parent: Row) -> bool:
+    """Whether a trigger records its attempt's start (`parent` read by `trigger_children`).
+
+    A worker reports a start with its next turn, while the attempt's code already runs and may
+    trigger: a wait ends the attempt at once, and the start reported after it would match no
+    running attempt and be dropped, leaving an attempt that ran without its RunStarted (the
+    run's story, the intervals replayed from events). So a trigger that finds the start not
+    recorded yet (`started_at` unset: every claim unsets it) records it first, in its own
+    transaction and ahead of its events; the turn's report then finds it set and adds nothing.
+    """
+    return bool(parent["unstarted"])
+
+
 def queued_child(child: NewChild) -> ChildRecord:
     """A child a trigger stores: what its parent learns of it (queued, no result yet)."""
     run = child.run

@@ -174,7 +174,8 @@ class Dispatcher:
     def _record_start(self, attempt: Attempt) -> None:
         """Report the attempt's start; a suspect's is written now, in its own transaction.
 
-        Other starts ride on the next turn. A suspect runs alone so that a crash
+        Other starts ride on the next turn (or on a trigger of the attempt, which records the
+        start first if no turn did: `storage.waiting.record_start`). A suspect runs alone so that a crash
         during it is charged to it, and only an attempt whose start was recorded
         is charged: so its start must be in the store before its body runs. The
         write is made off the loop (on the task's thread, or the store's thread

@@ -17,6 +17,7 @@ ended. Before this order, a replay that awaited a fire-and-forget child locked
 the parent, then the child, and could deadlock with that child's end
 (`tests/contract/test_lock_order.py`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
@@ -112,7 +113,7 @@ class Children(Aggregate):
             existing = {row["child_index"]: waiting.child_record(row, to_json) for row in stored}
             new, now_awaited = waiting.sort_new(children, existing)
             refuse_past_ceilings(connection, self._q, rules, [child.run.queue for child in new])
-            events = self._store_new(connection, parent, new)
+            events = self._start(connection, parent, worker_id) + self._store_new(connection, parent, new)
             if now_awaited:
                 connection.execute(self._q("trigger_children_awaited"), {"parent": run_id, "indexes": now_awaited})
             asked = [existing.get(child.index) or waiting.queued_child(child) for child in children]
@@ -142,6 +143,16 @@ class Children(Aggregate):
         if rules is None:  # the cache moved meanwhile: read them whole
             rules = self._limits.parse_rules(connection.execute(self._q("load_rules"), {"known": None}).fetchone())
         return rules
+
+    def _start(
+        self, connection: psycopg.Connection[Any], parent: dict[str, Any], worker_id: str
+    ) -> list[tuple[str, history.Event]]:
+        """The attempt's start, if no turn recorded it yet: the attempt may end waiting here, and
+        a start reported after that would match no running attempt (`waiting.record_start`)."""
+        if not waiting.record_start(parent):
+            return []
+        connection.execute(self._q("trigger_children_started"), {"id": parent["id"], "attempt": parent["attempt"]})
+        return [(parent["id"], history.run_started(parent["attempt"], worker_id))]
 
     def _store_new(
         self, connection: psycopg.Connection[Any], parent: dict[str, Any], new: Sequence[NewChild]

@@ -23,10 +23,18 @@ FOR UPDATE;
 -- name: trigger_children
 -- The parent's running attempt, fenced and locked: a resume decided by a child's end waits
 -- for this trigger to commit, then sees the parent waiting (and the children it wrote).
-SELECT id, attempt, queue, partition_key, tags, parent_id, root_id, depth, awaited, cancel_requested, status
+SELECT id, attempt, queue, partition_key, tags, parent_id, root_id, depth, awaited, cancel_requested, status,
+       started_at IS NULL AS unstarted
 FROM tidegate_runs
 WHERE id = %(id)s::text AND attempt = %(attempt)s::integer AND status = 'running' AND worker_id = %(worker)s::text
 FOR UPDATE;
+
+-- name: trigger_children_started
+-- The attempt's start, when no turn of its worker recorded it yet (the claim unset started_at):
+-- recorded with the trigger, whose RunStarted goes first among its events; a start the worker
+-- reports later finds it set and adds nothing (cycle_reports).
+UPDATE tidegate_runs SET started_at = tidegate_now()
+WHERE id = %(id)s::text AND attempt = %(attempt)s::integer AND started_at IS NULL;
 
 -- name: trigger_children_insert
 INSERT INTO tidegate_runs (
@@ -46,7 +54,8 @@ FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
 ORDER BY r.n;
 
 -- name: trigger_children_events
--- The trigger's events (RunQueued of each child, ChildTriggered and RunWaiting of the parent), in order.
+-- The trigger's events (the parent's RunStarted if it records the start, RunQueued of each child,
+-- ChildTriggered and RunWaiting of the parent), in order.
 INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
 SELECT e.run_id, NULL, e.type, e.metadata, tidegate_now()
 FROM jsonb_to_recordset(%(events)s::jsonb) AS e(n integer, run_id text, type text, metadata jsonb)

@@ -52,7 +52,7 @@ class Children(Aggregate):
             stored = connection.execute(self._q("run_children"), {"parent": run_id}).fetchall()
             existing = {row["child_index"]: waiting.child_record(row, to_json) for row in stored}
             new, now_awaited = waiting.sort_new(children, existing)
-            events = self._store_new(connection, parent, new, now)
+            events = self._start(connection, parent, worker_id, now) + self._store_new(connection, parent, new, now)
             if now_awaited:
                 connection.execute(
                     self._q("trigger_children_awaited"), {"parent": run_id, "indexes": json.dumps(now_awaited)}
@@ -66,6 +66,16 @@ class Children(Aggregate):
             connection.executemany(self._q("insert_event"), events)
         self._notifier.notify()
         return TriggerAnswer(asked, waiting=bool(pending))
+
+    def _start(
+        self, connection: sqlite3.Connection, parent: sqlite3.Row, worker_id: str, now: float
+    ) -> list[dict[str, Any]]:
+        """The attempt's start, if no turn recorded it yet (`waiting.record_start`)."""
+        if not waiting.record_start(parent):
+            return []
+        fence = {"id": parent["id"], "attempt": parent["attempt"]}
+        connection.execute(self._q("trigger_children_started"), {**fence, "now": now})
+        return [event_row(parent["id"], history.run_started(parent["attempt"], worker_id), now)]
 
     def _store_new(
         self, connection: sqlite3.Connection, parent: sqlite3.Row, new: Sequence[NewChild], now: float

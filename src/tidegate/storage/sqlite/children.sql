@@ -3,9 +3,16 @@
 
 -- name: trigger_children
 -- The parent's running attempt, fenced: a trigger from an attempt taken over stores nothing.
-SELECT id, attempt, queue, partition_key, tags, parent_id, root_id, depth, awaited, cancel_requested, status
+SELECT id, attempt, queue, partition_key, tags, parent_id, root_id, depth, awaited, cancel_requested, status,
+       started_at IS NULL AS unstarted
 FROM tidegate_runs
 WHERE id = :id AND attempt = :attempt AND status = 'running' AND worker_id = :worker;
+
+-- name: trigger_children_started
+-- The attempt's start, when no turn of its worker recorded it yet (the claim unset started_at):
+-- recorded with the trigger, whose RunStarted goes first among its events; a start the worker
+-- reports later finds it set and adds nothing (cycle_reports_starts).
+UPDATE tidegate_runs SET started_at = :now WHERE id = :id AND attempt = :attempt AND started_at IS NULL;
 
 -- name: trigger_children_insert
 INSERT INTO tidegate_runs (
