@@ -17,6 +17,8 @@ mutation is a deferred BEGIN, as in test_serialization_waits.py.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests import races
@@ -24,6 +26,7 @@ from tidegate import RunStatus
 from tidegate.domain.children import NewChild
 from tidegate.domain.model import Outcome, OutcomeKind
 from tidegate.storage import waiting
+from tidegate.storage.sqlfile import load_queries
 
 from .conftest import claim, enqueue_one, new_run
 
@@ -64,3 +67,49 @@ def test_a_replay_awaiting_a_fire_and_forget_child_and_that_childs_end_never_dea
     if not removed:
         assert child.awaited and child.status is RunStatus.COMPLETED
         assert first.result.waiting  # it read the child running, waited, and the end resumed it
+
+
+# Every PostgreSQL statement that waits for locks on run rows, and why its order cannot close a
+# circle: one run (by its id), or many in the one order (deeper first, then id). A new statement
+# that locks runs fails here until it is placed in one of these.
+ONE_RUN = {
+    "trigger_children": "the parent's row, after the children it may turn awaited",
+    "retry_run_lock": "the run an operator retries",
+    "step_fence": "the run whose step is written (shared)",
+    "hand_on_holders": "the run whose step slots move (shared)",
+    "renew_slots": "the run whose pool slots are renewed (shared)",
+    "release_slots": "the run whose pool slots go (shared)",
+    "record_steps": "the run whose steps are recorded (shared)",
+}
+MANY_RUNS = {
+    "trigger_children_lock_children",
+    "resume_parents_lock",
+    "cancel_run_tree_lock",
+    "cycle_reports",
+    "renew_leases",
+    "hand_back",
+    "set_queue_paused_deadlines",
+}
+OTHER_ROWS = {"next_map_item": "a step row (the run is only read)"}
+_LOCK = re.compile(r"\bFOR (?:UPDATE|SHARE)(?: OF \w+)?( SKIP LOCKED| NOWAIT)?")
+_RUN_ORDER = re.compile(r"ORDER BY (?:\w+\.)?depth DESC, (?:\w+\.)?id\s+FOR UPDATE")
+
+
+def _locking_runs() -> dict[str, str]:
+    """The PostgreSQL blocks that wait for a lock and name the runs table (comments left out)."""
+    blocks = {}
+    for name, body in load_queries("tidegate.storage.postgres").items():
+        sql = "\n".join(line for line in body.splitlines() if not line.lstrip().startswith("--"))
+        waits = any(not lock.group(1) for lock in _LOCK.finditer(sql))
+        if "tidegate_runs" in sql and waits and name not in OTHER_ROWS:
+            blocks[name] = sql
+    return blocks
+
+
+def test_every_statement_that_locks_runs_is_placed_in_the_lock_order():
+    assert set(_locking_runs()) == set(ONE_RUN) | MANY_RUNS
+
+
+@pytest.mark.parametrize("name", sorted(MANY_RUNS))
+def test_statements_that_lock_many_runs_lock_deeper_rows_first_then_by_id(name):
+    assert _RUN_ORDER.search(_locking_runs()[name]), f"{name} must lock ORDER BY depth DESC, id"

@@ -17,7 +17,7 @@ SELECT pg_advisory_xact_lock_shared(hashtext('tidegate:waits'), hashtext(coalesc
 -- (resume_parents_lock), and the lock order is the same on every path (children.py's docstring).
 SELECT id FROM tidegate_runs
 WHERE parent_id = %(parent)s::text AND child_index = ANY(%(indexes)s::integer[]) AND NOT awaited
-ORDER BY id
+ORDER BY depth DESC, id
 FOR UPDATE;
 
 -- name: trigger_children
@@ -131,7 +131,7 @@ WHERE parent_id = %(parent)s::text ORDER BY child_index;
 -- children (their ends came first in this transaction): the lock order of children.py's docstring.
 SELECT p.id FROM tidegate_runs AS p
 WHERE p.id IN (SELECT r.parent_id FROM tidegate_runs AS r WHERE r.id = ANY(%(ids)s::text[]) AND r.parent_id IS NOT NULL)
-ORDER BY p.id
+ORDER BY p.depth DESC, p.id
 FOR UPDATE;
 
 -- name: resume_parents

@@ -12,10 +12,11 @@
 -- tests/contract/test_transitions_pinned.py and test_events_pinned.py.
 -- An attempt that ended releases its scopes (deletes its holder rows) here,
 -- in the same statement as its status change, so no slot can outlive it.
--- The rows are locked in id order before they are written, as in every verb
--- that writes several of a worker's attempts (renew_leases, hand_back): so
--- two such transactions (a worker's cycle, its lease renewal) never wait on
--- each other in a circle. Claims and the sweep never wait (SKIP LOCKED).
+-- The rows are locked before they are written in the order every verb that
+-- locks several runs keeps (deeper first, then id: postgres/children.py's
+-- docstring): so no two such transactions (a worker's cycle, its lease
+-- renewal, a trigger, a cancel) wait on each other in a circle. Claims and the
+-- sweep never wait (SKIP LOCKED).
 WITH starts AS (
     SELECT * FROM unnest(%(start_ids)s::text[], %(start_attempts)s::integer[]) WITH ORDINALITY AS s(id, attempt, n)
 ), outcomes AS (
@@ -30,7 +31,7 @@ WITH starts AS (
     -- A start already recorded (by a trigger of the attempt, children.sql) is not recorded again.
     SELECT id, started_at IS NULL AS unstarted FROM tidegate_runs
     WHERE id IN (SELECT id FROM reports) AND status = 'running' AND worker_id = %(worker)s::text
-    ORDER BY id
+    ORDER BY depth DESC, id
     FOR UPDATE
 ), applied AS (
     UPDATE tidegate_runs AS r SET
