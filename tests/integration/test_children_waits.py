@@ -50,6 +50,38 @@ def test_one_worker_of_capacity_one_completes_a_parent_waiting_on_three_children
     assert all(app.store.get_run(child.id).depth == 1 for child in children)
 
 
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_every_attempt_that_ran_has_its_start_once_before_what_it_did(app, start_worker, asynchronous):
+    """A trigger runs before the worker's next turn reports the attempt's start; a wait then ends
+    the attempt, and the start reported after it used to match nothing: attempts 1 to 3 had no
+    RunStarted. Each attempt's start is recorded once, ahead of its ChildTriggered and RunWaiting."""
+
+    @app.task(name="double", queue="kids")
+    def double(n: int) -> int:
+        return 2 * n
+
+    @app.task(name="parent", queue="parents")
+    def parent(ctx: Context) -> int:
+        return sum(ctx.trigger_and_wait(double, n=n) for n in (1, 2, 3))
+
+    @app.task(name="parent_async", queue="parents")
+    async def parent_async(ctx: Context) -> int:
+        return sum([await ctx.trigger_and_wait_async(double, n=n) for n in (1, 2, 3)])
+
+    handle = (parent_async if asynchronous else parent).submit()
+    start_worker(max_workers=1, queues=["parents", "kids"])
+    assert handle.wait(timeout=30) == 12
+    story = [
+        (event.type, event.metadata.get("attempt"))
+        for event in app.store.run_events(handle.id)
+        if event.type in ("RunStarted", "ChildTriggered", "RunWaiting", "RunCompleted")
+    ]
+    expected = []
+    for attempt in (1, 2, 3):  # each replays the children before and waits on the next
+        expected += [("RunStarted", attempt), ("ChildTriggered", None), ("RunWaiting", attempt)]
+    assert story == [*expected, ("RunStarted", 4), ("RunCompleted", 4)]
+
+
 def test_batch_wait_and_fire_and_forget(app, start_worker):
     @app.task(name="square", queue="kids")
     def square(n: int) -> int:

@@ -36,6 +36,25 @@ def child_record(row: Row, to_json: ToJSON) -> ChildRecord:
     )
 
 
+def record_start(parent: Row) -> bool:
+    """Whether a trigger records its attempt's start (`parent` read by `trigger_children`).
+
+    A worker reports a start with its next turn, while the attempt's code already runs and may
+    trigger: a wait ends the attempt at once, and the start reported after it would match no
+    running attempt and be dropped, leaving an attempt that ran without its RunStarted (the
+    run's story, the intervals replayed from events). So a trigger that finds the start not
+    recorded yet (`started_at` unset: every claim unsets it) records it first, in its own
+    transaction and ahead of its events; the turn's report then finds it set and adds nothing.
+    """
+    return bool(parent["unstarted"])
+
+
+def queued_child(child: NewChild) -> ChildRecord:
+    """A child a trigger stores: what its parent learns of it (queued, no result yet)."""
+    run = child.run
+    return ChildRecord(run.id, child.index, run.task, run.queue, run.args, RunStatus.QUEUED, child.awaited)
+
+
 def sort_new(children: Sequence[NewChild], existing: Mapping[int, ChildRecord]) -> tuple[list[NewChild], list[int]]:
     """Split a trigger's children into those to store and the positions already stored that it
     now awaits; raises NonDeterministicReplay when a stored one is not the call asked for."""
@@ -50,6 +69,21 @@ def sort_new(children: Sequence[NewChild], existing: Mapping[int, ChildRecord]) 
         if child.awaited and not stored.awaited:
             now_awaited.append(child.index)
     return new, now_awaited
+
+
+Shape = tuple[str, str, Mapping[str, str]]  # what decides a run's scopes: its queue, partition and tags
+
+
+def shapes_of(rows: Sequence[Row], to_json: ToJSON) -> dict[str, Shape]:
+    """The shape of each stored child (rows of `run_children`), by id."""
+    return {row["id"]: (row["queue"], row["partition_key"], to_json(row["tags"]) or {}) for row in rows}
+
+
+def waited_shapes(pending: Sequence[ChildRecord], new: Sequence[NewChild], stored: Mapping[str, Shape]) -> list[Shape]:
+    """The shapes of the children a wait is on: a child this trigger stores is known from its run
+    (no read), one stored before from its row."""
+    fresh = {child.run.id: (child.run.queue, child.run.partition, child.run.tags) for child in new}
+    return [fresh[child.id] if child.id in fresh else stored[child.id] for child in pending]
 
 
 def slots_of(rules: Rules, queue: str, partition: str, tags: Mapping[str, str]) -> list[Slot]:
@@ -87,7 +121,7 @@ def plan(
     parent: Row,
     parent_tags: Mapping[str, str],
     held: Sequence[str],
-    waited_on: Sequence[tuple[str, str, Mapping[str, str]]],
+    waited_on: Sequence[Shape],
     chain: Sequence[Waiter],
     release_all: bool,
 ) -> WaitPlan:

@@ -41,6 +41,14 @@ class ChildLink:
         # Read once, at the first trigger; a first attempt has none (only attempts of this run trigger them).
         self._known: dict[int, ChildRecord] | None = {} if fence[1] == 1 else None
         self._lock = threading.Lock()
+        self._replayed = False  # some trigger was answered from the store
+        self._stored = False  # some trigger wrote to the store (children, or the attempt's wait)
+
+    @property
+    def replayed_only(self) -> bool:
+        """Every trigger of this attempt so far was a replay answered from the store: its body
+        wrote nothing of its own, so a value it returns now is the whole of a resumed run's work."""
+        return self._replayed and not self._stored
 
     def trigger(
         self,
@@ -68,7 +76,9 @@ class ChildLink:
         ]
         answered = self._answer_locally(children, known, wait)
         if answered is not None:
+            self._replayed = True
             return answered
+        self._stored = True
         answer = self._store.trigger_children(self._fence, self._worker_id, children, wait, release == RELEASE_ALL)
         if answer.canceled:
             raise TriggerCanceled("canceled")

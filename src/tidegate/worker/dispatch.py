@@ -3,8 +3,11 @@
 Sync tasks run on daemon threads, async tasks and workflows on the worker's
 loop. Every method that touches the attempts in flight runs on the loop's
 thread (other threads come in through the `LoopBridge`), so the set of
-attempts needs no lock. A slot of capacity stays taken until the attempt's
-code has really returned, even after its outcome was recorded.
+attempts needs no lock. Settling is claimed under the attempt's own lock
+(`Attempt.claim_settlement`): a replay-only attempt reports its outcome from
+its own thread (`_report_now`), and the loop may settle it meanwhile. A slot
+of capacity stays taken until the attempt's code has really returned, even
+after its outcome was recorded.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from tidegate.domain.children import TriggerCanceled, WaitSuspended
 from tidegate.domain.clock import Clock
-from tidegate.domain.model import ClaimedRun, Outcome
+from tidegate.domain.model import ClaimedRun, CycleResult, Outcome
 from tidegate.engine.pools import PoolGuard
 from tidegate.storage.port import Fence, Store
 from tidegate.worker import attempt_log, outcomes
@@ -65,7 +68,8 @@ class Dispatcher:
         return len(self._busy)
 
     def unsettled(self) -> bool:
-        return any(not attempt.settled for attempt in self._busy.values())
+        """Some attempt's outcome is not reported yet (or is being written by its own thread)."""
+        return any(not attempt.settled or attempt.reporting for attempt in self._busy.values())
 
     def unsettled_attempts(self) -> list[Attempt]:
         return [attempt for attempt in self._busy.values() if not attempt.settled]
@@ -121,7 +125,10 @@ class Dispatcher:
                 else:
                     outcome = outcomes.for_value(attempt, value, self._settings.max_payload)
                 attempt.leave_thread()
-                self._bridge.call(self._settle, attempt, outcome)
+                if outcome is not None and attempt.replayed_only:
+                    self._report_now(attempt, outcome)
+                else:
+                    self._bridge.call(self._settle, attempt, outcome)
             except AttemptInterrupted:
                 attempt.leave_thread()
             self._bridge.call(self._release, attempt)
@@ -149,7 +156,10 @@ class Dispatcher:
             outcome = outcomes.for_error(attempt, error)
         else:
             outcome = outcomes.for_value(attempt, value, self._settings.max_payload)
-        self._settle(attempt, outcome)
+        if attempt.replayed_only:
+            await asyncio.get_running_loop().run_in_executor(None, self._report_now, attempt, outcome)
+        else:
+            self._settle(attempt, outcome)
         self._release(attempt)
 
     def _coroutine(self, attempt: Attempt, task: TaskFunction) -> Coroutine[Any, Any, Any]:
@@ -164,7 +174,8 @@ class Dispatcher:
     def _record_start(self, attempt: Attempt) -> None:
         """Report the attempt's start; a suspect's is written now, in its own transaction.
 
-        Other starts ride on the next turn. A suspect runs alone so that a crash
+        Other starts ride on the next turn (or on a trigger of the attempt, which records the
+        start first if no turn did: `storage.waiting.record_start`). A suspect runs alone so that a crash
         during it is charged to it, and only an attempt whose start was recorded
         is charged: so its start must be in the store before its body runs. The
         write is made off the loop (on the task's thread, or the store's thread
@@ -182,18 +193,42 @@ class Dispatcher:
             )
             self._reports.started(attempt.fence)
 
-    # --- settling (always on the loop thread) ---------------------------------------------
+    # --- settling (on the loop thread, but for a replay-only attempt's own report) --------
 
     def _settle(self, attempt: Attempt, outcome: Outcome | None) -> None:
         """Record the attempt's outcome once; None drops it (the store already took it away)."""
-        if attempt.settled:
+        if not attempt.claim_settlement():
             return
-        attempt.settled = True
+        if outcome is not None:
+            self._reports.ended(outcome)
+        self._settled(attempt, outcome)
+
+    def _report_now(self, attempt: Attempt, outcome: Outcome) -> None:
+        """Off the loop: write a replay-only attempt's outcome in a transaction of its own.
+
+        A resumed parent whose triggers were all answered from the store has done its work; left
+        to the next turn, its outcome (and the slots it frees) would wait behind the turn in
+        flight and then one more. Only such attempts skip the queue: any other outcome is
+        batched, which is what makes draining fast. Settled once all the same: if the loop
+        settled the attempt first (timeout, cancel, lost lease), nothing is written here.
+        """
+        if not attempt.claim_settlement(reporting=True):
+            return
+        settings = self._settings
+
+        def cycle(starts: list[Fence], ended: list[Outcome]) -> CycleResult:
+            return self._store.cycle(self._worker_id, settings.queues, starts, ended, 0, settings.lease_duration)
+
+        self._reports.send_now(outcome, cycle)
+        self._bridge.call(self._settled, attempt, outcome)
+
+    def _settled(self, attempt: Attempt, outcome: Outcome | None) -> None:
+        """On the loop, once the attempt is settled: its timers go; an outcome is counted and logged."""
+        attempt.reporting = False
         for timer in attempt.timers:
             timer.cancel()
         if outcome is not None:
             self.completed += 1
-            self._reports.ended(outcome)
             seconds = self._clock.monotonic() - attempt.claim_sent
             record_attempt(attempt.run, outcome.kind.value, seconds)
             attempt_log.attempt_ended(attempt.run, outcome, seconds)

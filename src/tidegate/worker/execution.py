@@ -58,7 +58,8 @@ class Attempt:
         self.task = task
         self.claim_sent = claim_sent  # monotonic: the store stamped the claim's lease no earlier
         self.context = Context(run.id, run.attempt, run.task, run.queue)
-        self.settled = False
+        self.settled = False  # set once, by `claim_settlement`
+        self.reporting = False  # its own thread is writing its outcome (`Dispatcher._report_now`)
         self.stop_reason: str | None = None  # why the worker asked it to stop
         self.thread_ident: int | None = None
         self.async_task: Any = None  # asyncio.Task for async tasks
@@ -78,6 +79,24 @@ class Attempt:
     @property
     def fence(self) -> tuple[str, int]:
         return self.run.fence
+
+    def claim_settlement(self, reporting: bool = False) -> bool:
+        """True for the one caller that settles the attempt. The loop settles it (an outcome, a
+        timeout, a cancel, a lost lease), and so may the attempt's own thread when it reports its
+        outcome itself (`reporting`): whichever comes first, the other must not report a second
+        outcome."""
+        with self._thread_lock:
+            if self.settled:
+                return False
+            self.settled = True
+            self.reporting = reporting
+            return True
+
+    @property
+    def replayed_only(self) -> bool:
+        """The attempt's triggers were all answered from the store (a resumed parent's replay)."""
+        link = self.context._children
+        return link is not None and link.replayed_only
 
     def interrupt(self) -> None:
         """Stop the attempt's code now: cancel its asyncio task or raise in its thread."""

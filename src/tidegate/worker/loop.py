@@ -236,6 +236,7 @@ class Worker:
             self._reports.put_back(starts, outcomes)
             log.exception("store cycle failed; retrying in %.2fs", backoff)
             return None
+        self._reports.sent()  # an outcome sent at once may have waited for its start in this turn
         self._apply(result, sent)
         if free == 0 and look and not self._stopping:
             await self._check_overflow()

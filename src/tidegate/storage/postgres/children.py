@@ -1,13 +1,30 @@
 """PostgreSQL children: a trigger (children stored, the parent's wait), resumes, and cancels of a tree.
 
-Locks, and why they cannot deadlock: a trigger that may wait takes the waits
-lock (one wait decided at a time, so the chain and holders `plan_wait` reads
-do not move under it), then its parent's row. A run's end (the cycle, the
-sweep) has locked the child's row by updating it, then locks its parent's
-(`resume_parents_lock`) before reading the children: either the trigger
-commits first and the end sees the parent waiting, or the end commits first
-and the trigger reads the child ended. A cancel locks its tree children
-first, parents last, as an end does.
+The lock order, the same on every path that takes more than one of these locks
+(so no two transactions can wait on each other in a circle):
+
+1. the waits lock (`trigger_children_lock[_shared]`), by a trigger that may wait, before any row;
+2. run rows, a child's before its parent's: a statement that locks several orders them
+   `depth DESC, id` (the cycle's reports, lease renewals, hand-backs, a cancel's tree, a paused
+   queue's deadlines); a trigger locks the stored children it may turn awaited
+   (`trigger_children_lock_children`) before its parent's row; a run's end (the cycle) has
+   locked the child's row by updating it, then locks its parent's (`resume_parents_lock`);
+3. then the admission locks (`admission.py`), taken by a trigger that stores children, and the
+   scope rows (in key order) of a claim.
+
+`tests/contract/test_lock_order.py` pins every statement that waits for run locks to this
+order. What it does not order: a cycle that ends runs of several levels locks them deeper
+first, then the parents it may resume, which may be deeper than a run it ended (a root and a
+grandchild of one worker ending in one cycle); and the sweep's backstop resume updates every
+waiting run whose children ended in one statement, in no order. A transaction caught in a
+circle there is failed by PostgreSQL's deadlock check, never left hanging (a cycle puts its
+reports back and tries again; a cancel or a trigger raises).
+
+Why the parent's row at all: either the trigger commits first and the end sees
+the parent waiting, or the end commits first and the trigger reads the child
+ended. Before this order, a replay that awaited a fire-and-forget child locked
+the parent, then the child, and deadlocked with that child's end (the race in
+test_lock_order.py).
 """
 
 from __future__ import annotations
@@ -37,6 +54,11 @@ from tidegate.storage.postgres.pipeline import roll_back
 READ_COMMITTED = b"BEGIN ISOLATION LEVEL READ COMMITTED"
 
 
+class _KeepsSlots(Exception):
+    """The wait keeps a slot: it must be decided alone (the exclusive waits lock), so the trigger
+    is rolled back and made again under that lock, which is taken before anything is read."""
+
+
 class Children(Aggregate):
     """The child verbs of the storage port, and the resume every end of a run may cause."""
 
@@ -47,33 +69,79 @@ class Children(Aggregate):
     def trigger_children(
         self, fence: Fence, worker_id: str, children: Sequence[NewChild], wait: bool, release_all: bool
     ) -> TriggerAnswer:
-        """Pipelined: read the rules, the parent (locked) and its children; store the new ones and,
-        for a wait, read what plan_wait needs; take the waits lock, end the attempt waiting and
-        read the blocked runs; commit (four round trips for a wait, two without)."""
+        """Two round trips for a wait that keeps no slot (the common case), one more to check the
+        wait graph when some waiting run keeps a slot, and a second try, under the exclusive waits
+        lock, for a wait that keeps one itself (`_KeepsSlots`)."""
+        try:
+            return self._trigger(fence, worker_id, children, wait, release_all, keeping=False)
+        except _KeepsSlots:
+            return self._trigger(fence, worker_id, children, wait, release_all, keeping=True)
+
+    def _trigger(
+        self,
+        fence: Fence,
+        worker_id: str,
+        children: Sequence[NewChild],
+        wait: bool,
+        release_all: bool,
+        keeping: bool,
+    ) -> TriggerAnswer:
+        """One pipelined transaction. The first batch takes the waits lock (for a wait), locks and
+        reads the parent, and reads everything a trigger and `plan_wait` decide on: the rules, the
+        children stored, the parent's holders, its waiting chain, whether any waiting run keeps a
+        slot. The second stores the children, ends the attempt waiting, and commits; a wait is
+        checked against the blocked runs before the commit only when some run keeps a slot (with
+        none, no scope is held by a run that cannot go on, so no wait can deadlock)."""
         run_id, attempt = fence
         with self._connection() as connection, connection.pipeline(), _transaction(connection):
             cursor = connection.cursor(row_factory=dict_row)
+            if wait:
+                connection.execute(self._q("trigger_children_lock" if keeping else "trigger_children_lock_shared"))
+            awaiting = [child.index for child in children if child.awaited]
+            if awaiting:  # before the parent's row: the lock order of the module's docstring
+                connection.execute(self._q("trigger_children_lock_children"), {"parent": run_id, "indexes": awaiting})
             cached = self._limits.cached
             rules_cursor = connection.execute(self._q("load_rules"), {"known": None if cached is None else cached[0]})
-            parent = cursor.execute(
+            parent_cursor = connection.cursor(row_factory=dict_row).execute(
                 self._q("trigger_children"), {"id": run_id, "attempt": attempt, "worker": worker_id}
-            ).fetchone()
-            existing = self._children(connection, run_id)  # the same round trip
+            )
+            stored_cursor = connection.cursor(row_factory=dict_row).execute(self._q("run_children"), {"parent": run_id})
+            if wait:
+                held_cursor = connection.execute(self._q("trigger_children_held"), {"id": run_id})
+                chain_cursor = connection.cursor(row_factory=dict_row).execute(
+                    self._q("trigger_children_chain"), {"id": run_id}
+                )
+                keepers_cursor = connection.execute(self._q("trigger_children_keepers"))
+            parent = parent_cursor.fetchone()  # the first round trip
+            stored = stored_cursor.fetchall()
             rules = self._rules(connection, rules_cursor.fetchone())
             if parent is None:
                 raise AttemptFencedOut(f"run {run_id} attempt {attempt} is no longer running here: trigger refused")
             if parent["cancel_requested"]:
                 return TriggerAnswer([], canceled=True)
+            existing = {row["child_index"]: waiting.child_record(row, to_json) for row in stored}
             new, now_awaited = waiting.sort_new(children, existing)
             refuse_past_ceilings(connection, self._q, rules, [child.run.queue for child in new])
-            events = self._store_new(connection, parent, new)
+            events = self._start(connection, parent, worker_id) + self._store_new(connection, parent, new)
             if now_awaited:
                 connection.execute(self._q("trigger_children_awaited"), {"parent": run_id, "indexes": now_awaited})
-            asked = [existing.get(child.index) or _queued(child) for child in children]
+            asked = [existing.get(child.index) or waiting.queued_child(child) for child in children]
             asked = [replace(record, awaited=record.awaited or wait) for record in asked]
             pending = unfinished_awaited(asked) if wait else []
             if pending:
-                events.append(self._wait(connection, parent, pending, rules, release_all))
+                chain = waiting.ancestors(parent, chain_cursor.fetchall(), to_json)
+                held = [row[0] for row in held_cursor.fetchall()]
+                shapes = waiting.waited_shapes(pending, new, waiting.shapes_of(stored, to_json))
+                plan = waiting.plan(rules, parent, parent["tags"] or {}, held, shapes, chain, release_all)
+                if plan.kept and not keeping:
+                    raise _KeepsSlots  # rolled back: tried again under the exclusive lock
+                keepers = keepers_cursor.fetchone()
+                self._wait(connection, parent, sorted(plan.kept), plan.released)
+                if keeping or (keepers is not None and keepers[0]):
+                    blocked = cursor.execute(self._q("trigger_children_blocked")).fetchall()
+                    waiting.refuse_stuck(parent["id"], blocked, rules, to_json)  # across chains, the wait applied
+                waited = history.run_waiting(attempt, [child.id for child in pending], plan.released, plan.kept)
+                events.append((run_id, waited))
             connection.execute(self._q("trigger_children_events"), {"events": _events_json(events)})
             connection.execute(self._q("notify"))
         return TriggerAnswer(asked, waiting=bool(pending))
@@ -84,6 +152,16 @@ class Children(Aggregate):
         if rules is None:  # the cache moved meanwhile: read them whole
             rules = self._limits.parse_rules(connection.execute(self._q("load_rules"), {"known": None}).fetchone())
         return rules
+
+    def _start(
+        self, connection: psycopg.Connection[Any], parent: dict[str, Any], worker_id: str
+    ) -> list[tuple[str, history.Event]]:
+        """The attempt's start, if no turn recorded it yet: the attempt may end waiting here, and
+        a start reported after that would match no running attempt (`waiting.record_start`)."""
+        if not waiting.record_start(parent):
+            return []
+        connection.execute(self._q("trigger_children_started"), {"id": parent["id"], "attempt": parent["attempt"]})
+        return [(parent["id"], history.run_started(parent["attempt"], worker_id))]
 
     def _store_new(
         self, connection: psycopg.Connection[Any], parent: dict[str, Any], new: Sequence[NewChild]
@@ -117,49 +195,21 @@ class Children(Aggregate):
         return events
 
     def _wait(
-        self,
-        connection: psycopg.Connection[Any],
-        parent: dict[str, Any],
-        pending: Sequence[ChildRecord],
-        rules: Any,
-        release_all: bool,
-    ) -> tuple[str, history.Event]:
-        """End the parent's attempt waiting, releasing what the plan releases; its RunWaiting event.
-
-        The plan is read before the waits lock: the parent's holders, its children's shapes and
-        its waiting chain change only through this branch, which is this call. The lock guards the
-        store-wide check: a wait that keeps a slot takes it alone; one that keeps nothing adds no
-        keeper, so it cannot strand another wait, and shares it with its like (each still sees
-        every keeper committed before it).
-        """
-        cursor = connection.cursor(row_factory=dict_row)
-        held_cursor = connection.execute(self._q("trigger_children_held"), {"id": parent["id"]})
-        shapes_cursor = connection.cursor(row_factory=dict_row).execute(
-            self._q("trigger_children_shapes"), {"ids": [child.id for child in pending]}
-        )
-        above = cursor.execute(self._q("trigger_children_chain"), {"id": parent["id"]}).fetchall()
-        held = [row[0] for row in held_cursor.fetchall()]
-        shapes = [(row["queue"], row["partition_key"], row["tags"] or {}) for row in shapes_cursor.fetchall()]
-        chain = waiting.ancestors(parent, above, to_json)
-        plan = waiting.plan(rules, parent, parent["tags"] or {}, held, shapes, chain, release_all)
-        kept = sorted(plan.kept)
-        connection.execute(self._q("trigger_children_lock" if kept else "trigger_children_lock_shared"))
+        self, connection: psycopg.Connection[Any], parent: dict[str, Any], kept: list[str], released: Any
+    ) -> None:
+        """End the parent's attempt waiting: released slots (and its step slots) go, kept ones stay
+        with no worker's lease."""
         connection.execute(
             self._q("trigger_children_wait"),
             {
                 "id": parent["id"],
                 "attempt": parent["attempt"],
                 "kept": dumps(kept),
-                "released": dumps(sorted(plan.released)),
+                "released": dumps(sorted(released)),
             },
         )
         connection.execute(self._q("trigger_children_release"), {"id": parent["id"], "kept": kept})
         connection.execute(self._q("trigger_children_keep"), {"id": parent["id"]})
-        blocked = cursor.execute(self._q("trigger_children_blocked")).fetchall()
-        waiting.refuse_stuck(parent["id"], blocked, rules, to_json)  # across chains, the wait applied
-        return parent["id"], history.run_waiting(
-            parent["attempt"], [child.id for child in pending], plan.released, plan.kept
-        )
 
     def _event(self, connection: psycopg.Connection[Any], run_id: str, event: history.Event) -> None:
         connection.execute(self._q("insert_event"), event_params(run_id, event))
@@ -217,12 +267,6 @@ def _transaction(connection: psycopg.Connection[Any]) -> Iterator[None]:
     except BaseException:
         roll_back(connection)
         raise
-
-
-def _queued(child: NewChild) -> ChildRecord:
-    """A child this trigger stores: what its parent learns of it (queued, no result yet)."""
-    run = child.run
-    return ChildRecord(run.id, child.index, run.task, run.queue, run.args, RunStatus.QUEUED, child.awaited)
 
 
 def _events_json(events: Sequence[tuple[str, history.Event]]) -> str:

@@ -11,13 +11,30 @@ SELECT pg_advisory_xact_lock(hashtext('tidegate:waits'), hashtext(coalesce(curre
 -- keeping wait before them committed.
 SELECT pg_advisory_xact_lock_shared(hashtext('tidegate:waits'), hashtext(coalesce(current_schema(), '')));
 
+-- name: trigger_children_lock_children
+-- The stored children a trigger may turn awaited (a replay that waits on a fire-and-forget child),
+-- locked before their parent's row: a child's end locks the child, then the parent
+-- (resume_parents_lock), and the lock order is the same on every path (children.py's docstring).
+SELECT id FROM tidegate_runs
+WHERE parent_id = %(parent)s::text AND child_index = ANY(%(indexes)s::integer[]) AND NOT awaited
+ORDER BY depth DESC, id
+FOR UPDATE;
+
 -- name: trigger_children
 -- The parent's running attempt, fenced and locked: a resume decided by a child's end waits
 -- for this trigger to commit, then sees the parent waiting (and the children it wrote).
-SELECT id, attempt, queue, partition_key, tags, parent_id, root_id, depth, awaited, cancel_requested, status
+SELECT id, attempt, queue, partition_key, tags, parent_id, root_id, depth, awaited, cancel_requested, status,
+       started_at IS NULL AS unstarted
 FROM tidegate_runs
 WHERE id = %(id)s::text AND attempt = %(attempt)s::integer AND status = 'running' AND worker_id = %(worker)s::text
 FOR UPDATE;
+
+-- name: trigger_children_started
+-- The attempt's start, when no turn of its worker recorded it yet (the claim unset started_at):
+-- recorded with the trigger, whose RunStarted goes first among its events; a start the worker
+-- reports later finds it set and adds nothing (cycle_reports).
+UPDATE tidegate_runs SET started_at = tidegate_now()
+WHERE id = %(id)s::text AND attempt = %(attempt)s::integer AND started_at IS NULL;
 
 -- name: trigger_children_insert
 INSERT INTO tidegate_runs (
@@ -37,7 +54,8 @@ FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
 ORDER BY r.n;
 
 -- name: trigger_children_events
--- The trigger's events (RunQueued of each child, ChildTriggered and RunWaiting of the parent), in order.
+-- The trigger's events (the parent's RunStarted if it records the start, RunQueued of each child,
+-- ChildTriggered and RunWaiting of the parent), in order.
 INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
 SELECT e.run_id, NULL, e.type, e.metadata, tidegate_now()
 FROM jsonb_to_recordset(%(events)s::jsonb) AS e(n integer, run_id text, type text, metadata jsonb)
@@ -63,9 +81,11 @@ SELECT id, parent_id, status, awaited, wait_kept, wait_released FROM up WHERE ho
 -- The parent's own run-level holders (holder = the run id; a step's are RUN/STEPKEY).
 SELECT scope FROM tidegate_holders WHERE run_id = %(id)s::text AND holder = %(id)s::text;
 
--- name: trigger_children_shapes
--- What decides the scopes of the children waited for (their queue, partition and tags).
-SELECT queue, partition_key, tags FROM tidegate_runs WHERE id = ANY(%(ids)s::text[]);
+-- name: trigger_children_keepers
+-- Whether some waiting run keeps a slot, read under the waits lock: while none does, no scope is
+-- held by a run that cannot go on, so a wait that keeps nothing needs no check of the wait graph
+-- (no keeper can commit before it: a keeping wait takes that lock exclusive).
+SELECT EXISTS (SELECT 1 FROM tidegate_runs WHERE status = 'waiting' AND wait_kept <> '[]'::jsonb);
 
 -- name: trigger_children_wait
 -- The attempt ends waiting: no worker, no lease. A wait is not an attempt: max_attempts grows by
@@ -100,17 +120,18 @@ FROM tidegate_runs AS w JOIN tidegate_runs AS c ON c.parent_id = w.id
 WHERE w.status = 'waiting' AND c.status = 'queued' AND c.awaited = true AND EXISTS (SELECT 1 FROM keepers);
 
 -- name: run_children
-SELECT id, child_index, task, queue, args, status, awaited, result, error FROM tidegate_runs
+-- With each child's shape (partition, tags): what a wait on it decides its scopes by.
+SELECT id, child_index, task, queue, partition_key, tags, args, status, awaited, result, error FROM tidegate_runs
 WHERE parent_id = %(parent)s::text ORDER BY child_index;
 
 -- name: resume_parents_lock
 -- The parents of runs that just ended, locked (whatever their status) before resume_parents
 -- reads their children: a trigger that is making one wait holds this lock until it commits, so
 -- either it sees this end, or this statement's successor sees it waiting. Locked after the
--- children (their ends came first in this transaction), as every path here locks: child, then parent.
+-- children (their ends came first in this transaction): the lock order of children.py's docstring.
 SELECT p.id FROM tidegate_runs AS p
 WHERE p.id IN (SELECT r.parent_id FROM tidegate_runs AS r WHERE r.id = ANY(%(ids)s::text[]) AND r.parent_id IS NOT NULL)
-ORDER BY p.id
+ORDER BY p.depth DESC, p.id
 FOR UPDATE;
 
 -- name: resume_parents
@@ -153,7 +174,7 @@ WITH RECURSIVE tree(id, parent_id) AS (
 SELECT id, parent_id FROM tree;
 
 -- name: cancel_run_tree_lock
--- Children before parents, as a child's end locks them (resume_parents_lock): no lock cycle.
+-- Children before parents, deeper first: the lock order of children.py's docstring.
 SELECT id FROM tidegate_runs WHERE id = ANY(%(ids)s::text[]) ORDER BY depth DESC, id FOR UPDATE;
 
 -- name: cancel_run_tree_queued

@@ -12,10 +12,11 @@
 -- tests/contract/test_transitions_pinned.py and test_events_pinned.py.
 -- An attempt that ended releases its scopes (deletes its holder rows) here,
 -- in the same statement as its status change, so no slot can outlive it.
--- The rows are locked in id order before they are written, as in every verb
--- that writes several of a worker's attempts (renew_leases, hand_back): so
--- two such transactions (a worker's cycle, its lease renewal) never wait on
--- each other in a circle. Claims and the sweep never wait (SKIP LOCKED).
+-- The rows are locked before they are written in the order every verb that
+-- locks several runs keeps (deeper first, then id: postgres/children.py's
+-- docstring): so no two such transactions (a worker's cycle, its lease
+-- renewal, a trigger, a cancel) wait on each other in a circle. Claims and the
+-- sweep never wait (SKIP LOCKED).
 WITH starts AS (
     SELECT * FROM unnest(%(start_ids)s::text[], %(start_attempts)s::integer[]) WITH ORDINALITY AS s(id, attempt, n)
 ), outcomes AS (
@@ -27,13 +28,14 @@ WITH starts AS (
            s.n AS start_n, o.n AS outcome_n, o.status, o.result, o.error, o.delay, o.event, o.metadata
     FROM starts AS s FULL JOIN outcomes AS o ON o.id = s.id AND o.attempt = s.attempt
 ), locked AS (
-    SELECT id FROM tidegate_runs
+    -- A start already recorded (by a trigger of the attempt, children.sql) is not recorded again.
+    SELECT id, started_at IS NULL AS unstarted FROM tidegate_runs
     WHERE id IN (SELECT id FROM reports) AND status = 'running' AND worker_id = %(worker)s::text
-    ORDER BY id
+    ORDER BY depth DESC, id
     FOR UPDATE
 ), applied AS (
     UPDATE tidegate_runs AS r SET
-        started_at = CASE WHEN p.start_n IS NULL THEN r.started_at ELSE tidegate_now() END,
+        started_at = CASE WHEN p.start_n IS NOT NULL AND l.unstarted THEN tidegate_now() ELSE r.started_at END,
         -- A run whose cancel was requested ends canceled unless it completed.
         status = CASE WHEN p.outcome_n IS NOT NULL AND r.cancel_requested AND p.status IN ('queued', 'failed')
                       THEN 'canceled' ELSE coalesce(p.status, r.status) END,
@@ -54,7 +56,8 @@ WITH starts AS (
     FROM reports AS p, locked AS l
     WHERE r.id = p.id AND l.id = p.id AND r.attempt = p.attempt
       AND r.status = 'running' AND r.worker_id = %(worker)s::text
-    RETURNING r.id, r.attempt, r.status, p.start_n, p.outcome_n, p.event, p.metadata
+    RETURNING r.id, r.attempt, r.status, CASE WHEN l.unstarted THEN p.start_n END AS start_n, p.outcome_n,
+              p.event, p.metadata
 ), released AS (
     DELETE FROM tidegate_holders AS h USING applied AS a
     WHERE h.run_id = a.id AND a.outcome_n IS NOT NULL

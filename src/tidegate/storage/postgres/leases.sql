@@ -3,12 +3,12 @@
 
 -- name: renew_leases
 -- Only the server's clock sets a lease, so a just-renewed lease is never reaped.
--- Locks in id order first, like cycle_reports. The holder rows of a renewed
+-- Locks first, in the order of cycle_reports. The holder rows of a renewed
 -- attempt are renewed with it.
 WITH locked AS (
     SELECT id FROM tidegate_runs
     WHERE id = ANY(%(ids)s::text[]) AND status = 'running' AND worker_id = %(worker)s::text
-    ORDER BY id
+    ORDER BY depth DESC, id
     FOR UPDATE
 ), renewed AS (
     UPDATE tidegate_runs AS r SET lease_expires_at = tidegate_now() + make_interval(secs => %(lease)s::double precision)
@@ -29,11 +29,11 @@ SELECT id, attempt FROM renewed;
 -- A handed-back attempt does not count against max_attempts: the worker is
 -- leaving, the run did nothing wrong (its event says charged: false). It keeps
 -- its place in the queue and its suspect flag. A run whose cancel was asked
--- ends canceled (domain.transitions.settle; events: domain.events.handed_back). Locks in id order first, like cycle_reports.
+-- ends canceled (domain.transitions.settle; events: domain.events.handed_back). Locks first, in the order of cycle_reports.
 WITH locked AS (
     SELECT id FROM tidegate_runs
     WHERE id = ANY(%(ids)s::text[]) AND status = 'running' AND worker_id = %(worker)s::text
-    ORDER BY id
+    ORDER BY depth DESC, id
     FOR UPDATE
 ), back AS (
     UPDATE tidegate_runs AS r SET

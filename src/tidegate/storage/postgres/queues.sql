@@ -39,6 +39,7 @@ CROSS JOIN LATERAL (
       AND metadata ->> 'target' = 'queue:' || %(name)s::text AND (metadata ->> 'paused')::boolean
 ) AS p
 WHERE r.queue = %(name)s::text AND r.status = 'queued' AND r.deadline_at IS NOT NULL AND p.at IS NOT NULL
+ORDER BY r.depth DESC, r.id
 FOR UPDATE OF r;
 
 -- name: set_queue_paused_deadline

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from tidegate.domain import events as history
@@ -48,21 +49,33 @@ class Children(Aggregate):
                 raise AttemptFencedOut(f"run {run_id} attempt {attempt} is no longer running here: trigger refused")
             if parent["cancel_requested"]:
                 return TriggerAnswer([], canceled=True)
-            existing = self._children(connection, run_id)
+            stored = connection.execute(self._q("run_children"), {"parent": run_id}).fetchall()
+            existing = {row["child_index"]: waiting.child_record(row, to_json) for row in stored}
             new, now_awaited = waiting.sort_new(children, existing)
-            events = self._store_new(connection, parent, new, now)
+            events = self._start(connection, parent, worker_id, now) + self._store_new(connection, parent, new, now)
             if now_awaited:
                 connection.execute(
                     self._q("trigger_children_awaited"), {"parent": run_id, "indexes": json.dumps(now_awaited)}
                 )
-            stored = self._children(connection, run_id)
-            asked = [stored[child.index] for child in children]
+            asked = [existing.get(child.index) or waiting.queued_child(child) for child in children]
+            asked = [replace(record, awaited=record.awaited or wait) for record in asked]
             pending = unfinished_awaited(asked) if wait else []
             if pending:
-                events.append(self._wait(connection, parent, pending, release_all, now))
+                shapes = waiting.waited_shapes(pending, new, waiting.shapes_of(stored, to_json))
+                events.append(self._wait(connection, parent, pending, shapes, release_all, now))
             connection.executemany(self._q("insert_event"), events)
         self._notifier.notify()
         return TriggerAnswer(asked, waiting=bool(pending))
+
+    def _start(
+        self, connection: sqlite3.Connection, parent: sqlite3.Row, worker_id: str, now: float
+    ) -> list[dict[str, Any]]:
+        """The attempt's start, if no turn recorded it yet (`waiting.record_start`)."""
+        if not waiting.record_start(parent):
+            return []
+        fence = {"id": parent["id"], "attempt": parent["attempt"]}
+        connection.execute(self._q("trigger_children_started"), {**fence, "now": now})
+        return [event_row(parent["id"], history.run_started(parent["attempt"], worker_id), now)]
 
     def _store_new(
         self, connection: sqlite3.Connection, parent: sqlite3.Row, new: Sequence[NewChild], now: float
@@ -95,19 +108,17 @@ class Children(Aggregate):
         connection: sqlite3.Connection,
         parent: sqlite3.Row,
         pending: Sequence[ChildRecord],
+        shapes: Sequence[waiting.Shape],
         release_all: bool,
         now: float,
     ) -> dict[str, Any]:
-        """End the parent's attempt waiting, releasing what the plan releases; its RunWaiting event."""
+        """End the parent's attempt waiting, releasing what the plan releases; its RunWaiting event.
+        A root has no chain above it to read."""
         rules = self._limits.load_rules(connection)
         held = [row[0] for row in connection.execute(self._q("trigger_children_held"), {"id": parent["id"]})]
-        shapes = [
-            (row["queue"], row["partition_key"], json.loads(row["tags"]))
-            for row in connection.execute(
-                self._q("trigger_children_shapes"), {"ids": json.dumps([child.id for child in pending])}
-            )
-        ]
-        above = connection.execute(self._q("trigger_children_chain"), {"id": parent["id"]}).fetchall()
+        above = []
+        if parent["parent_id"] is not None:
+            above = connection.execute(self._q("trigger_children_chain"), {"id": parent["id"]}).fetchall()
         chain = waiting.ancestors(parent, above, to_json)
         plan = waiting.plan(rules, parent, json.loads(parent["tags"]), held, shapes, chain, release_all)
         kept = json.dumps(sorted(plan.kept))

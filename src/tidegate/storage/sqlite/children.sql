@@ -3,9 +3,16 @@
 
 -- name: trigger_children
 -- The parent's running attempt, fenced: a trigger from an attempt taken over stores nothing.
-SELECT id, attempt, queue, partition_key, tags, parent_id, root_id, depth, awaited, cancel_requested, status
+SELECT id, attempt, queue, partition_key, tags, parent_id, root_id, depth, awaited, cancel_requested, status,
+       started_at IS NULL AS unstarted
 FROM tidegate_runs
 WHERE id = :id AND attempt = :attempt AND status = 'running' AND worker_id = :worker;
+
+-- name: trigger_children_started
+-- The attempt's start, when no turn of its worker recorded it yet (the claim unset started_at):
+-- recorded with the trigger, whose RunStarted goes first among its events; a start the worker
+-- reports later finds it set and adds nothing (cycle_reports_starts).
+UPDATE tidegate_runs SET started_at = :now WHERE id = :id AND attempt = :attempt AND started_at IS NULL;
 
 -- name: trigger_children_insert
 INSERT INTO tidegate_runs (
@@ -36,10 +43,6 @@ SELECT id, parent_id, status, awaited, wait_kept, wait_released FROM up WHERE ho
 -- name: trigger_children_held
 -- The parent's own run-level holders (holder = the run id; a step's are RUN/STEPKEY).
 SELECT scope FROM tidegate_holders WHERE run_id = :id AND holder = :id;
-
--- name: trigger_children_shapes
--- What decides the scopes of the children waited for (their queue, partition and tags).
-SELECT queue, partition_key, tags FROM tidegate_runs WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: trigger_children_wait
 -- The attempt ends waiting: no worker, no lease. A wait is not an attempt: max_attempts grows by
@@ -75,7 +78,8 @@ FROM tidegate_runs AS w JOIN tidegate_runs AS c ON c.parent_id = w.id
 WHERE w.status = 'waiting' AND c.status = 'queued' AND c.awaited = 1 AND EXISTS (SELECT 1 FROM keepers);
 
 -- name: run_children
-SELECT id, child_index, task, queue, args, status, awaited, result, error FROM tidegate_runs
+-- With each child's shape (partition, tags): what a wait on it decides its scopes by.
+SELECT id, child_index, task, queue, partition_key, tags, args, status, awaited, result, error FROM tidegate_runs
 WHERE parent_id = :parent ORDER BY child_index;
 
 -- name: resume_parents

@@ -2,11 +2,12 @@
 -- Conventions (parameters, clock, batches): database.sql.
 
 -- name: cycle_reports_starts
+-- A start already recorded (by a trigger of the attempt, children.sql) is not recorded again.
 UPDATE tidegate_runs SET started_at = :now
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
       FROM json_each(:fences)) AS f
 WHERE tidegate_runs.id = f.id AND tidegate_runs.attempt = f.attempt
-  AND +tidegate_runs.status = 'running' AND +tidegate_runs.worker_id = :worker
+  AND +tidegate_runs.status = 'running' AND +tidegate_runs.worker_id = :worker AND tidegate_runs.started_at IS NULL
 RETURNING tidegate_runs.id, tidegate_runs.attempt;
 
 -- name: cycle_reports
