@@ -81,6 +81,22 @@ def test_postgres_sessions_plan_hot_statements_once(pg_store: Store) -> None:
         assert generic >= 1 and custom == 0, f"{name}: {generic} generic and {custom} custom plans"
 
 
+def test_postgres_sessions_are_read_committed_whatever_the_servers_default(postgres_url: str) -> None:
+    """A submit is an implicit transaction (no BEGIN to name its isolation): its count must see
+    every submit committed before its ceiling's lock was granted, so the session's default is set."""
+    url = postgres_url.replace("?options=", "?options=-cdefault_transaction_isolation%3Dserializable%20")
+    store = open_store(url)
+    try:
+        with store._connection() as connection:  # type: ignore[attr-defined]
+            assert connection.execute("SHOW default_transaction_isolation", prepare=False).fetchone() == (
+                "read committed",
+            )
+        enqueue_one(store)
+        assert store.status_counts(QUEUE)[RunStatus.QUEUED] == 1
+    finally:
+        store.close()
+
+
 def test_postgres_hot_generic_plans_walk_their_index_beside_a_large_backlog(pg_store: Store, postgres_url: str) -> None:
     for _ in range(PARTITIONS):
         enqueue_one(pg_store, partition="p")  # a template row per partition, copied below

@@ -35,6 +35,23 @@ def transaction(connection: psycopg.Connection[Any], begin: bytes = b"BEGIN") ->
         raise
 
 
+@contextmanager
+def implicit_transaction(connection: psycopg.Connection[Any]) -> Iterator[None]:
+    """Statements sent as one batch that PostgreSQL runs as one transaction, with no BEGIN or COMMIT.
+
+    On an autocommit connection, the statements of a pipeline up to its Sync
+    form one implicit transaction (READ COMMITTED: `_configure` sets the
+    session's default), committed at that Sync, or rolled back as a whole if
+    one fails. The batch saves the two statements an explicit transaction
+    costs, each a pass through psycopg and the server, on the verbs that make
+    one call per run (a submit). Nothing may be fetched inside the block: a
+    fetch syncs, which would commit what was sent so far. Read the cursors
+    after the block.
+    """
+    with connection.pipeline():
+        yield
+
+
 def roll_back(connection: psycopg.Connection[Any]) -> None:
     """Leave no failed transaction behind; a broken connection is the pool's to discard."""
     if connection.closed or connection.info.transaction_status == TransactionStatus.IDLE:
