@@ -76,6 +76,9 @@ class Claims(Aggregate):
         claim committed before the scope lock was granted. A worker in the fill
         order above rank 0 first reads the registry (one more round trip).
         """
+        if not (starts or outcomes or claim_limit > 0):  # a full worker woken looks for cancels: one read
+            cancels = [(row[0], row[1]) for row in self._fetchall("cancel_requests", {"worker": worker_id})]
+            return CycleResult([], [], cancels, None, False)
         result, refused = self._cycle(worker_id, queues, starts, outcomes, claim_limit, lease_seconds, free=True)
         if not refused:
             return result
