@@ -21,8 +21,9 @@ import pytest
 
 from tests import races
 from tidegate.bootstrap import open_store
+from tidegate.domain.model import RunStatus
 
-from .conftest import claim, enqueue_one
+from .conftest import LEASE, claim, completed, enqueue_one
 
 FREE = "free"
 MUTATION = pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])
@@ -88,3 +89,25 @@ def test_a_limit_change_waits_for_a_one_statement_claim_in_flight(store, databas
     assert race.second_ended_first is removed
     assert len(claimer.result) == 3  # claimed before the change, under no limit
     assert store.rules().global_limit() == 1
+
+
+def test_a_one_batch_cycle_that_fails_midway_commits_nothing(store, backend, monkeypatch):
+    """A cycle with a one-statement claim is one implicit transaction (no BEGIN): a failure after
+    its reports were sent must not commit them, though the pipeline still sends its Sync."""
+    if backend != "postgres":
+        pytest.skip("SQLite's cycle is an explicit transaction")
+    from tidegate.storage.postgres import free_claims
+
+    enqueue_one(store, FREE)
+    [run] = claim(store, "w1", limit=1, queues=[FREE])  # caches the rules: the next claim is one statement
+    enqueue_one(store, FREE)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("failed between two statements of the batch")
+
+    monkeypatch.setattr(free_claims, "send", broken)
+    with pytest.raises(RuntimeError):
+        store.cycle("w1", [FREE], [run.fence], [completed(run.fence)], 1, LEASE)
+    monkeypatch.undo()
+    assert store.get_run(run.id).status is RunStatus.RUNNING
+    assert store.status_counts(FREE)[RunStatus.QUEUED] == 1

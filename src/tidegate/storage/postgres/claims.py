@@ -40,7 +40,7 @@ from tidegate.storage.postgres.payloads import (
     start_arrays,
     uses_tags,
 )
-from tidegate.storage.postgres.pipeline import transaction
+from tidegate.storage.postgres.pipeline import implicit_transaction, transaction
 from tidegate.storage.postgres.workers import Workers
 
 
@@ -98,8 +98,14 @@ class Claims(Aggregate):
         """One cycle's transaction; and whether its one-statement claim refused (claim again)."""
         queue_list = list(queues)
         reported, outcome_json = outcome_payload(outcomes)
+        chosen = None  # a one-statement claim: (rules version, queues)
+        if free and claim_limit > 0 and queue_list and not self._workers.fill_order.member(worker_id):
+            chosen = free_claims.free_queues(self._limits.cached, queue_list)  # a member's full claim notifies
         with self._connection() as connection:
-            with transaction(connection, b"BEGIN ISOLATION LEVEL READ COMMITTED"):
+            # A cycle that reads nothing before it commits is one batch: an implicit transaction.
+            one_batch = chosen is not None or claim_limit <= 0 or not queue_list
+            begin = b"BEGIN ISOLATION LEVEL READ COMMITTED"
+            with implicit_transaction(connection) if one_batch else transaction(connection, begin):
                 applied = None
                 if starts or outcomes:
                     applied = connection.execute(
@@ -115,9 +121,6 @@ class Claims(Aggregate):
                     queue_list = self._workers.fill_order_queues(connection, worker_id, queue_list)
                 if claim_limit > 0 and queue_list:
                     connection.execute(self._q("claim_fence"))
-                    chosen = None
-                    if free and not self._workers.fill_order.member(worker_id):  # a member's full claim notifies
-                        chosen = free_claims.free_queues(self._limits.cached, queue_list)
                     if chosen is not None:
                         version, open_queues = chosen
                         query = self._q("claim_runs_free")

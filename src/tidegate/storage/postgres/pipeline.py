@@ -44,12 +44,19 @@ def implicit_transaction(connection: psycopg.Connection[Any]) -> Iterator[None]:
     session's default), committed at that Sync, or rolled back as a whole if
     one fails. The batch saves the two statements an explicit transaction
     costs, each a pass through psycopg and the server, on the verbs that make
-    one call per run (a submit). Nothing may be fetched inside the block: a
-    fetch syncs, which would commit what was sent so far. Read the cursors
-    after the block.
+    one call per run (a submit) or per turn (a worker's cycle). Nothing may be
+    fetched inside the block: a fetch syncs, which would commit what was sent
+    so far. Read the cursors after the block. If the block raises, a ROLLBACK
+    goes before the Sync the pipeline still sends on its way out (it ends the
+    implicit transaction unapplied), so a failure never commits half a batch.
     """
     with connection.pipeline():
-        yield
+        try:
+            yield
+        except BaseException:
+            with suppress(psycopg.Error):  # a pipeline a statement already broke rolls back by itself
+                connection.execute(b"ROLLBACK")
+            raise
 
 
 def roll_back(connection: psycopg.Connection[Any]) -> None:
