@@ -98,13 +98,14 @@ def test_a_worker_that_raised_the_signal_does_not_ask_again_within_the_interval(
         gate.wait(60)
         return n
 
-    raised: list[int] = []
-    app.on_overflow(raised.append)
+    raised: list[tuple[int, int]] = []  # (backlog, checks made until then)
+    app.on_overflow(lambda backlog: raised.append((backlog, len(asked))))
     start_worker(app, max_workers=2, queues=[QUEUE], poll_interval="0.1s")
     handles = held.submit_many([{"n": n} for n in range(4)])
     wait_until(lambda: raised, 30, message="the overflow signal")
     threading.Event().wait(1.0)  # ten polls of a full worker
-    assert raised == [2] and len(asked) == 1, asked
+    [(backlog, checks)] = raised
+    assert backlog == 2 and len(asked) == checks, asked  # none since it raised the signal
     gate.set()
     assert [handle.wait(timeout=30) for handle in handles] == list(range(4))
 
