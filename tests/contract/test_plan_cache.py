@@ -38,6 +38,7 @@ HOT = {
     "claim_window": {"tidegate_runs_claim"},
     "claim_partitions": {"tidegate_runs_partition"},
     "claim_runs": {"tidegate_runs_pkey"},
+    "claim_runs_free": {"tidegate_runs_claim", "tidegate_runs_pkey", "tidegate_runs_due"},
     "next_due": {"tidegate_runs_due"},
     "cycle_reports": {"tidegate_runs_worker", "tidegate_runs_pkey", "tidegate_runs_status"},
 }
@@ -72,11 +73,28 @@ def test_postgres_sessions_plan_hot_statements_once(pg_store: Store) -> None:
         (run,) = claim(pg_store)
         pg_store.cycle("w1", [QUEUE], [run.fence], [completed(run.fence)], 0, 30.0)
 
-    plans = {name: [row for row in prepared(pg_store) if _is(name, row[0])] for name in ("enqueue", "claim_window")}
+    # The queue has no limit: after the first claim (which caches the rules) a claim is claim_runs_free.
+    plans = {name: [row for row in prepared(pg_store) if _is(name, row[0])] for name in ("enqueue", "claim_runs_free")}
     for name, rows in plans.items():
         assert len(rows) == 1, f"{name} is not prepared on the store's connection: {rows}"
         (_, generic, custom) = rows[0]
         assert generic >= 1 and custom == 0, f"{name}: {generic} generic and {custom} custom plans"
+
+
+def test_postgres_sessions_are_read_committed_whatever_the_servers_default(postgres_url: str) -> None:
+    """A submit is an implicit transaction (no BEGIN to name its isolation): its count must see
+    every submit committed before its ceiling's lock was granted, so the session's default is set."""
+    url = postgres_url.replace("?options=", "?options=-cdefault_transaction_isolation%3Dserializable%20")
+    store = open_store(url)
+    try:
+        with store._connection() as connection:  # type: ignore[attr-defined]
+            assert connection.execute("SHOW default_transaction_isolation", prepare=False).fetchone() == (
+                "read committed",
+            )
+        enqueue_one(store)
+        assert store.status_counts(QUEUE)[RunStatus.QUEUED] == 1
+    finally:
+        store.close()
 
 
 def test_postgres_hot_generic_plans_walk_their_index_beside_a_large_backlog(pg_store: Store, postgres_url: str) -> None:

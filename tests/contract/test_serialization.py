@@ -203,17 +203,31 @@ def test_once_a_lowered_limit_is_set_nobody_is_admitted_under_the_old_one(
 # --- the admission locks ------------------------------------------------------------------------
 
 
+def _stalled_enqueue(store, stall: str) -> str:
+    """`enqueue`, stalled by `stall` before it reads the runs it adds (see _submit_race)."""
+    head = "WITH new AS (\n    SELECT * FROM jsonb_to_recordset("
+    text = store._queries["enqueue"]
+    assert head in text
+    stalled = "WITH stall AS MATERIALIZED (" + stall + "), new AS (\n    SELECT r.* FROM stall, jsonb_to_recordset("
+    return text.replace(head, stalled, 1)
+
+
 def _submit_race(app, database_url, backend, monkeypatch, removed, mechanism, first, second) -> races.Race:
     """Race two parties of which the first submits and holds its place (counted and inserted,
-    not committed); removing `mechanism` (PostgreSQL) or BEGIN IMMEDIATE (SQLite)."""
+    not committed); removing `mechanism` (PostgreSQL) or BEGIN IMMEDIATE (SQLite).
+
+    On PostgreSQL the count and the insert are one statement, the last of the submit's
+    transaction, so the first party stalls inside it: the statement's snapshot is taken
+    when it starts, before the stall, so what it counts is what it would have counted
+    without one, and it commits only once let go."""
     race = races.Race(database_url)
     try:
         races.track(app.store, begin_immediate=not (removed and backend == "sqlite"))
         if removed and backend == "postgres":
             races.remove_query(app.store, mechanism)
-        if backend == "postgres":  # count and insert are one statement: stall before the commit
+        if backend == "postgres":
             with race.stall() as stall:
-                races.stall_query(app.store, first, "notify", stall)
+                races.stall_query(app.store, first, "enqueue", _stalled_enqueue(app.store, stall))
                 race.run(first, second, first_parked=race.blocked, release=race.release_stall)
         else:
             runs = app.store._runs  # the aggregate that submits: park after the count, before the insert

@@ -78,6 +78,38 @@ def test_overflow_fires_while_saturated_at_most_once_per_interval(app, start_wor
     assert worker._error is None and not worker.join(0)
 
 
+def test_a_worker_that_raised_the_signal_does_not_ask_again_within_the_interval(app, start_worker, monkeypatch):
+    """Once this worker raised it, the store's turn is held for the interval: every check made
+    before then would find it held, so the worker (full, polled ten times a second) makes none."""
+    interval = 5.0  # on the test clock, which this test does not move
+    monkeypatch.setenv("TIDEGATE_OVERFLOW_INTERVAL", f"{interval:g}s")
+    gate = threading.Event()
+    asked: list[str] = []
+    real = app.store.check_overflow
+
+    def counted(worker_id, queues, every):
+        asked.append(worker_id)
+        return real(worker_id, queues, every)
+
+    monkeypatch.setattr(app.store, "check_overflow", counted)
+
+    @app.task(name="ovf.quiet", queue=QUEUE)
+    def held(n: int) -> int:
+        gate.wait(60)
+        return n
+
+    raised: list[tuple[int, int]] = []  # (backlog, checks made until then)
+    app.on_overflow(lambda backlog: raised.append((backlog, len(asked))))
+    start_worker(app, max_workers=2, queues=[QUEUE], poll_interval="0.1s")
+    handles = held.submit_many([{"n": n} for n in range(4)])
+    wait_until(lambda: raised, 30, message="the overflow signal")
+    threading.Event().wait(1.0)  # ten polls of a full worker
+    [(backlog, checks)] = raised
+    assert backlog == 2 and len(asked) == checks, asked  # none since it raised the signal
+    gate.set()
+    assert [handle.wait(timeout=30) for handle in handles] == list(range(4))
+
+
 def test_a_failing_callback_is_logged_and_does_not_break_dispatch(app, start_worker, caplog):
     gate = threading.Event()
     survivors: list[int] = []

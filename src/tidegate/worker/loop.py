@@ -88,6 +88,7 @@ class Worker:
         self._finished = threading.Event()
         self._error: BaseException | None = None
         self._maintenance: Maintenance | None = None
+        self._overflow_quiet_until = 0.0  # this worker raised the overflow signal: none can before this
 
     # --- public control ---------------------------------------------------------
 
@@ -294,16 +295,26 @@ class Worker:
         return max_idle is not None and self.clock.monotonic() - self._idle_since >= max_idle
 
     async def _check_overflow(self) -> None:
-        """Full, and woken or polled: if eligible runs wait for a worker, tell the autoscaler."""
+        """Full, and woken or polled: if eligible runs wait for a worker, tell the autoscaler.
+
+        The store raises the signal at most once per interval across workers (a turn that
+        expires an interval after it was taken); once this worker raised it, every check
+        before an interval has passed since it asked is sure to find that turn still held,
+        so it is not made. A draining worker is woken on every completion (each one
+        notifies): asked each time, the check was most of its round trips.
+        """
+        interval = self.settings.overflow_interval
+        asked = self.clock.monotonic()
+        if asked < self._overflow_quiet_until:
+            return
         try:
-            backlog = await self._bridge.call_store(
-                self._store.check_overflow, self.id, self.settings.queues, self.settings.overflow_interval
-            )
+            backlog = await self._bridge.call_store(self._store.check_overflow, self.id, self.settings.queues, interval)
         except Exception:
             log.exception("overflow check failed")
             return
         if backlog is None:
             return
+        self._overflow_quiet_until = asked + interval
         OVERFLOW_SIGNALS.inc()
         log.warning("capacity overflow: %d eligible runs wait while every worker is full", backlog)
         for callback in self._on_overflow:

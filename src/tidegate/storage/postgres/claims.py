@@ -7,31 +7,40 @@ candidates need in key order (`tidegate_scopes`, `FOR UPDATE`) and only then
 sums the holder rows, so the usage it decides on cannot change before it
 commits; `admit` decides; the same transaction writes the claims, their
 holder rows and the block reasons. That costs one more round trip, taken
-only when some candidate needs a scope: with no limits declared the cycle
-is the same two round trips as before.
+only when some candidate needs a scope. Where no limit applies, the claim is
+one statement and the whole cycle one round trip (free_claims.py).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
 from tidegate.domain.admission import Admission, LocalUsage, admit
-from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import CycleResult, Outcome
 from tidegate.domain.scopes import Rules
 from tidegate.storage import claiming
 from tidegate.storage.port import Fence
+from tidegate.storage.postgres import free_claims
 from tidegate.storage.postgres.children import Children
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
-from tidegate.storage.postgres.payloads import claimed_run, outcome_payload, payload_json, start_arrays
-from tidegate.storage.postgres.pipeline import transaction
+from tidegate.storage.postgres.payloads import (
+    claim_order,
+    claimed_run,
+    excluded_json,
+    lane_load,
+    local_usage,
+    outcome_payload,
+    payload_json,
+    start_arrays,
+    uses_tags,
+)
+from tidegate.storage.postgres.pipeline import implicit_transaction, transaction
 from tidegate.storage.postgres.workers import Workers
 
 
@@ -56,20 +65,47 @@ class Claims(Aggregate):
         """Report, then claim, in one transaction of pipelined batches.
 
         The first batch records starts and outcomes (releasing the scopes of
-        ended attempts), asks for cancel requests, checks the rules version
-        and reads and locks the claim candidates; when some candidate needs a
-        scope, a second batch locks the scopes and reads their usage; the last
-        writes what `admit` decided (and, when the claim fell short, asks when
-        the next run falls due) and commits. The transaction is READ COMMITTED
-        whatever the server's default: the usage read must see every claim
-        committed before the scope lock was granted. A worker in the fill
-        order above rank 0 first reads the registry (one more round trip) to
-        learn which of its queues it may claim from; no other worker does.
+        ended attempts), checks the rules version and reads and locks the
+        candidates; when some candidate needs a scope, a second batch locks
+        the scopes and reads their usage; the last writes what `admit` decided
+        (and, when the claim fell short, asks when the next run falls due),
+        reads cancel requests and commits. Where no limit applies the claim is
+        one statement and the cycle one batch (free_claims.py); when that
+        statement refuses, a second transaction claims the general way. READ
+        COMMITTED whatever the server's default: the usage read must see every
+        claim committed before the scope lock was granted. A worker in the fill
+        order above rank 0 first reads the registry (one more round trip).
         """
+        if not (starts or outcomes or claim_limit > 0):  # a full worker woken looks for cancels: one read
+            cancels = [(row[0], row[1]) for row in self._fetchall("cancel_requests", {"worker": worker_id})]
+            return CycleResult([], [], cancels, None, False)
+        result, refused = self._cycle(worker_id, queues, starts, outcomes, claim_limit, lease_seconds, free=True)
+        if not refused:
+            return result
+        again, _ = self._cycle(worker_id, queues, [], [], claim_limit, lease_seconds, free=False)
+        return CycleResult(again.claimed, result.fenced_out, again.cancel_requested, again.next_due_in, again.more)
+
+    def _cycle(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        starts: Sequence[Fence],
+        outcomes: Sequence[Outcome],
+        claim_limit: int,
+        lease_seconds: float,
+        free: bool,
+    ) -> tuple[CycleResult, bool]:
+        """One cycle's transaction; and whether its one-statement claim refused (claim again)."""
         queue_list = list(queues)
         reported, outcome_json = outcome_payload(outcomes)
+        chosen = None  # a one-statement claim: (rules version, queues)
+        if free and claim_limit > 0 and queue_list and not self._workers.fill_order.member(worker_id):
+            chosen = free_claims.free_queues(self._limits.cached, queue_list)  # a member's full claim notifies
         with self._connection() as connection:
-            with transaction(connection, b"BEGIN ISOLATION LEVEL READ COMMITTED"):
+            # A cycle that reads nothing before it commits is one batch: an implicit transaction.
+            one_batch = chosen is not None or claim_limit <= 0 or not queue_list
+            begin = b"BEGIN ISOLATION LEVEL READ COMMITTED"
+            with implicit_transaction(connection) if one_batch else transaction(connection, begin):
                 applied = None
                 if starts or outcomes:
                     applied = connection.execute(
@@ -80,20 +116,36 @@ class Claims(Aggregate):
                     # A waiting parent whose last awaited child just ended goes back to the queue.
                     self._children.resume_parents(connection, [outcome.run_id for outcome in outcomes])
                     connection.execute(self._q("notify"))  # finished runs may be waited on, and free capacity
-                cancels = connection.execute(self._q("cancel_requests"), {"worker": worker_id})
-                claim, due, more = None, None, False
+                claim, due, more, one_statement = None, None, False, None
                 if claim_limit > 0 and self._workers.fill_order.reads_registry(worker_id):
                     queue_list = self._workers.fill_order_queues(connection, worker_id, queue_list)
                 if claim_limit > 0 and queue_list:
                     connection.execute(self._q("claim_fence"))
-                    claim, due, more = _Claim(self, connection, worker_id, queue_list, claim_limit, lease_seconds).run()
+                    if chosen is not None:
+                        version, open_queues = chosen
+                        query = self._q("claim_runs_free")
+                        one_statement = free_claims.send(
+                            connection, query, version, open_queues, worker_id, claim_limit, lease_seconds
+                        )
+                    else:
+                        claim, due, more = _Claim(
+                            self, connection, worker_id, queue_list, claim_limit, lease_seconds
+                        ).run()
+                # After the claim: with a one-statement claim the stall a race test puts here
+                # (tests/contract/test_free_claims.py) holds the claim fence and the claimed rows.
+                cancels = connection.execute(self._q("cancel_requests"), {"worker": worker_id})
             applied_fences = set() if applied is None else {(row[0], row[1]) for row in applied.fetchall()}
             cancel_requested = [(row[0], row[1]) for row in cancels.fetchall()]
-            claimed = [] if claim is None else [claimed_run(row) for row in claim.fetchall()]
-            # fetchone() is typed Optional; this statement always returns one row
-            next_due_in = None if due is None else due.fetchone()[0]  # type: ignore[index]
+            refused = False
+            if one_statement is not None:
+                found = free_claims.received(one_statement)
+                claimed, next_due_in, refused = found.claimed, found.next_due_in, found.refused
+            else:
+                claimed = [] if claim is None else [claimed_run(row) for row in claim.fetchall()]
+                # fetchone() is typed Optional; this statement always returns one row
+                next_due_in = None if due is None else due.fetchone()[0]  # type: ignore[index]
         fenced_out = [fence for fence in reported if fence not in applied_fences]
-        return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more)
+        return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more), refused
 
 
 class _Claim:
@@ -148,7 +200,7 @@ class _Claim:
             return None, self._next_due(), False
         usage, lanes = self._lock_scopes(rows)
         if any(row["suspect"] for row in rows):  # a suspect is taken only by an idle worker: count what it runs
-            self.local = _local_usage(self.connection.execute(self.store._q("local_usage"), {"worker": self.worker_id}))
+            self.local = local_usage(self.connection.execute(self.store._q("local_usage"), {"worker": self.worker_id}))
         candidates = [
             claiming.to_candidate(row, rules, row["tags"] or {}, row["scheduled_at"].timestamp()) for row in rows
         ]
@@ -200,7 +252,7 @@ class _Claim:
             connection.execute(store._q("upsert_scopes"), {"keys": keys})
             connection.execute(store._q("lock_scopes"), {"keys": keys})
             usage = dict(connection.execute(store._q("scope_usage_of"), {"keys": keys}).fetchall())
-        lanes = self.lanes if lanes_cursor is None else _lane_load(lanes_cursor)
+        lanes = self.lanes if lanes_cursor is None else lane_load(lanes_cursor)
         return usage, lanes
 
     def _record_block_reasons(self, decision: Admission, rows: Sequence[claiming.Row]) -> None:
@@ -275,7 +327,7 @@ class _Claim:
             sizes = [claiming.window_size(queue, self.limit, rules) for queue in plain]
             cursor = connection.cursor(row_factory=dict_row).execute(
                 store._q("claim_window"),
-                {"queues": plain, "sizes": sizes, "tags": _uses_tags(rules), "excluded": "[]"},
+                {"queues": plain, "sizes": sizes, "tags": uses_tags(rules), "excluded": "[]"},
             )
             sent["windows"] = [(queue, size, cursor) for queue, size in zip(plain, sizes, strict=True)]
         if limited:
@@ -297,9 +349,9 @@ class _Claim:
         if "hint" in sent:
             self.hint = dict(sent["hint"].fetchall())
         if "local" in sent:
-            self.local = _local_usage(sent["local"])
+            self.local = local_usage(sent["local"])
         if "lanes" in sent:
-            self.lanes = _lane_load(sent["lanes"])
+            self.lanes = lane_load(sent["lanes"])
 
     def _window(self, queue: str, size: int, excluded: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
         key = (queue, size, tuple(excluded))
@@ -307,8 +359,8 @@ class _Claim:
             params = {
                 "queues": [queue],
                 "sizes": [size],
-                "tags": _uses_tags(self.rules),
-                "excluded": _excluded_json(excluded),
+                "tags": uses_tags(self.rules),
+                "excluded": excluded_json(excluded),
             }
             cursor = self.connection.cursor(row_factory=dict_row)
             self.windows[key] = cursor.execute(self.store._q("claim_window"), params).fetchall()
@@ -331,8 +383,8 @@ class _Claim:
             "limit": size,
             "saturated": saturated,
             "claim_limit": self.limit,
-            "tags": _uses_tags(self.rules),
-            "excluded": _excluded_json(excluded),
+            "tags": uses_tags(self.rules),
+            "excluded": excluded_json(excluded),
         }
         heads: dict[str, tuple[int, list[dict[str, Any]]]] = {}
         cursor = self.connection.cursor(row_factory=dict_row)
@@ -342,7 +394,7 @@ class _Claim:
             if row["id"] is not None:
                 rows.append(row)
         for key, (read, rows) in heads.items():
-            rows.sort(key=_claim_order)
+            rows.sort(key=claim_order)
             self.heads[(queue, key, excluded)] = (read, rows)
         return sorted(heads)  # bytewise, as the partition index orders them
 
@@ -356,36 +408,8 @@ class _Claim:
             "queue": queue,
             "partition": partition,
             "limit": size,
-            "tags": _uses_tags(self.rules),
-            "excluded": _excluded_json(excluded),
+            "tags": uses_tags(self.rules),
+            "excluded": excluded_json(excluded),
         }
         cursor = self.connection.cursor(row_factory=dict_row)
         return cursor.execute(self.store._q("claim_partition_head"), params).fetchall()
-
-
-def _claim_order(row: Mapping[str, Any]) -> tuple[bool, int, datetime, str]:
-    """The claim index's order (resumed first, priority desc, age, id), as the SQL reads it."""
-    return (not row["resumed"], -row["priority"], row["scheduled_at"], row["id"])
-
-
-def _excluded_json(excluded: Sequence[tuple[str, str]]) -> str:
-    """Full tags as a JSON list of one-pair objects, for `tags @> tag` in SQL."""
-    return dumps([{key: value} for key, value in excluded])
-
-
-def _uses_tags(rules: Rules) -> bool:
-    """Whether any tag limit exists, so that a run's tags may decide a scope."""
-    return bool(rules.run_queue.tag_concurrency_limits) or any(target.startswith("tag:") for target in rules.overrides)
-
-
-def _local_usage(cursor: psycopg.Cursor[Any]) -> LocalUsage:
-    """What this worker runs, per queue and per (queue, partition)."""
-    local = LocalUsage()
-    for queue, partition, count in cursor.fetchall():
-        local.per_queue[queue] = local.per_queue.get(queue, 0) + count
-        local.per_partition[(queue, partition)] = count
-    return local
-
-
-def _lane_load(cursor: psycopg.Cursor[Any]) -> dict[tuple[str, str], int]:
-    return {(queue, partition): count for queue, partition, count in cursor.fetchall()}

@@ -260,3 +260,79 @@ CROSS JOIN LATERAL (
     ORDER BY scheduled_at
     LIMIT 1
 ) AS d;
+
+-- name: claim_runs_free
+-- The whole claim of a worker whose open queues no limit applies to and that
+-- are not fair (free_claims.py), in one statement that rides with the
+-- cycle's reports and its COMMIT: one round trip per cycle. There `admit`
+-- would take the first `limit` runs across the windows in claim order, which
+-- is what this does in SQL; the one thing it leaves to `admit` is a suspect
+-- among them (it runs alone, only on an idle worker): then, as when the rules
+-- moved, it claims nothing and says so (`refused`), and the adapter claims
+-- again the general way. The rules it was chosen on are those of version
+-- `known`: the claim fence, taken before it in the same transaction, keeps
+-- the version from moving until commit, and this statement claims only if the
+-- version is still `known`, so a limit set live is never claimed past.
+-- Rows: the claimed runs in claim order (as claim_runs returns them), then
+-- one trailer row (id NULL) with `refused` and, when the claim came back
+-- short, the seconds until the next run falls due (next_due).
+WITH current_rules AS MATERIALIZED (
+    SELECT coalesce((SELECT value = %(known)s::text FROM tidegate_settings WHERE name = 'rules_version'), false)
+           AS same
+), windows AS MATERIALIZED (
+    SELECT c.* FROM unnest(%(queues)s::text[]) AS q(name)
+    CROSS JOIN LATERAL (
+        SELECT id, suspect, resumed, priority, scheduled_at FROM tidegate_runs
+        WHERE status = 'queued' AND queue = q.name AND scheduled_at <= tidegate_statement_timestamp()
+          AND (deadline_at IS NULL OR deadline_at > tidegate_statement_timestamp())
+        ORDER BY resumed DESC, priority DESC, scheduled_at, id
+        LIMIT %(limit)s::integer
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+    WHERE (SELECT same FROM current_rules)
+), picked AS MATERIALIZED (
+    -- As an array: unnested below, it is planned as the few rows it is (a join by primary key).
+    SELECT array_agg(id ORDER BY n) AS ids, coalesce(bool_or(suspect), false) AS suspect
+    FROM (
+        SELECT id, suspect, row_number() OVER (ORDER BY resumed DESC, priority DESC, scheduled_at, id) AS n
+        FROM windows
+        ORDER BY n
+        LIMIT %(limit)s::integer
+    ) AS first
+), verdict AS MATERIALIZED (
+    SELECT (SELECT same FROM current_rules) AND NOT (SELECT suspect FROM picked) AS go
+), claimed AS (
+    UPDATE tidegate_runs AS r SET
+        status = 'running', attempt = r.attempt + 1, worker_id = %(worker)s::text,
+        lease_expires_at = tidegate_statement_timestamp() + make_interval(secs => %(lease)s::double precision),
+        started_at = NULL, block_reason = NULL, resumed = false
+    FROM unnest((SELECT ids FROM picked)) WITH ORDINALITY AS c(id, n)
+    WHERE r.id = c.id AND r.status = 'queued' AND (SELECT go FROM verdict)
+    RETURNING c.n, r.id, r.task, r.queue, r.args, r.attempt, r.max_attempts, r.retry_backoff, r.timeout, r.suspect,
+              greatest(0, extract(epoch FROM tidegate_statement_timestamp() - r.scheduled_at))::double precision
+                  AS queued_seconds
+), dequeued AS (
+    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+    SELECT id, NULL, 'RunDequeued', jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text),
+           tidegate_statement_timestamp()
+    FROM claimed ORDER BY n
+)
+SELECT * FROM (
+    SELECT n, id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect, queued_seconds,
+           NULL::boolean AS refused, NULL::double precision AS next_due
+    FROM claimed
+    UNION ALL
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NOT v.go,
+           CASE WHEN v.go AND (SELECT count(*) FROM claimed) < %(limit)s::integer THEN (
+               SELECT extract(epoch FROM min(d.scheduled_at) - tidegate_statement_timestamp())::double precision
+               FROM unnest(%(queues)s::text[]) AS q(name)
+               CROSS JOIN LATERAL (
+                   SELECT scheduled_at FROM tidegate_runs
+                   WHERE status = 'queued' AND queue = q.name AND scheduled_at > tidegate_statement_timestamp()
+                   ORDER BY scheduled_at
+                   LIMIT 1
+               ) AS d)
+           END
+    FROM verdict AS v
+) AS rows
+ORDER BY n NULLS LAST;

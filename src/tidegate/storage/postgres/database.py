@@ -150,11 +150,16 @@ def _configure(connection: psycopg.Connection[Any]) -> None:
     statement is planned at most twice per connection. Not at its first use:
     a statement used once (a migration script, which holds many statements
     and so cannot be prepared at all) would only take a place in psycopg's
-    cache of 100 prepared statements."""
+    cache of 100 prepared statements.
+
+    READ COMMITTED by default, whatever the server's: every verb is written
+    for it, and a submit's implicit transaction (pipeline.implicit_transaction)
+    has no BEGIN to say so."""
     set_json_loads(_sorted_loads, connection)
     connection.prepare_threshold = PREPARE_THRESHOLD
     connection.execute(
-        "SELECT set_config('jit', 'off', false), set_config('plan_cache_mode', %(mode)s, false)",
+        "SELECT set_config('jit', 'off', false), set_config('plan_cache_mode', %(mode)s, false),"
+        " set_config('default_transaction_isolation', 'read committed', false)",
         {"mode": PLAN_CACHE_MODE},
     )
 

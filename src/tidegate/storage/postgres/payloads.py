@@ -6,13 +6,17 @@ batch payloads are converted one way everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
+
+from tidegate.domain.admission import LocalUsage
 from tidegate.domain.events import Event, attempt_ended
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import ClaimedRun, NewRun, Outcome
+from tidegate.domain.scopes import Rules
 from tidegate.domain.transitions import outcome_status
 from tidegate.storage import records
 from tidegate.storage.port import Fence
@@ -114,3 +118,34 @@ def claimed_run(row: tuple[Any, ...]) -> ClaimedRun:
         suspect=suspect,
         queued_seconds=queued_seconds,
     )
+
+
+# --- the claim's rows ---------------------------------------------------------------------------
+
+
+def claim_order(row: Mapping[str, Any]) -> tuple[bool, int, datetime, str]:
+    """The claim index's order (resumed first, priority desc, age, id), as the SQL reads it."""
+    return (not row["resumed"], -row["priority"], row["scheduled_at"], row["id"])
+
+
+def excluded_json(excluded: Sequence[tuple[str, str]]) -> str:
+    """Full tags as a JSON list of one-pair objects, for `tags @> tag` in SQL."""
+    return dumps([{key: value} for key, value in excluded])
+
+
+def uses_tags(rules: Rules) -> bool:
+    """Whether any tag limit exists, so that a run's tags may decide a scope."""
+    return bool(rules.run_queue.tag_concurrency_limits) or any(target.startswith("tag:") for target in rules.overrides)
+
+
+def local_usage(cursor: psycopg.Cursor[Any]) -> LocalUsage:
+    """What this worker runs, per queue and per (queue, partition)."""
+    local = LocalUsage()
+    for queue, partition, count in cursor.fetchall():
+        local.per_queue[queue] = local.per_queue.get(queue, 0) + count
+        local.per_partition[(queue, partition)] = count
+    return local
+
+
+def lane_load(cursor: psycopg.Cursor[Any]) -> dict[tuple[str, str], int]:
+    return {(queue, partition): count for queue, partition, count in cursor.fetchall()}

@@ -35,6 +35,30 @@ def transaction(connection: psycopg.Connection[Any], begin: bytes = b"BEGIN") ->
         raise
 
 
+@contextmanager
+def implicit_transaction(connection: psycopg.Connection[Any]) -> Iterator[None]:
+    """Statements sent as one batch that PostgreSQL runs as one transaction, with no BEGIN or COMMIT.
+
+    On an autocommit connection, the statements of a pipeline up to its Sync
+    form one implicit transaction (READ COMMITTED: `_configure` sets the
+    session's default), committed at that Sync, or rolled back as a whole if
+    one fails. The batch saves the two statements an explicit transaction
+    costs, each a pass through psycopg and the server, on the verbs that make
+    one call per run (a submit) or per turn (a worker's cycle). Nothing may be
+    fetched inside the block: a fetch syncs, which would commit what was sent
+    so far. Read the cursors after the block. If the block raises, a ROLLBACK
+    goes before the Sync the pipeline still sends on its way out (it ends the
+    implicit transaction unapplied), so a failure never commits half a batch.
+    """
+    with connection.pipeline():
+        try:
+            yield
+        except BaseException:
+            with suppress(psycopg.Error):  # a pipeline a statement already broke rolls back by itself
+                connection.execute(b"ROLLBACK")
+            raise
+
+
 def roll_back(connection: psycopg.Connection[Any]) -> None:
     """Leave no failed transaction behind; a broken connection is the pool's to discard."""
     if connection.closed or connection.info.transaction_status == TransactionStatus.IDLE:

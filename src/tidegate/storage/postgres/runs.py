@@ -4,7 +4,8 @@ Admission ceilings (`max_active`) are checked in the submit's own
 transaction, still one round trip: the batch takes one advisory lock per
 ceiling it meets, in key order, and only the next statement counts the
 active runs and inserts (or inserts nothing), so two submitters can never
-both take the last place.
+both take the last place. A submit is three statements in one implicit
+transaction (pipeline.implicit_transaction).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from tidegate.domain.transitions import Ceiling
 from tidegate.storage import records
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import enqueue_payload, payload_json, to_json, to_time
-from tidegate.storage.postgres.pipeline import transaction
+from tidegate.storage.postgres.pipeline import implicit_transaction, transaction
 
 
 class Runs(Aggregate):
@@ -45,13 +46,14 @@ class Runs(Aggregate):
         payload = enqueue_payload(runs)
         queues = sorted({run.queue for run in runs})
         with self._connection() as connection:
-            # READ COMMITTED whatever the server's default: the count must see every submit
-            # committed before the ceiling's lock was granted.
-            with transaction(connection, b"BEGIN ISOLATION LEVEL READ COMMITTED"):
+            # Three statements, one implicit READ COMMITTED transaction (the count must see every
+            # submit committed before the ceiling's lock was granted), one round trip. The fence
+            # and the locks are statements of their own: each later statement reads a snapshot
+            # taken after they were granted. `enqueue` also sends the wake-up.
+            with implicit_transaction(connection):
                 connection.execute(self._q("enqueue_fence"))
                 connection.execute(self._q("enqueue_lock"), {"queues": queues})
                 refused = connection.execute(self._q("enqueue"), {"runs": payload, "window": RATE_WINDOW_SECONDS})
-                connection.execute(self._q("notify"))  # a refused batch stored nothing: a spare wake-up at worst
             row = refused.fetchone()
         if row is not None:
             queue, active, limit, incoming, recent = row

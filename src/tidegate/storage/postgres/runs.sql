@@ -102,12 +102,18 @@ WITH new AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL, 'RunQueued', jsonb_build_object('queue', queue), tidegate_now()
     FROM new WHERE NOT EXISTS (SELECT 1 FROM refused) ORDER BY n
+), woken AS (
+    -- The wake-up (the notify block's), delivered at commit; a refused batch stored nothing:
+    -- a spare wake-up at worst. Read once below whatever was refused, so that it always runs.
+    SELECT count(pg_notify('tidegate_' || md5(current_schema()), '')) AS sent
 )
 SELECT f.queue, f.active, f.ceiling, f.incoming,
        (SELECT count(*)::integer FROM tidegate_runs AS r
         WHERE r.finished_at >= tidegate_now() - make_interval(secs => %(window)s::double precision)
           AND r.status IN ('completed', 'failed', 'canceled') AND (f.queue IS NULL OR r.queue = f.queue))
-FROM refused AS f;
+FROM woken AS w
+LEFT JOIN refused AS f ON true
+WHERE f.ceiling IS NOT NULL;
 
 -- name: run_status
 SELECT status FROM tidegate_runs WHERE id = %(id)s::text;
