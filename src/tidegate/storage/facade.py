@@ -107,9 +107,15 @@ class AggregateStore:
         return self._children.cancel_run(run_id)
 
     def trigger_children(
-        self, fence: Fence, worker_id: str, children: Sequence[NewChild], wait: bool, release_all: bool
+        self,
+        fence: Fence,
+        worker_id: str,
+        children: Sequence[NewChild],
+        wait: bool,
+        release_all: bool,
+        wait_any: bool = False,
     ) -> TriggerAnswer:
-        return self._children.trigger_children(fence, worker_id, children, wait, release_all)
+        return self._children.trigger_children(fence, worker_id, children, wait, release_all, wait_any)
 
     def run_children(self, run_id: str) -> list[ChildRecord]:
         return self._children.run_children(run_id)

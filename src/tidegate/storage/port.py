@@ -155,13 +155,21 @@ class Store(Protocol):
 
     # --- children and waits (issue 13) ----------------------------------------
     def trigger_children(
-        self, fence: Fence, worker_id: str, children: Sequence[NewChild], wait: bool, release_all: bool
+        self,
+        fence: Fence,
+        worker_id: str,
+        children: Sequence[NewChild],
+        wait: bool,
+        release_all: bool,
+        wait_any: bool = False,
     ) -> TriggerAnswer:
         """Store the children a running attempt triggers (positions already stored are checked,
         NonDeterministicReplay, and answered, not stored twice); with `wait`, if some awaited
         child is unfinished, end the attempt `waiting`, releasing slots per domain/waits.py
-        (RecursiveWaitDeadlock / WaitDeadlock refuse it, storing nothing). AttemptFencedOut if
-        the attempt is no longer this worker's."""
+        (RecursiveWaitDeadlock / WaitDeadlock refuse it, storing nothing). With `wait_any` the
+        wait is on any of `children`: none if one has ended already, else the run is queued again
+        as soon as one of its awaited children ends (a workflow's sliding window), not when all
+        have. AttemptFencedOut if the attempt is no longer this worker's."""
 
     def run_children(self, run_id: str) -> list[ChildRecord]:
         """The run's children in call order."""

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tidegate.domain import events as history
-from tidegate.domain.children import ChildRecord, NewChild, check_replay
+from tidegate.domain.children import ChildRecord, NewChild, check_replay, unfinished_awaited
 from tidegate.domain.model import RunStatus
 from tidegate.domain.scopes import Rules
 from tidegate.domain.wait_graph import Blocked, refuse_stuck_wait
@@ -69,6 +69,26 @@ def sort_new(children: Sequence[NewChild], existing: Mapping[int, ChildRecord]) 
         if child.awaited and not stored.awaited:
             now_awaited.append(child.index)
     return new, now_awaited
+
+
+def waited_on(asked: Sequence[ChildRecord], wait: bool, wait_any: bool) -> list[ChildRecord]:
+    """The children a trigger's wait is on (`asked`, each awaited when it waits): those unfinished.
+    A wait on any of them (`wait_any`) is no wait once one has ended: the caller goes on at once."""
+    pending = unfinished_awaited(asked) if wait else []
+    if wait_any and len(pending) < len(asked):
+        return []
+    return pending
+
+
+def wait_remaining(existing: Mapping[int, ChildRecord], asked: Sequence[ChildRecord], wait_any: bool) -> int | None:
+    """How many awaited children may still be unfinished when the waiting parent is queued again
+    (`resume_parents`): None, read as 0, for a wait on all of them; for a wait on any, one less
+    than are unfinished now (every child stored, as this trigger leaves them). A waiting parent
+    triggers nothing, so that count only falls: the first end among them resumes it."""
+    if not wait_any:
+        return None
+    children = {**existing, **{record.index: record for record in asked}}
+    return len(unfinished_awaited(list(children.values()))) - 1
 
 
 Shape = tuple[str, str, Mapping[str, str]]  # what decides a run's scopes: its queue, partition and tags

@@ -8,6 +8,15 @@ the rest. When every node still running is blocked on children (no step is
 executing), the run waits as a task does: `Store.trigger_children` with a
 wait ends the attempt `waiting` (holding no worker), and the resumed attempt
 rebuilds the DAG, reads its checkpoints and finds its children's results.
+
+The window slides: while some blocked node has items it has not triggered,
+the run waits on *any* of its children (`wait_any`), so the first child to
+end queues it again, and the resumed attempt triggers the next item at once,
+keeping `concurrency` children in flight. The store decides which items are
+in flight (its unfinished children) and which are stored (by position), so a
+crash anywhere neither loses an item's child nor triggers one twice. With
+every item triggered, the run waits on all of them: waking it earlier would
+only let it find nothing to do.
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ class ChildWaits:
         self._pending: dict[int, NewChild] = {}  # unfinished children some blocked node waits for
         self._woken = asyncio.Event()
         self.blocked = 0  # nodes blocked on children
+        self._sliding = 0  # of them, nodes with items not triggered yet: the run waits on any child
         self.changed = asyncio.Event()  # set when a node blocks: the run may have to wait
 
     async def execute(self, node: ChildNode, items: Any, kwargs: Mapping[str, Any]) -> Any:
@@ -59,14 +69,19 @@ class ChildWaits:
             if all(record is not None and record.finished for record in ended):
                 results = [_result(node, record) for record in ended if record is not None]
                 return results[0] if items is None else results
-            await self._trigger_window(children, stored, window)
-            await self._block([child for child in children if not _ended(stored.get(child.index))])
+            new = await self._trigger_window(children, stored, window)
+            in_flight = [child for child in children if _in_flight(stored.get(child.index))] + new
+            untriggered = sum(1 for child in children if child.index not in stored) - len(new)
+            await self._block(in_flight, untriggered > 0)
 
     async def _trigger_window(
         self, children: Sequence[NewChild], stored: Mapping[int, ChildRecord], window: int
-    ) -> None:
-        """Store the next children the window lets in (those already stored are checked again)."""
-        in_flight = sum(1 for child in children if child.index in stored and not stored[child.index].finished)
+    ) -> list[NewChild]:
+        """Store the next children the window lets in, in item order (those already stored are
+        checked again); the ones stored now. In flight are the stored children not ended: the
+        store's record, whatever attempt triggered them. The wait is on those alone: a wait
+        stores the children it is on, and an item outside the window must not be triggered."""
+        in_flight = sum(1 for child in children if _in_flight(stored.get(child.index)))
         new = [child for child in children if child.index not in stored][: max(0, window - in_flight)]
         if new:
             known = [child for child in children if child.index in stored]
@@ -75,36 +90,48 @@ class ChildWaits:
             )
             if answer.canceled:
                 raise WorkflowError("the run was asked to cancel: no child is triggered any more")
+        return new
 
-    async def _block(self, waiting_for: Sequence[NewChild]) -> None:
+    async def _block(self, waiting_for: Sequence[NewChild], sliding: bool) -> None:
         for child in waiting_for:
             self._pending[child.index] = child
         self.blocked += 1
+        self._sliding += sliding
         self.changed.set()
         woken = self._woken
         try:
             await woken.wait()
         finally:
             self.blocked -= 1
+            self._sliding -= sliding
             for child in waiting_for:
                 self._pending.pop(child.index, None)
 
+    def node_done(self) -> None:
+        """A node ended: if some are blocked, those left running may all be blocked now, and the
+        run must look again whether to wait (no node blocking anew would tell it)."""
+        if self.blocked:
+            self.changed.set()
+
     async def suspend(self) -> None:
         """Every running node is blocked on children: wait for them without a worker (raises
-        WaitSuspended), or, if one ended meanwhile, wake the nodes to take its result."""
+        WaitSuspended), or, if one ended meanwhile, wake the nodes to take its result. A node
+        with items left to trigger makes it a wait on any child (the module's docstring)."""
         self.changed.clear()
         pending = sorted(self._pending.values(), key=lambda child: child.index)
         stored = await self._call(self._store.run_children, self._fence[0])
         if pending and not any(record.finished for record in stored if record.index in self._pending):
-            answer = await self._call(self._store.trigger_children, self._fence, self._worker_id, pending, True, False)
+            wait_any = self._sliding > 0
+            trigger = self._store.trigger_children
+            answer = await self._call(trigger, self._fence, self._worker_id, pending, True, False, wait_any)
             if answer.waiting:
                 raise WaitSuspended(f"waiting for {len(pending)} children")
         woken, self._woken = self._woken, asyncio.Event()
         woken.set()
 
 
-def _ended(record: ChildRecord | None) -> bool:
-    return record is not None and record.finished
+def _in_flight(record: ChildRecord | None) -> bool:
+    return record is not None and not record.finished
 
 
 def _result(node: ChildNode, record: ChildRecord) -> Any:

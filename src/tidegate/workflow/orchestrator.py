@@ -139,6 +139,7 @@ class WorkflowRun:
                 for task in done:
                     if task in running:
                         self._outputs[running.pop(task)] = task.result()
+                        self._children.node_done()
         finally:
             stop.cancel()
             blocked.cancel()

@@ -38,7 +38,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from tidegate.domain import events as history
-from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer, unfinished_awaited
+from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
 from tidegate.domain.errors import AttemptFencedOut, RunNotFound
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import RunStatus
@@ -67,23 +67,29 @@ class Children(Aggregate):
         self._limits = limits
 
     def trigger_children(
-        self, fence: Fence, worker_id: str, children: Sequence[NewChild], wait: bool, release_all: bool
-    ) -> TriggerAnswer:
-        """Two round trips for a wait that keeps no slot (the common case), one more to check the
-        wait graph when some waiting run keeps a slot, and a second try, under the exclusive waits
-        lock, for a wait that keeps one itself (`_KeepsSlots`)."""
-        try:
-            return self._trigger(fence, worker_id, children, wait, release_all, keeping=False)
-        except _KeepsSlots:
-            return self._trigger(fence, worker_id, children, wait, release_all, keeping=True)
-
-    def _trigger(
         self,
         fence: Fence,
         worker_id: str,
         children: Sequence[NewChild],
         wait: bool,
         release_all: bool,
+        wait_any: bool = False,
+    ) -> TriggerAnswer:
+        """Two round trips for a wait that keeps no slot (the common case), one more to check the
+        wait graph when some waiting run keeps a slot, and a second try, under the exclusive waits
+        lock, for a wait that keeps one itself (`_KeepsSlots`)."""
+        mode = (wait, release_all, wait_any)
+        try:
+            return self._trigger(fence, worker_id, children, mode, keeping=False)
+        except _KeepsSlots:
+            return self._trigger(fence, worker_id, children, mode, keeping=True)
+
+    def _trigger(
+        self,
+        fence: Fence,
+        worker_id: str,
+        children: Sequence[NewChild],
+        mode: tuple[bool, bool, bool],
         keeping: bool,
     ) -> TriggerAnswer:
         """One pipelined transaction. The first batch takes the waits lock (for a wait), locks and
@@ -93,6 +99,7 @@ class Children(Aggregate):
         checked against the blocked runs before the commit only when some run keeps a slot (with
         none, no scope is held by a run that cannot go on, so no wait can deadlock)."""
         run_id, attempt = fence
+        wait, release_all, wait_any = mode
         with self._connection() as connection, connection.pipeline(), _transaction(connection):
             cursor = connection.cursor(row_factory=dict_row)
             if wait:
@@ -127,7 +134,7 @@ class Children(Aggregate):
                 connection.execute(self._q("trigger_children_awaited"), {"parent": run_id, "indexes": now_awaited})
             asked = [existing.get(child.index) or waiting.queued_child(child) for child in children]
             asked = [replace(record, awaited=record.awaited or wait) for record in asked]
-            pending = unfinished_awaited(asked) if wait else []
+            pending = waiting.waited_on(asked, wait, wait_any)
             if pending:
                 chain = waiting.ancestors(parent, chain_cursor.fetchall(), to_json)
                 held = [row[0] for row in held_cursor.fetchall()]
@@ -136,7 +143,8 @@ class Children(Aggregate):
                 if plan.kept and not keeping:
                     raise _KeepsSlots  # rolled back: tried again under the exclusive lock
                 keepers = keepers_cursor.fetchone()
-                self._wait(connection, parent, sorted(plan.kept), plan.released)
+                remaining = waiting.wait_remaining(existing, asked, wait_any)
+                self._wait(connection, parent, sorted(plan.kept), plan.released, remaining)
                 if keeping or (keepers is not None and keepers[0]):
                     blocked = cursor.execute(self._q("trigger_children_blocked")).fetchall()
                     waiting.refuse_stuck(parent["id"], blocked, rules, to_json)  # across chains, the wait applied
@@ -195,7 +203,12 @@ class Children(Aggregate):
         return events
 
     def _wait(
-        self, connection: psycopg.Connection[Any], parent: dict[str, Any], kept: list[str], released: Any
+        self,
+        connection: psycopg.Connection[Any],
+        parent: dict[str, Any],
+        kept: list[str],
+        released: Any,
+        remaining: int | None,
     ) -> None:
         """End the parent's attempt waiting: released slots (and its step slots) go, kept ones stay
         with no worker's lease."""
@@ -206,6 +219,7 @@ class Children(Aggregate):
                 "attempt": parent["attempt"],
                 "kept": dumps(kept),
                 "released": dumps(sorted(released)),
+                "remaining": remaining,
             },
         )
         connection.execute(self._q("trigger_children_release"), {"id": parent["id"], "kept": kept})
@@ -224,7 +238,8 @@ class Children(Aggregate):
 
     def resume_parents(self, connection: psycopg.Connection[Any], ended: Sequence[str] | None) -> psycopg.Cursor[Any]:
         """Queue the resume of every waiting parent (of `ended`, or all when None) whose awaited
-        children have all ended; the cursor's rows (their ids) arrive with the commit."""
+        children have all ended (or, for a wait on any, one more of them); the cursor's rows (their
+        ids) arrive with the commit."""
         if ended is not None:
             connection.execute(self._q("resume_parents_lock"), {"ids": list(ended)})
         return connection.execute(self._q("resume_parents"), {"ids": None if ended is None else list(ended)})

@@ -92,7 +92,8 @@ SELECT EXISTS (SELECT 1 FROM tidegate_runs WHERE status = 'waiting' AND wait_kep
 -- one as the next claim's attempt does (the hand-back's rule), so the budget is untouched.
 UPDATE tidegate_runs SET
     status = 'waiting', worker_id = NULL, lease_expires_at = NULL, max_attempts = max_attempts + 1,
-    wait_kept = %(kept)s::jsonb, wait_released = %(released)s::jsonb, waiting_since = tidegate_now()
+    wait_kept = %(kept)s::jsonb, wait_released = %(released)s::jsonb, wait_remaining = %(remaining)s::integer,
+    waiting_since = tidegate_now()
 WHERE id = %(id)s::text AND attempt = %(attempt)s::integer AND status = 'running';
 
 -- name: trigger_children_release
@@ -136,20 +137,25 @@ FOR UPDATE;
 
 -- name: resume_parents
 -- Waiting parents (of the runs :ids, or every waiting run when :ids is NULL: the sweep's
--- backstop) none of whose awaited children is unfinished: back to the queue ahead of its
--- other runs (`resumed`, which leads the claim order; scheduled_at kept), with no dispatch
+-- backstop) with at most `wait_remaining` awaited children unfinished (NULL: none; a wait on
+-- any child: one fewer than when it began to wait): back to the queue ahead of its other runs (`resumed`, which leads the claim order; scheduled_at kept), with no dispatch
 -- deadline any more (they were dispatched once); their kept slots go (they take their slots
 -- again by claiming), with a RunResumed event (domain.events.run_resumed).
 WITH resumed AS (
     UPDATE tidegate_runs AS p SET
         status = 'queued', queued_at = tidegate_now(), wait_kept = NULL, wait_released = NULL,
-        deadline_at = NULL, block_reason = NULL, resumed = true
+        wait_remaining = NULL, deadline_at = NULL, block_reason = NULL, resumed = true
     WHERE p.status = 'waiting'
       AND (%(ids)s::text[] IS NULL OR p.id IN (SELECT r.parent_id FROM tidegate_runs AS r
                                                 WHERE r.id = ANY(%(ids)s::text[]) AND r.parent_id IS NOT NULL))
-      AND NOT EXISTS (SELECT 1 FROM tidegate_runs AS c
-                      WHERE c.parent_id = p.id AND c.awaited
-                        AND c.status NOT IN ('completed', 'failed', 'canceled'))
+      AND CASE WHEN coalesce(p.wait_remaining, 0) <= 0
+          THEN NOT EXISTS (SELECT 1 FROM tidegate_runs AS c
+                           WHERE c.parent_id = p.id AND c.awaited
+                             AND c.status NOT IN ('completed', 'failed', 'canceled'))
+          ELSE (SELECT count(*) FROM tidegate_runs AS c
+                WHERE c.parent_id = p.id AND c.awaited
+                  AND c.status NOT IN ('completed', 'failed', 'canceled')) <= p.wait_remaining
+          END
     RETURNING p.id, p.waiting_since
 ), freed AS (
     DELETE FROM tidegate_holders WHERE run_id IN (SELECT id FROM resumed)

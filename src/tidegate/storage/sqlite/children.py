@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from tidegate.domain import events as history
-from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer, unfinished_awaited
+from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
 from tidegate.domain.errors import AttemptFencedOut, RunNotFound
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import RunStatus
@@ -38,7 +38,13 @@ class Children(Aggregate):
         self._runs = runs
 
     def trigger_children(
-        self, fence: Fence, worker_id: str, children: Sequence[NewChild], wait: bool, release_all: bool
+        self,
+        fence: Fence,
+        worker_id: str,
+        children: Sequence[NewChild],
+        wait: bool,
+        release_all: bool,
+        wait_any: bool = False,
     ) -> TriggerAnswer:
         run_id, attempt = fence
         with self._write() as (connection, now):
@@ -59,10 +65,11 @@ class Children(Aggregate):
                 )
             asked = [existing.get(child.index) or waiting.queued_child(child) for child in children]
             asked = [replace(record, awaited=record.awaited or wait) for record in asked]
-            pending = unfinished_awaited(asked) if wait else []
+            pending = waiting.waited_on(asked, wait, wait_any)
             if pending:
                 shapes = waiting.waited_shapes(pending, new, waiting.shapes_of(stored, to_json))
-                events.append(self._wait(connection, parent, pending, shapes, release_all, now))
+                remaining = waiting.wait_remaining(existing, asked, wait_any)
+                events.append(self._wait(connection, parent, pending, shapes, release_all, remaining, now))
             connection.executemany(self._q("insert_event"), events)
         self._notifier.notify()
         return TriggerAnswer(asked, waiting=bool(pending))
@@ -110,6 +117,7 @@ class Children(Aggregate):
         pending: Sequence[ChildRecord],
         shapes: Sequence[waiting.Shape],
         release_all: bool,
+        remaining: int | None,
         now: float,
     ) -> dict[str, Any]:
         """End the parent's attempt waiting, releasing what the plan releases; its RunWaiting event.
@@ -129,6 +137,7 @@ class Children(Aggregate):
                 "attempt": parent["attempt"],
                 "kept": kept,
                 "released": json.dumps(sorted(plan.released)),
+                "remaining": remaining,
                 "now": now,
             },
         )
@@ -150,7 +159,8 @@ class Children(Aggregate):
         self, connection: sqlite3.Connection, ended: Sequence[str] | None, events: list[dict[str, Any]], now: float
     ) -> list[str]:
         """Queue again every waiting parent (of `ended`, or all when None) whose awaited children
-        have all ended; its kept slots go (it takes its slots again by claiming)."""
+        have all ended (or, for a wait on any, one more of them); its kept slots go (it takes its
+        slots again by claiming)."""
         if ended is not None and not ended:
             return []
         ids = None if ended is None else json.dumps(list(ended))

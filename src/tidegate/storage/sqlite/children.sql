@@ -49,7 +49,7 @@ SELECT scope FROM tidegate_holders WHERE run_id = :id AND holder = :id;
 -- one as the next claim's attempt does (the hand-back's rule), so the budget is untouched.
 UPDATE tidegate_runs SET
     status = 'waiting', worker_id = NULL, lease_expires_at = NULL, max_attempts = max_attempts + 1,
-    wait_kept = :kept, wait_released = :released, waiting_since = :now
+    wait_kept = :kept, wait_released = :released, wait_remaining = :remaining, waiting_since = :now
 WHERE id = :id AND attempt = :attempt AND status = 'running'
 RETURNING id;
 
@@ -84,18 +84,24 @@ WHERE parent_id = :parent ORDER BY child_index;
 
 -- name: resume_parents
 -- Waiting parents (of the runs :ids, or every waiting run when :ids is NULL: the sweep's
--- backstop) none of whose awaited children is unfinished: back to the queue ahead of its
--- other runs (`resumed`, which leads the claim order; scheduled_at kept), with no dispatch
--- deadline any more (they were dispatched once).
+-- backstop) with at most `wait_remaining` awaited children unfinished (NULL: none; a wait on
+-- any child: one fewer than when it began to wait): back to the queue ahead of its other runs
+-- (`resumed`, which leads the claim order; scheduled_at kept), with no dispatch deadline any
+-- more (they were dispatched once).
 UPDATE tidegate_runs SET
-    status = 'queued', queued_at = :now, wait_kept = NULL, wait_released = NULL,
+    status = 'queued', queued_at = :now, wait_kept = NULL, wait_released = NULL, wait_remaining = NULL,
     deadline_at = NULL, block_reason = NULL, resumed = 1
 WHERE status = 'waiting'
   AND (:ids IS NULL OR id IN (SELECT r.parent_id FROM tidegate_runs AS r
                                WHERE r.id IN (SELECT value FROM json_each(:ids)) AND r.parent_id IS NOT NULL))
-  AND NOT EXISTS (SELECT 1 FROM tidegate_runs AS c
-                  WHERE c.parent_id = tidegate_runs.id AND c.awaited = 1
-                    AND c.status NOT IN ('completed', 'failed', 'canceled'))
+  AND CASE WHEN coalesce(wait_remaining, 0) <= 0
+      THEN NOT EXISTS (SELECT 1 FROM tidegate_runs AS c
+                       WHERE c.parent_id = tidegate_runs.id AND c.awaited = 1
+                         AND c.status NOT IN ('completed', 'failed', 'canceled'))
+      ELSE (SELECT count(*) FROM tidegate_runs AS c
+            WHERE c.parent_id = tidegate_runs.id AND c.awaited = 1
+              AND c.status NOT IN ('completed', 'failed', 'canceled')) <= wait_remaining
+      END
 RETURNING id, :now - waiting_since AS waited;
 
 -- name: cancel_run_tree
