@@ -1,4 +1,4 @@
-"""A task on a schedule every two seconds (croniter's sixth field is seconds), catching up missed ticks.
+"""A task on a schedule every second (croniter's sixth field is seconds), catching up missed ticks.
 
 The multi-process schedule proofs run this app in several worker processes at
 once and check the ScheduleFired events: one run per tick, none lost while
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import tidegate
 
-EVERY = 2.0  # seconds between ticks
-CRON = "* * * * * */2"
+EVERY = 1.0  # seconds between ticks
+CRON = "* * * * * *"
 
 
 def make_app(database: str | None = None) -> tidegate.App:

@@ -2,13 +2,16 @@
 
 `listen` must call back when another store (another process, in production)
 writes something a claimer waits for; a wake-up may also come for nothing,
-so only "at least one, after the write" is the contract. No latency is
-asserted: the deadline only catches a wake-up that never comes.
+so only "at least one, after the write" is the contract. No wake-up latency
+is asserted: the deadline only catches a wake-up that never comes. Closing a
+subscription must not wait for its thread's next look-up, though: every
+worker that stops closes one.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -57,6 +60,18 @@ def test_a_run_enqueued_elsewhere_wakes_a_listener(store, other_store):
 
 def test_a_limit_changed_elsewhere_wakes_a_listener(store, other_store):
     assert woken_by(store, lambda: other_store.set_limit("global", 4))
+
+
+def test_closing_a_subscription_ends_its_wait_at_once(store):
+    """PostgreSQL's listener looked up every 0.25 s to notice a close: each worker's stop took that long."""
+    closing = []
+    for _ in range(8):
+        listener = store.listen(lambda: None)
+        time.sleep(0.05)  # its thread is waiting now
+        began = time.monotonic()
+        listener.close()
+        closing.append(time.monotonic() - began)
+    assert sum(closing) < 0.8, closing  # a look-up every 0.25 s would take about 1.6 s
 
 
 def test_closing_a_store_twice_is_harmless(database_url):

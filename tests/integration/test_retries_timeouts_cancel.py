@@ -185,6 +185,7 @@ def test_cancel_a_running_sync_task_that_watches_its_context(app, start_worker):
 
 
 def test_cancel_a_running_async_task_awaiting_a_long_sleep(app, start_worker, monkeypatch):
+    monkeypatch.setenv("TIDEGATE_CANCEL_GRACE", "300ms")  # the sleep ignores the cancel: stopped at the grace
     started = threading.Event()
     finished = []
 

@@ -109,8 +109,19 @@ def test_a_run_stops_keeping_its_slots_once_another_run_waits(app, start_worker)
     wait_until(lambda: pool_status().pending == 22, message="the second run's steps waiting too")
     gate.set()
     assert short_run.wait(timeout=120) == 3
-    assert long_run.status().value == "running", "the long run kept the pool until it was done"
     assert long_run.wait(timeout=120) == 20
+    # Read from the store's claims, not from which run completes first: the short run's last step
+    # (`count`, a sync step, the first to start the worker's process pool) may outlast the long
+    # run's remaining steps, which hand the slot on in memory at once when nobody else waits.
+    claims = sorted(
+        (e.id, run.id)
+        for run in (long_run, short_run)
+        for e in app.store.run_events(run.id)
+        if e.type == "StepSlotClaimed"
+    )
+    last_of_long = max(index for index, (_, run_id) in enumerate(claims) if run_id == long_run.id)
+    short = [index for index, (_, run_id) in enumerate(claims) if run_id == short_run.id]
+    assert len(short) == 3 and max(short) < last_of_long, "the long run kept the pool until it was done"
 
 
 def test_a_step_whose_slots_are_freed_under_it_is_stopped_and_fails(app, start_worker, database_url):

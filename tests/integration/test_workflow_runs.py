@@ -393,7 +393,8 @@ def test_misuse_fails_the_run_with_a_clear_error(app, start_worker):
         map_of_scalar.submit().wait(timeout=30)
 
 
-def test_a_canceled_workflow_stops_its_steps(app, start_worker):
+def test_a_canceled_workflow_stops_its_steps(app, start_worker, monkeypatch):
+    monkeypatch.setenv("TIDEGATE_CANCEL_GRACE", "300ms")  # the steps ignore the cancel: stopped at the grace
     started = threading.Event()
     finished: list[int] = []
 

@@ -130,7 +130,9 @@ class ScriptedCluster:
         self.calls.append(("list", kind))
         return (self.jobs if kind == "job" else []), next(self.versions, "99")
 
-    def watch(self, kind: str, selector: str, version: str | None, seconds: int) -> Iterator[tuple[str, Any]]:
+    def watch(
+        self, kind: str, selector: str, version: str | None, seconds: int, opened: Any
+    ) -> Iterator[tuple[str, Any]]:
         self.calls.append(("watch", kind, str(version)))
         if version == "10":
             yield "MODIFIED", {"metadata": {"name": "j", "resourceVersion": "15", "labels": {}}}

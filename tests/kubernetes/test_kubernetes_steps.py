@@ -3,17 +3,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
 
 from tests.kubernetes import flows
 from tests.kubernetes.kube import FakeKubelet, attempts_of, wait_for
-from tidegate import App, RunStatus
+from tidegate import App, Executor, RunStatus
 from tidegate.cli.main import app as cli
 from tidegate.domain.steps import StepStatus
+from tidegate.workflow.kubernetes.cluster import Cluster
 from tidegate.workflow.kubernetes.jobs import run_label
+from tidegate.workflow.kubernetes.watcher import Watcher
 
 pytestmark = pytest.mark.slow
 
@@ -140,3 +146,28 @@ def test_a_sigkilled_workers_jobs_are_deleted_by_the_next_attempt_and_none_is_le
     assert attempts_of(kubelet) == Counter({"1": 3, "2": 3})
     wait_for(lambda: kubelet.live_jobs() == [], 30, "no Job left behind")
     wait_for(lambda: kubelet.running_processes() == 0, 10, "no pod left running")
+
+
+def test_a_stopped_watcher_ends_its_open_watch_requests_at_once(kube_server):
+    """Not at their timeout (a minute by default): till then each held its connection and thread, and the
+    API server (kmock here) could not shut down."""
+    spec = Executor.kubernetes(flows.IMAGE, store_secret=flows.SECRET, namespace=flows.NAMESPACE).pods
+    assert spec is not None and spec.watch_seconds == 60
+    cluster = Cluster(replace(spec, kubeconfig=kube_server.kubeconfig))
+    loop = asyncio.new_event_loop()
+    before = set(threading.enumerate())
+    watcher = Watcher(cluster, "tidegate.dev/run=x", loop, lambda *a: None, lambda *a: None, 60, 3600)
+    try:
+        watcher.start()
+        followers = [t for t in set(threading.enumerate()) - before if t.name.startswith("tidegate-k8s-")]
+        assert len(followers) == 3  # a watch per kind, and the backstop
+        wait_for(lambda: len(watcher._ends) == 2, 30, "both watch requests open")
+        stopped = time.monotonic()
+        watcher.stop()
+        for follower in followers:
+            follower.join(10)
+        assert not any(follower.is_alive() for follower in followers)
+        assert time.monotonic() - stopped < 5
+    finally:
+        watcher.stop()
+        loop.close()

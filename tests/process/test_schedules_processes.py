@@ -1,7 +1,7 @@
 """Schedules across worker processes: each tick submits exactly one run (issue 15).
 
 Three worker processes on PostgreSQL and two on SQLite fire the same schedule
-(every 2 s, `missed="catch_up"`); midway every worker is killed (SIGKILL) and,
+(every second, `missed="catch_up"`); midway every worker is killed (SIGKILL) and,
 after a few ticks with no worker at all, as many new ones start. The
 ScheduleFired events must then name every tick from the first to the last
 exactly once: none doubled by workers racing, none lost across the restart.

@@ -16,12 +16,18 @@ a round trip (`SELECT 1`) every `check_interval`, which must be answered
 within half of it, and treats silence as a drop: a connection that died is
 replaced within one and a half intervals. (A healthy server answers in a
 millisecond; a slow answer only costs a reconnect and a rescan.)
+
+The thread waits on the connection's socket and on a socket pair of its own,
+which `close` writes to: a worker that stops (or an app that closes) is not
+held up until the wait's next look-up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import selectors
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -37,7 +43,6 @@ from tidegate.storage.urls import masked
 
 log = logging.getLogger(__name__)
 
-WAIT_SLICE = 0.25  # how often the thread looks up from waiting, to notice close()
 FIRST_BACKOFF = 0.1
 MAX_BACKOFF = 0.5  # a server that is back is heard from within this (then one rescan)
 CHECK_INTERVAL = default_seconds("TIDEGATE_LISTEN_CHECK_INTERVAL")  # between two round trips proving it alive
@@ -79,6 +84,7 @@ class NotifyListener:
         self._connect_timeout = connect_timeout
         self._check_interval = check_interval
         self._closed = threading.Event()
+        self._interrupt, self._interrupter = socket.socketpair()  # close() writes; the thread's wait wakes
         self._listening = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tidegate-pg-listener", daemon=True)
         self._thread.start()
@@ -88,9 +94,14 @@ class NotifyListener:
         self._listening.wait(connect_timeout)
 
     def close(self) -> None:
-        """Stop listening; returns within about WAIT_SLICE once the thread is waiting."""
+        """Stop listening; the thread's wait for notifications ends at once."""
         self._closed.set()
+        with contextlib.suppress(OSError):  # closed before
+            self._interrupter.send(b"\0")
         self._thread.join(timeout=2.0)
+        if not self._thread.is_alive():  # else it may still select on them: left to the garbage collector
+            self._interrupt.close()
+            self._interrupter.close()
 
     # --- the thread ---------------------------------------------------------------
 
@@ -136,7 +147,7 @@ class NotifyListener:
     def _relay(self, connection: psycopg.Connection) -> None:
         next_check = time.monotonic() + self._check_interval
         while not self._closed.is_set():
-            if _received(connection, min(WAIT_SLICE, max(0.0, next_check - time.monotonic()))):
+            if _received(connection, max(0.0, next_check - time.monotonic()), self._interrupt):
                 self._wake()
             if time.monotonic() >= next_check:
                 if _round_trip(connection, self._check_interval / 2):
@@ -152,14 +163,23 @@ class NotifyListener:
             log.exception("wake-up callback failed")
 
 
-def _received(connection: psycopg.Connection, timeout: float) -> bool:
-    """Wait up to `timeout` for a notification, then take the rest of its burst."""
+def _received(connection: psycopg.Connection, timeout: float, interrupt: socket.socket) -> bool:
+    """Wait up to `timeout` for notifications (not past `interrupt` becoming readable: closing),
+    then take all that came in the burst."""
+    if _taken(connection):  # some arrived while a statement ran (psycopg kept them), or are unread
+        return True
+    with selectors.DefaultSelector() as selector:
+        selector.register(connection.pgconn.socket, selectors.EVENT_READ, "server")
+        selector.register(interrupt, selectors.EVENT_READ, "closing")
+        ready = {key.data for key, _ in selector.select(timeout)}
+    return ready == {"server"} and _taken(connection)
+
+
+def _taken(connection: psycopg.Connection) -> bool:
+    """Take every notification there is now, without waiting; whether there was any."""
     received = False
-    for _ in connection.notifies(timeout=timeout, stop_after=1):
+    for _ in connection.notifies(timeout=0):
         received = True
-    if received:
-        for _ in connection.notifies(timeout=0):
-            pass
     return received
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tidegate.domain.errors import ConfigurationError
@@ -90,9 +90,14 @@ class Cluster:
         version = (listed.get("metadata") or {}).get("resourceVersion")
         return list(listed.get("items") or []), _usable(version)
 
-    def watch(self, kind: str, selector: str, version: str | None, seconds: int) -> Iterator[tuple[str, Obj]]:
+    def watch(
+        self, kind: str, selector: str, version: str | None, seconds: int, opened: Callable[[Callable[[], None]], None]
+    ) -> Iterator[tuple[str, Obj]]:
         """Events (type, object) after `version`, for up to `seconds`; ResourceGone on 410.
 
+        Once the request is open, `opened` is given a function that ends it at once from any
+        thread (its socket is shut down, so a read blocked on it returns): a follower that stops
+        need not hold the connection, and its thread, until the request times out.
         Objects stay plain JSON: the client's models would reject what an older or newer
         server leaves out, and nothing here needs them."""
         options: dict[str, Any] = {
@@ -112,6 +117,7 @@ class Cluster:
                 raise ResourceGone(str(error.reason)) from error
             raise
         try:
+            opened(response.shutdown)
             yield from self._events(response)
         except self._read_timeout:
             return  # the request's own timeout: a server that ignores timeoutSeconds, and nothing happened

@@ -3,7 +3,8 @@
 Each kind has a thread that lists (remembering the list's resource version),
 then watches from there; when a watch request ends it resumes from the last
 version seen, and re-lists only when the server says that version is gone
-(410) or serves none. A third thread re-lists both kinds every
+(410) or serves none. Stopping ends the open watch requests at once rather
+than leaving each to its timeout (`watch_seconds`, a minute by default). A third thread re-lists both kinds every
 `poll_seconds`: the slow backstop for an event a watch missed. Every object
 seen goes to `on_event` on the worker's loop, which is where the run decides.
 """
@@ -11,6 +12,8 @@ seen goes to `on_event` on the worker's loop, which is where the run decides.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import threading
 import time
@@ -48,6 +51,8 @@ class Watcher:
         self._watch_seconds = watch_seconds
         self._poll_seconds = poll_seconds
         self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._ends: dict[str, Callable[[], None]] = {}  # kind -> how to end its open watch request now
 
     def start(self) -> None:
         for kind in KINDS:
@@ -55,8 +60,19 @@ class Watcher:
         threading.Thread(target=self._backstop, name="tidegate-k8s-poll", daemon=True).start()
 
     def stop(self) -> None:
-        """Stop following (a watch request still open ends within its timeout; its events go nowhere)."""
+        """Stop following: end the watch requests still open (their threads then return)."""
         self._stop.set()
+        with self._lock:
+            ends = list(self._ends.values())
+        for end in ends:
+            _end(end)
+
+    def _opened(self, kind: str, end: Callable[[], None]) -> None:
+        """A watch request of `kind` is open: `stop` ends it (at once, if it came first)."""
+        with self._lock:
+            self._ends[kind] = end
+        if self._stop.is_set():
+            _end(end)
 
     def _post(self, fn: Callable[..., None], *args: Any) -> None:
         if self._stop.is_set():
@@ -80,7 +96,8 @@ class Watcher:
                 if version is None:
                     version = self.relist(kind)
                 began, events = time.monotonic(), 0
-                for event_type, obj in self._cluster.watch(kind, self._selector, version, self._watch_seconds):
+                opened = functools.partial(self._opened, kind)
+                for event_type, obj in self._cluster.watch(kind, self._selector, version, self._watch_seconds, opened):
                     if self._stop.is_set():
                         return
                     version = _version_of(obj) or version
@@ -105,6 +122,12 @@ class Watcher:
                     self.relist(kind)
                 except Exception as error:
                     log.warning("backstop list of %s %s failed: %s", kind, self._selector, error)
+
+
+def _end(end: Callable[[], None]) -> None:
+    """End a watch request; one that ended by itself meanwhile refuses, which is as good."""
+    with contextlib.suppress(Exception):
+        end()
 
 
 def _version_of(obj: Obj) -> str | None:
