@@ -6,7 +6,9 @@ blocked, in claim order), `trickle` too (the limits test raises it), and each
 `gpu.job` run holds one slot of the pool `gpu` (3 slots) in its one step.
 A `family.parent` run triggers one `family.child` (same queue, limit 2) and waits
 for it; `capped` admits one active run (`max_active=1`), and `capped.boom` fails
-at once, so an operator's retry of it meets that ceiling. The schedule
+at once, so an operator's retry of it meets that ceiling. `etl.diamond` is a
+diamond (extract, then a map `shard` and a step `audit` both on its rows, then
+`load` of both): items from `held` on wait for the gate. The schedule
 `new-year` (once a year, Paris time) never fires during a test.
 """
 
@@ -73,7 +75,35 @@ def make_app(database: str | None = None) -> tidegate.App:
     def gpu_job(wf: Workflow, n: int, gate: str):
         return wf.step(render, n, gate)
 
+    add_diamond(app)
     return app
+
+
+def add_diamond(app: tidegate.App) -> None:
+    """`etl.diamond`: its own function, so `make_app` stays one screen."""
+
+    @app.step()
+    def extract(n: int) -> list[int]:
+        return list(range(n))
+
+    @app.step()
+    def shard(row: int, gate: str, held: int) -> int:
+        if row >= held:
+            wait_for(gate)
+        return row * 2
+
+    @app.step()
+    def audit(rows: list[int]) -> int:
+        return len(rows)
+
+    @app.step()
+    def load(shards: list[int], count: int) -> int:
+        return sum(shards) + count
+
+    @app.workflow(name="etl.diamond", queue="etl")
+    def diamond(wf: Workflow, n: int, gate: str, held: int):
+        rows = wf.step(extract, n)
+        return wf.step(load, wf.map(shard, rows, gate=gate, held=held), wf.step(audit, rows))
 
 
 app = make_app()

@@ -16,6 +16,7 @@ from starlette.responses import HTMLResponse, RedirectResponse
 
 from tidegate.app import App
 from tidegate.dashboard.access import Viewer
+from tidegate.dashboard.graph import row_id
 from tidegate.domain.durations import format_duration
 from tidegate.domain.model import EventType
 
@@ -93,7 +94,7 @@ def scope_id(scope: str) -> str:
     return "scope-" + "".join(ch if ch.isalnum() else "-" for ch in scope)
 
 
-_env.filters.update(clock=clock, duration=duration, chips=chips, scope_id=scope_id, exact=exact)
+_env.filters.update(clock=clock, duration=duration, chips=chips, scope_id=scope_id, exact=exact, row_id=row_id)
 _env.globals.update(
     level=level,
     percent=percent,

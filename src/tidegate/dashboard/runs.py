@@ -19,7 +19,8 @@ from starlette.responses import Response
 
 from tidegate.dashboard import data
 from tidegate.dashboard.access import FormDep, ViewerDep
-from tidegate.dashboard.render import app_of, page, redirect
+from tidegate.dashboard.graph import run_graph
+from tidegate.dashboard.render import app_of, page, redirect, root_of
 from tidegate.domain import names
 from tidegate.domain.errors import AdmissionRejected, InvalidArgument, RunNotFound, TidegateError
 from tidegate.domain.model import EventRecord, RunStatus
@@ -106,19 +107,22 @@ def run_page(run_id: str, request: Request, viewer: ViewerDep, tab: str = "overv
 def _run_page(
     request: Request, viewer: Any, run_id: str, tab: str, status: int = 200, error: str | None = None
 ) -> Response:
-    store = app_of(request).store
+    app = app_of(request)
+    store = app.store
     record = store.get_run(run_id) if names.is_one_line(run_id) else None
     if record is None:
         return page(request, "missing.html", viewer, 404, what=f"run {run_id}")
     tab = tab if tab in TABS else "overview"
+    steps, children = store.run_steps(record.id), store.run_children(record.id)
+    graph = run_graph(app, record, steps, children, root_of(request)) if tab == "steps" else None
     events = store.run_events(record.id)
     run_events, step_events = _concurrency(events)
     waits = record.status is RunStatus.WAITING
     explanation = explain(store, record.id) if tab == "why" or waits else None
     paused = record.queue in {summary.name for summary in data.queue_summaries(store) if summary.paused}
     return page(
-        request, "run.html", viewer, status, run=record, tab=tab, tabs=TABS, steps=store.run_steps(record.id),
-        children=store.run_children(record.id), events=events, run_events=run_events, step_events=step_events,
+        request, "run.html", viewer, status, run=record, tab=tab, tabs=TABS, steps=steps, graph=graph,
+        children=children, events=events, run_events=run_events, step_events=step_events,
         pods=data.step_pods(events), why=explanation, reason=data.block_reason(record, paused), as_json=data.as_json,
         error=error, canonical=f"/runs/{record.id}" + (f"?tab={tab}" if tab != "overview" else ""),
     )  # fmt: skip
