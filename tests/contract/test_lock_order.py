@@ -84,6 +84,7 @@ ONE_RUN = {
 MANY_RUNS = {
     "trigger_children_lock_children",
     "resume_parents_lock",
+    "resume_parents",
     "cancel_run_tree_lock",
     "cycle_reports",
     "renew_leases",

@@ -6,7 +6,8 @@ The lock order, the same on every path that takes more than one of these locks
 1. the waits lock (`trigger_children_lock[_shared]`), by a trigger that may wait, before any row;
 2. run rows, a child's before its parent's: a statement that locks several orders them
    `depth DESC, id` (the cycle's reports, lease renewals, hand-backs, a cancel's tree, a paused
-   queue's deadlines); a trigger locks the stored children it may turn awaited
+   queue's deadlines, the resume of waiting parents, which the sweep's backstop runs for every
+   waiting run at once); a trigger locks the stored children it may turn awaited
    (`trigger_children_lock_children`) before its parent's row; a run's end (the cycle) has
    locked the child's row by updating it, then locks its parent's (`resume_parents_lock`);
 3. then the admission locks (`admission.py`), taken by a trigger that stores children, and the
@@ -15,10 +16,9 @@ The lock order, the same on every path that takes more than one of these locks
 `tests/contract/test_lock_order.py` pins every statement that waits for run locks to this
 order. What it does not order: a cycle that ends runs of several levels locks them deeper
 first, then the parents it may resume, which may be deeper than a run it ended (a root and a
-grandchild of one worker ending in one cycle); and the sweep's backstop resume updates every
-waiting run whose children ended in one statement, in no order. A transaction caught in a
-circle there is failed by PostgreSQL's deadlock check, never left hanging (a cycle puts its
-reports back and tries again; a cancel or a trigger raises).
+grandchild of one worker ending in one cycle). A transaction caught in a circle there is
+failed by PostgreSQL's deadlock check, never left hanging (a cycle puts its reports back and
+tries again; a cancel or a trigger raises).
 
 Why the parent's row at all: either the trigger commits first and the end sees
 the parent waiting, or the end commits first and the trigger reads the child

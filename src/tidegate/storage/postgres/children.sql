@@ -141,21 +141,30 @@ FOR UPDATE;
 -- any child: one fewer than when it began to wait): back to the queue ahead of its other runs (`resumed`, which leads the claim order; scheduled_at kept), with no dispatch
 -- deadline any more (they were dispatched once); their kept slots go (they take their slots
 -- again by claiming), with a RunResumed event (domain.events.run_resumed).
-WITH resumed AS (
+-- `ready` locks them deeper first, then by id (children.py's lock order): the backstop resumes
+-- parents of any depth in one statement. A row it waited for is checked again once locked (READ
+-- COMMITTED), so the update needs no condition of its own. A cycle's parents are locked already
+-- (resume_parents_lock).
+WITH ready AS (
+    SELECT w.id FROM tidegate_runs AS w
+    WHERE w.status = 'waiting'
+      AND (%(ids)s::text[] IS NULL OR w.id IN (SELECT r.parent_id FROM tidegate_runs AS r
+                                                WHERE r.id = ANY(%(ids)s::text[]) AND r.parent_id IS NOT NULL))
+      AND CASE WHEN coalesce(w.wait_remaining, 0) <= 0
+          THEN NOT EXISTS (SELECT 1 FROM tidegate_runs AS c
+                           WHERE c.parent_id = w.id AND c.awaited
+                             AND c.status NOT IN ('completed', 'failed', 'canceled'))
+          ELSE (SELECT count(*) FROM tidegate_runs AS c
+                WHERE c.parent_id = w.id AND c.awaited
+                  AND c.status NOT IN ('completed', 'failed', 'canceled')) <= w.wait_remaining
+          END
+    ORDER BY w.depth DESC, w.id
+    FOR UPDATE
+), resumed AS (
     UPDATE tidegate_runs AS p SET
         status = 'queued', queued_at = tidegate_now(), wait_kept = NULL, wait_released = NULL,
         wait_remaining = NULL, deadline_at = NULL, block_reason = NULL, resumed = true
-    WHERE p.status = 'waiting'
-      AND (%(ids)s::text[] IS NULL OR p.id IN (SELECT r.parent_id FROM tidegate_runs AS r
-                                                WHERE r.id = ANY(%(ids)s::text[]) AND r.parent_id IS NOT NULL))
-      AND CASE WHEN coalesce(p.wait_remaining, 0) <= 0
-          THEN NOT EXISTS (SELECT 1 FROM tidegate_runs AS c
-                           WHERE c.parent_id = p.id AND c.awaited
-                             AND c.status NOT IN ('completed', 'failed', 'canceled'))
-          ELSE (SELECT count(*) FROM tidegate_runs AS c
-                WHERE c.parent_id = p.id AND c.awaited
-                  AND c.status NOT IN ('completed', 'failed', 'canceled')) <= p.wait_remaining
-          END
+    FROM ready WHERE p.id = ready.id
     RETURNING p.id, p.waiting_since
 ), freed AS (
     DELETE FROM tidegate_holders WHERE run_id IN (SELECT id FROM resumed)
