@@ -159,6 +159,10 @@ def test_setting_a_limit_previews_the_runs_it_unblocks_then_stores_it_with_its_a
     operator.get_by_role("button", name="Preview", exact=True).click()
     expect(operator.locator('[data-testid="unblocks"]')).to_have_text("unblocks 2 queued runs")
     assert "queue:trickle" not in site.app.store.rules().overrides  # a preview changes nothing
+    state = operator.locator("[data-live-state]")
+    expect(state).to_have_text("Not live (a form's answer)")
+    dot = state.evaluate("element => getComputedStyle(element, '::before').backgroundColor")
+    assert dot == "rgb(91, 101, 114)"  # grey (--muted), not the green of a live page: nothing refreshes here
     shoot(operator, site, "limits-preview")
 
     operator.get_by_role("button", name="Confirm").click()

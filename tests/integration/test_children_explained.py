@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.apps.api import local_client
-from tidegate import App, Concurrency, Context, RunQueueConfig, RunStatus
+from tidegate import App, Concurrency, Context, Executor, RunQueueConfig, RunStatus, Workflow
 from tidegate.api.application import create_api
 from tidegate.cli.main import app as cli
 
@@ -66,11 +66,13 @@ def test_queue_why_and_the_api_say_what_a_waiting_parent_waits_for_and_released(
     released = next(line for line in lines if line.startswith("Released while waiting:"))
     assert "max_concurrent_runs" in released and "queue reports" not in released
     assert "queue reports" in next(line for line in lines if line.startswith("Kept while waiting:"))
+    assert "Resumes: queued again once they have all ended" in lines
 
     client = local_client(create_api(app))
     why = client.get(f"/api/v1/runs/{run_id}/why").json()
     assert why["status"] == "waiting" and why["waiting_for"] == "3 children (3 queued)"
     assert why["released"] == ["global"] and why["kept"] == ["queue:reports"]
+    assert why["resumes_when"] == "all"
     shown = client.get(f"/api/v1/runs/{run_id}").json()
     assert [(c["index"], c["task"], c["queue"], c["awaited"]) for c in shown["children"]] == [
         (0, "render", "idle", False),
@@ -85,3 +87,27 @@ def test_queue_why_and_the_api_say_what_a_waiting_parent_waits_for_and_released(
     assert result.exit_code == 0, result.output
     assert "children" in result.stdout and "no (fire and forget)" in result.stdout
     assert "RunWaiting" in result.stdout and "ChildTriggered" in result.stdout
+
+
+def test_a_window_of_children_says_it_resumes_when_any_of_them_ends(database_url, waiting_app, start_worker):
+    """`map_children(concurrency=k)` waits on any of its window, not all of it: every view says so."""
+    app = waiting_app
+    app.queue("idle")
+
+    @app.task(name="load", queue="idle")
+    def load(day: int) -> int:
+        return day
+
+    @app.workflow(name="nightly", queue="etl", executor=Executor.in_process())
+    def nightly(wf: Workflow) -> list[int]:
+        return wf.map_children(load, [1, 2, 3, 4], concurrency=2)
+
+    handle = nightly.submit()
+    start_worker(app, max_workers=1, queues=["etl"])
+    wait_status(app, handle.id, RunStatus.WAITING)
+
+    result = invoke("queue", "why", handle.id, "--database", database_url)
+    assert result.exit_code == 0, result.output
+    assert "Resumes: queued again when any of them ends" in _lines(result.stdout)
+    why = local_client(create_api(app)).get(f"/api/v1/runs/{handle.id}/why").json()
+    assert why["waiting_for"] == "2 children (2 queued)" and why["resumes_when"] == "any"

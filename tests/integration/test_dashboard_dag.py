@@ -7,10 +7,13 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
 from tests.apps.dashboard_tasks import make_app
 from tidegate import App
 from tidegate.api import Tokens, create_api
+from tidegate.cli.main import app as cli
+from tidegate.dashboard.graph import row_id
 from tidegate.domain.steps import StepStatus, StepUpdate
 
 READ = "read-token"
@@ -74,3 +77,35 @@ def test_a_plain_tasks_run_draws_nothing_and_an_unbuilt_workflow_is_still_drawn(
     page = steps_tab(served, queued.id)
     assert page.count('data-state="pending"') == 4 and "No steps" not in page
     assert 'class="dag-link"' not in page  # no row to link to yet
+
+
+def test_a_map_item_taken_into_its_window_but_not_started_shows_queued_not_running(served: App) -> None:
+    """`next_map_item` stores an item running once it holds its window slot, before its function
+    starts (no started time): the Steps tab and `runs show` call it queued until it starts."""
+    run = served.tasks["etl.diamond"].submit(n=3, gate="-", held=2)
+    served.store.register_worker("w1", 1, ["etl"], False, 60)
+    assert len(served.store.cycle("w1", ["etl"], [], [], 1, 30.0).claimed) == 1
+    fence = (run.id, 1)
+    pending = [StepUpdate(f"shard[{i}]", StepStatus.PENDING, "shard", i) for i in range(3)]
+    assert served.store.record_steps(fence, [StepUpdate("extract", StepStatus.COMPLETED, output=[0, 1, 2]), *pending])
+    taken = [served.store.next_map_item(fence, "w1", "shard", 3) for _ in range(2)]
+    assert [item.step_key for item in taken if item is not None] == ["shard[0]", "shard[1]"]
+    assert served.store.record_steps(fence, [StepUpdate("shard[0]", StepStatus.RUNNING, "shard", 0)])  # it starts
+    page = steps_tab(served, run.id)
+
+    def shown(key: str) -> str:
+        row = re.search(rf'<tr id="{re.escape(row_id(key))}">(.*?)</tr>', page, re.S)
+        assert row, f"no row {key}"
+        found = re.search(r'class="badge s-([a-z]+)"', row.group(1))
+        assert found
+        return found.group(1)
+
+    assert [shown(f"shard[{i}]") for i in range(3)] == ["running", "queued", "pending"]
+    assert 'data-state="running"' in node(page, "shard")  # one item is under way
+    result = CliRunner().invoke(
+        cli, ["runs", "show", run.id, "--database", served.store.url], env={"COLUMNS": "200", "NO_COLOR": "1"}
+    )
+    assert result.exit_code == 0, result.output
+    cells = [line.split() for line in result.stdout.splitlines() if line.strip().startswith("shard[")]
+    rows = {cell[0]: cell[1] for cell in cells}
+    assert rows == {"shard[0]": "running", "shard[1]": "queued", "shard[2]": "pending"}

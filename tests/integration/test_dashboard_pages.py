@@ -196,6 +196,8 @@ def test_a_waiting_parent_shows_what_it_waits_for_and_its_children_link_back(
         assert '<span class="badge s-waiting">waiting</span>' in shown
         waits = shown[shown.index('data-testid="waits"') :]
         assert "1 child (1 running)" in waits and '<span class="chip released">queue:family</span>' in waits
+        assert "queued again once they have all ended" in waits  # a task's wait, not a window (any)
+        assert "queued again once they have all ended" in browser.get(f"/runs/{parent.id}?tab=why").text
         assert f"/runs/{parent.id}/cancel" in shown  # a waiting run can be canceled (its children with it)
         children = browser.get(f"/runs/{parent.id}?tab=children").text
         row = re.search(rf'<tr data-child="{child.id}">(.*?)</tr>', children, re.S)

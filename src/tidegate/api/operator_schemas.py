@@ -7,7 +7,7 @@ screen of models; both feed the same OpenAPI document.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -59,6 +59,11 @@ class Why(BaseModel):
     waiting_for: str | None = Field(
         default=None,
         description="A waiting parent: the children it waits for, e.g. '3 children (1 completed, 2 running)'.",
+    )
+    resumes_when: Literal["any", "all"] | None = Field(
+        default=None,
+        description="A waiting parent: queued again when any awaited child ends (a map_children window) "
+        "or once all of them have ended.",
     )
     released: list[str] = Field(default_factory=list, description="A waiting parent: the scopes it released meanwhile.")
     kept: list[str] = Field(

@@ -113,6 +113,7 @@ def _why(explanation: Explanation) -> dict[str, Any]:
         "blocked_by": [check.scope for check in explanation.blocking],
         "eta_seconds": explanation.eta_seconds,
         "waiting_for": explanation.waiting_for,
+        "resumes_when": None if explanation.resumes is None else ("any" if run.wait_any else "all"),
         "released": run.wait_released or [],
         "kept": run.wait_kept or [],
         "paused": explanation.paused,

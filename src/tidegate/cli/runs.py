@@ -185,7 +185,7 @@ def steps_table(steps: list[StepRecord]) -> Table:
             details = step.error.strip().splitlines()[0]
         table.add_row(
             Text(step.step_key),
-            Text(step.status.value, style=_STEP_STYLES[step.status]),
+            Text(step.shown_status, style=_STEP_STYLES[step.shown_status]),
             str(step.attempt),
             short_time(step.started_at, now),
             short_time(step.finished_at, now),
@@ -194,11 +194,12 @@ def steps_table(steps: list[StepRecord]) -> Table:
     return table
 
 
-_STEP_STYLES = {
-    StepStatus.PENDING: "yellow",
-    StepStatus.RUNNING: "cyan",
-    StepStatus.COMPLETED: "green",
-    StepStatus.FAILED: "bold red",
+_STEP_STYLES = {  # by StepRecord.shown_status
+    StepStatus.PENDING.value: "yellow",
+    "queued": "blue",
+    StepStatus.RUNNING.value: "cyan",
+    StepStatus.COMPLETED.value: "green",
+    StepStatus.FAILED.value: "bold red",
 }
 
 

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from tidegate.cli.render import short_time, status_text
 from tidegate.domain.backpressure import RATE_WINDOW_SECONDS
+from tidegate.domain.children import resume_rule
 from tidegate.domain.leases import stuck
 from tidegate.domain.model import HolderRecord, RunRecord, RunStatus
 from tidegate.domain.scopes import Rules, effective_limit
@@ -253,6 +254,7 @@ def _wait_body(run: RunRecord, rules: Rules | None) -> Table:
     released = [_released_label(scope, rules or Rules()) for scope in run.wait_released or []]
     kept = [label_of(scope, rules or Rules()) for scope in run.wait_kept or []]
     grid.add_row("Released while waiting:", Text(", ".join(released) or "nothing"))
+    grid.add_row("Resumes:", Text(resume_rule(run.wait_any)))
     if kept:
         grid.add_row(
             "Kept while waiting:", Text.assemble(", ".join(kept), ("  (they still count for their limits)", "dim"))

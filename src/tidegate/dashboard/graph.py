@@ -96,12 +96,12 @@ def _drawn(
         tooltip = f"{node.key}: child runs {detail}{shown}{deps}"
         return Drawn(node.key, "child", state, detail, href, tooltip, _share(states) if many else None)
     if isinstance(node, MapNode):
-        states = [record.status.value for record in items.get(node.key, [])]
+        states = [record.shown_status for record in items.get(node.key, [])]
         state, detail = _summary(states, True)
         href = f"#{row_id(step_key(node.key, 0))}" if states else ""
         return Drawn(node.key, "map", state, detail, href, f"{node.key}: mapped, {detail}{deps}", _share(states))
     record = rows.get(node.key)
-    state = record.status.value if record is not None else "pending"
+    state = record.shown_status if record is not None else "pending"
     waiting = record.waiting_for if record is not None else None
     detail = "waits for " + ", ".join(sorted(waiting)) if waiting else state
     href = f"#{row_id(node.key)}" if record is not None else ""

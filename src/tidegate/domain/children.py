@@ -105,6 +105,12 @@ def wait_summary(children: Sequence[ChildRecord]) -> str:
     return f"{len(awaited)} {noun} ({parts})" if parts else f"{len(awaited)} {noun}"
 
 
+def resume_rule(wait_any: bool) -> str:
+    """When a waiting run is queued again, in the words every view uses: a window of children
+    (`map_children`) goes on as soon as one slot of it frees, any other wait needs them all."""
+    return "queued again when any of them ends" if wait_any else "queued again once they have all ended"
+
+
 def _canonical(args: Mapping[str, Any]) -> str:
     return json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
 

@@ -184,6 +184,7 @@ class RunRecord:
     depth: int = 0
     wait_released: list[str] | None = None  # while waiting: the run-level scopes it released
     wait_kept: list[str] | None = None  # while waiting: the run-level scopes it keeps
+    wait_any: bool = False  # while waiting: queued again when any awaited child ends (map_children's window)
 
 
 @dataclass(frozen=True, slots=True)

@@ -162,3 +162,11 @@ class StepRecord:
     started_at: datetime | None
     finished_at: datetime | None
     waiting_for: dict[str, int] | None = None
+
+    @property
+    def shown_status(self) -> str:
+        """The state a view shows. A map item taken into its window is stored running (the window
+        slot is its) before its function starts; to an operator it is still queued, not running."""
+        if self.status is StepStatus.RUNNING and self.started_at is None:
+            return "queued"
+        return self.status.value

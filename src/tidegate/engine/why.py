@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tidegate.domain.backpressure import RATE_WINDOW_SECONDS, eta_seconds
-from tidegate.domain.children import ChildRecord, wait_summary
+from tidegate.domain.children import ChildRecord, resume_rule, wait_summary
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import HolderRecord, RunRecord, RunStatus, WorkerRecord
 from tidegate.domain.pools import pool_of
@@ -62,6 +62,13 @@ class Explanation:
         if self.run.status is not RunStatus.WAITING:
             return None
         return wait_summary(self.children)
+
+    @property
+    def resumes(self) -> str | None:
+        """A waiting run: when it is queued again (any child's end, or all of theirs); None otherwise."""
+        if self.run.status is not RunStatus.WAITING:
+            return None
+        return resume_rule(self.run.wait_any)
 
     @property
     def blocking(self) -> list[ScopeCheck]:

@@ -59,6 +59,7 @@ def run_record(row: Mapping[str, Any], to_time: ToTime, to_json: ToJSON) -> RunR
         depth=_optional(row, "depth") or 0,
         wait_released=to_json(_optional(row, "wait_released")),
         wait_kept=to_json(_optional(row, "wait_kept")),
+        wait_any=_optional(row, "wait_remaining") is not None,  # NULL: a wait on all of them
     )
 
 

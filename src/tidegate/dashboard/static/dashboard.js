@@ -32,7 +32,11 @@
     window.history.replaceState(null, "", canonical);
   }
   // A form's answer with no address of its own (a limit's preview) is not refreshed: it would be lost.
-  if ("answer" in live.dataset) { state.textContent = "Not live (a form's answer)"; return; }
+  if ("answer" in live.dataset) {
+    state.textContent = "Not live (a form's answer)";
+    state.classList.add("off");
+    return;
+  }
 
   function busy() {
     const focused = document.activeElement;

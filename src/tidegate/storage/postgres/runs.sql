@@ -129,7 +129,8 @@ WHERE status IN ('queued', 'running', 'waiting') AND queue = ANY(%(queues)s::tex
 -- result type").
 SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
        submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
-       cancel_requested, result, error, block_reason, suspect, resumed, parent_id, root_id, depth, wait_released, wait_kept
+       cancel_requested, result, error, block_reason, suspect, resumed, parent_id, root_id, depth, wait_released, wait_kept,
+       wait_remaining
 FROM tidegate_runs WHERE id = %(id)s::text;
 
 -- name: list_runs
