@@ -227,7 +227,11 @@ WITH claimed AS (
         started_at = NULL, block_reason = NULL,
         resumed = false  -- a resumed parent goes first once: the claim that takes it ends that
     FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS c(id, n)
-    WHERE r.id = c.id AND r.status = 'queued'
+    -- By primary key alone (the array, which a scan of the table would test against every row):
+    -- the candidates are locked by this transaction since they were read queued, so they still
+    -- are. With a condition on status, or the join alone, the generic plan made before any ANALYZE
+    -- reached them through every queued run (a claim of 8 beside 3,000 queued read all 3,000).
+    WHERE r.id = ANY(%(ids)s::text[]) AND r.id = c.id
     RETURNING c.n, r.id, r.task, r.queue, r.args, r.attempt, r.max_attempts, r.retry_backoff, r.timeout, r.suspect,
               greatest(0, extract(epoch FROM tidegate_statement_timestamp() - r.scheduled_at))::double precision
                   AS queued_seconds, r.parent_id IS NOT NULL AS has_parent
@@ -307,7 +311,8 @@ WITH current_rules AS MATERIALIZED (
         lease_expires_at = tidegate_statement_timestamp() + make_interval(secs => %(lease)s::double precision),
         started_at = NULL, block_reason = NULL, resumed = false
     FROM unnest((SELECT ids FROM picked)) WITH ORDINALITY AS c(id, n)
-    WHERE r.id = c.id AND r.status = 'queued' AND (SELECT go FROM verdict)
+    -- By primary key alone: `windows` locked these rows queued (see claim_runs).
+    WHERE r.id = ANY((SELECT ids FROM picked)::text[]) AND r.id = c.id AND (SELECT go FROM verdict)
     RETURNING c.n, r.id, r.task, r.queue, r.args, r.attempt, r.max_attempts, r.retry_backoff, r.timeout, r.suspect,
               greatest(0, extract(epoch FROM tidegate_statement_timestamp() - r.scheduled_at))::double precision
                   AS queued_seconds, r.parent_id IS NOT NULL AS has_parent
