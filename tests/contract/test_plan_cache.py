@@ -73,8 +73,10 @@ def test_postgres_sessions_plan_hot_statements_once(pg_store: Store) -> None:
         (run,) = claim(pg_store)
         pg_store.cycle("w1", [QUEUE], [run.fence], [completed(run.fence)], 0, 30.0)
 
-    # The queue has no limit: after the first claim (which caches the rules) a claim is claim_runs_free.
-    plans = {name: [row for row in prepared(pg_store) if _is(name, row[0])] for name in ("enqueue", "claim_runs_free")}
+    # The queue has no limit: after the first claim (which caches the rules) a claim is claim_runs_free; and no
+    # ceiling: after the first submit (which reads the ceilings) a submit is enqueue_free.
+    hot = ("enqueue_free", "claim_runs_free")
+    plans = {name: [row for row in prepared(pg_store) if _is(name, row[0])] for name in hot}
     for name, rows in plans.items():
         assert len(rows) == 1, f"{name} is not prepared on the store's connection: {rows}"
         (_, generic, custom) = rows[0]

@@ -122,6 +122,7 @@ class ClaimedRun:
     timeout: float | None
     suspect: bool = False  # runs alone on its worker, its start recorded before its body runs
     queued_seconds: float = 0.0  # how long it waited, due and queued, before this claim (the store's clock)
+    has_parent: bool = True  # a child run, whose end may resume its waiting parent; True when not known
 
     @property
     def fence(self) -> tuple[str, int]:
@@ -139,6 +140,9 @@ class Outcome:
     result: JSONValue = None
     error: str | None = None
     retry_delay: float | None = None  # only for FAILED: seconds until the next attempt
+    # False only when the claim said the run has no parent: then its end resumes no one, and the
+    # store's cycle skips looking for a parent to resume. True (the safe default) when not known.
+    has_parent: bool = True
 
 
 @dataclass(frozen=True, slots=True)

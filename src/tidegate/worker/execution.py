@@ -15,6 +15,7 @@ import inspect
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from tidegate.domain.model import ClaimedRun
@@ -39,7 +40,7 @@ class TaskFunction:
     context_param: str | None
     workflow: WorkflowDefinition | None = None
 
-    @property
+    @cached_property  # asked at every dispatch; inspecting the callable each time showed in a drain's profile
     def is_async(self) -> bool:
         """Runs on the worker's loop: async tasks, and workflows (which await their steps)."""
         return self.workflow is not None or inspect.iscoroutinefunction(self.fn)

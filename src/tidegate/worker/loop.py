@@ -208,7 +208,11 @@ class Worker:
             backoff = STORE_RETRY_FIRST
             result, again = turn
             if again:
-                continue  # a full batch, or a full read: more may be claimable now
+                # A full batch, or a full read: more may be claimable now. Let the attempts just
+                # started run first (an async run that does not wait ends here): the next turn
+                # then reports them with its claim, rather than reading the store with none.
+                await asyncio.sleep(0)
+                continue
             if await self._done():
                 return
             if self._reports:

@@ -13,7 +13,9 @@ had been due, so no two machines' clocks are compared.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
@@ -52,14 +54,27 @@ def include_in(registry: CollectorRegistry) -> None:
 
 
 def record_claims(runs: Sequence[ClaimedRun]) -> None:
-    for run in runs:
-        CLAIMED_RUNS.labels(queue=run.queue).inc()
+    """One increment per queue a cycle claimed from, not per run: a drain claims thousands a second."""
+    for queue, count in collections.Counter(run.queue for run in runs).items():
+        CLAIMED_RUNS.labels(queue=queue).inc(count)
+
+
+# The histograms' children by (task, status): `labels()` looks a child up under a lock each call,
+# and every settled attempt observes two of them (a cost of a draining worker's loop thread).
+_SETTLED: dict[tuple[str, str], tuple[Any, Any]] = {}
 
 
 def record_attempt(run: ClaimedRun, status: str, seconds: float) -> None:
     """An attempt settled with `status` after `seconds` on this worker."""
-    RUN_DURATION.labels(task=run.task, status=status).observe(max(0.0, seconds))
-    QUEUE_WAIT.labels(task=run.task, status=status).observe(run.queued_seconds)
+    key = (run.task, status)
+    children = _SETTLED.get(key)
+    if children is None:
+        children = _SETTLED.setdefault(
+            key, (RUN_DURATION.labels(task=run.task, status=status), QUEUE_WAIT.labels(task=run.task, status=status))
+        )
+    duration, wait = children
+    duration.observe(max(0.0, seconds))
+    wait.observe(run.queued_seconds)
 
 
 def serve_metrics(port: int, host: str) -> None:

@@ -25,7 +25,8 @@ def for_value(attempt: Attempt, value: Any, max_payload: int) -> Outcome:
         ensure_payload(value, "result", max_payload)
     except InvalidArgument as error:  # the task's value, not our code, is at fault: no traceback
         return failure(attempt, f"InvalidResult: {error}")
-    return Outcome(attempt.run.id, attempt.run.attempt, OutcomeKind.COMPLETED, result=value)
+    run = attempt.run
+    return Outcome(run.id, run.attempt, OutcomeKind.COMPLETED, result=value, has_parent=run.has_parent)
 
 
 def for_error(attempt: Attempt, error: BaseException) -> Outcome:
@@ -44,10 +45,11 @@ def for_cancel_before_trigger(attempt: Attempt, error: BaseException) -> Outcome
 
 
 def canceled(attempt: Attempt) -> Outcome:
-    return Outcome(attempt.run.id, attempt.run.attempt, OutcomeKind.CANCELED, error="canceled")
+    run = attempt.run
+    return Outcome(run.id, run.attempt, OutcomeKind.CANCELED, error="canceled", has_parent=run.has_parent)
 
 
 def failure(attempt: Attempt, error: str) -> Outcome:
     run = attempt.run
     delay = retry_delay(run.attempt, run.max_attempts, run.retry_backoff, random.random())
-    return Outcome(run.id, run.attempt, OutcomeKind.FAILED, error=error, retry_delay=delay)
+    return Outcome(run.id, run.attempt, OutcomeKind.FAILED, error=error, retry_delay=delay, has_parent=run.has_parent)

@@ -113,8 +113,11 @@ class Claims(Aggregate):
                         {**start_arrays(starts), "outcomes": outcome_json, "worker": worker_id},
                     )
                 if outcomes:
-                    # A waiting parent whose last awaited child just ended goes back to the queue.
-                    self._children.resume_parents(connection, [outcome.run_id for outcome in outcomes])
+                    # A waiting parent whose last awaited child just ended goes back to the queue;
+                    # only a child's end can do that (the sweep's backstop resumes the rest).
+                    children = [outcome.run_id for outcome in outcomes if outcome.has_parent]
+                    if children:
+                        self._children.resume_parents(connection, children)
                     connection.execute(self._q("notify"))  # finished runs may be waited on, and free capacity
                 claim, due, more, one_statement = None, None, False, None
                 if claim_limit > 0 and self._workers.fill_order.reads_registry(worker_id):

@@ -227,10 +227,14 @@ WITH claimed AS (
         started_at = NULL, block_reason = NULL,
         resumed = false  -- a resumed parent goes first once: the claim that takes it ends that
     FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS c(id, n)
-    WHERE r.id = c.id AND r.status = 'queued'
+    -- By primary key alone (the array, which a scan of the table would test against every row):
+    -- the candidates are locked by this transaction since they were read queued, so they still
+    -- are. With a condition on status, or the join alone, the generic plan made before any ANALYZE
+    -- reached them through every queued run (a claim of 8 beside 3,000 queued read all 3,000).
+    WHERE r.id = ANY(%(ids)s::text[]) AND r.id = c.id
     RETURNING c.n, r.id, r.task, r.queue, r.args, r.attempt, r.max_attempts, r.retry_backoff, r.timeout, r.suspect,
               greatest(0, extract(epoch FROM tidegate_statement_timestamp() - r.scheduled_at))::double precision
-                  AS queued_seconds
+                  AS queued_seconds, r.parent_id IS NOT NULL AS has_parent
 ), dequeued AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL, 'RunDequeued', jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text),
@@ -246,7 +250,7 @@ WITH claimed AS (
         run_id = excluded.run_id, attempt = excluded.attempt, worker_id = excluded.worker_id,
         slots = excluded.slots, claimed_at = excluded.claimed_at, expires_at = excluded.expires_at
 )
-SELECT id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect, queued_seconds
+SELECT id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect, queued_seconds, has_parent
 FROM claimed ORDER BY n;
 
 -- name: next_due
@@ -307,10 +311,11 @@ WITH current_rules AS MATERIALIZED (
         lease_expires_at = tidegate_statement_timestamp() + make_interval(secs => %(lease)s::double precision),
         started_at = NULL, block_reason = NULL, resumed = false
     FROM unnest((SELECT ids FROM picked)) WITH ORDINALITY AS c(id, n)
-    WHERE r.id = c.id AND r.status = 'queued' AND (SELECT go FROM verdict)
+    -- By primary key alone: `windows` locked these rows queued (see claim_runs).
+    WHERE r.id = ANY((SELECT ids FROM picked)::text[]) AND r.id = c.id AND (SELECT go FROM verdict)
     RETURNING c.n, r.id, r.task, r.queue, r.args, r.attempt, r.max_attempts, r.retry_backoff, r.timeout, r.suspect,
               greatest(0, extract(epoch FROM tidegate_statement_timestamp() - r.scheduled_at))::double precision
-                  AS queued_seconds
+                  AS queued_seconds, r.parent_id IS NOT NULL AS has_parent
 ), dequeued AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL, 'RunDequeued', jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text),
@@ -319,10 +324,10 @@ WITH current_rules AS MATERIALIZED (
 )
 SELECT * FROM (
     SELECT n, id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect, queued_seconds,
-           NULL::boolean AS refused, NULL::double precision AS next_due
+           has_parent, NULL::boolean AS refused, NULL::double precision AS next_due
     FROM claimed
     UNION ALL
-    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NOT v.go,
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NOT v.go,
            CASE WHEN v.go AND (SELECT count(*) FROM claimed) < %(limit)s::integer THEN (
                SELECT extract(epoch FROM min(d.scheduled_at) - tidegate_statement_timestamp())::double precision
                FROM unnest(%(queues)s::text[]) AS q(name)

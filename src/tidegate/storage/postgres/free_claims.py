@@ -69,5 +69,5 @@ def received(cursor: psycopg.Cursor[Any]) -> FreeClaim:
     """The claimed runs, in claim order, and the trailer row's verdict and next-due."""
     rows = cursor.fetchall()
     trailer = rows[-1]  # always last: ORDER BY n NULLS LAST
-    claimed = [claimed_run(tuple(row[1:11])) for row in rows[:-1]]
-    return FreeClaim(claimed, bool(trailer[11]), trailer[12])
+    claimed = [claimed_run(tuple(row[1:12])) for row in rows[:-1]]
+    return FreeClaim(claimed, bool(trailer[12]), trailer[13])

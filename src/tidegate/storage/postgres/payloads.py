@@ -7,6 +7,7 @@ batch payloads are converted one way everywhere.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -101,11 +102,11 @@ def _storable(outcome: Outcome) -> Outcome:
     if outcome.error is None or "\x00" not in outcome.error:
         return outcome
     error = outcome.error.replace("\x00", "\\x00")
-    return Outcome(outcome.run_id, outcome.attempt, outcome.kind, outcome.result, error, outcome.retry_delay)
+    return replace(outcome, error=error)
 
 
 def claimed_run(row: tuple[Any, ...]) -> ClaimedRun:
-    run_id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect, queued_seconds = row
+    run_id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect, queued_seconds, has_parent = row
     return ClaimedRun(
         id=run_id,
         task=task,
@@ -117,6 +118,7 @@ def claimed_run(row: tuple[Any, ...]) -> ClaimedRun:
         timeout=timeout,
         suspect=suspect,
         queued_seconds=queued_seconds,
+        has_parent=has_parent,
     )
 
 

@@ -4,26 +4,57 @@ Admission ceilings (`max_active`) are checked in the submit's own
 transaction, still one round trip: the batch takes one advisory lock per
 ceiling it meets, in key order, and only the next statement counts the
 active runs and inserts (or inserts nothing), so two submitters can never
-both take the last place. A submit is three statements in one implicit
-transaction (pipeline.implicit_transaction).
+both take the last place. Such a submit is four statements in one implicit
+transaction (pipeline.implicit_transaction): the fence, the ceilings in force,
+the locks, and the count with the insert.
+
+Most batches meet no ceiling: for them a submit is two statements, the fence
+and `enqueue_free`, which stores the batch only while the rules version is the
+one under which this adapter last read that no ceiling applies to it
+(`_Ceilings`); a ceiling set since then moved the version, so the statement
+stores nothing and the submit is made again the full way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from tidegate.domain.backpressure import RATE_WINDOW_SECONDS
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import EventRecord, NewRun, RunRecord, RunStatus, TaskDefinition, TaskRegistration
 from tidegate.domain.transitions import Ceiling
 from tidegate.storage import records
-from tidegate.storage.postgres.database import Aggregate
+from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.payloads import enqueue_payload, payload_json, to_json, to_time
 from tidegate.storage.postgres.pipeline import implicit_transaction, transaction
 
 
+class _Ceilings:
+    """The admission ceilings as a full submit last read them, with the rules version they hold under."""
+
+    def __init__(self) -> None:
+        self._read: tuple[str, bool, frozenset[str]] | None = None  # (version, global ceiling, queues with one)
+
+    def read(self, row: tuple[Any, ...] | None) -> None:
+        """Remember an `enqueue_ceilings` row (None, before the rules version exists: nothing)."""
+        self._read = None if row is None else (row[0], bool(row[1]), frozenset(row[2]))
+
+    def free_version(self, queues: Sequence[str]) -> str | None:
+        """The version under which no ceiling applies to these queues; None when one may apply
+        or nothing was read yet (then the submit goes the full way)."""
+        read = self._read
+        if read is None or read[1] or not read[2].isdisjoint(queues):
+            return None
+        return read[0]
+
+
 class Runs(Aggregate):
     """The run verbs of the storage port."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self._ceilings = _Ceilings()
 
     def register_tasks(self, tasks: Sequence[TaskDefinition], worker_id: str | None = None) -> None:
         if not tasks:
@@ -45,15 +76,29 @@ class Runs(Aggregate):
             return
         payload = enqueue_payload(runs)
         queues = sorted({run.queue for run in runs})
+        known = self._ceilings.free_version(queues)
+        if known is not None:
+            with self._connection() as connection:
+                # Two statements, one round trip; the fence first: enqueue_free's snapshot is taken
+                # after it was granted, and the version it checks cannot move before the commit.
+                with implicit_transaction(connection):
+                    connection.execute(self._q("enqueue_fence"))
+                    stored = connection.execute(self._q("enqueue_free"), {"runs": payload, "known": known})
+                row = stored.fetchone()
+            if row is not None and row[0]:
+                return
+            # The rules moved since the ceilings were read: submit again the full way, which reads them.
         with self._connection() as connection:
-            # Three statements, one implicit READ COMMITTED transaction (the count must see every
+            # Four statements, one implicit READ COMMITTED transaction (the count must see every
             # submit committed before the ceiling's lock was granted), one round trip. The fence
             # and the locks are statements of their own: each later statement reads a snapshot
             # taken after they were granted. `enqueue` also sends the wake-up.
             with implicit_transaction(connection):
                 connection.execute(self._q("enqueue_fence"))
+                ceilings = connection.execute(self._q("enqueue_ceilings"))
                 connection.execute(self._q("enqueue_lock"), {"queues": queues})
                 refused = connection.execute(self._q("enqueue"), {"runs": payload, "window": RATE_WINDOW_SECONDS})
+            self._ceilings.read(ceilings.fetchone())
             row = refused.fetchone()
         if row is not None:
             queue, active, limit, incoming, recent = row

@@ -115,6 +115,49 @@ FROM woken AS w
 LEFT JOIN refused AS f ON true
 WHERE f.ceiling IS NOT NULL;
 
+-- name: enqueue_ceilings
+-- The rules version, and the admission ceilings in force under it: whether the global one is set
+-- and the queues that have one. A batch that meets none of them, while the version is still
+-- this one, needs neither enqueue_lock nor the count: enqueue_free. Read after the fence, so
+-- the version cannot move before this submit commits.
+SELECT v.value,
+       EXISTS (SELECT 1 FROM tidegate_settings
+               WHERE name = 'run_queue' AND (value::jsonb ->> 'max_active') IS NOT NULL),
+       ARRAY(SELECT name FROM tidegate_queues WHERE (config ->> 'max_active') IS NOT NULL ORDER BY name)
+FROM tidegate_settings AS v WHERE v.name = 'rules_version';
+
+-- name: enqueue_free
+-- `enqueue` for a batch that meets no admission ceiling under the rules version `known`
+-- (as enqueue_ceilings read it): no lock, no count. It stores the runs, their RunQueued
+-- events and the wake-up only while the version is still `known`; the fence, taken by the
+-- statement before it, keeps it from moving until commit, so a ceiling set since it was read
+-- is never submitted past. Its one row says whether it stored anything (if not, the adapter
+-- submits again the full way).
+WITH current_rules AS MATERIALIZED (
+    SELECT coalesce((SELECT value = %(known)s::text FROM tidegate_settings WHERE name = 'rules_version'), false)
+           AS same
+), new AS (
+    SELECT * FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
+        n integer, id text, task text, queue text, partition_key text, priority integer, args jsonb,
+        tags jsonb, concurrency_key text, max_attempts integer, retry_backoff double precision,
+        timeout double precision, delay double precision, deadline double precision)
+    WHERE (SELECT same FROM current_rules)
+), stored AS (
+    INSERT INTO tidegate_runs (
+        id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
+        retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at)
+    SELECT id, task, queue, partition_key, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
+           retry_backoff, timeout, tidegate_now(), tidegate_now(), tidegate_now() + make_interval(secs => delay),
+           tidegate_now() + make_interval(secs => deadline)
+    FROM new ORDER BY n
+), queued AS (
+    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+    SELECT id, NULL, 'RunQueued', jsonb_build_object('queue', queue), tidegate_now()
+    FROM new ORDER BY n
+)
+SELECT c.same, (SELECT count(pg_notify('tidegate_' || md5(current_schema()), '')) FROM current_rules WHERE same)
+FROM current_rules AS c;
+
 -- name: run_status
 SELECT status FROM tidegate_runs WHERE id = %(id)s::text;
 

@@ -110,8 +110,10 @@ class Claims(Aggregate):
             if fence in applied:
                 ended = history.attempt_ended(applied[fence], outcome.attempt, outcome.error, outcome.retry_delay)
                 events.append(event_row(outcome.run_id, ended, now))
-        # A waiting parent whose last awaited child just ended goes back to the queue (after its end's event).
-        self._children.resume_parents(connection, [fence[0] for fence in applied], events, now)
+        # A waiting parent whose last awaited child just ended goes back to the queue (after its end's
+        # event); only a child's end can do that (the sweep's backstop resumes the rest).
+        children = [fence[0] for fence in applied if by_fence[fence].has_parent]
+        self._children.resume_parents(connection, children, events, now)
         return [fence for fence in by_fence if fence not in applied]
 
     def _claim(

@@ -40,4 +40,5 @@ def claimed_run(row: sqlite3.Row) -> ClaimedRun:
         timeout=row["timeout"],
         suspect=bool(row["suspect"]),
         queued_seconds=row["queued_seconds"],
+        has_parent=bool(row["has_parent"]),
     )

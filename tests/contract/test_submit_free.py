@@ -1,0 +1,115 @@
+"""The two-statement submit of a batch no admission ceiling applies to keeps every ceiling set live
+(a mutation check).
+
+On PostgreSQL a submit that meets no ceiling under the rules version its store last read the
+ceilings at is two statements: the rules fence, then `enqueue_free` (no ceiling lock, no
+count; storage/postgres/runs.py). A ceiling can be set meanwhile by anyone: two things keep it
+exact, and each is taken out here to see the violation it prevents.
+
+- The statement's own check of the rules version: without it, a store that read "no ceiling"
+  submits past a ceiling set since.
+- The fence it runs behind: without it, a ceiling's change commits while a submit decided under
+  the old rules is still in flight, and that submit then stores a run past the new ceiling.
+
+SQLite has no such path (a submit counts under its one writer's lock): it runs the first
+contract intact; the race needs a statement to stall in, PostgreSQL's.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import pytest
+
+from tests import races
+from tidegate import AdmissionRejected, App, RunQueueConfig
+from tidegate.bootstrap import open_store
+from tidegate.domain.limits import QueueConfig
+
+MUTATION = pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])
+QUEUE = "qf"
+GUARD = "value = %(known)s::text"
+
+
+def _only_on_postgres(backend: str, removed: bool) -> None:
+    if removed and backend != "postgres":
+        pytest.skip("SQLite has no two-statement submit: nothing to take out")
+
+
+def _set_ceiling(database_url: str, where: str) -> None:
+    """max_active 1, set by another store (another process would do the same)."""
+    other = open_store(database_url)
+    try:
+        if where == "global":
+            other.register_limits(RunQueueConfig(max_active=1), [], [])
+        else:
+            other.register_limits(None, [QueueConfig(QUEUE, max_active=1)], [])
+    finally:
+        other.close()
+
+
+@MUTATION
+@pytest.mark.parametrize("where", ["global", "queue"])
+def test_a_ceiling_set_after_a_submit_read_none_refuses_the_next_submit(database_url, backend, removed, where):
+    """The first submit reads the ceilings (none) and stores one run; another store then sets
+    max_active 1. The next submit must be refused; without the version check it stores a second."""
+    _only_on_postgres(backend, removed)
+    with App(database_url) as app:
+        work = app.task(name="free.work", queue=QUEUE)(lambda n: n)
+        work.submit(n=0)
+        work.submit(n=1)  # the two-statement way already: the ceilings were read by the first
+        if removed:
+            queries = app.store._queries
+            assert GUARD in queries["enqueue_free"]
+            app.store._queries = {
+                **queries,
+                "enqueue_free": queries["enqueue_free"].replace(GUARD, "%(known)s::text IS NOT NULL"),
+            }
+        _set_ceiling(database_url, where)
+        with pytest.raises(AdmissionRejected) if not removed else nullcontext():  # removed: stored
+            work.submit(n=2)
+        assert sum(app.store.status_counts().values()) == (3 if removed else 2)
+
+
+def _stalled_enqueue_free(store, stall: str) -> str:  # type: ignore[no-untyped-def]
+    """`enqueue_free`, stalled by `stall` before it reads the rules version (its snapshot is
+    taken as the statement starts, before the stall)."""
+    text = store._queries["enqueue_free"]
+    head = "WITH current_rules AS MATERIALIZED (\n"
+    tail = "AS same\n), new AS ("
+    assert head in text and tail in text
+    text = text.replace(head, f"WITH stall AS MATERIALIZED ({stall}), current_rules AS MATERIALIZED (\n", 1)
+    return text.replace(tail, "AS same FROM stall\n), new AS (", 1)
+
+
+@MUTATION
+def test_a_ceiling_change_waits_for_a_two_statement_submit_in_flight(database_url, backend, removed):
+    """One run stored; a submit (the two-statement way) stalls inside `enqueue_free`, and meanwhile
+    max_active 1 is set. The change must wait for the submit, which commits first
+    under the rules it read; without the fence the change commits first and the submit then
+    stores a run past it."""
+    if backend != "postgres":
+        pytest.skip("the race needs a statement to stall in: PostgreSQL's")
+    with App(database_url) as app:
+        work = app.task(name="free.work", queue=QUEUE)(lambda n: n)
+        work.submit(n=0)  # reads the ceilings: none
+        submitter = races.Party("submitter", lambda: work.submit(n=1))
+        # The same store (its cache of the ceilings is the submit's own, untouched by the change): the
+        # race watches its connections.
+        changer = races.Party("changer", lambda: app.store.register_limits(RunQueueConfig(max_active=1), [], []))
+        race = races.Race(database_url)
+        try:
+            races.track(app.store)
+            if removed:
+                races.remove_query(app.store, "enqueue_fence")
+            with race.stall() as stall:
+                races.stall_query(app.store, submitter, "enqueue_free", _stalled_enqueue_free(app.store, stall))
+                race.run(submitter, changer, first_parked=race.blocked, release=race.release_stall)
+        finally:
+            race.close()
+        stored = sum(app.store.status_counts().values())
+        late = race.second_ended_first and stored > 1
+        violation = late or submitter.error is not None or changer.error is not None
+        assert violation is removed, (race.second_ended_first, stored, submitter.error, changer.error)
+        if not removed:
+            assert stored == 2 and app.store.rules().run_queue.max_active == 1
