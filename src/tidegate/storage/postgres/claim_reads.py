@@ -1,0 +1,150 @@
+"""PostgreSQL claim reads: what a claim reads before `admit` decides, and when it is sent.
+
+The first reads a claim needs (the head of each queue as `claiming` reads it
+first, the usage hint, this worker's own counts, the load of fair lanes) are
+sent ahead, in the cycle's first batch, as the cached rules call for them;
+every read `claiming` asks for that was not sent ahead is read when asked:
+what is sent ahead only saves round trips, it never decides anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from tidegate.domain.admission import LocalUsage
+from tidegate.domain.scopes import Rules
+from tidegate.storage import claiming
+from tidegate.storage.postgres.payloads import claim_order, excluded_json, lane_load, local_usage, uses_tags
+
+Window = tuple[str, int, tuple[tuple[str, str], ...]]  # (queue, size, excluded tags)
+Head = tuple[str, str, tuple[tuple[str, str], ...]]  # (queue, partition, excluded tags)
+
+
+class ClaimReads:
+    """The candidate reads of one claim inside its transaction, and what they found."""
+
+    def __init__(
+        self,
+        connection: psycopg.Connection[Any],
+        query: Callable[[str], str],
+        worker_id: str,
+        queues: list[str],
+        limit: int,
+    ) -> None:
+        self.connection = connection
+        self.query = query
+        self.worker_id = worker_id
+        self.queues = queues
+        self.limit = limit
+        self.rules = Rules()
+        self.hint: dict[str, int] = {}  # slots in use when read: what to read, never the decision
+        self.local = LocalUsage()
+        self.lanes: dict[tuple[str, str], int] | None = None
+        self.windows: dict[Window, list[dict[str, Any]]] = {}
+        self.heads: dict[Head, tuple[int, list[dict[str, Any]]]] = {}
+
+    def reader(self) -> claiming.CandidateReader:
+        return claiming.CandidateReader(self.window, self.partitions, self.partition_head)
+
+    def send(self, rules: Rules) -> dict[str, Any]:
+        """Queue (without waiting) the reads these rules will ask for first: the head of each
+        queue as `claiming` reads it first, usage, this worker's counts, fair lanes."""
+        connection = self.connection
+        sent: dict[str, Any] = {"windows": []}
+        queues = claiming.open_queues(self.queues, rules)
+        limited = [queue for queue in queues if claiming.limited(queue, rules)]
+        plain = [queue for queue in queues if queue not in rules.queues or rules.queues[queue].ordering != "fair"]
+        if plain:
+            sizes = [claiming.window_size(queue, self.limit, rules) for queue in plain]
+            cursor = connection.cursor(row_factory=dict_row).execute(
+                self.query("claim_window"),
+                {"queues": plain, "sizes": sizes, "tags": uses_tags(rules), "excluded": "[]"},
+            )
+            sent["windows"] = [(queue, size, cursor) for queue, size in zip(plain, sizes, strict=True)]
+        if limited:
+            sent["hint"] = connection.execute(self.query("scope_usage"))
+            sent["local"] = connection.execute(self.query("local_usage"), {"worker": self.worker_id})
+        fair = claiming.fair_lanes(self.queues, rules)
+        if fair:
+            sent["lanes"] = connection.execute(self.query("lane_load"), {"queues": fair})
+        return sent
+
+    def receive(self, sent: dict[str, Any]) -> None:
+        rows_of: dict[str, list[dict[str, Any]]] = {}
+        cursors = {id(cursor): cursor for _, _, cursor in sent["windows"]}
+        for cursor in cursors.values():
+            for row in cursor.fetchall():
+                rows_of.setdefault(row["queue"], []).append(row)
+        for queue, size, _ in sent["windows"]:
+            self.windows[(queue, size, ())] = rows_of.get(queue, [])
+        if "hint" in sent:
+            self.hint = dict(sent["hint"].fetchall())
+        if "local" in sent:
+            self.local = local_usage(sent["local"])
+        if "lanes" in sent:
+            self.lanes = lane_load(sent["lanes"])
+
+    def window(self, queue: str, size: int, excluded: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+        key = (queue, size, tuple(excluded))
+        if key not in self.windows:
+            params = {
+                "queues": [queue],
+                "sizes": [size],
+                "tags": uses_tags(self.rules),
+                "excluded": excluded_json(excluded),
+            }
+            cursor = self.connection.cursor(row_factory=dict_row)
+            self.windows[key] = cursor.execute(self.query("claim_window"), params).fetchall()
+        return self.windows[key]
+
+    def partitions(self, queue: str, size: int) -> list[str]:
+        """The partitions of a queue, with their heads read (and locked) in the same statement.
+
+        Reads each head as `claiming` will ask for it (one run of a full
+        partition, a fair share of the claim limit of the others, runs of
+        full tags left out); any head asked for differently is read again.
+        """
+        saturated = sorted(
+            claiming.saturated_partitions(queue, self.hint, self.rules)
+            | claiming.locally_full_partitions(queue, self.local, self.rules)
+        )
+        excluded = tuple(claiming.saturated_tags(self.hint, self.rules))
+        params = {
+            "queue": queue,
+            "limit": size,
+            "saturated": saturated,
+            "claim_limit": self.limit,
+            "tags": uses_tags(self.rules),
+            "excluded": excluded_json(excluded),
+        }
+        heads: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+        cursor = self.connection.cursor(row_factory=dict_row)
+        for row in cursor.execute(self.query("claim_partitions"), params).fetchall():
+            key, per_partition = row.pop("key"), row.pop("per_partition")
+            read, rows = heads.setdefault(key, (1 if key in saturated else per_partition, []))
+            if row["id"] is not None:
+                rows.append(row)
+        for key, (read, rows) in heads.items():
+            rows.sort(key=claim_order)
+            self.heads[(queue, key, excluded)] = (read, rows)
+        return sorted(heads)  # bytewise, as the partition index orders them
+
+    def partition_head(
+        self, queue: str, partition: str, size: int, excluded: Sequence[tuple[str, str]]
+    ) -> list[dict[str, Any]]:
+        known = self.heads.get((queue, partition, tuple(excluded)))
+        if known is not None and (known[0] >= size or len(known[1]) < known[0]):
+            return known[1][:size]  # read as many as asked, or all there were
+        params = {
+            "queue": queue,
+            "partition": partition,
+            "limit": size,
+            "tags": uses_tags(self.rules),
+            "excluded": excluded_json(excluded),
+        }
+        cursor = self.connection.cursor(row_factory=dict_row)
+        return cursor.execute(self.query("claim_partition_head"), params).fetchall()
