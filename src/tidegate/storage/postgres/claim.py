@@ -29,6 +29,7 @@ from tidegate.domain.admission import Admission, admit
 from tidegate.domain.scopes import Rules
 from tidegate.storage import claiming
 from tidegate.storage.postgres.claim_reads import ClaimReads
+from tidegate.storage.postgres.claim_scopes import ScopeForecast, ScopeLocks
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.payloads import lane_load, local_usage, payload_json
 
@@ -40,6 +41,7 @@ class Claim:
         self,
         query: Callable[[str], str],
         limits: Limits,
+        forecast: ScopeForecast,
         fill_order_member: bool,
         connection: psycopg.Connection[Any],
         worker_id: str,
@@ -55,8 +57,10 @@ class Claim:
         self.queues = queues
         self.limit = limit
         self.lease_seconds = lease_seconds
+        self.forecast = forecast
         self.reads = ClaimReads(connection, query, worker_id, queues, limit)
         self.turns: set[str] = set()  # queues whose claim turn this transaction holds
+        self.locks = ScopeLocks(connection, query, self.turns)
 
     def run(self) -> tuple[psycopg.Cursor[Any] | None, psycopg.Cursor[Any] | None, bool]:
         """Queue the claim: the cursors of the claim and of the next-due probe (None when not
@@ -70,7 +74,10 @@ class Claim:
         rows = found.rows
         if not rows:
             return None, self._next_due(), False
-        usage, lanes = self._lock_scopes(rows)
+        locked = self._lock_scopes(rows)
+        if locked is None:  # a scope needed out of the key order is held elsewhere: look again at once
+            return None, self.connection.execute(self.query("due_now")), False
+        usage, lanes = locked
         if any(row["suspect"] for row in rows):  # a suspect is taken only by an idle worker: count what it runs
             reads.local = local_usage(self.connection.execute(self.query("local_usage"), {"worker": self.worker_id}))
         candidates = [
@@ -94,7 +101,7 @@ class Claim:
         sent = None
         if cached is not None:
             self._take_turns(cached[1])
-            sent = self.reads.send(cached[1])
+            sent = self._send_reads(cached[1])
         rules = limits.rules_from_row(rules_cursor.fetchone())  # ends the first batch
         if rules is None:  # the cache moved meanwhile (another thread): read the rules whole
             rules = limits.parse_rules(connection.execute(self.query("load_rules"), {"known": None}).fetchone())
@@ -104,13 +111,21 @@ class Claim:
                 # A queue these rules serialize came after one already held: taking its turn
                 # now could deadlock with a claimer that waits the other way. Look again at once.
                 return False
-            sent = self.reads.send(rules)
+            sent = self._send_reads(rules)
         self.reads.receive(sent)
+        self.locks.held(sent.get("ahead", []), self.reads.hint)
         return True
 
-    def _lock_scopes(self, rows: Sequence[claiming.Row]) -> tuple[dict[str, int], dict[tuple[str, str], int] | None]:
-        """Lock the scopes the candidates need and read their usage, and the running load of
-        fair lanes when not known yet: the second batch, sent only when some rule asks."""
+    def _send_reads(self, rules: Rules) -> dict[str, Any]:
+        """The first reads, with the locks of the scopes the forecast names for these rules."""
+        return self.reads.send(rules, lambda: self.locks.lock_ahead(self.forecast.keys(self.queues, rules, self.turns)))
+
+    def _lock_scopes(
+        self, rows: Sequence[claiming.Row]
+    ) -> tuple[dict[str, int], dict[tuple[str, str], int] | None] | None:
+        """The usage of the scopes the candidates need, each locked before it was read, and the
+        running load of fair lanes: a batch of their own for what was not read ahead. None when
+        a scope could not be locked without breaking the key order (claim_scopes.py)."""
         connection, rules = self.connection, self.reads.rules
         keys: list[str] = []
         if any(claiming.limited(queue, rules) for queue in self.queues):
@@ -119,13 +134,12 @@ class Claim:
         fair = claiming.fair_lanes(self.queues, rules)
         if fair and self.reads.lanes is None:
             lanes_cursor = connection.execute(self.query("lane_load"), {"queues": fair})
-        usage: dict[str, int] = {}
         if keys:
-            connection.execute(self.query("upsert_scopes"), {"keys": keys})
-            connection.execute(self.query("lock_scopes"), {"keys": keys})
-            usage = dict(connection.execute(self.query("scope_usage_of"), {"keys": keys}).fetchall())
+            self.forecast.learn(self.queues, keys)
+            if not self.locks.lock(keys):
+                return None
         lanes = self.reads.lanes if lanes_cursor is None else lane_load(lanes_cursor)
-        return usage, lanes
+        return {key: self.locks.usage[key] for key in keys}, lanes
 
     def _record_block_reasons(self, decision: Admission, rows: Sequence[claiming.Row]) -> None:
         """Queue the write of every block reason that changed (it rides with the commit)."""
@@ -165,7 +179,8 @@ class Claim:
         runs it could start sit locked by another; and fair turns would be
         judged on running counts that change underneath. Queues no limit
         applies to keep claiming in parallel. Returns False, taking nothing, if
-        a turn would be taken out of order (the rules changed mid-claim).
+        a turn would be taken out of order (the rules changed mid-claim): after
+        a queue's turn already held, or after scope rows locked ahead.
         """
         needed = sorted(
             {
@@ -175,8 +190,8 @@ class Claim:
             }
             - self.turns
         )
-        if needed and self.turns and needed[0] < max(self.turns):
-            return False
+        if needed and (self.locks.locked or (self.turns and needed[0] < max(self.turns))):
+            return False  # turns come before scope rows, and in name order
         for queue in needed:
             self.connection.execute(self.query("claim_turn"), {"queue": queue})
         self.turns.update(needed)

@@ -41,7 +41,7 @@ class ClaimReads:
         self.queues = queues
         self.limit = limit
         self.rules = Rules()
-        self.hint: dict[str, int] = {}  # slots in use when read: what to read, never the decision
+        self.hint: dict[str, int] = {}  # slots in use when read: what to read; exact only for scopes locked ahead
         self.local = LocalUsage()
         self.lanes: dict[tuple[str, str], int] | None = None
         self.windows: dict[Window, list[dict[str, Any]]] = {}
@@ -50,9 +50,11 @@ class ClaimReads:
     def reader(self) -> claiming.CandidateReader:
         return claiming.CandidateReader(self.window, self.partitions, self.partition_head)
 
-    def send(self, rules: Rules) -> dict[str, Any]:
+    def send(self, rules: Rules, lock_ahead: Callable[[], list[str]]) -> dict[str, Any]:
         """Queue (without waiting) the reads these rules will ask for first: the head of each
-        queue as `claiming` reads it first, usage, this worker's counts, fair lanes."""
+        queue as `claiming` reads it first, the scope locks sent ahead (`lock_ahead`, after
+        the window: run rows come first in the lock order) and usage, this worker's counts,
+        fair lanes."""
         connection = self.connection
         sent: dict[str, Any] = {"windows": []}
         queues = claiming.open_queues(self.queues, rules)
@@ -66,7 +68,8 @@ class ClaimReads:
             )
             sent["windows"] = [(queue, size, cursor) for queue, size in zip(plain, sizes, strict=True)]
         if limited:
-            sent["hint"] = connection.execute(self.query("scope_usage"))
+            sent["ahead"] = lock_ahead()
+            sent["hint"] = connection.execute(self.query("scope_usage_held"), {"held": sent["ahead"]})
             sent["local"] = connection.execute(self.query("local_usage"), {"worker": self.worker_id})
         fair = claiming.fair_lanes(self.queues, rules)
         if fair:
@@ -82,7 +85,7 @@ class ClaimReads:
         for queue, size, _ in sent["windows"]:
             self.windows[(queue, size, ())] = rows_of.get(queue, [])
         if "hint" in sent:
-            self.hint = dict(sent["hint"].fetchall())
+            self.hint = dict(sent["hint"].fetchall())  # the usage of the scopes locked ahead: ScopeLocks.held
         if "local" in sent:
             self.local = local_usage(sent["local"])
         if "lanes" in sent:

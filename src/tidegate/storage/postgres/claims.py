@@ -15,6 +15,7 @@ from tidegate.storage.port import Fence
 from tidegate.storage.postgres import free_claims
 from tidegate.storage.postgres.children import Children
 from tidegate.storage.postgres.claim import Claim
+from tidegate.storage.postgres.claim_scopes import ScopeForecast
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.payloads import claimed_run, outcome_payload, start_arrays
@@ -30,6 +31,7 @@ class Claims(Aggregate):
         self._limits = limits
         self._workers = workers
         self._children = children
+        self._forecast = ScopeForecast()  # the scopes a limited claim locks in its first batch
 
     def cycle(
         self,
@@ -109,6 +111,7 @@ class Claims(Aggregate):
                         claim, due, more = Claim(
                             self._q,
                             self._limits,
+                            self._forecast,
                             self._workers.fill_order.member(worker_id),
                             connection,
                             worker_id,

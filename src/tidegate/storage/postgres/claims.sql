@@ -187,9 +187,26 @@ LIMIT %(limit)s::integer
 FOR UPDATE SKIP LOCKED;
 
 -- name: scope_usage_of
+-- Read after the scopes' rows were locked, in a statement of its own (claim_scopes.py).
 SELECT scope, sum(slots)::integer FROM tidegate_holders
 WHERE scope = ANY(%(keys)s::text[])
 GROUP BY scope;
+
+-- name: scope_usage_held
+-- A claim's first usage read, sent after the scope rows it locks ahead (`held`,
+-- claim_scopes.py): every holder of a held scope, exact while its lock is held
+-- (this statement's snapshot is taken after the lock was granted), and the
+-- run-level holders of every other scope, a hint of what is full that only
+-- chooses which candidates to read.
+SELECT scope, sum(slots)::integer FROM tidegate_holders
+WHERE holder = run_id OR scope = ANY(%(held)s::text[])
+GROUP BY scope;
+
+-- name: try_lock_scopes
+-- Scope rows a claim needs below a shared key it already holds (claim_scopes.py):
+-- taken only if free, never waited for, so no claimer waits against the key order.
+-- A key not returned is held elsewhere or not created yet: the claim takes nothing.
+SELECT key FROM tidegate_scopes WHERE key = ANY(%(keys)s::text[]) ORDER BY key FOR UPDATE SKIP LOCKED;
 
 -- name: local_usage
 SELECT queue, partition_key, count(*)::integer FROM tidegate_runs
