@@ -157,13 +157,12 @@ class Claim:
         if len(decision.admitted) == self.limit and self.fill_order_member:
             # A full claim may leave work for the next worker in the fill order, which only looks when told.
             connection.execute(self.query("notify"))
-        holders = [(need.key, candidate.id) for candidate, needs in decision.admitted for need in needs]
+        holders = [[need.key, candidate.id] for candidate, needs in decision.admitted for need in needs]
         return connection.execute(
             self.query("claim_runs"),
             {
                 "ids": [candidate.id for candidate, _ in decision.admitted],
-                "holder_scopes": [scope for scope, _ in holders],
-                "holder_runs": [run_id for _, run_id in holders],
+                "holders": json.dumps(holders, separators=(",", ":")),
                 "worker": self.worker_id,
                 "lease": self.lease_seconds,
             },

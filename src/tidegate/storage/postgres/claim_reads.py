@@ -9,6 +9,7 @@ what is sent ahead only saves round trips, it never decides anything.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,6 +47,7 @@ class ClaimReads:
         self.lanes: dict[tuple[str, str], int] | None = None
         self.windows: dict[Window, list[dict[str, Any]]] = {}
         self.heads: dict[Head, tuple[int, list[dict[str, Any]]]] = {}
+        self.tag_sets: dict[str, dict[str, str]] = {}  # each tags text read, parsed once
 
     def reader(self) -> claiming.CandidateReader:
         return claiming.CandidateReader(self.window, self.partitions, self.partition_head)
@@ -80,7 +82,7 @@ class ClaimReads:
         rows_of: dict[str, list[dict[str, Any]]] = {}
         cursors = {id(cursor): cursor for _, _, cursor in sent["windows"]}
         for cursor in cursors.values():
-            for row in cursor.fetchall():
+            for row in self._parsed(cursor.fetchall()):
                 rows_of.setdefault(row["queue"], []).append(row)
         for queue, size, _ in sent["windows"]:
             self.windows[(queue, size, ())] = rows_of.get(queue, [])
@@ -101,7 +103,7 @@ class ClaimReads:
                 "excluded": excluded_json(excluded),
             }
             cursor = self.connection.cursor(row_factory=dict_row)
-            self.windows[key] = cursor.execute(self.query("claim_window"), params).fetchall()
+            self.windows[key] = self._parsed(cursor.execute(self.query("claim_window"), params).fetchall())
         return self.windows[key]
 
     def partitions(self, queue: str, size: int) -> list[str]:
@@ -126,7 +128,7 @@ class ClaimReads:
         }
         heads: dict[str, tuple[int, list[dict[str, Any]]]] = {}
         cursor = self.connection.cursor(row_factory=dict_row)
-        for row in cursor.execute(self.query("claim_partitions"), params).fetchall():
+        for row in self._parsed(cursor.execute(self.query("claim_partitions"), params).fetchall()):
             key, per_partition = row.pop("key"), row.pop("per_partition")
             read, rows = heads.setdefault(key, (1 if key in saturated else per_partition, []))
             if row["id"] is not None:
@@ -150,4 +152,17 @@ class ClaimReads:
             "excluded": excluded_json(excluded),
         }
         cursor = self.connection.cursor(row_factory=dict_row)
-        return cursor.execute(self.query("claim_partition_head"), params).fetchall()
+        return self._parsed(cursor.execute(self.query("claim_partition_head"), params).fetchall())
+
+    def _parsed(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The rows with their tags as a mapping, each distinct text parsed once (rows of one
+        tag set share it: nothing downstream changes a run's tags)."""
+        known = self.tag_sets
+        for row in rows:
+            text = row["tags"]
+            if text is not None:
+                tags = known.get(text)
+                if tags is None:
+                    tags = known[text] = json.loads(text)
+                row["tags"] = tags
+        return rows
