@@ -226,3 +226,45 @@ def test_a_shared_scope_needed_below_one_locked_ahead_is_tried_not_waited_for(da
             assert first.result.claimed == [] and first.result.next_due_in == 0.0  # look again at once
             assert len(second.result.claimed) == 1
             assert len(_cycle(app, "wa", "qa", 1).claimed) == 1  # and then takes it: tag a is forecast now
+
+
+# --- the window's margin ----------------------------------------------------------------------
+
+
+def test_a_claim_reads_its_margin_only_while_the_last_one_held_something_back_or_left_too_little_room(
+    database_url, monkeypatch
+):
+    """A queue limit of 6. A first claim of 2 reads its margin (2 + 8) and leaves room 4; the next
+    reads just 2 (nothing can block it unless claims were made since). Another store (another
+    process) then takes 4: the next claim of 2 reads 2 rows, both blocked: it takes nothing and
+    records why, and the claim after it reads the margin again, explaining the runs behind."""
+    from tidegate.bootstrap import open_store
+    from tidegate.storage import claiming
+
+    with App(database_url) as app:
+        app.queue("m", concurrency=Concurrency(global_limit=6))
+        work = app.task(name="margin.work", queue="m")(lambda n: n)
+        for n in range(14):
+            work.submit(n=n)  # one by one: a strict claim order
+        app.store.rules()
+        sizes: list[int] = []
+        real = claiming.window_size
+
+        def window_size(queue: str, limit: int, rules: Any, margin: bool = True) -> int:
+            sizes.append(real(queue, limit, rules, margin))
+            return sizes[-1]
+
+        monkeypatch.setattr(claiming, "window_size", window_size)
+        assert len(_cycle(app, "w1", "m", 2).claimed) == 2
+        assert len(_cycle(app, "w1", "m", 2).claimed) == 2
+        other = open_store(database_url)
+        try:
+            assert len(other.cycle("w2", ["m"], [], [], 2, LEASE).claimed) == 2
+        finally:
+            other.close()
+        assert _cycle(app, "w1", "m", 2).claimed == []  # read 2, both held back by the full queue
+        assert _cycle(app, "w1", "m", 2).claimed == []
+        # each claim sizes its first read twice (sent ahead, then asked); the other store: its own first claim
+        assert sizes == [10, 10, 2, 2, 10, 10, 2, 2, 10, 10], sizes
+        queued = app.store.list_queued("m")
+        assert len(queued) == 8 and all(run.block_reason for run in queued)

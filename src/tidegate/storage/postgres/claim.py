@@ -58,7 +58,7 @@ class Claim:
         self.limit = limit
         self.lease_seconds = lease_seconds
         self.forecast = forecast
-        self.reads = ClaimReads(connection, query, worker_id, queues, limit)
+        self.reads = ClaimReads(connection, query, worker_id, queues, limit, forecast.margin(queues, limit))
         self.turns: set[str] = set()  # queues whose claim turn this transaction holds
         self.locks = ScopeLocks(connection, query, self.turns)
 
@@ -70,7 +70,9 @@ class Claim:
             return None, self.connection.execute(self.query("due_now")), False
         reads = self.reads
         rules = reads.rules
-        found = claiming.candidate_rows(self.queues, self.limit, rules, reads.hint, reads.reader(), reads.local)
+        found = claiming.candidate_rows(
+            self.queues, self.limit, rules, reads.hint, reads.reader(), reads.local, reads.margin
+        )
         rows = found.rows
         if not rows:
             return None, self._next_due(), False
@@ -84,6 +86,7 @@ class Claim:
             claiming.to_candidate(row, rules, row["tags"] or {}, row["scheduled_at"].timestamp()) for row in rows
         ]
         decision = admit(candidates, usage, rules, reads.local, self.limit, lanes or None)
+        self.forecast.settle(self.queues, claiming.room_after(decision, usage, len(rows), self.limit))
         self._record_block_reasons(decision, rows)
         if not decision.admitted:
             return None, self._next_due(), False

@@ -35,12 +35,14 @@ class ClaimReads:
         worker_id: str,
         queues: list[str],
         limit: int,
+        margin: bool,
     ) -> None:
         self.connection = connection
         self.query = query
         self.worker_id = worker_id
         self.queues = queues
         self.limit = limit
+        self.margin = margin  # read past the claim limit (claiming.window_size)
         self.rules = Rules()
         self.hint: dict[str, int] = {}  # slots in use when read: what to read; exact only for scopes locked ahead
         self.local = LocalUsage()
@@ -63,7 +65,7 @@ class ClaimReads:
         limited = [queue for queue in queues if claiming.limited(queue, rules)]
         plain = [queue for queue in queues if queue not in rules.queues or rules.queues[queue].ordering != "fair"]
         if plain:
-            sizes = [claiming.window_size(queue, self.limit, rules) for queue in plain]
+            sizes = [claiming.window_size(queue, self.limit, rules, self.margin) for queue in plain]
             cursor = connection.cursor(row_factory=dict_row).execute(
                 self.query("claim_window"),
                 {"queues": plain, "sizes": sizes, "tags": uses_tags(rules), "excluded": "[]"},

@@ -49,13 +49,24 @@ def own_queue(key: str) -> str | None:
 
 
 class ScopeForecast:
-    """The scope keys the last claims of each set of queues needed: what the next one locks ahead.
+    """What the last claims of each set of queues met: the scope keys they needed (what the next
+    one locks ahead) and the room they left (whether the next one reads a margin).
 
     One per store, shared by its claims; an entry that went stale costs a lock
-    held for nothing or a round trip, never a wrong decision."""
+    held for nothing, a round trip or a short claim, never a wrong decision."""
 
     def __init__(self) -> None:
         self._needed: dict[tuple[str, ...], frozenset[str]] = {}
+        self._room: dict[tuple[str, ...], int | None] = {}  # claiming.room_after of the last claim
+
+    def margin(self, queues: Sequence[str], claim_limit: int) -> bool:
+        """Whether a claim of `queues` reads its window's margin (claiming.window_size): unless
+        the last one held nothing back and left room for this one in every scope it used."""
+        room = self._room.get(tuple(queues))
+        return room is None or room < claim_limit
+
+    def settle(self, queues: Sequence[str], room: int | None) -> None:
+        self._room[tuple(queues)] = room
 
     def keys(self, queues: Sequence[str], rules: Rules, turns: Collection[str]) -> list[str]:
         """The keys a claim of `queues` holding the claim turns `turns` locks ahead, in key order:
