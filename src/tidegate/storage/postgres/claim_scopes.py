@@ -56,7 +56,7 @@ class ScopeForecast:
     held for nothing, a round trip or a short claim, never a wrong decision."""
 
     def __init__(self) -> None:
-        self._needed: dict[tuple[str, ...], frozenset[str]] = {}
+        self._seen: dict[tuple[str, ...], dict[str, None]] = {}  # keys needed, the latest last
         self._room: dict[tuple[str, ...], int | None] = {}  # claiming.room_after of the last claim
 
     def margin(self, queues: Sequence[str], claim_limit: int) -> bool:
@@ -72,7 +72,7 @@ class ScopeForecast:
         """The keys a claim of `queues` holding the claim turns `turns` locks ahead, in key order:
         those the rules name before any run is read, and those needed lately. A queue's own key
         only when its turn is held (the exception to the key order rests on it)."""
-        keys = set(self._needed.get(tuple(queues), ()))
+        keys = set(self._seen.get(tuple(queues), ()))
         if rules.global_limit() is not None:
             keys.add(GLOBAL)
         for queue in turns:
@@ -83,11 +83,15 @@ class ScopeForecast:
         return sorted(key for key in keys if own_queue(key) is None or own_queue(key) in turns)
 
     def learn(self, queues: Sequence[str], needed: Sequence[str]) -> None:
-        """Remember the keys a claim of `queues` needed, with those before while they fit."""
-        known = set(self._needed.get(tuple(queues), ())) | set(needed)
-        if len(known) > MAX_FORECAST:
-            known = set(needed)
-        self._needed[tuple(queues)] = frozenset(sorted(known)[:MAX_FORECAST])
+        """Remember the keys a claim of `queues` needed, with those earlier claims needed: a
+        window moving along a queue meets its partitions and tag values over many claims, and
+        a key missed costs a round trip where one held for nothing costs a row lock. At most
+        MAX_FORECAST, those needed last."""
+        seen = dict(self._seen.get(tuple(queues), {}))  # replaced, not changed: claims on other threads read it
+        for key in needed:
+            seen.pop(key, None)
+            seen[key] = None  # a dict keeps insertion order: the latest last
+        self._seen[tuple(queues)] = dict.fromkeys(list(seen)[-MAX_FORECAST:])
 
 
 class ScopeLocks:
