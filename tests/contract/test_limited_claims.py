@@ -268,3 +268,26 @@ def test_a_claim_reads_its_margin_only_while_the_last_one_held_something_back_or
         assert sizes == [10, 10, 2, 2, 10, 10, 2, 2, 10, 10], sizes
         queued = app.store.list_queued("m")
         assert len(queued) == 8 and all(run.block_reason for run in queued)
+
+
+def test_a_claim_past_saturated_partitions_reads_them_in_its_first_batch_once_the_last_claim_did(
+    database_url, monkeypatch
+):
+    """One slot per partition; p0..p2 each hold one run and have runs waiting behind, so a claim's
+    window is all waiting and it reads the other partitions' heads (claim_partitions). The next
+    claim sends that read with its first: an idle claim is two round trips (three before), and
+    one that finds a run of a partition not seen yet three (its scope is locked once read)."""
+    with App(database_url) as app:
+        app.queue("bp", concurrency=Concurrency(global_limit=1, partition=Partition(by_args=["p"])))
+        work = app.task(name="backlog.work", queue="bp")(lambda p: p)
+        work.submit_many([{"p": f"p{n}"} for n in range(3)])
+        assert len(_cycle(app, "holder", "bp", 3).claimed) == 3
+        work.submit_many([{"p": f"p{n % 3}"} for n in range(30)])
+        assert _cycle(app, "w1", "bp", 1).claimed == []  # reads the partitions after its window
+        with counted_trips(monkeypatch) as idle:
+            assert _cycle(app, "w1", "bp", 1).claimed == []
+        work.submit(p="new")
+        with counted_trips(monkeypatch) as eligible:
+            [run] = _cycle(app, "w1", "bp", 1).claimed
+        assert run.args == {"p": "new"}
+        assert (idle.trips, eligible.trips) == (2, 3)

@@ -73,6 +73,7 @@ class Claim:
         found = claiming.candidate_rows(
             self.queues, self.limit, rules, reads.hint, reads.reader(), reads.local, reads.margin
         )
+        self.forecast.settle_partitions(self.queues, reads.partitioned)
         rows = found.rows
         if not rows:
             return None, self._next_due(), False
@@ -120,8 +121,12 @@ class Claim:
         return True
 
     def _send_reads(self, rules: Rules) -> dict[str, Any]:
-        """The first reads, with the locks of the scopes the forecast names for these rules."""
-        return self.reads.send(rules, lambda: self.locks.lock_ahead(self.forecast.keys(self.queues, rules, self.turns)))
+        """The first reads, with the locks of the scopes and the partition reads the forecast names."""
+        return self.reads.send(
+            rules,
+            lambda: self.locks.lock_ahead(self.forecast.keys(self.queues, rules, self.turns)),
+            self.forecast.partitioned(self.queues),
+        )
 
     def _lock_scopes(
         self, rows: Sequence[claiming.Row]

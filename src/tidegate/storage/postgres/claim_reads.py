@@ -23,6 +23,9 @@ from tidegate.storage.postgres.payloads import claim_order, excluded_json, lane_
 
 Window = tuple[str, int, tuple[tuple[str, str], ...]]  # (queue, size, excluded tags)
 Head = tuple[str, str, tuple[tuple[str, str], ...]]  # (queue, partition, excluded tags)
+Full = tuple[str, ...]  # full partitions, in key order
+Excluded = tuple[tuple[str, str], ...]  # (key, value) of full tags
+Partitioned = tuple[Full, Excluded]  # how a claim asked for a queue's partitions
 
 
 class ClaimReads:
@@ -50,15 +53,20 @@ class ClaimReads:
         self.windows: dict[Window, list[dict[str, Any]]] = {}
         self.heads: dict[Head, tuple[int, list[dict[str, Any]]]] = {}
         self.tag_sets: dict[str, dict[str, str]] = {}  # each tags text read, parsed once
+        self.partition_lists: dict[tuple[str, Full, Excluded], list[str]] = {}
+        self.partitioned: dict[str, Partitioned] = {}  # queue -> how `claiming` asked for its partitions
 
     def reader(self) -> claiming.CandidateReader:
         return claiming.CandidateReader(self.window, self.partitions, self.partition_head)
 
-    def send(self, rules: Rules, lock_ahead: Callable[[], list[str]]) -> dict[str, Any]:
+    def send(
+        self, rules: Rules, lock_ahead: Callable[[], list[str]], partitioned: dict[str, Partitioned]
+    ) -> dict[str, Any]:
         """Queue (without waiting) the reads these rules will ask for first: the head of each
-        queue as `claiming` reads it first, the scope locks sent ahead (`lock_ahead`, after
-        the window: run rows come first in the lock order) and usage, this worker's counts,
-        fair lanes."""
+        queue as `claiming` reads it first, the partitions of the queues whose last claim read
+        them past a head all waiting (`partitioned`, as it asked), the scope locks sent ahead
+        (`lock_ahead`, after the runs: run rows come first in the lock order) and usage, this
+        worker's counts, fair lanes."""
         connection = self.connection
         sent: dict[str, Any] = {"windows": []}
         queues = claiming.open_queues(self.queues, rules)
@@ -71,6 +79,16 @@ class ClaimReads:
                 {"queues": plain, "sizes": sizes, "tags": uses_tags(rules), "excluded": "[]"},
             )
             sent["windows"] = [(queue, size, cursor) for queue, size in zip(plain, sizes, strict=True)]
+        sent["partitions"] = [
+            (
+                queue,
+                saturated,
+                excluded,
+                self._send_partitions(queue, claiming.MAX_PARTITIONS, saturated, excluded, rules),
+            )
+            for queue, (saturated, excluded) in partitioned.items()
+            if queue in limited and queue in plain
+        ]
         if limited:
             sent["ahead"] = lock_ahead()
             sent["hint"] = connection.execute(self.query("scope_usage_held"), {"held": sent["ahead"]})
@@ -88,6 +106,8 @@ class ClaimReads:
                 rows_of.setdefault(row["queue"], []).append(row)
         for queue, size, _ in sent["windows"]:
             self.windows[(queue, size, ())] = rows_of.get(queue, [])
+        for queue, saturated, excluded, cursor in sent["partitions"]:
+            self._receive_partitions(queue, saturated, excluded, cursor)
         if "hint" in sent:
             self.hint = dict(sent["hint"].fetchall())  # the usage of the scopes locked ahead: ScopeLocks.held
         if "local" in sent:
@@ -114,23 +134,41 @@ class ClaimReads:
         Reads each head as `claiming` will ask for it (one run of a full
         partition, a fair share of the claim limit of the others, runs of
         full tags left out); any head asked for differently is read again.
+        The read sent ahead (`send`) serves when it was sent for the same
+        full partitions and tags as the usage read now shows.
         """
-        saturated = sorted(
-            claiming.saturated_partitions(queue, self.hint, self.rules)
-            | claiming.locally_full_partitions(queue, self.local, self.rules)
+        saturated = tuple(
+            sorted(
+                claiming.saturated_partitions(queue, self.hint, self.rules)
+                | claiming.locally_full_partitions(queue, self.local, self.rules)
+            )
         )
         excluded = tuple(claiming.saturated_tags(self.hint, self.rules))
+        self.partitioned[queue] = (saturated, excluded)
+        known = self.partition_lists.get((queue, saturated, excluded))
+        if known is not None and size == claiming.MAX_PARTITIONS:
+            return known
+        cursor = self._send_partitions(queue, size, saturated, excluded, self.rules)
+        return self._receive_partitions(queue, saturated, excluded, cursor)
+
+    def _send_partitions(
+        self, queue: str, size: int, saturated: Full, excluded: Excluded, rules: Rules
+    ) -> psycopg.Cursor[dict[str, Any]]:
         params = {
             "queue": queue,
             "limit": size,
-            "saturated": saturated,
+            "saturated": list(saturated),
             "claim_limit": self.limit,
-            "tags": uses_tags(self.rules),
+            "tags": uses_tags(rules),
             "excluded": excluded_json(excluded),
         }
+        return self.connection.cursor(row_factory=dict_row).execute(self.query("claim_partitions"), params)
+
+    def _receive_partitions(
+        self, queue: str, saturated: Full, excluded: Excluded, cursor: psycopg.Cursor[dict[str, Any]]
+    ) -> list[str]:
         heads: dict[str, tuple[int, list[dict[str, Any]]]] = {}
-        cursor = self.connection.cursor(row_factory=dict_row)
-        for row in self._parsed(cursor.execute(self.query("claim_partitions"), params).fetchall()):
+        for row in self._parsed(cursor.fetchall()):
             key, per_partition = row.pop("key"), row.pop("per_partition")
             read, rows = heads.setdefault(key, (1 if key in saturated else per_partition, []))
             if row["id"] is not None:
@@ -138,7 +176,8 @@ class ClaimReads:
         for key, (read, rows) in heads.items():
             rows.sort(key=claim_order)
             self.heads[(queue, key, excluded)] = (read, rows)
-        return sorted(heads)  # bytewise, as the partition index orders them
+        found = self.partition_lists[(queue, saturated, excluded)] = sorted(heads)  # bytewise, as the index
+        return found
 
     def partition_head(
         self, queue: str, partition: str, size: int, excluded: Sequence[tuple[str, str]]

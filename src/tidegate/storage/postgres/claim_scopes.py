@@ -36,6 +36,7 @@ from typing import Any
 import psycopg
 
 from tidegate.domain.scopes import GLOBAL, Rules, queue_scope
+from tidegate.storage.postgres.claim_reads import Partitioned
 
 MAX_FORECAST = 64  # keys locked ahead at most, per set of queues
 QUEUE_PREFIX = "queue:"
@@ -58,6 +59,7 @@ class ScopeForecast:
     def __init__(self) -> None:
         self._seen: dict[tuple[str, ...], dict[str, None]] = {}  # keys needed, the latest last
         self._room: dict[tuple[str, ...], int | None] = {}  # claiming.room_after of the last claim
+        self._partitioned: dict[tuple[str, ...], dict[str, Partitioned]] = {}
 
     def margin(self, queues: Sequence[str], claim_limit: int) -> bool:
         """Whether a claim of `queues` reads its window's margin (claiming.window_size): unless
@@ -67,6 +69,14 @@ class ScopeForecast:
 
     def settle(self, queues: Sequence[str], room: int | None) -> None:
         self._room[tuple(queues)] = room
+
+    def partitioned(self, queues: Sequence[str]) -> dict[str, Partitioned]:
+        """The queues whose partitions the last claim of `queues` read (past a head all waiting),
+        as it asked for them: the next claim sends the same read in its first batch."""
+        return self._partitioned.get(tuple(queues), {})
+
+    def settle_partitions(self, queues: Sequence[str], partitioned: dict[str, Partitioned]) -> None:
+        self._partitioned[tuple(queues)] = partitioned
 
     def keys(self, queues: Sequence[str], rules: Rules, turns: Collection[str]) -> list[str]:
         """The keys a claim of `queues` holding the claim turns `turns` locks ahead, in key order:
