@@ -75,17 +75,23 @@ def _second_batches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[set[str]]]
 # --- the count ------------------------------------------------------------------------------
 
 
-def test_a_global_cap_claim_costs_two_round_trips(database_url, monkeypatch):
-    """The global cap's scope is known from the cached rules: it is locked, and its usage read,
-    in the first batch with the window; the claim and the commit are the second."""
+def test_a_global_cap_claim_costs_two_round_trips_while_its_queue_is_busy(database_url, monkeypatch):
+    """The global cap's scope is known from the cached rules: once a claim of the queue found runs,
+    the next locks it, and reads its usage, in the first batch with the window; the claim and
+    the commit are the second. After a claim that found none, nothing is locked ahead (an idle
+    poll of an empty queue writes nothing): a run that comes costs three again."""
     with App(database_url, run_queue=RunQueueConfig(max_concurrent_runs=4)) as app:
         work = app.task(name="trips.global", queue="g")(lambda n: n)
-        work.submit_many([{"n": n} for n in range(6)])
-        app.store.rules()  # as a worker's first claim would, caches the rules (registered at the submit)
-        with counted_trips(monkeypatch) as counter:
-            claimed = _cycle(app, "w1", "g", 8).claimed
-        assert len(claimed) == 4
-        assert counter.trips == 2
+        work.submit_many([{"n": n} for n in range(2)])
+        assert len(_cycle(app, "w0", "g", 1).claimed) == 1  # caches the rules; the queue is busy
+        with counted_trips(monkeypatch) as busy:
+            assert len(_cycle(app, "w1", "g", 8).claimed) == 1
+        with counted_trips(monkeypatch) as empty:
+            assert _cycle(app, "w1", "g", 8).claimed == []
+        work.submit(n=2)
+        with counted_trips(monkeypatch) as after_idle:
+            assert len(_cycle(app, "w1", "g", 8).claimed) == 1
+        assert (busy.trips, empty.trips, after_idle.trips) == (2, 2, 3)
 
 
 def test_a_partition_and_tag_claim_costs_two_round_trips_once_its_scopes_were_seen(database_url, monkeypatch):
@@ -120,8 +126,10 @@ def test_claimers_of_two_queues_never_both_take_the_last_slot_locked_ahead(
     with App(database_url, run_queue=RunQueueConfig(max_concurrent_runs=3)) as app:
         work_a = app.task(name="ahead.a", queue="qa")(lambda n: n)
         work_b = app.task(name="ahead.b", queue="qb")(lambda n: n)
-        work_a.submit_many([{"n": 0}, {"n": 1}])
-        assert len(_cycle(app, "w0", "qa", 2).claimed) == 2
+        work_a.submit(n=0)
+        work_b.submit(n=0)
+        assert len(_cycle(app, "w0", "qa", 1).claimed) == 1  # two held, and both queues busy:
+        assert len(_cycle(app, "w0", "qb", 1).claimed) == 1  # their next claims lock ahead
         work_a.submit(n=10)
         work_b.submit(n=20)
         races.track(app.store)

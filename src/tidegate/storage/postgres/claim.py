@@ -76,6 +76,7 @@ class Claim:
         self.forecast.settle_partitions(self.queues, reads.partitioned)
         rows = found.rows
         if not rows:
+            self.forecast.settle(self.queues, None, found=False)
             return None, self._next_due(), False
         locked = self._lock_scopes(rows)
         if locked is None:  # a scope needed out of the key order is held elsewhere: look again at once
@@ -87,7 +88,8 @@ class Claim:
             claiming.to_candidate(row, rules, row["tags"] or {}, row["scheduled_at"].timestamp()) for row in rows
         ]
         decision = admit(candidates, usage, rules, reads.local, self.limit, lanes or None)
-        self.forecast.settle(self.queues, claiming.room_after(decision, usage, len(rows), self.limit))
+        room = claiming.room_after(decision, usage, len(rows), self.limit)
+        self.forecast.settle(self.queues, room, found=True)
         self._record_block_reasons(decision, rows)
         if not decision.admitted:
             return None, self._next_due(), False

@@ -15,6 +15,10 @@ claim is then two round trips, not three. A key needed that was not locked
 ahead is locked in a batch of its own, as before: the forecast saves round
 trips, it never decides. A key forecast but not needed is held to the commit
 for nothing, at worst making a claimer of another queue that needs it wait.
+Nothing is locked ahead after a claim that found no run: a row lock is a
+write, and a claim of an empty queue writes nothing else, so it commits
+without waiting for a WAL flush (an idle worker's poll: 0.5 ms against 0.9
+ms with the locks, blocked_backlog's empty case).
 
 The order. Scope rows are locked in key order, after the claim's turns, the
 one order every claimer keeps (postgres/children.py), so that no two claimers
@@ -53,13 +57,15 @@ class ScopeForecast:
     """What the last claims of each set of queues met: the scope keys they needed (what the next
     one locks ahead) and the room they left (whether the next one reads a margin).
 
-    One per store, shared by its claims; an entry that went stale costs a lock
+    One per store, shared by its claims, read only while its queues are busy
+    (their last claim found runs); an entry that went stale costs a lock
     held for nothing, a round trip or a short claim, never a wrong decision."""
 
     def __init__(self) -> None:
         self._seen: dict[tuple[str, ...], dict[str, None]] = {}  # keys needed, the latest last
         self._room: dict[tuple[str, ...], int | None] = {}  # claiming.room_after of the last claim
         self._partitioned: dict[tuple[str, ...], dict[str, Partitioned]] = {}
+        self._busy: dict[tuple[str, ...], bool] = {}  # the last claim found runs to decide on
 
     def margin(self, queues: Sequence[str], claim_limit: int) -> bool:
         """Whether a claim of `queues` reads its window's margin (claiming.window_size): unless
@@ -67,8 +73,11 @@ class ScopeForecast:
         room = self._room.get(tuple(queues))
         return room is None or room < claim_limit
 
-    def settle(self, queues: Sequence[str], room: int | None) -> None:
+    def settle(self, queues: Sequence[str], room: int | None, found: bool) -> None:
+        """What the last claim of `queues` met: the room it left (claiming.room_after), and whether
+        it found any run to decide on (only then does the next lock scopes ahead)."""
         self._room[tuple(queues)] = room
+        self._busy[tuple(queues)] = found
 
     def partitioned(self, queues: Sequence[str]) -> dict[str, Partitioned]:
         """The queues whose partitions the last claim of `queues` read (past a head all waiting),
@@ -81,7 +90,11 @@ class ScopeForecast:
     def keys(self, queues: Sequence[str], rules: Rules, turns: Collection[str]) -> list[str]:
         """The keys a claim of `queues` holding the claim turns `turns` locks ahead, in key order:
         those the rules name before any run is read, and those needed lately. A queue's own key
-        only when its turn is held (the exception to the key order rests on it)."""
+        only when its turn is held (the exception to the key order rests on it). None after a
+        claim that found no run: a lock is a write, and a claim of an empty queue writes nothing
+        else, so it commits without waiting for a WAL flush (an idle worker's poll)."""
+        if not self._busy.get(tuple(queues), False):
+            return []
         keys = set(self._seen.get(tuple(queues), ()))
         if rules.global_limit() is not None:
             keys.add(GLOBAL)
