@@ -299,3 +299,24 @@ def test_a_claim_past_saturated_partitions_reads_them_in_its_first_batch_once_th
             [run] = _cycle(app, "w1", "bp", 1).claimed
         assert run.args == {"p": "new"}
         assert (idle.trips, eligible.trips) == (2, 3)
+
+
+def test_a_claim_whose_cached_rules_moved_decides_on_usage_read_after_every_lock_it_took(database_url):
+    """The store caches a global cap of 3 (and, its queue busy, locks the cap's row ahead); another
+    store then sets a queue limit of 1. The next claim locked the cap ahead under the old rules,
+    learns the new ones in the same round trip and sends its reads again: it must still know the
+    cap's usage (read after that lock) and admit under both limits (the run held since before
+    the queue limit holds no slot of it)."""
+    from tidegate.bootstrap import open_store
+
+    with App(database_url, run_queue=RunQueueConfig(max_concurrent_runs=3)) as app:
+        work = app.task(name="moved.work", queue="mq")(lambda n: n)
+        work.submit_many([{"n": n} for n in range(5)])
+        assert len(_cycle(app, "w0", "mq", 1).claimed) == 1  # caches the rules; the queue is busy
+        other = open_store(database_url)
+        try:
+            other.set_limit("queue:mq", 1)
+        finally:
+            other.close()
+        assert len(_cycle(app, "w1", "mq", 4).claimed) == 1
+        assert app.store.scope_usage() == {"global": 2, "queue:mq": 1}

@@ -128,11 +128,12 @@ class ScopeLocks:
         self.usage: dict[str, int] = {}  # slots in use of each locked key, read after its lock
 
     def lock_ahead(self, keys: Sequence[str]) -> list[str]:
-        """Queue the locks of the forecast keys this claim may wait for now; the usage read sent
-        next (scope_usage_held) is exact for them (`held`)."""
+        """Queue the locks of the forecast keys this claim may wait for now, and return every key
+        it holds by then: the usage read sent next (scope_usage_held) is exact for all of them
+        (`held`), those locked by an earlier send of the same claim (its rules moved) included."""
         wait, _ = self._split(keys)
         self._lock(wait)
-        return wait
+        return sorted(self.locked)
 
     def held(self, keys: Sequence[str], usage: dict[str, int]) -> None:
         """The usage of keys locked ahead, from the read sent after their locks."""
