@@ -10,11 +10,13 @@ holder rows and the block reasons.
 
 Round trips: the first reads (rules version, the head of each queue, usage as
 a hint of what is full, this worker's own counts) travel with the cycle's
-first batch, sent as the cached rules call for them; the scope locks and the
-usage they guard make a second batch, only when some candidate needs a
-scope; the writes ride with the commit. Reading past a head that is all
-waiting (runs of full tags, other partitions' heads), a fair queue, or rules
-that changed, each add one.
+first batch, sent as the cached rules call for them, and so do the locks of
+the scopes a busy queue's claims are known to need, with their usage read
+after them (claim_scopes.py); the writes ride with the commit: two round
+trips. A scope needed that was not locked ahead adds one (its lock and
+usage), as do reading past a head that is all waiting (runs of full tags,
+other partitions' heads, unless sent ahead), a fair queue, or rules that
+changed.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """PostgreSQL claim reads: what a claim reads before `admit` decides, and when it is sent.
 
 The first reads a claim needs (the head of each queue as `claiming` reads it
-first, the usage hint, this worker's own counts, the load of fair lanes) are
-sent ahead, in the cycle's first batch, as the cached rules call for them;
+first, the partitions past a head the last claim found all waiting, the usage
+hint, this worker's own counts, the load of fair lanes) are sent ahead, in
+the cycle's first batch, as the cached rules call for them;
 every read `claiming` asks for that was not sent ahead is read when asked:
 what is sent ahead only saves round trips, it never decides anything.
 """
