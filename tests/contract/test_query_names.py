@@ -29,6 +29,7 @@ MECHANISMS = {
         "notify": "wake-ups by NOTIFY at commit; SQLite's are datagrams sent by the adapter",
         "upsert_scopes": "scope lock rows; SQLite's single writer serializes every claimer",
         "lock_scopes": "scope row locks in key order; as above",
+        "try_lock_scopes": "a scope row lock tried without waiting, below a key held; as above",
         "claim_fence": "the shared rules fence; SQLite's BEGIN IMMEDIATE already excludes a rules change",
         "claim_turn": "one claimer at a time per limited queue; SQLite has one writer",
         "due_now": "a pipelined 'look again at once'; SQLite answers it in Python",

@@ -48,7 +48,8 @@ def _arm(app: App, backend: str, monkeypatch: pytest.MonkeyPatch, removed: bool,
     races.track(app.store, begin_immediate=not (removed and backend == "sqlite"))
     if removed and backend == "postgres":
         races.remove_query(app.store, query)
-    module = importlib.import_module(f"tidegate.storage.{backend}.claims")
+    deciding = "claim" if backend == "postgres" else "claims"  # the module that calls `admit`
+    module = importlib.import_module(f"tidegate.storage.{backend}.{deciding}")
     monkeypatch.setattr(module, "admit", races.seam(module.admit))  # park after the usage read
 
 

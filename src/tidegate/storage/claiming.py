@@ -60,6 +60,7 @@ def candidate_rows(
     usage: Mapping[str, int],
     read: CandidateReader,
     local: LocalUsage | None = None,
+    margin: bool = True,
 ) -> Candidates:
     """The rows worth deciding on, at most a window per queue plus partition heads.
 
@@ -67,7 +68,7 @@ def candidate_rows(
     Otherwise it is wider, and when its head is all waiting, runs of full tags
     are skipped in a second read and partitions that are full (shared limit,
     or this worker's local limit) are stepped over by reading the other
-    partitions' heads.
+    partitions' heads. `margin`: see `window_size`.
     """
     local = local or LocalUsage()
     if claim_limit <= 0:
@@ -87,7 +88,7 @@ def candidate_rows(
         else:
             # Where no limit applies nothing can be skipped, so reading past the claim limit
             # would be waste; where one does, the wider window also records block reasons.
-            window = window_size(queue, claim_limit, rules)
+            window = window_size(queue, claim_limit, rules, margin)
             # The head of the queue as it is (its blocked runs get their block reasons) ...
             found = list(read.window(queue, window, ()))
             exhausted |= len(found) == window
@@ -109,7 +110,7 @@ def open_queues(queues: Sequence[str], rules: Rules) -> list[str]:
     return [queue for queue in queues if not rules.is_paused(queue)]
 
 
-def window_size(queue: str, claim_limit: int, rules: Rules) -> int:
+def window_size(queue: str, claim_limit: int, rules: Rules, margin: bool = True) -> int:
     """How many rows of a queue's head one claim reads.
 
     Every row read is decided on (its scopes, its block reason), so reading
@@ -119,8 +120,31 @@ def window_size(queue: str, claim_limit: int, rules: Rules) -> int:
     MIN_MARGIN and WINDOW_MARGIN more), so that a few blocked runs at the head
     do not leave the claim short and get their block reasons; a head that is
     all blocked is stepped over by the second read, not by a wider first one.
+    `margin=False` (an adapter that knows the last claim of these queues held
+    nothing back and left every scope it used room for this one: `room_after`)
+    reads the claim limit: where no limit binds, the margin is only cost.
     """
-    return claim_limit + min(WINDOW_MARGIN, max(MIN_MARGIN, claim_limit)) if limited(queue, rules) else claim_limit
+    if not (margin and limited(queue, rules)):
+        return claim_limit
+    return claim_limit + min(WINDOW_MARGIN, max(MIN_MARGIN, claim_limit))
+
+
+def room_after(decision: Admission, usage: Mapping[str, int], read: int, claim_limit: int) -> int | None:
+    """The fewest free slots any scope of the admitted runs has left once they run; None when the
+    claim held a run back (a full scope, a local cap, a suspect) while it had room for it.
+
+    A claim of at most that many that reads only its claim limit (no margin)
+    can then be cut short only by claims made since; it blocks runs, and the
+    claim after it reads the margin again."""
+    if decision.blocked or len(decision.admitted) < min(claim_limit, read):
+        return None
+    in_use = dict(usage)
+    limits: dict[str, int] = {}
+    for _, needs in decision.admitted:
+        for need in needs:
+            in_use[need.key] = in_use.get(need.key, 0) + 1
+            limits[need.key] = need.limit
+    return min((limit - in_use[key] for key, limit in limits.items()), default=None)
 
 
 def scope_keys(rows: Sequence[Row], rules: Rules) -> list[str]:

@@ -11,7 +11,8 @@ The lock order, the same on every path that takes more than one of these locks
    (`trigger_children_lock_children`) before its parent's row; a run's end (the cycle) has
    locked the child's row by updating it, then locks its parent's (`resume_parents_lock`);
 3. then the admission locks (`admission.py`), taken by a trigger that stores children, and the
-   scope rows (in key order) of a claim.
+   scope rows (in key order) of a claim (what it may lock out of that order, and how, in
+   claim_scopes.py).
 
 `tests/contract/test_lock_order.py` pins every statement that waits for run locks to this
 order. What it does not order: a cycle that ends runs of several levels locks them deeper

@@ -102,7 +102,7 @@ SELECT pg_advisory_xact_lock_shared(hashtext('tidegate:rules'), hashtext(coalesc
 
 -- name: claim_turn
 -- One claimer at a time per queue that a limit applies to, or that is fair
--- (see _Claim._take_turns); held until commit. A 64-bit key, so two queues
+-- (see claim.py, Claim._take_turns); held until commit. A 64-bit key, so two queues
 -- practically never share one, and claimers take them in queue-name order.
 SELECT pg_advisory_xact_lock(hashtextextended('tidegate:claim/' || coalesce(current_schema(), '') || '/' || %(queue)s::text, 0));
 
@@ -117,12 +117,13 @@ SELECT 0.0::double precision;
 -- every due run instead; the cost is the window, not the backlog. Runs that
 -- carry a tag of `excluded` (a list of {"key": "value"} objects: full tag
 -- scopes) are left out. Tags are read only when some tag limit exists (`tags`):
--- otherwise no scope depends on them. Rows come grouped by queue, unsorted
+-- otherwise no scope depends on them. They come as text, and the adapter parses
+-- each distinct text once (claim_reads.py): a window holds few tag sets. Rows come grouped by queue, unsorted
 -- across queues; every row read stays locked until commit.
 SELECT c.id, c.task, c.queue, c.partition_key, c.tags, c.priority, c.scheduled_at, c.block_reason, c.suspect, c.resumed
 FROM unnest(%(queues)s::text[], %(sizes)s::integer[]) AS q(name, size)
 CROSS JOIN LATERAL (
-    SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
+    SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags::text END AS tags,
            priority, scheduled_at, block_reason, suspect, resumed FROM tidegate_runs AS r
     WHERE status = 'queued' AND queue = q.name AND scheduled_at <= tidegate_statement_timestamp()
       AND (deadline_at IS NULL OR deadline_at > tidegate_statement_timestamp())
@@ -165,7 +166,7 @@ SELECT f.key, t.per_partition, h.id, h.task, h.queue, h.partition_key, h.tags, h
 FROM found AS f
 CROSS JOIN turns AS t
 LEFT JOIN LATERAL (
-    SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
+    SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags::text END AS tags,
            priority, scheduled_at, block_reason, suspect, resumed FROM tidegate_runs AS r
     WHERE status = 'queued' AND queue = %(queue)s::text AND partition_key = f.key
       AND scheduled_at <= tidegate_statement_timestamp() AND (deadline_at IS NULL OR deadline_at > tidegate_statement_timestamp())
@@ -177,7 +178,7 @@ LEFT JOIN LATERAL (
 
 -- name: claim_partition_head
 -- The head of one partition, when claim_partitions did not read what is asked.
-SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags END AS tags,
+SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags::text END AS tags,
        priority, scheduled_at, block_reason, suspect, resumed FROM tidegate_runs AS r
 WHERE status = 'queued' AND queue = %(queue)s::text AND partition_key = %(partition)s::text
   AND scheduled_at <= tidegate_statement_timestamp() AND (deadline_at IS NULL OR deadline_at > tidegate_statement_timestamp())
@@ -187,9 +188,26 @@ LIMIT %(limit)s::integer
 FOR UPDATE SKIP LOCKED;
 
 -- name: scope_usage_of
+-- Read after the scopes' rows were locked, in a statement of its own (claim_scopes.py).
 SELECT scope, sum(slots)::integer FROM tidegate_holders
 WHERE scope = ANY(%(keys)s::text[])
 GROUP BY scope;
+
+-- name: scope_usage_held
+-- A claim's first usage read, sent after the scope rows it locks ahead (`held`,
+-- claim_scopes.py): every holder of a held scope, exact while its lock is held
+-- (this statement's snapshot is taken after the lock was granted), and the
+-- run-level holders of every other scope, a hint of what is full that only
+-- chooses which candidates to read.
+SELECT scope, sum(slots)::integer FROM tidegate_holders
+WHERE holder = run_id OR scope = ANY(%(held)s::text[])
+GROUP BY scope;
+
+-- name: try_lock_scopes
+-- Scope rows a claim needs below a shared key it already holds (claim_scopes.py):
+-- taken only if free, never waited for, so no claimer waits against the key order.
+-- A key not returned is held elsewhere or not created yet: the claim takes nothing.
+SELECT key FROM tidegate_scopes WHERE key = ANY(%(keys)s::text[]) ORDER BY key FOR UPDATE SKIP LOCKED;
 
 -- name: local_usage
 SELECT queue, partition_key, count(*)::integer FROM tidegate_runs
@@ -220,6 +238,9 @@ FROM reasons ORDER BY n;
 -- RunDequeued events and one holder row per (scope, run), carrying the new
 -- attempt and the lease expiry. A holder left behind by an earlier attempt
 -- of the same run (a leak the sweep has not repaired yet) is taken over.
+-- The holders come as one JSON array of [scope, run id] pairs: a claim of 32
+-- runs under three limits has 96, and JSON is encoded in C where psycopg
+-- dumps an array element by element in Python.
 WITH claimed AS (
     UPDATE tidegate_runs AS r SET
         status = 'running', attempt = r.attempt + 1, worker_id = %(worker)s::text,
@@ -242,10 +263,10 @@ WITH claimed AS (
     FROM claimed ORDER BY n
 ), held AS (
     INSERT INTO tidegate_holders AS t (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)
-    SELECT h.scope, c.id, c.id, c.attempt, %(worker)s::text, 1, tidegate_statement_timestamp(),
+    SELECT h.pair ->> 0, c.id, c.id, c.attempt, %(worker)s::text, 1, tidegate_statement_timestamp(),
            tidegate_statement_timestamp() + make_interval(secs => %(lease)s::double precision)
-    FROM unnest(%(holder_scopes)s::text[], %(holder_runs)s::text[]) AS h(scope, run_id)
-    JOIN claimed AS c ON c.id = h.run_id
+    FROM jsonb_array_elements(%(holders)s::jsonb) AS h(pair)
+    JOIN claimed AS c ON c.id = h.pair ->> 1
     ON CONFLICT (scope, holder) DO UPDATE SET
         run_id = excluded.run_id, attempt = excluded.attempt, worker_id = excluded.worker_id,
         slots = excluded.slots, claimed_at = excluded.claimed_at, expires_at = excluded.expires_at

@@ -1,0 +1,212 @@
+"""PostgreSQL: one claim inside a worker's cycle, wherever a limit, a local cap or fair ordering applies.
+
+Run-level scopes (limits) follow the claim's three parts (see
+`storage.claiming` and `domain.admission`): the claim reads candidate runs
+(`FOR UPDATE SKIP LOCKED`, claim_reads.py), then locks the row of every scope
+those candidates need in key order (`tidegate_scopes`, `FOR UPDATE`) and only
+then sums the holder rows, so the usage it decides on cannot change before it
+commits; `admit` decides; the same transaction writes the claims, their
+holder rows and the block reasons.
+
+Round trips: the first reads (rules version, the head of each queue, usage as
+a hint of what is full, this worker's own counts) travel with the cycle's
+first batch, sent as the cached rules call for them, and so do the locks of
+the scopes a busy queue's claims are known to need, with their usage read
+after them (claim_scopes.py); the writes ride with the commit: two round
+trips. A scope needed that was not locked ahead adds one (its lock and
+usage), as do reading past a head that is all waiting (runs of full tags,
+other partitions' heads, unless sent ahead), a fair queue, or rules that
+changed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
+
+from tidegate.domain.admission import Admission, admit
+from tidegate.domain.scopes import Rules
+from tidegate.storage import claiming
+from tidegate.storage.postgres.claim_reads import ClaimReads
+from tidegate.storage.postgres.claim_scopes import ScopeForecast, ScopeLocks
+from tidegate.storage.postgres.limits import Limits
+from tidegate.storage.postgres.payloads import lane_load, local_usage, payload_json
+
+
+class Claim:
+    """One claim inside a cycle's transaction: read candidates, lock their scopes, admit, write."""
+
+    def __init__(
+        self,
+        query: Callable[[str], str],
+        limits: Limits,
+        forecast: ScopeForecast,
+        fill_order_member: bool,
+        connection: psycopg.Connection[Any],
+        worker_id: str,
+        queues: list[str],
+        limit: int,
+        lease_seconds: float,
+    ) -> None:
+        self.query = query
+        self.limits = limits
+        self.fill_order_member = fill_order_member  # its full claim owes the next rank a wake-up
+        self.connection = connection
+        self.worker_id = worker_id
+        self.queues = queues
+        self.limit = limit
+        self.lease_seconds = lease_seconds
+        self.forecast = forecast
+        self.reads = ClaimReads(connection, query, worker_id, queues, limit, forecast.margin(queues, limit))
+        self.turns: set[str] = set()  # queues whose claim turn this transaction holds
+        self.locks = ScopeLocks(connection, query, self.turns)
+
+    def run(self) -> tuple[psycopg.Cursor[Any] | None, psycopg.Cursor[Any] | None, bool]:
+        """Queue the claim: the cursors of the claim and of the next-due probe (None when not
+        sent; their rows arrive with the commit), and whether to claim again at once (the
+        read came back full and not all of it could be taken)."""
+        if not self._read_rules():
+            return None, self.connection.execute(self.query("due_now")), False
+        reads = self.reads
+        rules = reads.rules
+        found = claiming.candidate_rows(
+            self.queues, self.limit, rules, reads.hint, reads.reader(), reads.local, reads.margin
+        )
+        self.forecast.settle_partitions(self.queues, reads.partitioned)
+        rows = found.rows
+        if not rows:
+            self.forecast.settle(self.queues, None, found=False)
+            return None, self._next_due(), False
+        locked = self._lock_scopes(rows)
+        if locked is None:  # a scope needed out of the key order is held elsewhere: look again at once
+            return None, self.connection.execute(self.query("due_now")), False
+        usage, lanes = locked
+        if any(row["suspect"] for row in rows):  # a suspect is taken only by an idle worker: count what it runs
+            reads.local = local_usage(self.connection.execute(self.query("local_usage"), {"worker": self.worker_id}))
+        candidates = [
+            claiming.to_candidate(row, rules, row["tags"] or {}, row["scheduled_at"].timestamp()) for row in rows
+        ]
+        decision = admit(candidates, usage, rules, reads.local, self.limit, lanes or None)
+        room = claiming.room_after(decision, usage, len(rows), self.limit)
+        self.forecast.settle(self.queues, room, found=True)
+        self._record_block_reasons(decision, rows)
+        if not decision.admitted:
+            return None, self._next_due(), False
+        claim = self._send_claim(decision)
+        short = len(decision.admitted) < self.limit  # every admitted run is locked, so all are claimed
+        return claim, self._next_due() if short else None, found.exhausted and short
+
+    def _read_rules(self) -> bool:
+        """Read the rules into `reads.rules`, take the claim turns they ask for and the reads sent
+        ahead for them (in the first batch when the cached rules still hold). False, having
+        read nothing more, when a turn would be taken out of order."""
+        connection, limits = self.connection, self.limits
+        cached = limits.cached
+        rules_cursor = connection.execute(self.query("load_rules"), {"known": None if cached is None else cached[0]})
+        sent = None
+        if cached is not None:
+            self._take_turns(cached[1])
+            sent = self._send_reads(cached[1])
+        rules = limits.rules_from_row(rules_cursor.fetchone())  # ends the first batch
+        if rules is None:  # the cache moved meanwhile (another thread): read the rules whole
+            rules = limits.parse_rules(connection.execute(self.query("load_rules"), {"known": None}).fetchone())
+        self.reads.rules = rules
+        if sent is None or cached is None or rules is not cached[1]:
+            if not self._take_turns(rules):
+                # A queue these rules serialize came after one already held: taking its turn
+                # now could deadlock with a claimer that waits the other way. Look again at once.
+                return False
+            sent = self._send_reads(rules)
+        self.reads.receive(sent)
+        self.locks.held(sent.get("ahead", []), self.reads.hint)
+        return True
+
+    def _send_reads(self, rules: Rules) -> dict[str, Any]:
+        """The first reads, with the locks of the scopes and the partition reads the forecast names."""
+        return self.reads.send(
+            rules,
+            lambda: self.locks.lock_ahead(self.forecast.keys(self.queues, rules, self.turns)),
+            self.forecast.partitioned(self.queues),
+        )
+
+    def _lock_scopes(
+        self, rows: Sequence[claiming.Row]
+    ) -> tuple[dict[str, int], dict[tuple[str, str], int] | None] | None:
+        """The usage of the scopes the candidates need, each locked before it was read, and the
+        running load of fair lanes: a batch of their own for what was not read ahead. None when
+        a scope could not be locked without breaking the key order (claim_scopes.py)."""
+        connection, rules = self.connection, self.reads.rules
+        keys: list[str] = []
+        if any(claiming.limited(queue, rules) for queue in self.queues):
+            keys = claiming.scope_keys(rows, rules)
+        lanes_cursor = None
+        fair = claiming.fair_lanes(self.queues, rules)
+        if fair and self.reads.lanes is None:
+            lanes_cursor = connection.execute(self.query("lane_load"), {"queues": fair})
+        if keys:
+            self.forecast.learn(self.queues, keys)
+            if not self.locks.lock(keys):
+                return None
+        lanes = self.reads.lanes if lanes_cursor is None else lane_load(lanes_cursor)
+        return {key: self.locks.usage[key] for key in keys}, lanes
+
+    def _record_block_reasons(self, decision: Admission, rows: Sequence[claiming.Row]) -> None:
+        """Queue the write of every block reason that changed (it rides with the commit)."""
+        changed = claiming.changed_block_reasons(decision, {row["id"]: row["block_reason"] for row in rows})
+        if changed:
+            reasons = [
+                {"n": index, "id": run_id, "reason": json.loads(reason)}
+                for index, (run_id, reason) in enumerate(changed.items())
+            ]
+            self.connection.execute(self.query("set_block_reasons"), {"reasons": payload_json(reasons)})
+
+    def _send_claim(self, decision: Admission) -> psycopg.Cursor[Any]:
+        """Queue the claim of the admitted runs (and the wake-up a full claim owes the fill order)."""
+        connection = self.connection
+        if len(decision.admitted) == self.limit and self.fill_order_member:
+            # A full claim may leave work for the next worker in the fill order, which only looks when told.
+            connection.execute(self.query("notify"))
+        holders = [[need.key, candidate.id] for candidate, needs in decision.admitted for need in needs]
+        return connection.execute(
+            self.query("claim_runs"),
+            {
+                "ids": [candidate.id for candidate, _ in decision.admitted],
+                "holders": json.dumps(holders, separators=(",", ":")),
+                "worker": self.worker_id,
+                "lease": self.lease_seconds,
+            },
+        )
+
+    def _take_turns(self, rules: Rules) -> bool:
+        """Wait for this claimer's turn at every queue these rules serialize, in name order.
+
+        A queue some limit applies to, or a fair queue, is claimed by one
+        claimer at a time, as on SQLite: concurrent claimers would each lock
+        (SKIP LOCKED) part of the head of the queue, and one whose share is all
+        waiting (its local limit, a full partition) would find nothing while the
+        runs it could start sit locked by another; and fair turns would be
+        judged on running counts that change underneath. Queues no limit
+        applies to keep claiming in parallel. Returns False, taking nothing, if
+        a turn would be taken out of order (the rules changed mid-claim): after
+        a queue's turn already held, or after scope rows locked ahead.
+        """
+        needed = sorted(
+            {
+                queue
+                for queue in claiming.open_queues(self.queues, rules)
+                if claiming.limited(queue, rules) or queue in claiming.fair_lanes([queue], rules)
+            }
+            - self.turns
+        )
+        if needed and (self.locks.locked or (self.turns and needed[0] < max(self.turns))):
+            return False  # turns come before scope rows, and in name order
+        for queue in needed:
+            self.connection.execute(self.query("claim_turn"), {"queue": queue})
+        self.turns.update(needed)
+        return True
+
+    def _next_due(self) -> psycopg.Cursor[Any]:
+        return self.connection.execute(self.query("next_due"), {"queues": self.queues})
