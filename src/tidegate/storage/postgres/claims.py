@@ -23,7 +23,7 @@ from psycopg.rows import dict_row
 from tidegate.domain.admission import Admission, LocalUsage, admit
 from tidegate.domain.model import CycleResult, Outcome
 from tidegate.domain.scopes import Rules
-from tidegate.storage import claiming
+from tidegate.storage import claiming, closure
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres import free_claims
 from tidegate.storage.postgres.children import Children
@@ -188,8 +188,9 @@ class _Claim:
 
     def run(self) -> tuple[psycopg.Cursor[Any] | None, psycopg.Cursor[Any] | None, bool]:
         """Queue the claim: the cursors of the claim and of the next-due probe (None when not
-        sent; their rows arrive with the commit), and whether to claim again at once (the
-        read came back full and not all of it could be taken)."""
+        sent; their rows arrive with the commit), and whether to claim again at once: the
+        read came back full, not all of it could be taken, and no full limit that binds every
+        run of the queues (`storage.closure`) makes a second claim futile."""
         if not self._read_rules():
             return None, self.connection.execute(self.store._q("due_now")), False
         rules = self.rules
@@ -210,7 +211,8 @@ class _Claim:
             return None, self._next_due(), False
         claim = self._send_claim(decision)
         short = len(decision.admitted) < self.limit  # every admitted run is locked, so all are claimed
-        return claim, self._next_due() if short else None, found.exhausted and short
+        more = short and found.exhausted and not closure.nothing_more(self.queues, rules, usage, self.local, decision)
+        return claim, self._next_due() if short else None, more
 
     def _read_rules(self) -> bool:
         """Read the rules into `self.rules`, take the claim turns they ask for and the reads sent
