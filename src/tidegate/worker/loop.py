@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
-from tidegate.domain.model import CycleResult
+from tidegate.domain.model import CycleResult, Outcome
 from tidegate.engine.pools import PoolGuard
 from tidegate.storage.port import Fence, Store
 from tidegate.worker.bridge import LoopBridge
@@ -196,7 +196,7 @@ class Worker:
         backoff = STORE_RETRY_FIRST
         look = True  # read the store this turn even with no free slot: a cancel may wait there
         while True:
-            woken.clear()
+            woken.clear()  # before the turn: a commit its reads miss wakes the loop again after it
             turn = await self._turn(look, backoff)
             if turn is None:
                 # The store is unreachable or failed: the reports were kept; wait, try again.
@@ -228,11 +228,8 @@ class Worker:
         if not (starts or outcomes or free > 0 or look):
             return None, False
         sent = self.clock.monotonic()  # the leases of the runs it claims are stamped no earlier
-        settings = self.settings
         try:
-            result: CycleResult = await self._bridge.call_store(
-                self._store.cycle, self.id, settings.queues, starts, outcomes, free, settings.lease_duration
-            )
+            result: CycleResult = await self._bridge.call_store(self._cycle, starts, outcomes, free)
         except Exception:
             self._reports.put_back(starts, outcomes)
             log.exception("store cycle failed; retrying in %.2fs", backoff)
@@ -243,6 +240,23 @@ class Worker:
             await self._check_overflow()
         again = free > 0 and bool(result.claimed) and (len(result.claimed) == free or result.more)
         return result, again
+
+    def _cycle(self, starts: list[Fence], outcomes: list[Outcome], free: int) -> CycleResult:
+        """On the store's thread: one cycle; with nothing to report, first the store's cheap look
+        (`peek_cycle`), which answers alone when no run of these queues can be admitted.
+
+        A worker woken by another's commit (a NOTIFY, or its poll) then costs one
+        read instead of a claim: no claim turn, no window locks for the worker
+        that freed the slot to queue behind. No wake-up is lost: `_turns` clears
+        its wake-up flag before this turn, so a commit the look did not see
+        wakes the loop again after it.
+        """
+        settings = self.settings
+        if free > 0 and not (starts or outcomes):
+            peeked = self._store.peek_cycle(self.id, settings.queues)
+            if peeked is not None:
+                return peeked
+        return self._store.cycle(self.id, settings.queues, starts, outcomes, free, settings.lease_duration)
 
     async def _done(self) -> bool:
         """Whether to leave the loop: stopped and settled (or out of grace), idle too long, or drained."""
