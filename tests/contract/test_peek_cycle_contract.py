@@ -100,6 +100,16 @@ def test_a_full_queue_limit_answers_only_while_no_queued_run_has_a_key(store):
     assert len(claim(store, "w2", limit=1)) == 1
 
 
+def test_a_queue_with_no_queued_run_answers_without_claiming(store):
+    """The worker that just freed the slot is woken by its own commit: with its queue empty, a
+    claim would find nothing. A run queued for later is still claimed (for its next-due time)."""
+    store.register_limits(RunQueueConfig(max_concurrent_runs=1), [], [])
+    store.rules()  # cached, as after any claim
+    assert store.peek_cycle("w1", [QUEUE]) is not None
+    enqueue_one(store, delay=600)
+    assert store.peek_cycle("w1", [QUEUE]) is None
+
+
 def test_a_limit_raised_elsewhere_is_seen_by_the_next_look(store, holder):
     store.register_limits(None, [QueueConfig(QUEUE, Concurrency(global_limit=1))], [])
     fill(store, 2)

@@ -14,6 +14,7 @@ it was read:
 
 - the queue is paused;
 - the global cap is full: every run needs `global`;
+- the queue holds no queued run at all (when the caller read that: `empty`);
 - this worker runs `max_workers` runs of the queue;
 - the shared limit of a queue that is not partitioned is full, and no queued
   run of it carries an explicit concurrency key (such a run has a scope of its
@@ -66,13 +67,14 @@ def all_closed(
     usage: Mapping[str, int],
     running: Mapping[str, int],
     unkeyed: Collection[str],
+    empty: Collection[str] = (),
 ) -> bool:
     """Whether no queued run of any of `queues` can be admitted, given the slots in use per scope
-    (`usage`), the runs this worker runs per queue (`running`) and the queues known to hold no
-    queued run with a concurrency key (`unkeyed`)."""
+    (`usage`), the runs this worker runs per queue (`running`), the queues known to hold no
+    queued run with a concurrency key (`unkeyed`) and those known to hold no queued run (`empty`)."""
     global_full = not has_room(usage.get(GLOBAL, 0), rules.global_limit())
     for queue in queues:
-        if rules.is_paused(queue) or global_full:
+        if rules.is_paused(queue) or global_full or queue in empty:
             continue
         max_workers = rules.max_workers(queue)
         if max_workers is not None and running.get(queue, 0) >= max_workers:

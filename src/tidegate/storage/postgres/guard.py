@@ -9,8 +9,8 @@ also made the worker that did free it queue behind it.
 
 Here one statement (`peek_cycle`, no lock, no transaction of its own) reads
 the rules version, the usage of the scopes that could close the worker's
-queues (`storage.closure`), whether a queue holds keyed runs, and the
-worker's cancel requests. When the cached rules are the ones in force and
+queues (`storage.closure`), whether a queue holds keyed runs or none at
+all, and the worker's cancel requests. When the cached rules are the ones in force and
 every open queue is closed, the answer is a cycle that claimed nothing; else
 None, and the worker claims as before. No read at all when some open queue
 has no scope that could close it (no limit, a partitioned one, tags only).
@@ -56,12 +56,12 @@ class Guard(Aggregate):
         if keys is None:
             return None
         probed = [queue for queue in open_queues if closure.shared_limit_binds_all(queue, rules)]
-        row = self._fetchone("peek_cycle", {"keys": keys, "queues": probed, "worker": worker_id})
+        params = {"keys": keys, "queues": probed, "open": open_queues, "worker": worker_id}
+        row = self._fetchone("peek_cycle", params)
         if row is None or row[0] != version:  # rules changed since cached: the claim reads them
             return None
-        _, used, keyed, cancels = row
+        _, used, keyed, empty, cancels = row
         usage = dict(zip(keys, used, strict=True))
-        unkeyed = set(probed) - set(keyed)
-        if not closure.all_closed(open_queues, rules, usage, {}, unkeyed):
+        if not closure.all_closed(open_queues, rules, usage, {}, set(probed) - set(keyed), set(empty)):
             return None
         return CycleResult([], [], [(run_id, attempt) for run_id, attempt in cancels], None, False)

@@ -43,7 +43,8 @@ class Guard(Aggregate):
         usage = dict(connection.execute(self._q("peek_cycle"), {"keys": json.dumps(keys)}).fetchall())
         probed = [queue for queue in open_queues if closure.shared_limit_binds_all(queue, rules)]
         keyed = {row[0] for row in connection.execute(self._q("peek_cycle_keyed"), {"queues": json.dumps(probed)})}
-        if not closure.all_closed(open_queues, rules, usage, {}, set(probed) - keyed):
+        empty = {row[0] for row in connection.execute(self._q("peek_cycle_empty"), {"queues": json.dumps(open_queues)})}
+        if not closure.all_closed(open_queues, rules, usage, {}, set(probed) - keyed, empty):
             return None
         cancels = [(row[0], row[1]) for row in connection.execute(self._q("cancel_requests"), {"worker": worker_id})]
         return CycleResult([], [], cancels, None, False)

@@ -10,3 +10,8 @@ FROM json_each(:keys) AS k;
 -- Which of `queues` hold a queued run with a concurrency key (keyed runs sort after '' in the partition index).
 SELECT q.value FROM json_each(:queues) AS q
 WHERE EXISTS (SELECT 1 FROM tidegate_runs AS r WHERE r.status = 'queued' AND r.queue = q.value AND r.partition_key > '');
+
+-- name: peek_cycle_empty
+-- Which of `queues` hold no queued run at all.
+SELECT q.value FROM json_each(:queues) AS q
+WHERE NOT EXISTS (SELECT 1 FROM tidegate_runs AS r WHERE r.status = 'queued' AND r.queue = q.value);
