@@ -11,6 +11,7 @@ let in, with an hour-long poll: a lost wake-up would leave it waiting.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 
@@ -185,4 +186,129 @@ def test_a_slot_freed_while_a_woken_worker_looks_is_claimed_without_a_poll(app, 
         assert second.status() is RunStatus.COMPLETED
     finally:
         go.set()
+        worker.stop(timeout=30, grace=0)
+
+
+def test_a_start_reported_alone_after_a_short_claim_claims_nothing(app, backend):
+    """The worker claims the one run the global cap lets in (a claim of 2 that came back short),
+    the run starts, and the loop reports the start before anything else happens: that turn must
+    claim nothing (on the old code it claimed for the free slot, and found nothing)."""
+    if backend == "sqlite":
+        pytest.skip("SQLite's listener wakes on every commit it sees, the worker's own claim included")
+    app.queue("gate", concurrency=Concurrency(global_limit=1))
+    started, release = threading.Event(), threading.Event()
+
+    @app.task(queue="gate", name="gate.hold")
+    def hold() -> None:
+        started.set()
+        release.wait(3 * TIMEOUT)  # longer than any wait of the test: only the test ends it
+
+    app.store.rules()
+    cycles: list[tuple[int, int, int]] = []  # (starts, outcomes, claim limit) of every cycle
+    real_cycle = app.store.cycle
+
+    def recorded(worker_id, queues, starts, outcomes, claim_limit, lease):
+        cycles.append((len(starts), len(outcomes), claim_limit))
+        return real_cycle(worker_id, queues, starts, outcomes, claim_limit, lease)
+
+    app.store.cycle = recorded
+    worker = app.worker(queues=["gate"], max_workers=2, poll_interval=3600)
+    loop_wakes: list[None] = []
+    real_wake, real_done = worker._bridge.wake, worker._done
+
+    def wake() -> None:
+        real_wake()
+        loop_wakes.append(None)
+
+    async def done_once_started() -> bool:  # the start is reported before the loop waits again
+        if worker.in_flight and not release.is_set():
+            await asyncio.get_running_loop().run_in_executor(None, started.wait, TIMEOUT)
+        return await real_done()
+
+    idle: list[int] = []  # the wake-ups seen when the loop began a wait with none pending (while it waits)
+    real_wait = worker._wait
+
+    async def wait(woken, result):
+        if not woken.is_set():
+            idle.append(len(loop_wakes))
+        try:
+            return await real_wait(woken, result)
+        finally:
+            idle.clear()
+
+    worker._bridge.wake, worker._done, worker._wait = wake, done_once_started, wait
+    worker.start()
+    try:
+        # Idle after the listener's first wake-up: the submit's wake-up is the only one to come.
+        wait_until(lambda: loop_wakes and idle == [len(loop_wakes)], TIMEOUT, message="the worker to idle")
+        first, second = noop_runs = hold.submit_many([{}, {}])  # one commit, one wake-up
+        assert started.wait(TIMEOUT)
+        wait_until(lambda: any(s and not o for s, o, _ in cycles), TIMEOUT, message="the start reported alone")
+        assert [limit for s, o, limit in cycles if s and not o] == [0], cycles
+        release.set()
+        for handle in noop_runs:
+            handle.wait(TIMEOUT)
+        assert first.status() is second.status() is RunStatus.COMPLETED
+    finally:
+        release.set()
+        worker.stop(timeout=30, grace=0)
+
+
+def test_a_slot_freed_before_a_start_is_reported_alone_is_still_claimed(app, holder, backend):
+    """As above, but another worker frees a slot after the short claim, and its wake-up reaches
+    the loop before the start is reported: the start's turn must claim (a wake-up cleared by that
+    turn would be lost, and the worker polls once an hour)."""
+    if backend == "sqlite":
+        pytest.skip("SQLite's listener wakes on every commit it sees, the worker's own claim included")
+    app.store.register_limits(RunQueueConfig(max_concurrent_runs=2), [], ["gate"])
+    started, release, freed, woken_after_free = (threading.Event() for _ in range(4))
+    starts: list[None] = []
+
+    @app.task(queue="gate", name="gate.hold")
+    def hold() -> None:
+        starts.append(None)
+        started.set()
+        release.wait(3 * TIMEOUT)  # longer than any wait of the test: only the test ends it
+
+    held_elsewhere = hold.submit()
+    [other] = holder.cycle("wA", ["gate"], [], [], 1, 60).claimed
+    assert other.id == held_elsewhere.id
+    app.store.rules()
+    worker = app.worker(queues=["gate"], max_workers=2, poll_interval=3600)
+    loop_wakes: list[None] = []
+    real_wake, real_done, real_wait = worker._bridge.wake, worker._done, worker._wait
+    idle: list[int] = []
+
+    def wake() -> None:
+        real_wake()
+        loop_wakes.append(None)
+        if freed.is_set():
+            woken_after_free.set()
+
+    async def done_once_freed() -> bool:  # the free's wake-up lands before the start is reported
+        if worker.in_flight and not release.is_set():
+            running = asyncio.get_running_loop()
+            await running.run_in_executor(None, started.wait, TIMEOUT)
+            await running.run_in_executor(None, woken_after_free.wait, TIMEOUT)
+        return await real_done()
+
+    async def wait(woken, result):
+        if not woken.is_set():
+            idle.append(len(loop_wakes))
+        try:
+            return await real_wait(woken, result)
+        finally:
+            idle.clear()
+
+    worker._bridge.wake, worker._done, worker._wait = wake, done_once_freed, wait
+    worker.start()
+    try:
+        wait_until(lambda: loop_wakes and idle == [len(loop_wakes)], TIMEOUT, message="the worker to idle")
+        hold.submit_many([{}, {}])  # one is admitted (the cap is 2, wA holds one): a short claim
+        assert started.wait(TIMEOUT)
+        freed.set()
+        holder.cycle("wA", ["gate"], [other.fence], [completed(other.fence)], 0, 60)
+        wait_until(lambda: len(starts) == 2, TIMEOUT, message="the run the free let in to start")
+    finally:
+        release.set()
         worker.stop(timeout=30, grace=0)
