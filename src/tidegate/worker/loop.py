@@ -248,15 +248,10 @@ class Worker:
         return result, again
 
     def _cycle(self, starts: list[Fence], outcomes: list[Outcome], free: int) -> CycleResult:
-        """On the store's thread: one cycle; with nothing to report, first the store's cheap look
-        (`peek_cycle`), which answers alone when no run of these queues can be admitted.
-
-        A worker woken by another's commit (a NOTIFY, or its poll) then costs one
-        read instead of a claim: no claim turn, no window locks for the worker
-        that freed the slot to queue behind. No wake-up is lost: `_turns` clears
-        its wake-up flag before this turn, so a commit the look did not see
-        wakes the loop again after it.
-        """
+        """On the store's thread: one cycle; with nothing to report, first `peek_cycle`, one read
+        that answers alone when no run can be admitted (no claim turn, no window locks). No
+        wake-up is lost: `_turns` clears its flag before the turn, and a commit the read missed
+        notifies after it."""
         settings = self.settings
         if free > 0 and not (starts or outcomes):
             peeked = self._store.peek_cycle(self.id, settings.queues)
