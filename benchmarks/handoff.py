@@ -1,6 +1,7 @@
 """Hand-off under limit 1: how long a freed slot stays empty, and what an idle worker costs.
 
     python benchmarks/handoff.py [--runs 300] [--repeat 3] [--backends sqlite,postgres]
+    python benchmarks/handoff.py --counts 150     # PostgreSQL store calls per hand-off, traced
 
 Two worker processes (max_workers=8 each), zero-work runs, one slot. The gap
 of a hand-off is from one run's RunCompleted event to the next run's
@@ -156,6 +157,47 @@ def ping_pong(backend: str, runs: int, wakeups: bool) -> dict[str, float]:
     return summary(found, crossed)
 
 
+def store_counts(workers: int, runs: int) -> dict[str, float]:
+    """PostgreSQL, `runs` hand-offs through the shared queue served by `workers` in-process workers
+    (an app and store each), traced (`pg_trace`): per hand-off, the claiming cycles, the looks
+    before a claim (`peek_cycle`), the claims that found nothing, and round trips. Exact counts."""
+    from pg_trace import Tracer  # PostgreSQL only: its protocol trace
+
+    with fresh_database("postgres") as url:
+        apps = [build("handoff", url) for _ in range(workers)]
+        tracers = [Tracer(app.store) for app in apps]
+        serving = [app.worker(queues=["handoff"], max_workers=MAX_WORKERS).start() for app in apps]
+        for tracer in tracers:
+            tracer.take()
+        apps[0].tasks["handoff_noop"].submit_many([{}] * runs)
+        wait_completed(url, ["handoff"], runs, timeout=300)
+        for worker in serving:
+            worker.stop()
+        calls = [call for tracer in tracers for call in tracer.take()]
+        for tracer, app in zip(tracers, apps, strict=True):
+            tracer.close()
+            app.close()
+    cycles = [call for call in calls if call.verb.endswith("Claims.cycle")]
+    peeks = [call for call in calls if call.verb.endswith("peek_cycle")]
+    claims = [c for c in cycles if any(s.name in ("claim_window", "claim_runs_free") for s in c.statements)]
+    empty = [c for c in claims if not any(s.name in ("claim_runs", "claim_runs_free") and s.rows for s in c.statements)]
+    return {
+        "cycles": len(cycles) / runs,
+        "peeks": len(peeks) / runs,
+        "futile_claims": len(empty) / runs,
+        "round_trips": sum(call.round_trips for call in cycles + peeks) / runs,
+    }
+
+
+def print_counts(runs: int) -> None:
+    for workers in (1, 2):
+        figures = store_counts(workers, runs)
+        console.print(
+            f"{workers} in-process worker(s), per hand-off: "
+            + ", ".join(f"{key} {value:.3f}" for key, value in figures.items())
+        )
+
+
 def measure(backend: str, runs: int, baseline_runs: int, idle_seconds: float) -> dict[str, float]:
     figures: dict[str, float] = {}
     for prefix, result in (
@@ -169,6 +211,19 @@ def measure(backend: str, runs: int, baseline_runs: int, idle_seconds: float) ->
     return figures
 
 
+def repeated(backend: str, options: argparse.Namespace) -> dict[str, float]:
+    """Medians over --repeat measurements (the smallest gap: the minimum)."""
+    samples = []
+    for attempt in range(options.repeat):
+        console.print(f"[dim]{backend}: run {attempt + 1} of {options.repeat}[/]")
+        samples.append(measure(backend, options.runs, options.baseline_runs, options.idle_seconds))
+        console.print(f"[dim]  { {key: round(value, 5) for key, value in samples[-1].items()} }[/]")
+    figures = {key: median([sample[key] for sample in samples]) for key in samples[0]}
+    for key in ("shared_min", "ping_min"):
+        figures[key] = min(sample[key] for sample in samples)
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=300)
@@ -176,17 +231,12 @@ def main() -> None:
     parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument("--counts", type=int, default=0, help="only the traced store counts, over this many runs")
     options = parser.parse_args()
-    results: dict[str, dict[str, float]] = {}
-    for backend in options.backends.split(","):
-        samples = []
-        for attempt in range(options.repeat):
-            console.print(f"[dim]{backend}: run {attempt + 1} of {options.repeat}[/]")
-            samples.append(measure(backend, options.runs, options.baseline_runs, options.idle_seconds))
-            console.print(f"[dim]  { {key: round(value, 5) for key, value in samples[-1].items()} }[/]")
-        results[backend] = {key: median([sample[key] for sample in samples]) for key in samples[0]}
-        for key in ("shared_min", "ping_min"):
-            results[backend][key] = min(sample[key] for sample in samples)
+    if options.counts:
+        print_counts(options.counts)
+        return
+    results = {backend: repeated(backend, options) for backend in options.backends.split(",")}
 
     def ms(value: float) -> str:
         return f"{value * 1000:.2f} ms"

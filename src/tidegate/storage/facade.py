@@ -53,6 +53,7 @@ class AggregateStore:
     _queues: Any
     _workers: Any
     _claims: Any
+    _guard: Any
     _children: Any
     _pools: Any
     _steps: Any
@@ -198,6 +199,9 @@ class AggregateStore:
         lease_seconds: float,
     ) -> CycleResult:
         return self._claims.cycle(worker_id, queues, starts, outcomes, claim_limit, lease_seconds)
+
+    def peek_cycle(self, worker_id: str, queues: Sequence[str]) -> CycleResult | None:
+        return self._guard.peek_cycle(worker_id, queues)
 
     # --- leases and sweep ------------------------------------------------------
 

@@ -138,6 +138,13 @@ class Store(Protocol):
         then claim up to `claim_limit`: every scope of each claimed run is taken in the same
         transaction (holder rows) or the run is skipped with its block reason recorded."""
 
+    def peek_cycle(self, worker_id: str, queues: Sequence[str]) -> CycleResult | None:
+        """Before a cycle that reports nothing: its answer (nothing claimed, the cancel requests),
+        when a read without the claim's locks proves no run of `queues` can be admitted now (every
+        open queue closed by a full scope all its runs need: storage/closure.py); None when it
+        cannot, and the caller cycles. Every change that could admit a run wakes listeners after
+        it commits, so a worker that cleared its wake-up before asking loses none."""
+
     def renew_leases(self, worker_id: str, held: Sequence[Fence], lease_seconds: float) -> list[Fence]:
         """Extend the leases of attempts this worker still holds; return those it lost."""
 

@@ -23,12 +23,13 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
-from tidegate.domain.model import CycleResult
+from tidegate.domain.model import CycleResult, Outcome
 from tidegate.engine.pools import PoolGuard
 from tidegate.storage.port import Fence, Store
 from tidegate.worker.bridge import LoopBridge
 from tidegate.worker.dispatch import Dispatcher
 from tidegate.worker.execution import TaskFunction
+from tidegate.worker.gate import ClaimGate
 from tidegate.worker.maintenance import Maintenance
 from tidegate.worker.metrics import OVERFLOW_SIGNALS, record_claims
 from tidegate.worker.reports import Reports
@@ -89,6 +90,7 @@ class Worker:
         self._error: BaseException | None = None
         self._maintenance: Maintenance | None = None
         self._overflow_quiet_until = 0.0  # this worker raised the overflow signal: none can before this
+        self._gate = ClaimGate()
 
     # --- public control ---------------------------------------------------------
 
@@ -196,7 +198,9 @@ class Worker:
         backoff = STORE_RETRY_FIRST
         look = True  # read the store this turn even with no free slot: a cancel may wait there
         while True:
-            woken.clear()
+            if woken.is_set() or look:
+                self._gate.unsettle()  # something may have changed since the last claim
+            woken.clear()  # before the turn: a commit its reads miss wakes the loop again after it
             turn = await self._turn(look, backoff)
             if turn is None:
                 # The store is unreachable or failed: the reports were kept; wait, try again.
@@ -229,24 +233,35 @@ class Worker:
         starts, outcomes = self._reports.take()
         held_back = self._stopping or self._dispatcher.running_suspect() or not self._alive()
         free = 0 if held_back else self.settings.max_workers - self._dispatcher.in_flight
-        if not (starts or outcomes or free > 0 or look):
+        claim = self._gate.claim_limit(free, starts, outcomes, look)
+        if not (starts or outcomes or claim > 0 or look):
             return None, False
         sent = self.clock.monotonic()  # the leases of the runs it claims are stamped no earlier
-        settings = self.settings
         try:
-            result: CycleResult = await self._bridge.call_store(
-                self._store.cycle, self.id, settings.queues, starts, outcomes, free, settings.lease_duration
-            )
+            result: CycleResult = await self._bridge.call_store(self._cycle, starts, outcomes, claim)
         except Exception:
             self._reports.put_back(starts, outcomes)
             log.exception("store cycle failed; retrying in %.2fs", backoff)
             return None
         self._reports.sent()  # an outcome sent at once may have waited for its start in this turn
         self._apply(result, sent)
+        self._gate.claimed(claim, result)
         if free == 0 and look and not self._stopping:
             await self._check_overflow()
-        again = free > 0 and bool(result.claimed) and (len(result.claimed) == free or result.more)
+        again = claim > 0 and bool(result.claimed) and (len(result.claimed) == claim or result.more)
         return result, again
+
+    def _cycle(self, starts: list[Fence], outcomes: list[Outcome], free: int) -> CycleResult:
+        """On the store's thread: one cycle; with nothing to report, first `peek_cycle`, one read
+        that answers alone when no run can be admitted (no claim turn, no window locks). No
+        wake-up is lost: `_turns` clears its flag before the turn, and a commit the read missed
+        notifies after it."""
+        settings = self.settings
+        if free > 0 and not (starts or outcomes):
+            peeked = self._store.peek_cycle(self.id, settings.queues)
+            if peeked is not None:
+                return peeked
+        return self._store.cycle(self.id, settings.queues, starts, outcomes, free, settings.lease_duration)
 
     async def _done(self) -> bool:
         """Whether to leave the loop: stopped and settled (or out of grace), idle too long, or drained."""

@@ -29,7 +29,7 @@ import psycopg
 
 from tidegate.domain.admission import Admission, admit
 from tidegate.domain.scopes import Rules
-from tidegate.storage import claiming
+from tidegate.storage import claiming, closure
 from tidegate.storage.postgres.claim_reads import ClaimReads
 from tidegate.storage.postgres.claim_scopes import ScopeForecast, ScopeLocks
 from tidegate.storage.postgres.limits import Limits
@@ -66,8 +66,9 @@ class Claim:
 
     def run(self) -> tuple[psycopg.Cursor[Any] | None, psycopg.Cursor[Any] | None, bool]:
         """Queue the claim: the cursors of the claim and of the next-due probe (None when not
-        sent; their rows arrive with the commit), and whether to claim again at once (the
-        read came back full and not all of it could be taken)."""
+        sent; their rows arrive with the commit), and whether to claim again at once: the
+        read came back full, not all of it could be taken, and no full limit that binds every
+        run of the queues (`storage.closure`) makes a second claim futile."""
         if not self._read_rules():
             return None, self.connection.execute(self.query("due_now")), False
         reads = self.reads
@@ -97,7 +98,8 @@ class Claim:
             return None, self._next_due(), False
         claim = self._send_claim(decision)
         short = len(decision.admitted) < self.limit  # every admitted run is locked, so all are claimed
-        return claim, self._next_due() if short else None, found.exhausted and short
+        more = short and found.exhausted and not closure.nothing_more(self.queues, rules, usage, reads.local, decision)
+        return claim, self._next_due() if short else None, more
 
     def _read_rules(self) -> bool:
         """Read the rules into `reads.rules`, take the claim turns they ask for and the reads sent

@@ -29,6 +29,7 @@ from tidegate.storage.postgres.children import Children
 from tidegate.storage.postgres.claims import Claims
 from tidegate.storage.postgres.connections import CONNECT_TIMEOUT
 from tidegate.storage.postgres.database import Database
+from tidegate.storage.postgres.guard import Guard
 from tidegate.storage.postgres.leases import Leases
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.listener import CHECK_INTERVAL, NotifyListener
@@ -71,6 +72,7 @@ class PostgresStore(AggregateStore):
         self._workers = Workers(self._db, self._limits)
         self._children = Children(self._db, self._limits)
         self._claims = Claims(self._db, self._limits, self._workers, self._children)
+        self._guard = Guard(self._db, self._limits)
         self._pools = Pools(self._db)
         self._steps = PostgresStepVerbs(self._db)
         self._leases = Leases(self._db, self._steps, self._children)

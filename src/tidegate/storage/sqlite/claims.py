@@ -16,7 +16,7 @@ from tidegate.domain import transitions
 from tidegate.domain.admission import LocalUsage, admit
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import ClaimedRun, CycleResult, Outcome
-from tidegate.storage import claiming
+from tidegate.storage import claiming, closure
 from tidegate.storage.port import Fence
 from tidegate.storage.sqlite.children import Children
 from tidegate.storage.sqlite.database import Aggregate, Database
@@ -128,8 +128,10 @@ class Claims(Aggregate):
     ) -> tuple[list[ClaimedRun], bool]:
         """Read candidates and usage, let the pure policy decide, write its decision.
 
-        Returns the claimed runs and whether to claim again at once (the read
-        was full and not everything in it could be taken this time).
+        Returns the claimed runs and whether to claim again at once: the read
+        was full, not everything in it could be taken this time, and no full
+        limit that binds every run of the queues (`storage.closure`) makes a
+        second claim futile.
 
         BEGIN IMMEDIATE already serializes every claimer on SQLite, so the
         usage read here cannot change before the holders are written.
@@ -193,7 +195,8 @@ class Claims(Aggregate):
             )
         for run in claimed:
             events.append(event_row(run.id, history.run_dequeued(run.attempt, worker_id), now))
-        return claimed, found.exhausted and len(claimed) < limit
+        short = len(claimed) < limit
+        return claimed, short and found.exhausted and not closure.nothing_more(queues, rules, usage, local, decision)
 
     def _local_usage(self, connection: sqlite3.Connection, worker_id: str) -> LocalUsage:
         """What this worker runs, per queue and per (queue, partition)."""

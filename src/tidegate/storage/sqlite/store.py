@@ -18,6 +18,7 @@ from tidegate.storage.sqlite.browse import Browse
 from tidegate.storage.sqlite.children import Children
 from tidegate.storage.sqlite.claims import Claims
 from tidegate.storage.sqlite.database import Database
+from tidegate.storage.sqlite.guard import Guard
 from tidegate.storage.sqlite.leases import Leases
 from tidegate.storage.sqlite.limits import Limits
 from tidegate.storage.sqlite.pools import Pools
@@ -48,6 +49,7 @@ class SQLiteStore(AggregateStore):
         self._workers = Workers(self._db, self._limits)
         self._children = Children(self._db, self._limits, self._runs)
         self._claims = Claims(self._db, self._limits, self._workers, self._children)
+        self._guard = Guard(self._db, self._limits)
         self._pools = Pools(self._db)
         self._steps = SQLiteStepVerbs(self._db)
         self._leases = Leases(self._db, self._steps, self._children)

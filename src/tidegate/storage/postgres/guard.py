@@ -1,0 +1,67 @@
+"""PostgreSQL `peek_cycle`: a woken worker's cheap look before it claims.
+
+A worker woken (a NOTIFY, its poll) with nothing to report used to claim at
+once: on a limited queue that takes the claim fence and the queue's claim
+turn, locks window rows and sums the scope usage, 3 round trips, even when
+the one slot is taken, which at limit 1 is nearly always the case for the
+process that did not just free it (docs/postgres-profile.md). Its futile turn
+also made the worker that did free it queue behind it.
+
+Here one statement (`peek_cycle`, no lock, no transaction of its own) reads
+the rules version, the usage of the scopes that could close the worker's
+queues (`storage.closure`), whether a queue holds keyed runs or none at
+all, and the worker's cancel requests. When the cached rules are the ones in force and
+every open queue is closed, the answer is a cycle that claimed nothing; else
+None, and the worker claims as before. No read at all when some open queue
+has no scope that could close it (no limit, a partitioned one, tags only).
+
+Why no wake-up is lost. The worker clears its wake-up flag before this read
+starts (`worker/loop.py`). The read sees every commit made before it started
+(READ COMMITTED: each statement's snapshot is taken when it starts). A commit
+that frees a slot, raises a limit, resumes a queue or queues a run after that
+sends its NOTIFY at commit, after the snapshot, so after the flag was
+cleared: the listener sets the flag again and the worker's wait ends at once,
+and its next turn looks again. So "closed" is only ever acted on while
+nothing it did not see has been announced. Proven by
+tests/contract/test_peek_cycle_contract.py (a free committed while the read
+is held after it saw the slot taken).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tidegate.domain.model import CycleResult
+from tidegate.storage import claiming, closure
+from tidegate.storage.postgres.database import Aggregate, Database
+from tidegate.storage.postgres.limits import Limits
+
+
+class Guard(Aggregate):
+    """The `peek_cycle` verb of the storage port."""
+
+    def __init__(self, db: Database, limits: Limits) -> None:
+        super().__init__(db)
+        self._limits = limits
+
+    def peek_cycle(self, worker_id: str, queues: Sequence[str]) -> CycleResult | None:
+        """What a cycle of this worker, reporting nothing, would answer, when the store can tell
+        without claiming that it would claim nothing; None when it cannot (cycle as usual)."""
+        cached = self._limits.cached
+        if cached is None:
+            return None
+        version, rules = cached
+        open_queues = claiming.open_queues(queues, rules)
+        keys = closure.closing_scopes(open_queues, rules)
+        if keys is None:
+            return None
+        probed = [queue for queue in open_queues if closure.shared_limit_binds_all(queue, rules)]
+        params = {"keys": keys, "queues": probed, "open": open_queues, "worker": worker_id}
+        row = self._fetchone("peek_cycle", params)
+        if row is None or row[0] != version:  # rules changed since cached: the claim reads them
+            return None
+        _, used, keyed, empty, cancels = row
+        usage = dict(zip(keys, used, strict=True))
+        if not closure.all_closed(open_queues, rules, usage, {}, set(probed) - set(keyed), set(empty)):
+            return None
+        return CycleResult([], [], [(run_id, attempt) for run_id, attempt in cancels], None, False)
