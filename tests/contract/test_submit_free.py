@@ -1,18 +1,19 @@
-"""The two-statement submit of a batch no admission ceiling applies to keeps every ceiling set live
+"""The one-statement submit of a batch no admission ceiling applies to keeps every ceiling set live
 (a mutation check).
 
 On PostgreSQL a submit that meets no ceiling under the rules version its store last read the
-ceilings at is two statements: the rules fence, then `enqueue_free` (no ceiling lock, no
-count; storage/postgres/runs.py). A ceiling can be set meanwhile by anyone: two things keep it
-exact, and each is taken out here to see the violation it prevents.
+ceilings at is one statement, `enqueue_free` (no fence, no ceiling lock, no count;
+storage/postgres/runs.py). A ceiling can be set meanwhile by anyone: two things keep it exact,
+and each is taken out here to see the violation it prevents.
 
 - The statement's own check of the rules version: without it, a store that read "no ceiling"
   submits past a ceiling set since.
-- The fence it runs behind: without it, a ceiling's change commits while a submit decided under
-  the old rules is still in flight, and that submit then stores a run past the new ceiling.
+- The version read FOR SHARE: without it, the check reads the statement's snapshot, so a
+  ceiling's change that commits while the submit is in flight (before or after that read) is
+  missed, and the submit stores a run past the new ceiling.
 
 SQLite has no such path (a submit counts under its one writer's lock): it runs the first
-contract intact; the race needs a statement to stall in, PostgreSQL's.
+contract intact; the races need a statement to stall in, PostgreSQL's.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ GUARD = "value = %(known)s::text"
 
 def _only_on_postgres(backend: str, removed: bool) -> None:
     if removed and backend != "postgres":
-        pytest.skip("SQLite has no two-statement submit: nothing to take out")
+        pytest.skip("SQLite has no one-statement submit: nothing to take out")
 
 
 def _set_ceiling(database_url: str, where: str) -> None:
@@ -57,7 +58,7 @@ def test_a_ceiling_set_after_a_submit_read_none_refuses_the_next_submit(database
     with App(database_url) as app:
         work = app.task(name="free.work", queue=QUEUE)(lambda n: n)
         work.submit(n=0)
-        work.submit(n=1)  # the two-statement way already: the ceilings were read by the first
+        work.submit(n=1)  # the one-statement way already: the ceilings were read by the first
         if removed:
             queries = app.store._queries
             assert GUARD in queries["enqueue_free"]
@@ -71,23 +72,38 @@ def test_a_ceiling_set_after_a_submit_read_none_refuses_the_next_submit(database
         assert sum(app.store.status_counts().values()) == (3 if removed else 2)
 
 
-def _stalled_enqueue_free(store, stall: str) -> str:  # type: ignore[no-untyped-def]
-    """`enqueue_free`, stalled by `stall` before it reads the rules version (its snapshot is
-    taken as the statement starts, before the stall)."""
+LOCKING_READ = "WHERE name = 'rules_version'\n                     FOR SHARE)"
+UNLOCKED_READ = "WHERE name = 'rules_version')"
+
+
+def _stalled_enqueue_free(store, stall: str, where: str) -> str:  # type: ignore[no-untyped-def]
+    """`enqueue_free`, stalled by `stall` either before it reads the rules version (its snapshot is
+    taken as the statement starts, before the stall) or just after (holding what that read took)."""
     text = store._queries["enqueue_free"]
     head = "WITH current_rules AS MATERIALIZED (\n"
     tail = "AS same\n), new AS ("
-    assert head in text and tail in text
-    text = text.replace(head, f"WITH stall AS MATERIALIZED ({stall}), current_rules AS MATERIALIZED (\n", 1)
-    return text.replace(tail, "AS same FROM stall\n), new AS (", 1)
+    uses = "WHERE (SELECT same FROM current_rules)\n"
+    assert head in text and tail in text and uses in text
+    if where == "before_read":
+        text = text.replace(head, f"WITH stall AS MATERIALIZED ({stall}), current_rules AS MATERIALIZED (\n", 1)
+        return text.replace(tail, "AS same FROM stall\n), new AS (", 1)
+    after = f"AS same\n), stall AS MATERIALIZED (SELECT same, ({stall}) FROM current_rules\n), new AS ("
+    text = text.replace(tail, after, 1)
+    return text.replace(uses, "WHERE (SELECT same FROM stall)\n", 1)
 
 
 @MUTATION
-def test_a_ceiling_change_waits_for_a_two_statement_submit_in_flight(database_url, backend, removed):
-    """One run stored; a submit (the two-statement way) stalls inside `enqueue_free`, and meanwhile
-    max_active 1 is set. The change must wait for the submit, which commits first
-    under the rules it read; without the fence the change commits first and the submit then
-    stores a run past it."""
+@pytest.mark.parametrize("where", ["before_read", "after_read"])
+def test_a_ceiling_change_and_a_one_statement_submit_in_flight_are_ordered(database_url, backend, removed, where):
+    """One run stored; a submit (the one-statement way) stalls inside `enqueue_free`, and meanwhile
+    max_active 1 is set. Either order is exact, never the change first and the run stored past it:
+
+    - stalled before it reads the version, the submit may let the change commit first, but then
+      its locking read sees the new version, and the submit, made again the full way, is refused;
+    - stalled after it, the change waits for the submit, which commits first under the rules it read.
+
+    Without FOR SHARE (the read of the statement's snapshot, no lock held) the change commits
+    first in both, and the submit then stores a run past it."""
     if backend != "postgres":
         pytest.skip("the race needs a statement to stall in: PostgreSQL's")
     with App(database_url) as app:
@@ -101,15 +117,26 @@ def test_a_ceiling_change_waits_for_a_two_statement_submit_in_flight(database_ur
         try:
             races.track(app.store)
             if removed:
-                races.remove_query(app.store, "enqueue_fence")
+                queries = app.store._queries
+                assert LOCKING_READ in queries["enqueue_free"]
+                app.store._queries = {
+                    **queries,
+                    "enqueue_free": queries["enqueue_free"].replace(LOCKING_READ, UNLOCKED_READ),
+                }
             with race.stall() as stall:
-                races.stall_query(app.store, submitter, "enqueue_free", _stalled_enqueue_free(app.store, stall))
+                stalled = _stalled_enqueue_free(app.store, stall, where)
+                races.stall_query(app.store, submitter, "enqueue_free", stalled)
                 race.run(submitter, changer, first_parked=race.blocked, release=race.release_stall)
         finally:
             race.close()
         stored = sum(app.store.status_counts().values())
         late = race.second_ended_first and stored > 1
-        violation = late or submitter.error is not None or changer.error is not None
-        assert violation is removed, (race.second_ended_first, stored, submitter.error, changer.error)
+        refused = isinstance(submitter.error, AdmissionRejected)
+        assert changer.error is None and (submitter.error is None or refused), (submitter.error, changer.error)
+        assert late is removed, (race.second_ended_first, stored, submitter.error)
+        assert app.store.rules().run_queue.max_active == 1
         if not removed:
-            assert stored == 2 and app.store.rules().run_queue.max_active == 1
+            # before the read the change may go first (then the submit is refused); after it, never
+            assert (race.second_ended_first, stored, refused) in (
+                [(True, 1, True), (False, 2, False)] if where == "before_read" else [(False, 2, False)]
+            )

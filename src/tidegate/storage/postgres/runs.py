@@ -8,11 +8,14 @@ both take the last place. Such a submit is four statements in one implicit
 transaction (pipeline.implicit_transaction): the fence, the ceilings in force,
 the locks, and the count with the insert.
 
-Most batches meet no ceiling: for them a submit is two statements, the fence
-and `enqueue_free`, which stores the batch only while the rules version is the
+Most batches meet no ceiling: for them a submit is one statement,
+`enqueue_free`, which stores the batch only while the rules version is the
 one under which this adapter last read that no ceiling applies to it
 (`_Ceilings`); a ceiling set since then moved the version, so the statement
-stores nothing and the submit is made again the full way.
+stores nothing and the submit is made again the full way. It reads the
+version row FOR SHARE instead of taking the rules fence first: the locking
+read sees the newest committed version whatever its snapshot, and holds the
+version still until it commits, with no second statement (runs.sql).
 """
 
 from __future__ import annotations
@@ -79,12 +82,9 @@ class Runs(Aggregate):
         known = self._ceilings.free_version(queues)
         if known is not None:
             with self._connection() as connection:
-                # Two statements, one round trip; the fence first: enqueue_free's snapshot is taken
-                # after it was granted, and the version it checks cannot move before the commit.
-                with implicit_transaction(connection):
-                    connection.execute(self._q("enqueue_fence"))
-                    stored = connection.execute(self._q("enqueue_free"), {"runs": payload, "known": known})
-                row = stored.fetchone()
+                # One statement, its own transaction (autocommit): it reads the version FOR SHARE,
+                # the newest committed one, which then cannot move before its commit (runs.sql).
+                row = connection.execute(self._q("enqueue_free"), {"runs": payload, "known": known}).fetchone()
             if row is not None and row[0]:
                 return
             # The rules moved since the ceilings were read: submit again the full way, which reads them.

@@ -128,13 +128,18 @@ FROM tidegate_settings AS v WHERE v.name = 'rules_version';
 
 -- name: enqueue_free
 -- `enqueue` for a batch that meets no admission ceiling under the rules version `known`
--- (as enqueue_ceilings read it): no lock, no count. It stores the runs, their RunQueued
--- events and the wake-up only while the version is still `known`; the fence, taken by the
--- statement before it, keeps it from moving until commit, so a ceiling set since it was read
--- is never submitted past. Its one row says whether it stored anything (if not, the adapter
--- submits again the full way).
+-- (as enqueue_ceilings read it): no lock, no count, and one statement, its own transaction.
+-- It stores the runs, their RunQueued events and the wake-up only while the version is still
+-- `known`. The version row is read FOR SHARE, which does both jobs of the rules fence at once:
+-- under READ COMMITTED a locking read returns the row's latest committed version, not the one
+-- of the statement's snapshot (a change committed after the snapshot was taken is seen; one in
+-- flight is waited for), and the lock keeps every change of the rules (each moves the version
+-- in its own transaction) from committing before this submit does. So a ceiling set since
+-- `known` was read is never submitted past. Its one row says whether it stored anything (if
+-- not, the adapter submits again the full way).
 WITH current_rules AS MATERIALIZED (
-    SELECT coalesce((SELECT value = %(known)s::text FROM tidegate_settings WHERE name = 'rules_version'), false)
+    SELECT coalesce((SELECT value = %(known)s::text FROM tidegate_settings WHERE name = 'rules_version'
+                     FOR SHARE), false)
            AS same
 ), new AS (
     SELECT * FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
