@@ -191,10 +191,10 @@ def one_run(backend: str, runs: int) -> dict[str, Any]:
     }
 
 
-def report(backend: str, samples: list[dict[str, Any]]) -> None:
+def report(backend: str, runs: int, samples: list[dict[str, Any]]) -> None:
     console.print(
         f"[bold]{backend}[/]: makespan median {statistics.median(s['span'] for s in samples):.3f} s "
-        f"(ideal {0.05 * RUNS / LIMIT:.2f} s), idle slot-seconds median "
+        f"(ideal {SLEEP * runs / LIMIT:.2f} s), idle slot-seconds median "
         f"{statistics.median(s['idle'] for s in samples):.3f}"
     )
     for part in PARTS:
@@ -216,15 +216,10 @@ def report(backend: str, samples: list[dict[str, Any]]) -> None:
         console.print(f"  {name} (all reps): " + "; ".join(f"{k}: {v}" for k, v in merged.most_common()))
 
 
-RUNS = 400
-
-
 def main() -> None:
-    global RUNS
-    options = parse_options(__doc__, runs=RUNS)
-    RUNS = options.runs
+    options = parse_options(__doc__, runs=400)
     for backend in options.backends.split(","):
-        report(backend, [one_run(backend, options.runs) for _ in range(options.repeat)])
+        report(backend, options.runs, [one_run(backend, options.runs) for _ in range(options.repeat)])
 
 
 if __name__ == "__main__":
