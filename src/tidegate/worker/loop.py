@@ -252,25 +252,15 @@ class Worker:
         return result, again
 
     def _cycle(self, starts: list[Fence], outcomes: list[Outcome], free: int) -> CycleResult:
-        """On the store's thread: one cycle; with no outcome to report, first `peek_cycle`, one
-        read that answers when no run can be admitted (no claim turn, no window locks). No
+        """On the store's thread: one cycle; with nothing to report, first `peek_cycle`, one read
+        that answers alone when no run can be admitted (no claim turn, no window locks). No
         wake-up is lost: `_turns` clears its flag before the turn, and a commit the read missed
-        notifies after it.
-
-        Starts alone do not skip the read: a turn that reports the starts of runs it just
-        claimed, woken meanwhile (by its own claim's NOTIFY, as often as not), would otherwise
-        take the claim turn for slots its own claim just filled: in W2 (limit 4, 8 slots) one
-        such futile claim of 3 round trips per batch of runs. Closed, the starts go alone, in
-        one batch with no claim."""
+        notifies after it."""
         settings = self.settings
-        if free > 0 and not outcomes:
+        if free > 0 and not (starts or outcomes):
             peeked = self._store.peek_cycle(self.id, settings.queues)
             if peeked is not None:
-                if not starts:
-                    return peeked
-                reported = self._store.cycle(self.id, settings.queues, starts, [], 0, settings.lease_duration)
-                cancels = list(dict.fromkeys([*peeked.cancel_requested, *reported.cancel_requested]))
-                return CycleResult([], reported.fenced_out, cancels, peeked.next_due_in, False)
+                return peeked
         return self._store.cycle(self.id, settings.queues, starts, outcomes, free, settings.lease_duration)
 
     async def _done(self) -> bool:
