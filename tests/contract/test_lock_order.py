@@ -91,7 +91,10 @@ MANY_RUNS = {
     "hand_back",
     "set_queue_paused_deadlines",
 }
-OTHER_ROWS = {"next_map_item": "a step row (the run is only read)"}
+OTHER_ROWS = {
+    "next_map_item": "a step row (the run is only read)",
+    "enqueue_free": "the rules version row, shared (its runs are only inserted: no other transaction holds them)",
+}
 _LOCK = re.compile(r"\bFOR (?:UPDATE|SHARE)(?: OF \w+)?( SKIP LOCKED| NOWAIT)?")
 _RUN_ORDER = re.compile(r"ORDER BY (?:\w+\.)?depth DESC, (?:\w+\.)?id\s+FOR UPDATE")
 
