@@ -2,6 +2,7 @@
 
     python benchmarks/handoff.py [--runs 300] [--repeat 3] [--backends sqlite,postgres]
     python benchmarks/handoff.py --counts 150     # PostgreSQL store calls per hand-off, traced
+                                                  # (1 and 2 workers on one queue; ping-pong)
 
 Two worker processes (max_workers=8 each), zero-work runs, one slot. The gap
 of a hand-off is from one run's RunCompleted event to the next run's
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import time
 from itertools import pairwise
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -157,43 +159,65 @@ def ping_pong(backend: str, runs: int, wakeups: bool) -> dict[str, float]:
     return summary(found, crossed)
 
 
-def store_counts(workers: int, runs: int) -> dict[str, float]:
-    """PostgreSQL, `runs` hand-offs through the shared queue served by `workers` in-process workers
-    (an app and store each), traced (`pg_trace`): per hand-off, the claiming cycles, the looks
-    before a claim (`peek_cycle`), the claims that found nothing, and round trips. Exact counts."""
+def store_counts(set_up: str, runs: int) -> dict[str, float]:
+    """PostgreSQL, `runs` hand-offs served by in-process workers (an app and store each), traced
+    (`pg_trace`): "1" and "2" workers on the shared queue, or "ping-pong" (one worker per queue).
+    Per hand-off: the claiming cycles, the looks before a claim (`peek_cycle`, or `woken_cycle_look`
+    in a woken cycle's first batch), the claims (cycles that could take a run: not closed by
+    their look), those that found nothing, and round trips. Exact counts."""
     from pg_trace import Tracer  # PostgreSQL only: its protocol trace
 
+    pairs = [("pingpong", ["ping"]), ("pingpong", ["pong"])]
+    if set_up != "ping-pong":
+        pairs = [("handoff", ["handoff"])] * int(set_up)
     with fresh_database("postgres") as url:
-        apps = [build("handoff", url) for _ in range(workers)]
+        apps = [build(name, url) for name, _ in pairs]
         tracers = [Tracer(app.store) for app in apps]
-        serving = [app.worker(queues=["handoff"], max_workers=MAX_WORKERS).start() for app in apps]
+        serving = [
+            app.worker(queues=queues, max_workers=MAX_WORKERS).start()
+            for app, (_, queues) in zip(apps, pairs, strict=True)
+        ]
         for tracer in tracers:
             tracer.take()
-        apps[0].tasks["handoff_noop"].submit_many([{}] * runs)
-        wait_completed(url, ["handoff"], runs, timeout=300)
+        if set_up == "ping-pong":
+            apps[0].tasks["bounce"].submit(n=0, total=runs)
+            wait_completed(url, ["ping", "pong"], runs, timeout=300)
+        else:
+            apps[0].tasks["handoff_noop"].submit_many([{}] * runs)
+            wait_completed(url, ["handoff"], runs, timeout=300)
         for worker in serving:
             worker.stop()
         calls = [call for tracer in tracers for call in tracer.take()]
         for tracer, app in zip(tracers, apps, strict=True):
             tracer.close()
             app.close()
-    cycles = [call for call in calls if call.verb.endswith("Claims.cycle")]
-    peeks = [call for call in calls if call.verb.endswith("peek_cycle")]
-    claims = [c for c in cycles if any(s.name in ("claim_window", "claim_runs_free") for s in c.statements)]
+
+    def sent(call: Any, *names: str) -> bool:
+        return any(statement.name in names for statement in call.statements)
+
+    def closed(call: Any) -> bool:  # the look took no claim turn: the claim after it took nothing
+        return sent(call, "woken_cycle_look") and not any(s.name == "claim_turn" and s.rows for s in call.statements)
+
+    verbs = [call for call in calls if call.verb.endswith(("Claims.cycle", "woken_cycle", "peek_cycle"))]
+    peeks = [call for call in verbs if sent(call, "peek_cycle")]  # a look of its own
+    cycles = [call for call in verbs if not sent(call, "peek_cycle")]
+    looks = peeks + [call for call in cycles if sent(call, "woken_cycle_look")]
+    claims = [c for c in cycles if sent(c, "claim_window", "claim_runs_free") and not closed(c)]
     empty = [c for c in claims if not any(s.name in ("claim_runs", "claim_runs_free") and s.rows for s in c.statements)]
     return {
         "cycles": len(cycles) / runs,
-        "peeks": len(peeks) / runs,
+        "claims": len(claims) / runs,
+        "looks": len(looks) / runs,
         "futile_claims": len(empty) / runs,
         "round_trips": sum(call.round_trips for call in cycles + peeks) / runs,
     }
 
 
 def print_counts(runs: int) -> None:
-    for workers in (1, 2):
-        figures = store_counts(workers, runs)
+    for set_up in ("1", "2", "ping-pong"):
+        figures = store_counts(set_up, runs)
         console.print(
-            f"{workers} in-process worker(s), per hand-off: "
+            f"{set_up} (in-process workers), per hand-off: "
             + ", ".join(f"{key} {value:.3f}" for key, value in figures.items())
         )
 

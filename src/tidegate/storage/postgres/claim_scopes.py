@@ -79,6 +79,12 @@ class ScopeForecast:
         self._room[tuple(queues)] = room
         self._busy[tuple(queues)] = found
 
+    def expect_runs(self, queues: Sequence[str]) -> None:
+        """A look (`peek_cycle`, guard.py) found a queued run of `queues` and room in the scopes
+        that could close them: the claim that follows locks its scopes ahead, as after a claim
+        that found runs (a woken worker's claim in 2 round trips, not 3)."""
+        self._busy[tuple(queues)] = True
+
     def partitioned(self, queues: Sequence[str]) -> dict[str, Partitioned]:
         """The queues whose partitions the last claim of `queues` read (past a head all waiting),
         as it asked for them: the next claim sends the same read in its first batch."""
@@ -91,8 +97,9 @@ class ScopeForecast:
         """The keys a claim of `queues` holding the claim turns `turns` locks ahead, in key order:
         those the rules name before any run is read, and those needed lately. A queue's own key
         only when its turn is held (the exception to the key order rests on it). None after a
-        claim that found no run: a lock is a write, and a claim of an empty queue writes nothing
-        else, so it commits without waiting for a WAL flush (an idle worker's poll)."""
+        claim that found no run, unless a look found room since (`expect_runs`): a lock is a
+        write, and a claim of an empty queue writes nothing else, so it commits without waiting
+        for a WAL flush (an idle worker's poll)."""
         if not self._busy.get(tuple(queues), False):
             return []
         keys = set(self._seen.get(tuple(queues), ()))

@@ -31,7 +31,7 @@ class Claims(Aggregate):
         self._limits = limits
         self._workers = workers
         self._children = children
-        self._forecast = ScopeForecast()  # the scopes a limited claim locks in its first batch
+        self.forecast = ScopeForecast()  # the scopes a limited claim locks in its first batch (guard.py too)
 
     def cycle(
         self,
@@ -114,7 +114,7 @@ class Claims(Aggregate):
                         claim, due, more = Claim(
                             self._q,
                             self._limits,
-                            self._forecast,
+                            self.forecast,
                             self._workers.fill_order.member(worker_id),
                             connection,
                             worker_id,

@@ -14,6 +14,11 @@ all, and the worker's cancel requests. When the cached rules are the ones in for
 every open queue is closed, the answer is a cycle that claimed nothing; else
 None, and the worker claims as before. No read at all when some open queue
 has no scope that could close it (no limit, a partitioned one, tags only).
+When the read found a queue open (a queued run, and room in every scope that
+could close it), the claim that follows locks those scopes ahead, in its
+first batch (`ScopeForecast.expect_runs`): look and claim take 3 round trips,
+not 4, where the worker's last claim had found nothing (the usual case for a
+worker that was waiting).
 
 Why no wake-up is lost. The worker clears its wake-up flag before this read
 starts (`worker/loop.py`). The read sees every commit made before it started
@@ -33,6 +38,7 @@ from collections.abc import Sequence
 
 from tidegate.domain.model import CycleResult
 from tidegate.storage import claiming, closure
+from tidegate.storage.postgres.claim_scopes import ScopeForecast
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
 
@@ -40,9 +46,10 @@ from tidegate.storage.postgres.limits import Limits
 class Guard(Aggregate):
     """The `peek_cycle` verb of the storage port."""
 
-    def __init__(self, db: Database, limits: Limits) -> None:
+    def __init__(self, db: Database, limits: Limits, forecast: ScopeForecast) -> None:
         super().__init__(db)
         self._limits = limits
+        self._forecast = forecast  # the claims': a look that found room has their claim lock ahead
 
     def peek_cycle(self, worker_id: str, queues: Sequence[str]) -> CycleResult | None:
         """What a cycle of this worker, reporting nothing, would answer, when the store can tell
@@ -63,5 +70,6 @@ class Guard(Aggregate):
         _, used, keyed, empty, cancels = row
         usage = dict(zip(keys, used, strict=True))
         if not closure.all_closed(open_queues, rules, usage, {}, set(probed) - set(keyed), set(empty)):
+            self._forecast.expect_runs(queues)  # a run and room: the claim next locks its scopes ahead
             return None
         return CycleResult([], [], [(run_id, attempt) for run_id, attempt in cancels], None, False)

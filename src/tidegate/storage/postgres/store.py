@@ -72,7 +72,7 @@ class PostgresStore(AggregateStore):
         self._workers = Workers(self._db, self._limits)
         self._children = Children(self._db, self._limits)
         self._claims = Claims(self._db, self._limits, self._workers, self._children)
-        self._guard = Guard(self._db, self._limits)
+        self._guard = Guard(self._db, self._limits, self._claims.forecast)
         self._pools = Pools(self._db)
         self._steps = PostgresStepVerbs(self._db)
         self._leases = Leases(self._db, self._steps, self._children)
