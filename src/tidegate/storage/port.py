@@ -382,7 +382,10 @@ class Store(Protocol):
         `limit` fired schedule ticks as old, in one short transaction; never a queued or running run."""
 
     # --- wake-ups -----------------------------------------------------------
-    def listen(self, callback: Callable[[], None]) -> Listener:
-        """Call `callback` (from a background thread) whenever runs may be claimable or cancelable."""
+    def listen(self, callback: Callable[[], None], own: str | None = None) -> Listener:
+        """Call `callback` (from a background thread) whenever runs may be claimable or cancelable.
+
+        `own`, a worker id: the wake-up that worker's own `cycle` sends may be passed over (its
+        claim and cancel read saw all that its commit announces); every other one still calls."""
 
     def close(self) -> None: ...
