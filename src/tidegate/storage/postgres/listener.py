@@ -21,11 +21,12 @@ The thread waits on the connection's socket and on a socket pair of its own,
 which `close` writes to: a worker that stops (or an app that closes) is not
 held up until the wait's next look-up.
 
-A worker's cycle that reports outcomes notifies with the worker's id as its
-payload (every other writer sends an empty one). That worker's own listener
-(`own`) passes those over: the cycle's own claim and cancel read, later in the
-same transaction, already saw everything its commit announces, so the wake-up
-could only make a full worker read the store again for nothing. Only that exact
+A worker's cycle that reports outcomes and then claims notifies with the
+worker's id as its payload (every other writer, and a cycle that claims
+nothing, sends an empty one). That worker's own listener (`own`) passes those
+over: the cycle's own claim and cancel read, later in the same transaction,
+already saw everything its commit announces, so the wake-up could only make the
+worker read the store again for nothing. Only that exact
 payload is passed over; any other commit, this worker's other writes included,
 still wakes it. Notifications from different transactions are never folded by
 the server, so a burst still arrives as many; they are all taken at once and

@@ -8,8 +8,8 @@ Listeners in the writer's own process are called directly. As the safety
 net, every listener also watches `PRAGMA data_version`, which changes
 whenever another connection commits, every `BACKSTOP_INTERVAL` seconds.
 
-A worker's own cycles do not call its listener directly (`own`, `sender`): the
-cycle's claim and cancel read saw everything its commit announces. The
+A worker's own cycles that claim do not call its listener directly (`own`,
+`sender`): the cycle's claim and cancel read saw everything its commit announces. The
 backstop cannot tell who committed, so it still calls back for them, at most
 once per `BACKSTOP_INTERVAL`; every other writer's wake-up is unchanged.
 """
