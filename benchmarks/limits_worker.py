@@ -62,7 +62,7 @@ def main() -> None:
     signal.signal(signal.SIGUSR1, lambda *_: print(f"CYCLES {cycles}", flush=True))
     if options.no_wakeups:
 
-        def silent(callback: Callable[[], None]) -> SilentListener:
+        def silent(callback: Callable[[], None], own: str | None = None) -> SilentListener:
             return SilentListener()
 
         store.listen = silent  # type: ignore[method-assign]  # the baseline without wake-ups

@@ -54,7 +54,7 @@ class NoWakeups:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    def listen(self, callback: Callable[[], None]) -> _Silent:
+    def listen(self, callback: Callable[[], None], own: str | None = None) -> _Silent:
         return _Silent()
 
     def __getattr__(self, name: str) -> Any:

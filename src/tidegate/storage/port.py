@@ -382,7 +382,11 @@ class Store(Protocol):
         `limit` fired schedule ticks as old, in one short transaction; never a queued or running run."""
 
     # --- wake-ups -----------------------------------------------------------
-    def listen(self, callback: Callable[[], None]) -> Listener:
-        """Call `callback` (from a background thread) whenever runs may be claimable or cancelable."""
+    def listen(self, callback: Callable[[], None], own: str | None = None) -> Listener:
+        """Call `callback` (from a background thread) whenever runs may be claimable or cancelable.
+
+        `own`, a worker id: the wake-up of that worker's own `cycle` that claims may be passed
+        over (its claim and cancel read saw all that its commit announces); every other one,
+        a cycle of it that claims nothing included, still calls."""
 
     def close(self) -> None: ...

@@ -161,7 +161,7 @@ class Worker:
                 asyncio.get_running_loop().add_signal_handler(signum, self._on_signal)
         registered_at = self.clock.monotonic()
         self.rank = await self._bridge.call_store(self.register)
-        listener = self._store.listen(self._on_notification)
+        listener = self._store.listen(self._on_notification, own=self.id)  # not woken by its own cycles
         self._maintenance = maintenance = Maintenance(
             self._store,
             self,

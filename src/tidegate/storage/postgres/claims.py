@@ -98,7 +98,11 @@ class Claims(Aggregate):
                     children = [outcome.run_id for outcome in outcomes if outcome.has_parent]
                     if children:
                         self._children.resume_parents(connection, children)
-                    connection.execute(self._q("notify"))  # finished runs may be waited on, and free capacity
+                    # Finished runs may be waited on, and free capacity. When the claim below is
+                    # made, it sees all that this commit announces: the worker's own listener may
+                    # pass the wake-up over. A cycle that claims nothing wakes its own worker too.
+                    claims = claim_limit > 0 and queue_list and not self._workers.fill_order.reads_registry(worker_id)
+                    connection.execute(self._q("cycle_notify"), {"worker": worker_id if claims else ""})
                 claim, due, more, one_statement = None, None, False, None
                 if claim_limit > 0 and self._workers.fill_order.reads_registry(worker_id):
                     queue_list = self._workers.fill_order_queues(connection, worker_id, queue_list)

@@ -15,6 +15,13 @@
 -- two tidegate databases in one PostgreSQL database never wake each other.
 SELECT pg_notify('tidegate_' || md5(current_schema()), '');
 
+-- name: cycle_notify
+-- The same wake-up from a worker's cycle that claims after its reports, naming
+-- the worker (else ''): its own listener passes it over (postgres/listener.py),
+-- every other listener is woken as by `notify`. Distinct payloads are not
+-- folded together, so a cycle that also sends `notify` delivers both.
+SELECT pg_notify('tidegate_' || md5(current_schema()), %(worker)s::text);
+
 -- name: listen_channel
 SELECT 'tidegate_' || md5(current_schema());
 

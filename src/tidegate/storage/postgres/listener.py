@@ -20,6 +20,17 @@ millisecond; a slow answer only costs a reconnect and a rescan.)
 The thread waits on the connection's socket and on a socket pair of its own,
 which `close` writes to: a worker that stops (or an app that closes) is not
 held up until the wait's next look-up.
+
+A worker's cycle that reports outcomes and then claims notifies with the
+worker's id as its payload (every other writer, and a cycle that claims
+nothing, sends an empty one). That worker's own listener (`own`) passes those
+over: the cycle's own claim and cancel read, later in the same transaction,
+already saw everything its commit announces, so the wake-up could only make the
+worker read the store again for nothing. Only that exact
+payload is passed over; any other commit, this worker's other writes included,
+still wakes it. Notifications from different transactions are never folded by
+the server, so a burst still arrives as many; they are all taken at once and
+give one callback.
 """
 
 from __future__ import annotations
@@ -77,8 +88,10 @@ class NotifyListener:
         callback: Callable[[], None],
         connect_timeout: float = 5.0,
         check_interval: float = CHECK_INTERVAL,
+        own: str | None = None,
     ) -> None:
         self._url = url
+        self._own = own
         self._channel_sql = channel_sql
         self._callback = callback
         self._connect_timeout = connect_timeout
@@ -147,10 +160,10 @@ class NotifyListener:
     def _relay(self, connection: psycopg.Connection) -> None:
         next_check = time.monotonic() + self._check_interval
         while not self._closed.is_set():
-            if _received(connection, max(0.0, next_check - time.monotonic()), self._interrupt):
+            if _received(connection, max(0.0, next_check - time.monotonic()), self._interrupt, self._own):
                 self._wake()
             if time.monotonic() >= next_check:
-                if _round_trip(connection, self._check_interval / 2):
+                if _round_trip(connection, self._check_interval / 2, self._own):
                     self._wake()
                 next_check = time.monotonic() + self._check_interval
 
@@ -163,28 +176,29 @@ class NotifyListener:
             log.exception("wake-up callback failed")
 
 
-def _received(connection: psycopg.Connection, timeout: float, interrupt: socket.socket) -> bool:
+def _received(connection: psycopg.Connection, timeout: float, interrupt: socket.socket, own: str | None) -> bool:
     """Wait up to `timeout` for notifications (not past `interrupt` becoming readable: closing),
-    then take all that came in the burst."""
-    if _taken(connection):  # some arrived while a statement ran (psycopg kept them), or are unread
+    then take all that came in the burst; whether any of them was not `own`."""
+    if _taken(connection, own):  # some arrived while a statement ran (psycopg kept them), or are unread
         return True
     with selectors.DefaultSelector() as selector:
         selector.register(connection.pgconn.socket, selectors.EVENT_READ, "server")
         selector.register(interrupt, selectors.EVENT_READ, "closing")
         ready = {key.data for key, _ in selector.select(timeout)}
-    return ready == {"server"} and _taken(connection)
+    return ready == {"server"} and _taken(connection, own)
 
 
-def _taken(connection: psycopg.Connection) -> bool:
-    """Take every notification there is now, without waiting; whether there was any."""
-    received = False
-    for _ in connection.notifies(timeout=0):
-        received = True
-    return received
+def _taken(connection: psycopg.Connection, own: str | None) -> bool:
+    """Take every notification there is now, without waiting; whether any was not `own`."""
+    woken = False
+    for notify in connection.notifies(timeout=0):
+        woken = woken or notify.payload != own
+    return woken
 
 
-def _round_trip(connection: psycopg.Connection, timeout: float) -> bool:
-    """`SELECT 1`, answered within `timeout` or psycopg.OperationalError; whether notifications came along.
+def _round_trip(connection: psycopg.Connection, timeout: float, own: str | None) -> bool:
+    """`SELECT 1`, answered within `timeout` or psycopg.OperationalError; whether notifications
+    (other than `own`) came along.
 
     psycopg's `execute` waits for its answer without a bound, so the query
     goes through libpq directly and the wait for its answer is ours. What
@@ -206,7 +220,7 @@ def _round_trip(connection: psycopg.Connection, timeout: float) -> bool:
         if result.status != ExecStatus.TUPLES_OK:
             message = result.error_message.decode(errors="replace").strip()
             raise psycopg.OperationalError(message or "the wake-up connection's check failed")
-    received = False
-    while pgconn.notifies() is not None:
-        received = True
-    return received
+    woken = False
+    while (notify := pgconn.notifies()) is not None:
+        woken = woken or notify.extra.decode() != own
+    return woken

@@ -81,13 +81,14 @@ class PostgresStore(AggregateStore):
 
     # --- wake-ups ----------------------------------------------------------------
 
-    def listen(self, callback: Callable[[], None]) -> NotifyListener:
+    def listen(self, callback: Callable[[], None], own: str | None = None) -> NotifyListener:
         return NotifyListener(
             self.url,
             self._db.queries["listen_channel"],
             callback,
             connect_timeout=CONNECT_TIMEOUT,
             check_interval=self._listen_check,
+            own=own,
         )
 
     def close(self) -> None:

@@ -70,8 +70,9 @@ class Claims(Aggregate):
                 connection.executemany(self._q("insert_event"), events)
         if outcomes or (self._workers.fill_order.member(worker_id) and claimed and len(claimed) == claim_limit):
             # Finished runs free capacity and may be waited on; a full claim by a worker in the
-            # fill order may leave work for the next one, which only looks when told.
-            self._notifier.notify()
+            # fill order may leave work for the next one, which only looks when told. Not this
+            # worker when it claimed: the claim saw its outcomes, and a full claim turns again.
+            self._notifier.notify(sender=worker_id if claim_limit > 0 else None)
         return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more)
 
     def _record_outcomes(

@@ -58,8 +58,8 @@ class SQLiteStore(AggregateStore):
 
     # --- wake-ups ----------------------------------------------------------------
 
-    def listen(self, callback: Callable[[], None]) -> DatagramListener:
-        return DatagramListener(self._db.wake_folder, self._db.path, callback)
+    def listen(self, callback: Callable[[], None], own: str | None = None) -> DatagramListener:
+        return DatagramListener(self._db.wake_folder, self._db.path, callback, own)
 
     def close(self) -> None:
         self._db.close()

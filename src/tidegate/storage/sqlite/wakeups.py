@@ -7,6 +7,11 @@ database; a writer sends one byte to every marker's socket after it commits.
 Listeners in the writer's own process are called directly. As the safety
 net, every listener also watches `PRAGMA data_version`, which changes
 whenever another connection commits, every `BACKSTOP_INTERVAL` seconds.
+
+A worker's own cycles that claim do not call its listener directly (`own`,
+`sender`): the cycle's claim and cancel read saw everything its commit announces. The
+backstop cannot tell who committed, so it still calls back for them, at most
+once per `BACKSTOP_INTERVAL`; every other writer's wake-up is unchanged.
 """
 
 from __future__ import annotations
@@ -28,13 +33,13 @@ BACKSTOP_INTERVAL = 0.05
 _ABSTRACT = sys.platform.startswith("linux")
 
 _local_lock = threading.Lock()
-_local_listeners: dict[str, dict[str, Callable[[], None]]] = {}
+_local_listeners: dict[str, dict[str, tuple[Callable[[], None], str | None]]] = {}  # token: callback, own
 
 
 class DatagramListener:
     """Calls `callback` on a wake datagram, or when the database changed."""
 
-    def __init__(self, folder: Path, database: Path, callback: Callable[[], None]) -> None:
+    def __init__(self, folder: Path, database: Path, callback: Callable[[], None], own: str | None = None) -> None:
         self._folder = folder
         self._callback = callback
         self._token = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
@@ -47,7 +52,7 @@ class DatagramListener:
             (folder / self._token).touch(mode=0o600)  # private, like the database beside it
         self._database = database
         with _local_lock:
-            _local_listeners.setdefault(str(folder), {})[self._token] = callback
+            _local_listeners.setdefault(str(folder), {})[self._token] = (callback, own)
         self._thread = threading.Thread(target=self._loop, name="tidegate-sqlite-listener", daemon=True)
         self._thread.start()
 
@@ -104,9 +109,14 @@ class DatagramNotifier:
         self._seen_mtime = -1
         self._peers: list[str] = []
 
-    def notify(self) -> None:
+    def notify(self, sender: str | None = None) -> None:
+        """Wake every listener; `sender`, the worker whose cycle committed, skips its own listener."""
         with _local_lock:
-            local = list(_local_listeners.get(str(self._folder), {}).values())
+            local = [
+                callback
+                for callback, own in _local_listeners.get(str(self._folder), {}).values()
+                if sender is None or own != sender
+            ]
         for callback in local:
             callback()
         if self._socket is None:
