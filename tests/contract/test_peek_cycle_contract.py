@@ -102,8 +102,9 @@ def test_a_full_queue_limit_answers_only_while_no_queued_run_has_a_key(store):
 
 
 def test_a_queue_with_no_queued_run_answers_without_claiming(store):
-    """The worker that just freed the slot is woken by its own commit: with its queue empty, a
-    claim would find nothing. A run queued for later is still claimed (for its next-due time)."""
+    """A worker woken after the slot was freed (by another worker's commit, or its own cycle that
+    claimed nothing): with its queue empty, a claim would find nothing. A run queued for later
+    is still claimed (for its next-due time)."""
     store.register_limits(RunQueueConfig(max_concurrent_runs=1), [], [])
     store.rules()  # cached, as after any claim
     assert store.peek_cycle("w1", [QUEUE]) is not None

@@ -319,8 +319,8 @@ class Worker:
         The store raises the signal at most once per interval across workers (a turn that
         expires an interval after it was taken); once this worker raised it, every check
         before an interval has passed since it asked is sure to find that turn still held,
-        so it is not made. A draining worker is woken on every completion (each one
-        notifies): asked each time, the check was most of its round trips.
+        so it is not made. A draining worker is woken by the other workers' completions
+        (each one notifies): asked each time, the check was most of its round trips.
         """
         interval = self.settings.overflow_interval
         asked = self.clock.monotonic()
