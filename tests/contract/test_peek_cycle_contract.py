@@ -226,18 +226,8 @@ def test_a_start_reported_alone_after_a_short_claim_claims_nothing(app, backend)
             await asyncio.get_running_loop().run_in_executor(None, started.wait, TIMEOUT)
         return await real_done()
 
-    idle: list[int] = []  # the wake-ups seen when the loop began a wait with none pending (while it waits)
-    real_wait = worker._wait
-
-    async def wait(woken, result):
-        if not woken.is_set():
-            idle.append(len(loop_wakes))
-        try:
-            return await real_wait(woken, result)
-        finally:
-            idle.clear()
-
-    worker._bridge.wake, worker._done, worker._wait = wake, done_once_started, wait
+    idle = _idle_waits(worker, loop_wakes)
+    worker._bridge.wake, worker._done = wake, done_once_started
     worker.start()
     try:
         # Idle after the listener's first wake-up: the submit's wake-up is the only one to come.
@@ -277,8 +267,8 @@ def test_a_slot_freed_before_a_start_is_reported_alone_is_still_claimed(app, hol
     app.store.rules()
     worker = app.worker(queues=["gate"], max_workers=2, poll_interval=3600)
     loop_wakes: list[None] = []
-    real_wake, real_done, real_wait = worker._bridge.wake, worker._done, worker._wait
-    idle: list[int] = []
+    real_wake, real_done = worker._bridge.wake, worker._done
+    idle = _idle_waits(worker, loop_wakes)
 
     def wake() -> None:
         real_wake()
@@ -293,15 +283,7 @@ def test_a_slot_freed_before_a_start_is_reported_alone_is_still_claimed(app, hol
             await running.run_in_executor(None, woken_after_free.wait, TIMEOUT)
         return await real_done()
 
-    async def wait(woken, result):
-        if not woken.is_set():
-            idle.append(len(loop_wakes))
-        try:
-            return await real_wait(woken, result)
-        finally:
-            idle.clear()
-
-    worker._bridge.wake, worker._done, worker._wait = wake, done_once_freed, wait
+    worker._bridge.wake, worker._done = wake, done_once_freed
     worker.start()
     try:
         wait_until(lambda: loop_wakes and idle == [len(loop_wakes)], TIMEOUT, message="the worker to idle")
@@ -313,3 +295,22 @@ def test_a_slot_freed_before_a_start_is_reported_alone_is_still_claimed(app, hol
     finally:
         release.set()
         worker.stop(timeout=30, grace=0)
+
+
+def _idle_waits(worker, loop_wakes: list[None]) -> list[int]:
+    """Wrap the loop's wait: the list returned holds, while the loop waits with no wake-up
+    pending, how many wake-ups it had seen when it began (empty otherwise), so a test can tell
+    the worker idles after a given wake-up."""
+    idle: list[int] = []
+    real_wait = worker._wait
+
+    async def wait(woken, result):
+        if not woken.is_set():
+            idle.append(len(loop_wakes))
+        try:
+            return await real_wait(woken, result)
+        finally:
+            idle.clear()
+
+    worker._wait = wait
+    return idle
