@@ -271,3 +271,16 @@ def test_schedules_are_listed_and_paused_then_resumed_by_a_full_token_only(serve
     assert missing.status_code == 404 and 'role="alert"' in missing.text and "nope" in missing.text
     browser.post("/schedules/new-year/resume", data={"form_token": token})
     assert not served.store.list_schedules()[0].paused
+
+
+def test_a_run_queued_while_its_scope_is_full_says_so_before_any_claim_reads_it(served: App) -> None:
+    """A woken worker that finds every scope full looks and claims nothing (`peek_cycle`), so a
+    run queued meanwhile has no stored block reason yet: its page says why it waits from the
+    live usage, not "nothing blocks it"."""
+    served.store.register_worker("w1", 1, ["gated"], False, 60)
+    first = served.tasks["gated.hold"].submit(gate="/never")
+    assert [run.id for run in served.store.cycle("w1", ["gated"], [], [], 1, 30.0).claimed] == [first.id]
+    second = served.tasks["gated.hold"].submit(gate="/never")
+    assert served.store.get_run(second.id).block_reason is None  # no claim has read it
+    shown = client(served, FULL).get(f"/runs/{second.id}").text
+    assert "queue:gated full (1/1)" in shown and "nothing blocks it" not in shown

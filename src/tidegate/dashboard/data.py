@@ -16,6 +16,7 @@ from tidegate.domain import names
 from tidegate.domain.model import EventRecord, RunRecord
 from tidegate.engine import queues
 from tidegate.engine.queues import QueueSummary
+from tidegate.engine.why import Explanation
 from tidegate.storage.port import Store
 
 QUEUE_PAGE = 200  # queued runs one /queue page lists, from the head
@@ -42,16 +43,25 @@ def check_queue(value: str | None) -> str | None:
     return names.check_name("queue", value) if value else None
 
 
-def block_reason(run: RunRecord, paused: bool) -> str:
-    """The stored block reason in words: each saturated scope with its used/limit."""
+def block_reason(run: RunRecord, paused: bool, live: Explanation | None = None) -> str:
+    """Why a queued run waits, in words: each saturated scope with its used/limit. The stored
+    reason is written by a claim that read the run; a run queued while its scopes were full
+    may not have been read by any (a woken worker that finds them full looks, and claims
+    nothing: `peek_cycle`), so `live` (its explanation now) speaks for it then."""
     if paused:
         return queues.paused_reason(run.queue)
+    if not run.block_reason and live is not None:
+        return "; ".join(_full(check.scope, check.used, check.limit) for check in live.blocking)
     parts = []
     for entry in run.block_reason or []:
         scope = entry.get("scope", "?")
         used, limit = entry.get("used"), entry.get("limit")
-        parts.append(f"{scope} full ({used}/{limit})" if used is not None and limit is not None else str(scope))
+        parts.append(_full(scope, used, limit) if used is not None and limit is not None else str(scope))
     return "; ".join(parts)
+
+
+def _full(scope: str, used: int, limit: int) -> str:
+    return f"{scope} full ({used}/{limit})"
 
 
 def queued(store: Store, queue: str | None, paused: set[str]) -> tuple[list[QueuedRow], int]:

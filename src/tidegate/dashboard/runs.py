@@ -118,12 +118,14 @@ def _run_page(
     events = store.run_events(record.id)
     run_events, step_events = _concurrency(events)
     waits = record.status is RunStatus.WAITING
-    explanation = explain(store, record.id) if tab == "why" or waits else None
+    unexplained = record.status is RunStatus.QUEUED and not record.block_reason  # no claim read it yet
+    explanation = explain(store, record.id) if tab == "why" or waits or unexplained else None
     paused = record.queue in {summary.name for summary in data.queue_summaries(store) if summary.paused}
+    reason = data.block_reason(record, paused, explanation)
     return page(
         request, "run.html", viewer, status, run=record, tab=tab, tabs=TABS, steps=steps, graph=graph,
         children=children, events=events, run_events=run_events, step_events=step_events,
-        pods=data.step_pods(events), why=explanation, reason=data.block_reason(record, paused), as_json=data.as_json,
+        pods=data.step_pods(events), why=explanation, reason=reason, as_json=data.as_json,
         error=error, canonical=f"/runs/{record.id}" + (f"?tab={tab}" if tab != "overview" else ""),
     )  # fmt: skip
 
