@@ -460,10 +460,13 @@ def test_queue_why_and_cancel_while_a_worker_holds_the_only_slot(sqlite_url: str
         release.wait(30)
         return n
 
+    # All three queued before the worker starts: its first claim reads them all, takes the first and
+    # records why the others wait (`queue list` shows the reason of their last claim; a worker woken
+    # later while the slot is full only looks, and reads no run).
+    first, second, third = (handle.id for handle in hold.submit_many([{"n": n} for n in range(3)]))
     worker = app.worker(max_workers=4, poll_interval="50ms").start()
     try:
-        first, second, third = (hold.submit(n=n).id for n in range(3))
-        wait_status(app, first, RunStatus.RUNNING)  # `queue why` reads the live usage: no claim need read `second`
+        wait_status(app, first, RunStatus.RUNNING)  # claimed in the transaction that recorded the reasons
         why = invoke("queue", "why", second, "--database", sqlite_url)
         assert why.exit_code == 0, why.output
         assert "position 1 of 2 in queue solo" in why.stdout
