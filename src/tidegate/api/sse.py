@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -31,7 +32,6 @@ from tidegate.api.fanout import EventHub, StreamStats
 log = logging.getLogger("tidegate.api")
 KEEPALIVE_FRAME = b": keep-alive\n\n"
 __all__ = ["EventStream", "StreamSettings", "StreamStats"]
-SEND_BATCH = 256  # queued frames joined into one socket write at most
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class EventStream(Response):
         self.cursor = cursor
         self.close_after = close_after
         self.release = release  # gives back the stream's place under the caps
-        self._frames: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=settings.queue_bound)
+        self._outbox = _Outbox(settings.queue_bound)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -119,9 +119,10 @@ class EventStream(Response):
             frames, cursor = await hub.after(cursor)
             if not frames and loop.time() - quiet_since >= settings.keepalive:
                 frames = [KEEPALIVE_FRAME]
-            for frame in frames:
-                if not await self._queue(frame):
+            if frames:
+                if not await self._outbox.put(frames, settings.stall):
                     return False
+                self.stats.most_queued = max(self.stats.most_queued, self._outbox.most)
                 quiet_since = loop.time()
             if cursor < hub.head or ended():
                 continue  # more to copy (or read below the ring) before waiting
@@ -131,37 +132,69 @@ class EventStream(Response):
             await _first(news.wait(), sender, gone, within=max(0.0, timeout))
         return True
 
-    async def _queue(self, frame: bytes | None) -> bool:
-        """Queue a frame, waiting up to `stall` seconds for room; False: the client is too slow."""
-        try:
-            self._frames.put_nowait(frame)
-        except asyncio.QueueFull:
-            try:
-                await asyncio.wait_for(self._frames.put(frame), self.settings.stall)
-            except TimeoutError:
-                return False
-        self.stats.most_queued = max(self.stats.most_queued, self._frames.qsize())
-        return True
-
     async def _send(self, send: Send) -> None:
         """Write what is queued, joined into one write (a burst costs the loop one send per client)."""
-        while True:
-            batch = [await self._frames.get()]
-            while batch[-1] is not None and len(batch) < SEND_BATCH and not self._frames.empty():
-                batch.append(self._frames.get_nowait())
-            body = b"".join(frame for frame in batch if frame is not None)
-            if body:
-                await send({"type": "http.response.body", "body": body, "more_body": True})
-            if batch[-1] is None:
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-                return
+        while (body := await self._outbox.take()) is not None:
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _finish(self, sender: asyncio.Task[None]) -> None:
         """End the body cleanly if the client still reads; never wait on a stalled one past a keep-alive."""
-        if sender.done() or not await self._queue(None):
+        self._outbox.close()
+        if sender.done():
             return
         with contextlib.suppress(TimeoutError, asyncio.CancelledError, OSError):
             await asyncio.wait_for(asyncio.shield(sender), self.settings.keepalive)
+
+
+class _Outbox:
+    """The frames queued for one client, at most `bound`: put a batch at once, take all as one write.
+
+    One call per batch, not one per frame: the fan-out of a burst to every stream costs
+    the event loop a few C-level list operations per client.
+    """
+
+    def __init__(self, bound: int) -> None:
+        self.bound = bound
+        self.most = 0  # the most frames it has held
+        self._frames: deque[bytes] = deque()
+        self._closed = False
+        self._ready = asyncio.Event()
+        self._room = asyncio.Event()
+
+    async def put(self, frames: list[bytes], stall: float) -> bool:
+        """Queue `frames`, waiting up to `stall` seconds whenever it is full; False: the client is too slow."""
+        start = 0
+        while start < len(frames):
+            room = self.bound - len(self._frames)
+            if room <= 0:
+                self._room.clear()
+                try:
+                    await asyncio.wait_for(self._room.wait(), stall)
+                except TimeoutError:
+                    return False
+                continue
+            self._frames.extend(frames[start : start + room])
+            start += room
+            self.most = max(self.most, len(self._frames))
+            self._ready.set()
+        return True
+
+    def close(self) -> None:
+        """No more frames: `take` returns None once the queued ones are taken."""
+        self._closed = True
+        self._ready.set()
+
+    async def take(self) -> bytes | None:
+        while not self._frames:
+            if self._closed:
+                return None
+            self._ready.clear()
+            await self._ready.wait()
+        body = b"".join(self._frames)
+        self._frames.clear()
+        self._room.set()
+        return body
 
 
 async def _disconnected(receive: Receive) -> None:
