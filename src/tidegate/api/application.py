@@ -67,7 +67,7 @@ def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False
     api.state.metrics = ServerMetrics(lambda: app.store)
     api.state.refusals = Refusals()
     api.state.group_commit = GroupCommit(partial(store_each, app, api.state.metrics))
-    api.state.event_streams = EventStreams(lambda: app.store)
+    api.state.event_streams = EventStreams.from_environment(lambda: app.store)
     api.add_middleware(BodyLimit, max_bytes=app.max_payload + OPTIONS_ROOM)
     api.add_middleware(RequestTiming, histogram=api.state.metrics.latency)  # outermost: a 413 is timed too
     errors.install(api)

@@ -3,25 +3,38 @@
 For the dashboard and for scripts: one `text/event-stream` response per
 client, each event framed with its id, so a client that reconnects (as
 browsers' EventSource does by itself) sends `Last-Event-ID` and misses
-nothing. The mechanics (wake-ups, bounded queue, keep-alive) are `sse.py`;
-`close_after` bounds a stream for a script that wants to wait a while and
-stop (and for the API's fuzz test, which reads each answer to its end).
+nothing. One reader per server feeds every stream (`fanout.py`); the
+per-client mechanics (bounded queue, keep-alive) are `sse.py`. `close_after`
+bounds a stream for a script that wants to wait a while and stop (and for the
+API's fuzz test, which reads each answer to its end).
+
+Streams are capped per server (`TIDEGATE_STREAMS_MAX`) and per token
+(`TIDEGATE_STREAMS_PER_TOKEN`; without tokens every client is the same
+party): past a cap the request is answered 429 with `Retry-After`, naming the
+cap, before anything is read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import hashlib
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
-from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
 
 from tidegate.api.documented import READ_ERRORS, json_error
+from tidegate.api.errors import error_response
+from tidegate.api.fanout import EventHub
 from tidegate.api.routing import PREFIX
-from tidegate.api.security import can_read
+from tidegate.api.security import Tokens, can_read
 from tidegate.api.sse import EventStream, StreamSettings, StreamStats
 from tidegate.api.wakeups import Wakeups
-from tidegate.app import App
+from tidegate.app import settings as tunables
+from tidegate.dashboard.access import presented
 from tidegate.storage.port import Store
 
 MAX_EVENT_ID = 2**63 - 1  # the events table's bigint
@@ -29,12 +42,78 @@ MAX_CLOSE_AFTER = 86_400.0
 
 
 class EventStreams:
-    """What the streams of one API share: the store's wake-ups, the settings, the counts."""
+    """What the streams of one API share: the reader of each event loop, the caps, the counts."""
 
     def __init__(self, store: Callable[[], Store], settings: StreamSettings | None = None) -> None:
+        self.store = store  # the app's, opened on first use (in a thread: it may connect)
         self.wakeups = Wakeups(store)
         self.settings = settings or StreamSettings()
         self.stats = StreamStats()
+        self._hubs: dict[asyncio.AbstractEventLoop, EventHub] = {}  # one per loop: uvicorn runs one
+        self._held: Counter[str] = Counter()  # open (or opening) streams per party
+
+    @classmethod
+    def from_environment(cls, store: Callable[[], Store]) -> EventStreams:
+        caps = StreamSettings(
+            max_streams=tunables.count_setting("TIDEGATE_STREAMS_MAX"),
+            max_streams_per_token=tunables.count_setting("TIDEGATE_STREAMS_PER_TOKEN"),
+        )
+        return cls(store, caps)
+
+    def admit(self, party: str) -> Response | None:
+        """Take a place for a stream of `party`; the refusal to answer instead when a cap is reached."""
+        settings = self.settings
+        if self._held.total() >= settings.max_streams:
+            cap, limit, whose = "TIDEGATE_STREAMS_MAX", settings.max_streams, "this server"
+        elif self._held[party] >= settings.max_streams_per_token:
+            cap, limit, whose = "TIDEGATE_STREAMS_PER_TOKEN", settings.max_streams_per_token, "this token"
+        else:
+            self._held[party] += 1
+            return None
+        self.stats.refused += 1
+        retry = settings.refused_retry
+        detail = f"too many event streams: {whose} has {limit} open, the most {cap} allows; retry after {retry}s"
+        headers = {"Retry-After": str(retry)}
+        return error_response(429, "too_many_streams", detail, headers=headers, retry_after=retry, cap=cap, limit=limit)
+
+    def release(self, party: str) -> None:
+        self._held[party] -= 1
+        if self._held[party] <= 0:
+            del self._held[party]
+
+    @asynccontextmanager
+    async def joined(self) -> AsyncIterator[EventHub]:
+        """The reader of this event loop for as long as a stream runs: the first starts it, the last stops it."""
+        loop = asyncio.get_running_loop()
+        hub = self._hubs.get(loop)
+        if hub is None:
+            hub = self._hubs[loop] = self._hub()
+        hub.streams += 1
+        try:
+            await hub.started()
+            yield hub
+        finally:
+            hub.streams -= 1
+            if hub.streams == 0:
+                if self._hubs.get(loop) is hub:
+                    del self._hubs[loop]
+                await hub.stop()
+
+    def _hub(self) -> EventHub:
+        settings = self.settings
+        return EventHub(
+            self.store, self.wakeups, self.stats, ring=settings.ring, read_batch=settings.read_batch,
+            debounce=settings.debounce, backstop=settings.backstop, gap_patience=settings.gap_patience,
+            catchup_reads=settings.catchup_reads,
+        )  # fmt: skip
+
+
+def party_of(request: Request) -> str:
+    """Whose stream this is, for the per-token cap: a digest of the token presented (the API's bearer
+    header or the dashboard's cookie, already checked), or one party for all when no token is set."""
+    tokens: Tokens = request.app.state.tokens
+    token = presented(request) if tokens.required else None
+    return "" if token is None else hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 router = APIRouter(prefix=PREFIX, tags=["events"])
@@ -55,6 +134,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     },
     **READ_ERRORS,
     422: json_error("A value is not acceptable; `field` names it."),
+    429: json_error("Too many streams open on this server or for this token: `cap` names the limit (Retry-After)."),
 }
 
 
@@ -72,13 +152,13 @@ async def stream_events(
         float | None,
         Query(gt=0, le=MAX_CLOSE_AFTER, description="End the stream after this many seconds (default: never)."),
     ] = None,
-) -> EventStream:
+) -> Response:
     streams: EventStreams = request.app.state.event_streams
-    store = await run_in_threadpool(_store, request)  # opening it may connect: off the loop
-    cursor = last_event_id if last_event_id is not None else await run_in_threadpool(store.last_event_id)
-    return EventStream(store, streams.wakeups, streams.settings, streams.stats, cursor, close_after)
-
-
-def _store(request: Request) -> Store:
-    app: App = request.app.state.tidegate
-    return app.store
+    party = party_of(request)
+    refused = streams.admit(party)
+    if refused is not None:
+        return refused
+    return EventStream(
+        streams.joined, streams.settings, streams.stats, last_event_id, close_after,
+        release=lambda: streams.release(party),
+    )  # fmt: skip

@@ -15,7 +15,7 @@ from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD, PAYLOAD_SETTING
 from tidegate.domain.sizes import format_size, parse_size
-from tidegate.domain.tunables import TUNABLES, sweep_interval_for
+from tidegate.domain.tunables import COUNTS, TUNABLES, sweep_interval_for
 from tidegate.engine.pools import ClaimPolicy
 
 MIN_PAYLOAD = 1024
@@ -29,6 +29,17 @@ def duration_setting(name: str, given: str | float | None = None, *, label: str 
         return parse_duration(given, name=label or name, minimum=tunable.minimum, maximum=tunable.maximum)
     raw = os.environ.get(name) or tunable.default
     return parse_duration(raw, name=name, minimum=tunable.minimum, maximum=tunable.maximum)
+
+
+def count_setting(name: str) -> int:
+    """A whole number for tunable `name` from the environment, within its range, else its default."""
+    count = COUNTS[name]
+    raw = (os.environ.get(name) or "").strip()
+    if not raw:
+        return count.default
+    if not (raw.isascii() and raw.isdigit()) or not count.minimum <= int(raw) <= count.maximum:
+        raise ConfigurationError(f"{name}: {raw!r} is not a whole number from {count.minimum} to {count.maximum}")
+    return int(raw)
 
 
 def sweep_interval(lease_duration: float) -> float:

@@ -3,7 +3,9 @@
 Without MODULE:APP the server knows tasks by what their workers registered in
 the store; with it, the module's declarations (queues, limits, ceilings) are
 in force and args are checked against the tasks' signatures too. It binds to
-loopback by default and refuses a wider bind unless a token is set.
+loopback by default and refuses a wider bind unless a token is set. A
+connection must send each request's headers within TIDEGATE_HEADER_TIMEOUT
+(`api/header_deadline.py`): a slow client is closed, not waited on.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from tidegate.app import settings
 from tidegate.cli.errors import CommandError
 from tidegate.cli.loading import load_app_for
 from tidegate.cli.options import DATABASE_HELP
@@ -41,13 +44,16 @@ def serve(
         import uvicorn
 
         from tidegate.api import Tokens, check_bind, create_api
+        from tidegate.api.header_deadline import header_deadline_protocol
     except ImportError as error:
         raise CommandError(f"the HTTP service needs its extra: pip install 'tidegate[service]' ({error})") from None
     tokens = Tokens.from_environment()
     check_bind(host, tokens)
+    protocol = header_deadline_protocol(settings.duration_setting("TIDEGATE_HEADER_TIMEOUT"))
     app = load_app_for(target, database)
     api = create_api(app, tokens=tokens, owns_app=True)  # its shutdown closes the store
     typer.echo(f"tidegate API and dashboard on http://{host}:{port}/ (database {masked(app.database)})", err=True)
     uvicorn.run(
-        api, host=host, port=port, log_level="info", server_header=False, timeout_graceful_shutdown=SHUTDOWN_GRACE
-    )
+        api, host=host, port=port, log_level="info", server_header=False, timeout_graceful_shutdown=SHUTDOWN_GRACE,
+        http=protocol,  # uvicorn's HTTP/1.1 with a deadline on each request's headers (TIDEGATE_HEADER_TIMEOUT)
+    )  # fmt: skip

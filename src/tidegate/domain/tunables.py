@@ -39,6 +39,28 @@ TUNABLES = {
     "TIDEGATE_OVERFLOW_INTERVAL": Tunable("30s", MIN_INTERVAL),
     "TIDEGATE_LISTEN_CHECK_INTERVAL": Tunable("5s", MIN_INTERVAL),  # PostgreSQL: round trip on each wake-up connection
     "TIDEGATE_RETENTION": Tunable("7d", MIN_RETENTION),  # finished runs older than this are deleted by the sweeper
+    # `serve`: a request's headers must arrive within this of the connection opening (or of the first byte
+    # of a later request on it): uvicorn has none, and a client trickling header lines stayed on for good
+    "TIDEGATE_HEADER_TIMEOUT": Tunable("10s", 1.0, 600.0),
+}
+
+
+@dataclass(frozen=True)
+class Count:
+    default: int
+    minimum: int = 1
+    maximum: int = 100_000
+
+
+# Caps of `serve`'s event streams. Every stream is fed by one shared reader (one store read a wake-up
+# however many stream), so a stream costs a queue of shared frames and a socket write a wake-up: 200
+# such writes take a few milliseconds of the event loop, small next to an ordinary request. A token
+# may hold half of them, so neither of the two tokens (nor a script reconnecting in a loop with one)
+# can lock the other out; a browser holds at most six connections to a host, so 100 is a team's
+# dashboards. A refused dashboard page refreshes every 5 s instead.
+COUNTS = {
+    "TIDEGATE_STREAMS_MAX": Count(200),
+    "TIDEGATE_STREAMS_PER_TOKEN": Count(100),
 }
 
 
