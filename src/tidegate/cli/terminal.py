@@ -45,7 +45,8 @@ def visible_text(text: Text) -> Text:
         shift[index + 1] = shift[index] + len(shown) - 1
     result = text.copy()
     result.plain = "".join(pieces)
-    result.spans = [Span(start + shift[start], end + shift[min(end, len(plain))], style) for start, end, style in text.spans]
+    last = len(plain)
+    result.spans = [Span(start + shift[start], end + shift[min(end, last)], style) for start, end, style in text.spans]
     return result
 
 

@@ -68,9 +68,10 @@ def check_tags(value: Any) -> dict[str, str]:
         raise InvalidArgument(f"tags must be a dict of str to str, got {type(value).__name__} {value!r}{hint}")
     for key, item in value.items():
         check_name("tag", key)
-        problem = text_problem(item)
-        if problem:
-            raise InvalidArgument(f"tag {key!r}: value {item!r} is not valid: {problem} (use one line of text)")
+        if not is_one_line(item):
+            raise InvalidArgument(
+                f"tag {key!r}: value {item!r} is not valid: {text_problem(item)} (use one line of text)"
+            )
     return dict(value)
 
 
@@ -89,16 +90,16 @@ def check_max_attempts(value: Any) -> int:
 def check_concurrency_key(value: Any) -> str | None:
     if value is None:
         return None
-    problem = text_problem(value)
-    if problem:
-        raise InvalidArgument(f"concurrency_key {value!r} is not valid: {problem} (use one line of text)")
+    if not is_one_line(value):
+        raise InvalidArgument(f"concurrency_key {value!r} is not valid: {text_problem(value)} (use one line of text)")
     return value
 
 
 def check_run_id(value: Any) -> str:
-    """A run id as a user typed it: any one line of text (an unknown one is then simply not found)."""
+    """A run id as a user typed it: any one line of printable text (an unknown one is then simply not found)."""
     if not is_one_line(value):
-        raise InvalidArgument(f"run id {value!r} is not valid: give the id printed by submit or runs list")
+        problem = text_problem(value)
+        raise InvalidArgument(f"run id {value!r} is not valid: {problem}; give the id printed by submit or runs list")
     return value
 
 
