@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.apps.api import local_client
-from tidegate import App, TidegateError
+from tidegate import App, Concurrency, Partition, TidegateError
 from tidegate.cli.main import app as cli
 from tidegate.domain.limits import TagConcurrencyLimit
 from tidegate.engine import limits
@@ -139,3 +139,15 @@ def test_http_refuses_a_control_character_naming_the_field(
     assert answer["field"] == field, answer
     assert "control character" in answer["detail"] and not CONTROL.search(answer["detail"]), answer
     assert stored(database_url) == before
+
+
+def test_a_partition_key_made_from_an_arg_holds_its_control_characters_escaped(database_url: str) -> None:
+    """Args may hold control characters; the partition key tidegate derives from one never does."""
+    with App(database_url) as app:
+        app.queue("lane", concurrency=Concurrency(global_limit=1, partition=Partition(by_args=["customer"])))
+        sync = app.task(name="sync", queue="lane")(lambda customer: None)
+        hostile, plain = sync.submit(customer="\x1b[2J\x85"), sync.submit(customer="acme")
+        run = app.store.get_run(hostile.id)
+        assert run is not None and run.args == {"customer": "\x1b[2J\x85"}  # the arg is kept exact
+        assert run.partition == 'customer="\\u001b[2J\\u0085"'
+        assert app.store.get_run(plain.id).partition == "customer=acme"  # type: ignore[union-attr]
