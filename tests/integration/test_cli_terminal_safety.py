@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -144,3 +146,14 @@ def test_markup_and_emoji_codes_print_as_typed(shown: dict[str, str], database_u
     assert shown_run.stdout.count(text) >= 3, shown_run.stdout  # task, concurrency key, error (tags, events...)
     listed = invoke("runs", "list", "--database", database_url)
     assert "boom" in listed.stdout and "😄" not in listed.stdout and "[/]" in listed.stdout, listed.stdout
+
+
+def test_the_worker_log_shows_an_error_s_control_characters_as_escapes() -> None:
+    """`tidegate worker` logs each failed attempt's error line (and tracebacks): shown, never obeyed."""
+    script = (
+        "from tidegate.cli.worker import configure_logging; import logging; configure_logging('info'); "
+        "logging.getLogger('tidegate.worker').info('run 1 failed: %s', 'boom\\x1b[2J\\x9b1;1H\\nline 2')"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60)
+    assert "run 1 failed: boom\\x1b[2J\\x9b1;1H\nline 2" in result.stderr, repr(result.stderr)
+    assert SHOWN_RAW.search(result.stderr) is None, repr(result.stderr)

@@ -13,6 +13,7 @@ after this, so they are untouched.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -48,6 +49,14 @@ def visible_text(text: Text) -> Text:
     last = len(plain)
     result.spans = [Span(start + shift[start], end + shift[min(end, last)], style) for start, end, style in text.spans]
     return result
+
+
+class VisibleFormatter(logging.Formatter):
+    """Log lines as `visible` text: a task's error message (the worker logs its first line, and at
+    DEBUG its traceback) may carry the same escape sequences as a stored one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(super().format(record))
 
 
 class TerminalConsole(Console):
