@@ -263,7 +263,7 @@ def invoke(*args: str, env: dict[str, str] | None = None):
         (["--arg", "v=" + "[" * 100 + "]" * 100], f"nested deeper than {MAX_DEPTH} levels"),
         (["--args", '{"v": "a\\u0000b"}'], "NUL character"),
         (["--args", '{"v": "\\ud800"}'], "lone surrogate"),
-        (["--tag", "env=\ud800"], "must be a non-empty one-line string of text"),
+        (["--tag", "env=\ud800"], "it contains a lone surrogate"),
         (["--concurrency-key", "k\x00"], "concurrency_key"),
         (["--priority", str(2**40)], "priority must be an integer"),
     ],

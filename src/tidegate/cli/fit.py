@@ -19,6 +19,8 @@ from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
+from tidegate.cli.terminal import visible
+
 Cell = str | Text
 LONGEST_KEPT = 60  # a longer word in a descriptive column (a URL in an error) may fold rather than drop columns
 
@@ -34,7 +36,8 @@ class Column:
 
 
 def _plain(cell: Cell) -> str:
-    return cell.plain if isinstance(cell, Text) else cell
+    """A cell's text as the console will print it (control characters as escapes), to measure it."""
+    return visible(cell.plain if isinstance(cell, Text) else cell)
 
 
 def _longest_word(text: str) -> int:

@@ -2,8 +2,9 @@
 
 Kept apart from the commands so that every table shows a run the same way
 (same colours, same time format) and the commands stay about what they do.
-Text from the store is always wrapped in `Text`, never parsed as Rich markup:
-a task name or an error message with `[brackets]` must print as it is.
+Both consoles are `TerminalConsole`s: text from the store prints as it is,
+never as Rich markup, and its control characters as escapes. `--json` keeps
+every string exact, with its control characters (C1 and DEL too) as JSON escapes.
 """
 
 from __future__ import annotations
@@ -11,17 +12,19 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import re
 import sys
 from datetime import datetime, timedelta
 from typing import Any
 
-from rich.console import Console
 from rich.text import Text
 
+from tidegate.cli.terminal import TerminalConsole
 from tidegate.domain.model import RunStatus
 
-stdout = Console(highlight=False)
-stderr = Console(stderr=True, highlight=False)
+stdout = TerminalConsole()
+stderr = TerminalConsole(stderr=True)
+_RAW_IN_JSON = re.compile(r"[\x7f-\x9f]")  # control characters json.dumps leaves raw with ensure_ascii=False
 
 STATUS_STYLES = {
     RunStatus.QUEUED: "yellow",
@@ -82,8 +85,15 @@ def seconds_text(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
+def _json(value: Any, **options: Any) -> str:
+    """JSON with non-ASCII text as it is, except DEL and C1 (JSON already escapes C0): written
+    `\\u0085`, the same string to a parser, never a raw control character to a terminal."""
+    text = json.dumps(value, ensure_ascii=False, **options)
+    return _RAW_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text)  # only strings hold non-ASCII
+
+
 def compact_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+    return _json(value, separators=(",", ":"), sort_keys=True)
 
 
 def _json_default(value: Any) -> Any:
@@ -103,12 +113,12 @@ def _json_default(value: Any) -> Any:
 
 def print_json(value: Any) -> None:
     """`--json` output: one document on stdout, bypassing Rich so nothing is wrapped, coloured or cut."""
-    sys.stdout.write(json.dumps(value, default=_json_default, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.write(_json(value, default=_json_default, indent=2) + "\n")
     sys.stdout.flush()
 
 
 def pretty_json(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False)
+    return _json(value, indent=2)
 
 
 def compact_metadata(metadata: dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ from tidegate.cli.errors import CommandError
 from tidegate.cli.loading import load_app_for
 from tidegate.cli.options import DATABASE_HELP
 from tidegate.cli.render import stdout
+from tidegate.cli.terminal import VisibleFormatter
 from tidegate.domain.tunables import DEFAULT_MAX_WORKERS
 from tidegate.storage.urls import DATABASE_ENV, masked
 from tidegate.worker import attempt_log
@@ -116,6 +117,8 @@ def configure_logging(level: str, tracebacks: bool = False) -> None:
     number = logging.getLevelName(level.upper())
     if not isinstance(number, int):
         raise CommandError(f"--log-level {level!r}: use debug, info, warning or error")
-    logging.basicConfig(level=number, format=LOG_FORMAT, stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(VisibleFormatter(LOG_FORMAT))
+    logging.basicConfig(level=number, handlers=[handler])
     if tracebacks:
         attempt_log.tracebacks.setLevel(logging.DEBUG)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tidegate.domain.errors import ConfigurationError
-from tidegate.domain.names import check_name, is_one_line
+from tidegate.domain.names import check_name, text_problem
 
 Ordering = Literal["priority", "fair"]
 MAX_LIMIT = 2**31 - 1  # stored in a 32-bit column
@@ -54,8 +54,9 @@ class TagConcurrencyLimit:
             )
         if self.value is not None and self.per_unique_value:
             raise ConfigurationError(f"tag limit {self.key}: value and per_unique_value exclude each other")
-        if self.value is not None and not is_one_line(self.value):
-            raise ConfigurationError(f"tag limit {self.key}: value {self.value!r} must be a non-empty one-line string")
+        problem = None if self.value is None else text_problem(self.value)
+        if problem:
+            raise ConfigurationError(f"tag limit {self.key}: value {self.value!r} is not valid: {problem}")
 
     def scope_for(self, tags: Mapping[str, str]) -> str | None:
         """The scope a run with these tags takes under this limit, if any."""

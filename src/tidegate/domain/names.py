@@ -1,7 +1,10 @@
 """Validation of the names users choose: tasks, queues, tags, concurrency keys.
 
 Names end up in SQL parameters, scope keys and CLI output, so a malformed one
-is refused at the door with an error that says which name and why.
+is refused at the door with an error that says which name and why. No name,
+tag or key may hold a control character (C0, DEL, C1): a terminal obeys those
+instead of printing them, so `\x1b[2J` in a tag value would clear the screen
+of whoever lists the runs.
 """
 
 from __future__ import annotations
@@ -12,19 +15,45 @@ from typing import Any, TypeGuard
 
 from tidegate.domain.errors import InvalidArgument
 
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:\-/]{0,199}$")
-_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:\-]{0,199}$")  # '/' separates the partition in scope keys
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:\-/]{0,199}")
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:\-]{0,199}")  # '/' separates the partition in scope keys
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1: what a terminal acts on instead of printing
+
+
+def escaped(char: str) -> str:
+    """A character as Python writes it in a string literal (`\\x1b`, `\\n`): safe to print, plain to read."""
+    return repr(char)[1:-1]
+
+
+def text_problem(value: Any, max_length: int = 200) -> str | None:
+    """Why `value` is not 1-max_length characters of one-line printable text, or None when it is.
+
+    Both stores keep such text as given (no NUL, no lone surrogate) and a
+    terminal prints it as it is (no control character).
+    """
+    if not isinstance(value, str):
+        return f"it is {type(value).__name__}, not text"
+    if not value:
+        return "it is empty"
+    if len(value) > max_length:
+        return f"it is longer than {max_length} characters"
+    control = CONTROL.search(value)
+    if control:
+        return f"it contains the control character {escaped(control.group())}"
+    try:
+        value.encode("utf-8")  # a lone surrogate is not text
+    except UnicodeEncodeError:
+        return "it contains a lone surrogate"
+    return None
 
 
 def check_name(kind: str, value: Any) -> str:
-    if kind == "queue":
-        if not isinstance(value, str) or not _QUEUE_NAME.match(value):
-            raise InvalidArgument(f"queue name {value!r} is not valid: use 1-200 letters, digits, '_', '.', ':' or '-'")
-        return value
-    if not isinstance(value, str) or not _NAME.match(value):
-        raise InvalidArgument(
-            f"{kind} name {value!r} is not valid: use 1-200 letters, digits, '_', '.', ':', '-' or '/'"
-        )
+    queue = kind == "queue"
+    if not isinstance(value, str) or not (_QUEUE_NAME if queue else _NAME).fullmatch(value):
+        control = CONTROL.search(value) if isinstance(value, str) else None
+        why = f"it contains the control character {escaped(control.group())}; " if control else ""
+        allowed = "'_', '.', ':' or '-'" if queue else "'_', '.', ':', '-' or '/'"
+        raise InvalidArgument(f"{kind} name {value!r} is not valid: {why}use 1-200 letters, digits, {allowed}")
     return value
 
 
@@ -40,7 +69,9 @@ def check_tags(value: Any) -> dict[str, str]:
     for key, item in value.items():
         check_name("tag", key)
         if not is_one_line(item):
-            raise InvalidArgument(f"tag {key!r}: value {item!r} must be a non-empty one-line string of text")
+            raise InvalidArgument(
+                f"tag {key!r}: value {item!r} is not valid: {text_problem(item)} (use one line of text)"
+            )
     return dict(value)
 
 
@@ -60,23 +91,18 @@ def check_concurrency_key(value: Any) -> str | None:
     if value is None:
         return None
     if not is_one_line(value):
-        raise InvalidArgument(f"concurrency_key must be a non-empty one-line string of text, got {value!r}")
+        raise InvalidArgument(f"concurrency_key {value!r} is not valid: {text_problem(value)} (use one line of text)")
     return value
 
 
 def check_run_id(value: Any) -> str:
-    """A run id as a user typed it: any one line of text (an unknown one is then simply not found)."""
+    """A run id as a user typed it: any one line of printable text (an unknown one is then simply not found)."""
     if not is_one_line(value):
-        raise InvalidArgument(f"run id {value!r} is not valid: give the id printed by submit or runs list")
+        problem = text_problem(value)
+        raise InvalidArgument(f"run id {value!r} is not valid: {problem}; give the id printed by submit or runs list")
     return value
 
 
 def is_one_line(value: Any, max_length: int = 200) -> TypeGuard[str]:
-    """1-max_length characters of Unicode text without a line break or NUL, so both stores keep it as given."""
-    if not isinstance(value, str) or not value or len(value) > max_length or "\n" in value or "\x00" in value:
-        return False
-    try:
-        value.encode("utf-8")  # a lone surrogate is not text
-    except UnicodeEncodeError:
-        return False
-    return True
+    """1-max_length characters of one-line printable text (see `text_problem`)."""
+    return text_problem(value, max_length) is None

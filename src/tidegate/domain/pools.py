@@ -20,7 +20,7 @@ from tidegate.domain.steps import FANOUT_PREFIX, POOL_PREFIX, ScopeUse
 UNCONFIGURED_LEASE_SECONDS = 300.0
 MAX_SLOTS = 2**31 - 1
 
-_STEP_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:\-]{0,199}(?:\[(?:0|[1-9][0-9]{0,9})\])?$")
+_STEP_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:\-]{0,199}(?:\[(?:0|[1-9][0-9]{0,9})\])?")
 
 
 def check_pool_name(name: Any) -> str:
@@ -68,7 +68,7 @@ def step_key(name: str, index: int | None = None) -> str:
 
 
 def check_step_key(key: Any) -> str:
-    if not isinstance(key, str) or not _STEP_KEY.match(key):
+    if not isinstance(key, str) or not _STEP_KEY.fullmatch(key):
         raise InvalidArgument(
             f"step key {key!r} is not valid: use 1-200 letters, digits, '_', '.', ':' or '-', "
             "optionally followed by an item index like '[3]'"

@@ -17,7 +17,7 @@ from typing import Any
 
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.limits import QueueConfig, RunQueueConfig, check_limit, check_partition_form
-from tidegate.domain.names import is_one_line
+from tidegate.domain.names import CONTROL, text_problem
 
 GLOBAL = "global"
 
@@ -44,9 +44,11 @@ def partition_of(queue: QueueConfig | None, task: str, args: Mapping[str, Any], 
 
 
 def _arg_text(value: Any) -> str:
+    """An arg's part of a partition key: text as it is, anything else (and text with a control
+    character, which the key must never carry to a terminal) as escaped JSON."""
     if value is None:
         return ""
-    if isinstance(value, str):
+    if isinstance(value, str) and not CONTROL.search(value):
         return value
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
@@ -161,8 +163,9 @@ def check_override_target(target: str, rules: Rules) -> str:
     """Validate a live-limit target against the declared queues; return it normalised."""
     if target == GLOBAL:
         return target
-    if not is_one_line(target, max_length=1000):
-        raise ConfigurationError(f"limit target {target!r} is not valid: it must be one line of text")
+    problem = text_problem(target, max_length=1000)
+    if problem:
+        raise ConfigurationError(f"limit target {target!r} is not valid: {problem}")
     kind, _, rest = target.partition(":")
     if kind == "queue" and rest:
         name, _, partition = rest.partition("/")
