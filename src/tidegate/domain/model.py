@@ -257,11 +257,10 @@ class LimitOverride:
 
 @dataclass(frozen=True, slots=True)
 class QueueCounts:
-    """A queue's runs now: queued, running, and queued ones a limit held back at their last claim."""
+    """A queue's runs now: queued and running (how many are blocked: `engine.queues.blocked`)."""
 
     queued: int = 0
     running: int = 0
-    blocked: int = 0
 
 
 @dataclass(frozen=True, slots=True)
