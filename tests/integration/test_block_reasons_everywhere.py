@@ -101,11 +101,14 @@ def test_the_queue_page_labels_only_the_ready_run_ready(scenario: Scenario) -> N
     assert ready_row is not None and "ready: next free worker" in ready_row.group(0)
 
 
-def test_the_overview_and_limits_count_every_blocked_run(scenario: Scenario) -> None:
-    browser = scenario.client()
-    overview = browser.get("/").text
+def test_the_overview_ranks_the_partition_by_every_run_it_blocks(scenario: Scenario) -> None:
+    overview = scenario.client().get("/").text
     ranked = re.findall(r'class="mono" href="[^"]*">([^<]+)</a> <span class="badge s-failed">(\d+) blocked', overview)
     assert ranked == [(FULL, str(BLOCKED - 2))]
+
+
+def test_limits_and_the_queues_api_count_every_blocked_run(scenario: Scenario) -> None:
+    browser = scenario.client()
     limits = browser.get("/limits").text
     row = re.search(r'<a href="[^"]*/queue\?queue=emails">emails</a>.*?</tr>', limits, re.S)
     assert row is not None
@@ -132,3 +135,19 @@ def test_every_listed_reason_agrees_with_queue_why(scenario: Scenario) -> None:
         assert (why["blocked_by"], why["paused"]) == (scopes, False)
         assert browser.get(f"/api/v1/runs/{run['id']}").json()["block_reason"] == run["block_reason"]
     assert store.get_run(scenario.ready).status is RunStatus.QUEUED  # nothing claimed meanwhile
+
+
+def test_runs_show_and_list_json_and_the_run_page_say_why_it_waits_now(scenario: Scenario) -> None:
+    unread = scenario.blocked[-1]  # far past any claim's window: no stored reason
+    assert scenario.app.store.get_run(unread).block_reason is None  # type: ignore[union-attr]
+    shown = CliRunner().invoke(cli, ["runs", "show", unread, "--json", "--database", scenario.url])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["block_reason"] == HELD
+    listed = CliRunner().invoke(
+        cli, ["runs", "list", "--status", "queued", "--json", "-n", "500", "--database", scenario.url]
+    )
+    assert listed.exit_code == 0, listed.output
+    reasons = {run["id"]: run["block_reason"] for run in json.loads(listed.stdout)["runs"]}
+    assert reasons == {**dict.fromkeys(scenario.blocked, HELD), scenario.ready: None}
+    page = scenario.client().get(f"/runs/{unread}").text
+    assert f"{FULL} full (2/2)" in page

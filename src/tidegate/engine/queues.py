@@ -1,4 +1,5 @@
-"""Queues as an operator sees them: limits in force, run counts, paused; pause and resume.
+"""Queues as an operator sees them: limits in force, run counts, paused; pause and resume; and why
+each queued run waits now (`Live`, `blocked`: `domain.blocking` on one read of the rules and usage).
 
 A pause is a rule like a limit (stored with the rules, under their version,
 audited as a LimitChanged): the claim decision refuses a paused queue's runs
