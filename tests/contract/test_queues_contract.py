@@ -14,6 +14,7 @@ import pytest
 
 from tidegate import Concurrency, QueueConfig, QueueCounts, QueueNotFound, RunStatus
 from tidegate.bootstrap import open_store
+from tidegate.engine import queues
 
 from .conftest import QUEUE, claim, enqueue_one, execute_sql
 
@@ -74,14 +75,12 @@ def test_a_pause_survives_a_new_store_and_a_new_declaration(store, database_url,
         again.close()
 
 
-def test_queue_counts_are_queued_running_and_blocked_per_queue(store):
+def test_queue_counts_are_queued_and_running_per_queue_and_blocked_is_derived(store):
     store.register_limits(None, [QueueConfig(QUEUE, Concurrency(global_limit=1))], [OTHER])
     assert store.queue_counts() == {}
     for _ in range(3):
         enqueue_one(store)
     enqueue_one(store, OTHER)
-    claim(store, limit=5, queues=[QUEUE])  # one runs; the others are held back by the limit, with a reason
-    assert store.queue_counts() == {
-        QUEUE: QueueCounts(queued=2, running=1, blocked=2),
-        OTHER: QueueCounts(queued=1, running=0, blocked=0),
-    }
+    claim(store, limit=5, queues=[QUEUE])  # one runs; the others are held back by the limit
+    assert store.queue_counts() == {QUEUE: QueueCounts(queued=2, running=1), OTHER: QueueCounts(queued=1, running=0)}
+    assert {summary.name: summary.blocked for summary in queues.summaries(store)} == {QUEUE: 2, OTHER: 0}

@@ -2,8 +2,9 @@
 
 The stream resumes from the last event id a client saw, so `events_after`
 must return every later event, oldest first, and nothing at or before the
-id; the blocked gauge (`blocked_counts`) counts queued runs by the scope their
-block reason names, and forgets a run once it is claimed; `run_counts` is per
+id; `queued_shapes` groups the queued runs by what decides their scopes (the
+counts of blocked runs classify each group: domain/blocking.py), and forgets a
+run once it is claimed; `run_counts` is per
 (queue, status); a claimed run's `queued_seconds` is how long it had been due,
 on the store's clock. Same on both adapters.
 """
@@ -39,20 +40,22 @@ def test_events_after_returns_every_later_event_oldest_first_up_to_the_limit(sto
     assert store.last_event_id() == later[-1].id
 
 
-def test_blocked_counts_counts_queued_runs_per_scope_of_their_block_reason(store):
+def test_queued_shapes_group_queued_runs_by_queue_partition_and_tags(store):
+    """The read behind every count of blocked runs: one row per shape, whatever claims read."""
     store.register_limits(None, [QueueConfig(QUEUE)], [])
-    store.set_limit(f"queue:{QUEUE}", 1)
-    assert store.blocked_counts() == {}
+    assert store.queued_shapes() == []
     enqueue_one(store)
     enqueue_one(store)
     enqueue_one(store)
-    claim(store, "w1")
-    assert claim(store, "w2") == []
-    assert store.blocked_counts() == {f"queue:{QUEUE}": 2}
-
-    store.set_limit(f"queue:{QUEUE}", 3)
-    claim(store, "w2", limit=2)
-    assert store.blocked_counts() == {}
+    enqueue_one(store, partition="customer_id=3", tags={"tenant": "acme"})
+    enqueue_one(store, partition="customer_id=3", tags={"tenant": "acme"})
+    enqueue_one(store, "other", tags={"tenant": "acme"})
+    enqueue_one(store, delay=60.0)  # not yet due: queued all the same
+    claim(store, "w1")  # the first run runs: no longer queued
+    shapes = {(shape.queue, shape.partition, tuple(sorted(shape.tags.items()))): shape.count
+              for shape in store.queued_shapes()}  # fmt: skip
+    acme = (("tenant", "acme"),)
+    assert shapes == {(QUEUE, "", ()): 3, (QUEUE, "customer_id=3", acme): 2, ("other", "", acme): 1}
 
 
 def test_run_counts_are_per_queue_and_status(store):

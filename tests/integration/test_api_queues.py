@@ -127,8 +127,9 @@ def test_a_queue_the_served_code_declares_can_be_listed_and_paused_before_any_su
     assert app.store.rules().paused == {HELD}
 
 
-def test_a_paused_queue_s_run_shows_the_pause_not_its_stored_block_reason(app: App) -> None:
-    """GET /runs/{id}, /runs, /queue and /why say "paused" while it lasts, then the stored reason again."""
+def test_a_paused_queue_s_run_shows_the_pause_first_then_its_full_scope(app: App) -> None:
+    """GET /runs/{id}, /runs, /queue and /why say "paused" while it lasts (and the full scope, as `why`
+    does), then only the full scope: the reason the claim recorded, and still true."""
     app.queue("one", concurrency=Concurrency(global_limit=1))
 
     @app.task(name="one_task", queue="one")
@@ -142,14 +143,14 @@ def test_a_paused_queue_s_run_shows_the_pause_not_its_stored_block_reason(app: A
     assert stored and stored[0]["scope"] == "queue:one"  # its last claim skipped it for the full queue
 
     assert client.post("/api/v1/queues/one/pause").status_code == 200
-    paused = [{"scope": "queue:one", "reason": "paused", "detail": "queue one is paused"}]
+    paused = [{"scope": "queue:one", "reason": "paused", "detail": "queue one is paused"}, *stored]
     assert client.get(f"/api/v1/runs/{second}").json()["block_reason"] == paused
     assert next(run for run in client.get("/api/v1/runs").json()["runs"] if run["id"] == second)["block_reason"] == (
         paused
     )
     assert [run["block_reason"] for run in client.get("/api/v1/queue").json()["runs"]] == [paused]
     why = client.get(f"/api/v1/runs/{second}/why").json()
-    assert why["paused"] is True
+    assert why["paused"] is True and why["blocked_by"] == ["queue:one"]
     assert client.get(f"/api/v1/runs/{first}").json()["block_reason"] is None  # running: not held by the pause
 
     assert client.post("/api/v1/queues/one/resume").status_code == 200

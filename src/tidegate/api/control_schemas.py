@@ -43,7 +43,7 @@ class Queue(BaseModel):
     limits: QueueLimits
     queued: int
     running: int
-    blocked: int = Field(description="Queued runs a limit held back at their last claim (all queued while paused).")
+    blocked: int = Field(description="Queued runs a full scope or the pause holds back now (all queued while paused).")
 
 
 class QueueList(BaseModel):

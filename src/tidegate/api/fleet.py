@@ -3,8 +3,8 @@
 A custom collector rather than gauges kept up to date: the store is the one
 source of truth for what every worker of the fleet holds, so each scrape asks
 it (runs per queue and status, the slots in use per scope as the sum of the
-holder rows against the limit in force, queued runs blocked per scope, pools'
-pending steps). Nothing is cached, so nothing drifts from the holder rows.
+holder rows against the limit in force, queued runs blocked per scope as
+`queue why` would say, pools' pending steps). Nothing is cached, so nothing drifts from the holder rows.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from tidegate.domain.scopes import GLOBAL, Rules, effective_limit, queue_scope
+from tidegate.engine import queues
 from tidegate.storage.port import Store
 
 
@@ -33,10 +34,10 @@ class FleetCollector(Collector):
         yield from self._scopes(store)
         blocked = GaugeMetricFamily(
             "tidegate_scope_blocked_runs",
-            "Queued runs whose last claim was refused by this saturated scope (a run counts for each).",
+            "Queued runs this scope holds back now: full, or its queue paused (a run counts for each).",
             labels=["scope"],
         )
-        for scope, count in sorted(store.blocked_counts().items()):
+        for scope, count in sorted(queues.blocked(store).per_scope.items()):
             blocked.add_metric([scope], count)
         yield blocked
 

@@ -91,8 +91,9 @@ class QueuedRun(BaseModel):
     priority: int
     queued_since: datetime = Field(description="When it became claimable: its submit, retry or run_at.")
     block_reason: list[dict[str, Any]] | None = Field(
-        description="The full scopes its last claim skipped it for; while its queue is paused, "
-        'the pause: `{"scope": "queue:NAME", "reason": "paused", "detail": ...}`.'
+        description="A queued run: why it waits now, as `queue why` says (None: ready). Its queue's pause "
+        '(`{"scope": "queue:NAME", "reason": "paused", "detail": ...}`) first, then each full scope '
+        "it needs with `used` and `limit`."
     )
 
 

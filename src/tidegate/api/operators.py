@@ -21,7 +21,7 @@ from tidegate.api.security import can_read, can_write
 from tidegate.api.submission import REJECTED
 from tidegate.domain import names
 from tidegate.domain.model import HolderRecord, WorkerRecord, host_and_pid
-from tidegate.engine.queues import block_reason_now, claim_order
+from tidegate.engine.queues import claim_order
 from tidegate.engine.why import Explanation, ScopeCheck, explain
 
 _RETRY_ERRORS: dict[int | str, dict[str, Any]] = {
@@ -69,7 +69,6 @@ def queued_runs(
         queue = None if queue is None else names.check_name("queue", queue)
     store = _app(request).store
     waiting, total = claim_order(store, queue, limit)
-    rules = store.rules()
     listed = [
         {
             "position": each.position,
@@ -78,7 +77,7 @@ def queued_runs(
             "queue": each.run.queue,
             "priority": each.run.priority,
             "queued_since": each.run.scheduled_at,
-            "block_reason": block_reason_now(each.run, rules),
+            "block_reason": each.verdict.reason(),
         }
         for each in waiting
     ]

@@ -38,14 +38,13 @@ def _queue(found: QueueSummary) -> dict[str, Any]:
         "dispatch_deadline_seconds": config.dispatch_deadline,
     }
     counts = found.counts
-    blocked = counts.queued if found.paused else counts.blocked
     return {
         "name": found.name,
         "paused": found.paused,
         "limits": limits,
         "queued": counts.queued,
         "running": counts.running,
-        "blocked": blocked,
+        "blocked": found.blocked,
     }
 
 

@@ -30,8 +30,7 @@ from tidegate.domain import names
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.model import NewRun, RunRecord, RunStatus, WorkerRecord
-from tidegate.domain.scopes import Rules
-from tidegate.engine.queues import block_reason_now
+from tidegate.engine.queues import Live, live
 from tidegate.engine.runs import is_stuck, matching_runs, workers_of_stuck
 from tidegate.engine.schedules import wall_now
 
@@ -54,25 +53,26 @@ def _links(request: Request, run_id: str) -> schemas.RunLinks:
 class _Now:
     """What a run's representation is judged against: the rules in force, the app's time, the registry."""
 
-    rules: Rules
+    blocks: Live
     at: datetime
     workers: dict[str, WorkerRecord]
 
     @classmethod
     def read(cls, app: App, runs: list[RunRecord], at: datetime) -> _Now:
-        return cls(app.store.rules(), at, workers_of_stuck(app.store, runs, at))
+        return cls(live(app.store), at, workers_of_stuck(app.store, runs, at))
 
 
 def _run(request: Request, record: RunRecord, now: _Now) -> dict[str, Any]:
-    """The run as stored, but a paused queue's run shows the pause as what holds it (engine/queues.py),
-    and a run past its lease is flagged stuck with its worker's last heartbeat (engine/runs.py)."""
+    """The run as stored, but a queued run's block reason is why it waits now, as `queue why` says
+    (engine/queues.py), and a run past its lease is flagged stuck with its worker's last heartbeat
+    (engine/runs.py)."""
     derived = ("links", "stuck", "last_heartbeat")
     fields = {name: getattr(record, name) for name in schemas.Run.model_fields if name not in derived}
     stuck = is_stuck(record, now.at)
     worker = now.workers.get(record.worker_id or "") if stuck else None
     return {
         **fields,
-        "block_reason": block_reason_now(record, now.rules),
+        "block_reason": now.blocks.reason(record),
         "stuck": stuck,
         "last_heartbeat": None if worker is None else worker.heartbeat_at,
         "links": _links(request, record.id),

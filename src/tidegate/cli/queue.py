@@ -1,17 +1,17 @@
 """`tidegate queue list|why|cancel|pause|resume`: the runs that wait, what they wait for, and
 the operator's hold on a queue.
 
-`list` shows queued runs in claim order with the block reason the last claim
-recorded (for a paused queue, the pause); `why` recomputes the answer now, the way a
-claim decides it (`engine.why.explain`, also `GET /api/v1/runs/{id}/why`): every limit,
-the workers serving the queue when all are full, the runs holding the blocking slots and
-an ETA from the blocking scopes' recent completion rate.
-Positions are per queue, as `why` counts them, so the two always agree.
+`list` shows queued runs in claim order with what holds each back now (the pause,
+each full scope: `domain.blocking.verdict` on the live usage, whichever claim path
+read the run or none); `why` gives the same answer in full (`engine.why.explain`, also
+`GET /api/v1/runs/{id}/why`): every limit, the workers serving the queue when all are
+full, the runs holding the blocking slots and an ETA from the blocking scopes' recent
+completion rate. Positions are per queue, as `why` counts them, so the two always agree.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from dataclasses import asdict
 from typing import Annotated
 
 import typer
@@ -28,12 +28,13 @@ from tidegate.cli.scopes import (
     explanation_body,
     headline,
     now_utc,
-    reason_text,
+    verdict_text,
     waiting_seconds,
 )
 from tidegate.domain.errors import RunNotFound
-from tidegate.domain.model import RunRecord, RunStatus
+from tidegate.domain.model import RunStatus
 from tidegate.engine import queues
+from tidegate.engine.queues import Waiting
 from tidegate.engine.why import explain
 from tidegate.storage.urls import DEFAULT_DATABASE, masked
 
@@ -62,19 +63,20 @@ def list_queued(
 ) -> None:
     """List queued runs in claim order (priority, then age), with what holds each back."""
     with existing_store(database) as store:
-        runs = store.list_queued(queue=queue, limit=limit)
-        total = store.status_counts(queue=queue)[RunStatus.QUEUED]
+        waiting, total = queues.claim_order(store, queue, limit)
         rules = store.rules()
     if json_output:
-        print_json({"runs": runs, "total": total, "paused": rules.paused})
+        listed = [
+            {**asdict(each.run), "position": each.position, "block_reason": each.verdict.reason()} for each in waiting
+        ]
+        print_json({"runs": listed, "total": total, "paused": rules.paused})
         return
-    if not runs:
+    if not waiting:
         stdout.print(Text("no queued runs" + (f" in queue {queue}" if queue else ""), style="dim"))
         return
-    fair = sorted(
-        {run.queue for run in runs if run.queue in rules.queues and rules.queues[run.queue].ordering == "fair"}
-    )
-    stdout.print(queued_table(runs, total, queue, fair, rules.paused))
+    shown = {each.run.queue for each in waiting}
+    fair = sorted(name for name in shown if name in rules.queues and rules.queues[name].ordering == "fair")
+    stdout.print(queued_table(waiting, total, queue, fair))
 
 
 QUEUED_COLUMNS = [
@@ -88,40 +90,31 @@ QUEUED_COLUMNS = [
 ]
 
 
-def queued_table(
-    runs: list[RunRecord],
-    total: int,
-    queue: str | None,
-    fair: list[str] | None = None,
-    paused: frozenset[str] = frozenset(),
-) -> Table:
+def queued_table(waiting: list[Waiting], total: int, queue: str | None, fair: list[str] | None = None) -> Table:
     now = now_utc()
-    positions: Counter[str] = Counter()  # claim order within each queue: the first N of any queue are all here
     blocked = not_due = 0
     rows: list[list[Cell]] = []
-    for run in runs:
-        positions[run.queue] += 1
+    for each in waiting:
+        run, held = each.run, verdict_text(each.verdict)
+        blocked += bool(each.verdict.blocking)
         waited = waiting_seconds(run, now)
         if waited < 0:
             not_due += 1
-            waiting, reason = Text(f"in {age_text(-waited)}", style="dim"), Text("not yet due", style="dim")
+            shown = "not yet due" + (f" · {held}" if held else "")
+            age, reason = Text(f"in {age_text(-waited)}", style="dim"), Text(shown, style="dim")
         else:
-            held = queues.paused_reason(run.queue) if run.queue in paused else reason_text(run.block_reason)
-            waiting, reason = Text(age_text(waited)), Text(held, style="yellow")
-            blocked += bool(run.block_reason) and run.queue not in paused
-        rows.append(
-            [str(positions[run.queue]), run.id, Text(run.task), Text(run.queue), str(run.priority), waiting, reason]
-        )
+            age, reason = Text(age_text(waited)), Text(held, style="yellow")
+        rows.append([str(each.position), run.id, Text(run.task), Text(run.queue), str(run.priority), age, reason])
     where = f" in queue {queue}" if queue else ""
-    caption = f"{len(runs)} of {total} queued runs{where}"
+    caption = f"{len(waiting)} of {total} queued runs{where}"
     if blocked:
-        caption += f" · {blocked} held back by a limit at their last claim"
+        caption += f" · {blocked} held back by a limit"
     if not_due:
         caption += f" · {not_due} not yet due"
-    shown_paused = sorted({run.queue for run in runs} & paused)
+    shown_paused = sorted({each.run.queue for each in waiting if each.verdict.paused})
     if shown_paused:
         caption += f" · paused: {', '.join(shown_paused)} (tidegate queue resume QUEUE)"
-    if total > len(runs):
+    if total > len(waiting):
         caption += " (more with --limit)"
     if fair:
         # Positions rank by priority and age; a fair queue's claim also rotates partitions.

@@ -24,6 +24,8 @@ from tidegate.cli.render import print_json, short_time, status_text, stdout
 from tidegate.cli.scopes import age_text
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.model import RunRecord, RunStatus, WorkerRecord
+from tidegate.engine import queues
+from tidegate.engine.queues import Live
 from tidegate.engine.runs import is_stuck, matching_runs, workers_of_stuck
 from tidegate.storage.urls import DEFAULT_DATABASE
 
@@ -44,11 +46,15 @@ def heartbeat_text(run: RunRecord, workers: dict[str, WorkerRecord], now: dateti
     return age_text((now - worker.heartbeat_at).total_seconds()) + " ago"
 
 
-def run_json(run: RunRecord, now: datetime, workers: dict[str, WorkerRecord] | None = None) -> dict[str, Any]:
-    """A run for `--json`: every field, plus whether it is stuck and its worker's last heartbeat."""
+def run_json(
+    run: RunRecord, now: datetime, blocks: Live, workers: dict[str, WorkerRecord] | None = None
+) -> dict[str, Any]:
+    """A run for `--json`: every field, plus whether it is stuck and its worker's last heartbeat; a
+    queued run's block reason is why it waits now, as `queue why` says (`blocks`)."""
     worker = (workers or {}).get(run.worker_id or "")
     return {
         **{name: getattr(run, name) for name in RunRecord.__dataclass_fields__},
+        "block_reason": blocks.reason(run),
         "stuck": is_stuck(run, now),
         "last_heartbeat": None if worker is None else worker.heartbeat_at,
     }
@@ -92,8 +98,9 @@ def list_runs(
         counts = None if filtered else store.status_counts(queue=queue)
         any_stuck = any(is_stuck(run, now) for run in runs)
         workers = workers_of_stuck(store, runs, now)
+        blocks = queues.live(store)
     if json_output:
-        print_json({"runs": [run_json(run, now, workers) for run in runs]})
+        print_json({"runs": [run_json(run, now, blocks, workers) for run in runs]})
         return
     if not runs:
         matching = " matching" if (status or queue or filtered) and not only_stuck else ""

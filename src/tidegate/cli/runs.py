@@ -37,6 +37,7 @@ from tidegate.cli.scopes import reason_text
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import EventRecord, RunRecord, RunStatus, WorkerRecord
 from tidegate.domain.steps import StepRecord, StepStatus
+from tidegate.engine import queues
 from tidegate.engine.runs import is_stuck
 from tidegate.storage.urls import DEFAULT_DATABASE, masked
 
@@ -65,8 +66,10 @@ def show(run_id: RunId, database: Database = DEFAULT_DATABASE, json_output: Json
         children = store.run_children(run_id)
         events = store.run_events(run_id)
         workers = {worker.id: worker for worker in store.list_workers()} if is_stuck(run, now) else {}
+        blocks = queues.live(store)
     if json_output:
-        print_json({**run_list.run_json(run, now, workers), "steps": steps, "children": children, "events": events})
+        shown = run_list.run_json(run, now, blocks, workers)
+        print_json({**shown, "steps": steps, "children": children, "events": events})
         return
     stdout.print(run_details(run, now, workers, events))
     if steps:

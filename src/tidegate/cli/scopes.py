@@ -21,11 +21,11 @@ from rich.text import Text
 
 from tidegate.cli.render import short_time, status_text
 from tidegate.domain.backpressure import RATE_WINDOW_SECONDS
+from tidegate.domain.blocking import Verdict, paused_text
 from tidegate.domain.children import resume_rule
 from tidegate.domain.leases import stuck
 from tidegate.domain.model import HolderRecord, RunRecord, RunStatus
 from tidegate.domain.scopes import Rules, effective_limit
-from tidegate.engine.queues import paused_reason
 from tidegate.engine.why import Explanation, ScopeCheck, label_of
 
 UNLIMITED = "unlimited"
@@ -66,7 +66,7 @@ def slot_cells(used: int, limit: int, width: int = 24) -> Text:
 
 
 def reason_text(reason: Sequence[dict[str, Any]] | None) -> str:
-    """A stored block reason as one line: `queue:api/customer_id=3 2/2 · tag:tenant=acme 1/1`."""
+    """A RunBlocked event's recorded reason on one line: `queue:api/customer_id=3 2/2 · tag:tenant=acme 1/1`."""
     if not reason:
         return ""
     parts = []
@@ -78,8 +78,12 @@ def reason_text(reason: Sequence[dict[str, Any]] | None) -> str:
     return " · ".join(parts)
 
 
-def reason_scopes(reason: Sequence[dict[str, Any]] | None) -> list[str]:
-    return [item["scope"] for item in reason or () if isinstance(item, dict) and "scope" in item]
+def verdict_text(found: Verdict) -> str:
+    """Why a queued run waits now, on one line ("" when ready): `queue api is paused ·
+    queue:api/customer_id=3 2/2`, the pause and the full scopes `queue why` names."""
+    parts = [paused_text(found.queue)] if found.paused else []
+    parts.extend(f"{check.scope} {check.used}/{check.limit}" for check in found.blocking)
+    return " · ".join(parts)
 
 
 def age_text(seconds: float) -> str:
@@ -201,7 +205,7 @@ def explanation_body(explanation: Explanation, now: datetime, rules: Rules | Non
         )
     if explanation.paused:
         resume = f"  (tidegate queue resume {run.queue})"
-        grid.add_row("Blocked by:", Text.assemble((paused_reason(run.queue), "bold yellow"), (resume, "dim")))
+        grid.add_row("Blocked by:", Text.assemble((paused_text(run.queue), "bold yellow"), (resume, "dim")))
     for index, check in enumerate(blocking):
         grid.add_row(
             "Blocked by:" if index == 0 and not explanation.paused else "",

@@ -13,10 +13,10 @@ from typing import Any
 
 from tidegate.app import App
 from tidegate.domain import names
-from tidegate.domain.model import EventRecord, RunRecord
+from tidegate.domain.blocking import Verdict, paused_text
+from tidegate.domain.model import EventRecord, RunRecord, RunStatus
 from tidegate.engine import queues
 from tidegate.engine.queues import QueueSummary
-from tidegate.engine.why import Explanation
 from tidegate.storage.port import Store
 
 QUEUE_PAGE = 200  # queued runs one /queue page lists, from the head
@@ -43,32 +43,22 @@ def check_queue(value: str | None) -> str | None:
     return names.check_name("queue", value) if value else None
 
 
-def block_reason(run: RunRecord, paused: bool, live: Explanation | None = None) -> str:
-    """Why a queued run waits, in words: each saturated scope with its used/limit. The stored
-    reason is written by a claim that read the run; a run queued while its scopes were full
-    may not have been read by any (a woken worker that finds them full looks, and claims
-    nothing: `peek_cycle`), so `live` (its explanation now) speaks for it then."""
-    if paused:
-        return queues.paused_reason(run.queue)
-    if not run.block_reason and live is not None:
-        return "; ".join(_full(check.scope, check.used, check.limit) for check in live.blocking)
-    parts = []
-    for entry in run.block_reason or []:
-        scope = entry.get("scope", "?")
-        used, limit = entry.get("used"), entry.get("limit")
-        parts.append(_full(scope, used, limit) if used is not None and limit is not None else str(scope))
+def block_reason(found: Verdict) -> str:
+    """Why a queued run waits, in words ("" when it is ready): the pause, then each full scope
+    with its used/limit; the verdict is the one `queue why` gives (domain/blocking.py)."""
+    parts = [paused_text(found.queue)] if found.paused else []
+    parts.extend(f"{check.scope} full ({check.used}/{check.limit})" for check in found.blocking)
     return "; ".join(parts)
 
 
-def _full(scope: str, used: int, limit: int) -> str:
-    return f"{scope} full ({used}/{limit})"
+def run_reason(store: Store, run: RunRecord) -> str:
+    """A run's page: why it waits now if it is queued ("" otherwise, or when it is ready)."""
+    return block_reason(queues.live(store).verdict(run)) if run.status is RunStatus.QUEUED else ""
 
 
-def queued(store: Store, queue: str | None, paused: set[str]) -> tuple[list[QueuedRow], int]:
+def queued(store: Store, queue: str | None) -> tuple[list[QueuedRow], int]:
     waiting, total = queues.claim_order(store, queue, QUEUE_PAGE)
-    return [
-        QueuedRow(each.position, each.run, block_reason(each.run, each.run.queue in paused)) for each in waiting
-    ], total
+    return [QueuedRow(each.position, each.run, block_reason(each.verdict)) for each in waiting], total
 
 
 def status_counts(store: Store) -> dict[str, int]:
@@ -83,7 +73,8 @@ def completions_per_minute(store: Store, minutes: int = 60) -> list[int]:
 
 
 def top_blocking(store: Store, limit: int = 5) -> list[tuple[str, int]]:
-    counts = store.blocked_counts()
+    """The scopes holding back the most queued runs now (`engine.queues.blocked`)."""
+    counts = queues.blocked(store).per_scope
     return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:limit]
 
 

@@ -27,8 +27,7 @@ def queue_page(request: Request, viewer: ViewerDep, queue: str | None = None) ->
         return page(
             request, "queue.html", viewer, 422, error=str(error), rows=[], total=0, queues=summaries, chosen=None
         )
-    paused = {summary.name for summary in summaries if summary.paused}
-    rows, total = data.queued(store, chosen, paused)
+    rows, total = data.queued(store, chosen)
     return page(request, "queue.html", viewer, rows=rows, total=total, queues=summaries, chosen=chosen, error=None)
 
 

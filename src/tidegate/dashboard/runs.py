@@ -118,10 +118,8 @@ def _run_page(
     events = store.run_events(record.id)
     run_events, step_events = _concurrency(events)
     waits = record.status is RunStatus.WAITING
-    unexplained = record.status is RunStatus.QUEUED and not record.block_reason  # no claim read it yet
-    explanation = explain(store, record.id) if tab == "why" or waits or unexplained else None
-    paused = record.queue in {summary.name for summary in data.queue_summaries(store) if summary.paused}
-    reason = data.block_reason(record, paused, explanation)
+    explanation = explain(store, record.id) if tab == "why" or waits else None
+    reason = data.run_reason(store, record)
     return page(
         request, "run.html", viewer, status, run=record, tab=tab, tabs=TABS, steps=steps, graph=graph,
         children=children, events=events, run_events=run_events, step_events=step_events,

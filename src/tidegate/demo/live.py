@@ -2,7 +2,8 @@
 
 Everything shown is read from the store a few times a second through the
 same verbs an operator's tools use: `status_counts`, `scope_usage` (the sum
-of holder rows), `rules`, `list_queued` (block reasons) and `engine.why`.
+of holder rows), `rules`, `queued_shapes` (what holds queued runs back now, `engine.queues.blocked`)
+and `engine.why`.
 Scope rows appear once first seen and then stay, in a fixed order, so the
 view does not jump around while it refreshes.
 """
@@ -10,7 +11,7 @@ view does not jump around while it refreshes.
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rich import box
@@ -19,14 +20,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
-from tidegate.cli.scopes import blocking_text, natural_key, reason_scopes, scope_limit, slot_cells, usage_text
+from tidegate.cli.scopes import blocking_text, natural_key, scope_limit, slot_cells, usage_text
+from tidegate.domain.blocking import tally
 from tidegate.domain.model import FINISHED_STATUSES, RunStatus
 from tidegate.domain.scopes import GLOBAL, Rules
+from tidegate.engine import queues
 from tidegate.engine.why import explain
 from tidegate.storage.port import Store
 
 MAX_ROWS = 14
-BACKLOG_READ = 2000  # queued runs read per refresh for "queued behind it": enough for the demo, cheap at 5/s
 WHY_EVERY = 1.0  # seconds between two `queue why` samples: often enough to follow, calm enough to read
 
 
@@ -37,7 +39,7 @@ class Sample:
     counts: dict[RunStatus, int]
     usage: dict[str, int]
     rules: Rules
-    held_back: Counter[str]  # queued runs whose last block reason names the scope
+    held_back: Mapping[str, int]  # queued runs the scope holds back now
     needed: set[str]  # the limited scopes queued runs will need
 
     @property
@@ -46,13 +48,10 @@ class Sample:
 
 
 def read_sample(store: Store) -> Sample:
-    rules = store.rules()
-    held_back: Counter[str] = Counter()
-    needed: set[str] = set()
-    for run in store.list_queued(limit=BACKLOG_READ):
-        held_back.update(reason_scopes(run.block_reason))
-        needed.update(need.key for need in rules.scopes_for(run.queue, run.partition, run.tags))
-    return Sample(store.status_counts(), store.scope_usage(), rules, held_back, needed)
+    rules, shapes = store.rules(), store.queued_shapes()
+    usage = store.scope_usage()
+    needed = {need.key for shape in shapes for need in rules.scopes_for(shape.queue, shape.partition, shape.tags)}
+    return Sample(store.status_counts(), usage, rules, tally(shapes, rules, usage).per_scope, needed)
 
 
 @dataclass
@@ -99,10 +98,7 @@ class LiveView:
     def __rich__(self) -> RenderableType:
         parts: list[RenderableType] = [self.progress]
         if self.sample is not None:
-            table = scopes_table(self.sample, self.seen)
-            if self.sample.counts[RunStatus.QUEUED] > BACKLOG_READ:
-                table.caption = f"queued behind it: among the first {BACKLOG_READ} queued runs in claim order"
-            parts.append(table)
+            parts.append(scopes_table(self.sample, self.seen))
         if self.why is not None:
             parts.append(self.why)
         return Group(*parts)
@@ -113,7 +109,7 @@ def scopes_table(sample: Sample, seen: set[str]) -> Table:
     for scope in seen:
         limit = scope_limit(sample.rules, scope)
         if limit is not None:
-            rows.append((scope, sample.usage.get(scope, 0), limit, sample.held_back[scope]))
+            rows.append((scope, sample.usage.get(scope, 0), limit, sample.held_back.get(scope, 0)))
     hidden = 0
     if len(rows) > MAX_ROWS:  # keep the busiest, still shown in a fixed order
         rows.sort(key=lambda row: (row[0] != GLOBAL, -row[1] / row[2], -row[3]))
@@ -150,9 +146,11 @@ def sample_why(store: Store) -> RenderableType | None:
     The first such run in claim order, preferring one held back by something
     narrower than the global cap: a partition or a tenant is the telling case.
     """
-    queued = [run for run in store.list_queued(limit=200) if run.block_reason]
-    queued.sort(key=lambda run: reason_scopes(run.block_reason) == [GLOBAL])  # stable: claim order within
-    for run in queued[:5]:
+    now = queues.live(store)
+    verdicts = [(run, now.verdict(run)) for run in store.list_queued(limit=200)]
+    queued = [(run, found) for run, found in verdicts if found.blocking]
+    queued.sort(key=lambda pair: [check.scope for check in pair[1].blocking] == [GLOBAL])  # stable: claim order
+    for run, _ in queued[:5]:
         explanation = explain(store, run.id)
         if explanation.run.status is not RunStatus.QUEUED or not explanation.blocking:
             continue  # claimed, or freed, since the list was read

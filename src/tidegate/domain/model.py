@@ -180,7 +180,9 @@ class RunRecord:
     cancel_requested: bool
     result: JSONValue
     error: str | None
-    block_reason: list[dict[str, Any]] | None  # saturated scopes when last skipped: scope, used, limit
+    # What the last claim that read and skipped it recorded (scope, used, limit): history, and how a
+    # claim knows the reason changed (RunBlocked). Why it waits now is `domain.blocking.verdict`.
+    block_reason: list[dict[str, Any]] | None
     suspect: bool = False  # rescued from a lost worker: its next attempt runs alone (domain/recovery.py)
     resumed: bool = False  # queued again after a wait, not yet claimed: first in its queue's claim order
     parent_id: str | None = None  # the run that triggered it (a child run)
@@ -257,11 +259,10 @@ class LimitOverride:
 
 @dataclass(frozen=True, slots=True)
 class QueueCounts:
-    """A queue's runs now: queued, running, and queued ones a limit held back at their last claim."""
+    """A queue's runs now: queued and running (how many are blocked: `engine.queues.blocked`)."""
 
     queued: int = 0
     running: int = 0
-    blocked: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""Queues as an operator sees them: limits in force, run counts, paused; pause and resume.
+"""Queues as an operator sees them: limits in force, run counts, paused; pause and resume; and why
+each queued run waits now (`Live`, `blocked`: `domain.blocking` on one read of the rules and usage).
 
 A pause is a rule like a limit (stored with the rules, under their version,
 audited as a LimitChanged): the claim decision refuses a paused queue's runs
@@ -10,10 +11,12 @@ the resume instead of being turned away.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from tidegate.domain import names
+from tidegate.domain.blocking import Tally, Verdict, tally, verdict
 from tidegate.domain.errors import QueueNotFound
 from tidegate.domain.limits import QueueConfig
 from tidegate.domain.model import QueueCounts, RunRecord, RunStatus
@@ -27,6 +30,7 @@ class QueueSummary:
     limit: int | None  # the shared limit in force for each partition (a live override wins)
     paused: bool
     counts: QueueCounts
+    blocked: int  # queued runs a full scope or the pause holds back now (domain.blocking)
 
     @property
     def name(self) -> str:
@@ -37,26 +41,28 @@ class QueueSummary:
 class Waiting:
     position: int  # 1-based, in its own queue's claim order
     run: RunRecord
+    verdict: Verdict  # why it waits now, as `queue why` says
 
 
 def claim_order(store: Store, queue: str | None, limit: int) -> tuple[list[Waiting], int]:
     """The first `limit` queued runs in claim order (of `queue`, or of every queue), each with its
-    position in its own queue, and how many are queued there: `GET /api/v1/queue` and `/queue`."""
+    position in its own queue and why it waits now, and how many are queued there: `queue list`,
+    `GET /api/v1/queue` and `/queue`."""
     runs = store.list_queued(queue=queue, limit=limit)
     total = store.status_counts(queue=queue)[RunStatus.QUEUED]
+    now = live(store)
     positions: Counter[str] = Counter()  # per queue: the first N of any queue are all in the list
     waiting = []
     for run in runs:
         positions[run.queue] += 1
-        waiting.append(Waiting(positions[run.queue], run))
+        waiting.append(Waiting(positions[run.queue], run, now.verdict(run)))
     return waiting, total
 
 
 def summaries(store: Store) -> list[QueueSummary]:
     """Every declared queue (in code, or implied by a task), by name."""
-    rules = store.rules()
-    counts = store.queue_counts()
-    return [_summary(rules, name, counts.get(name, QueueCounts())) for name in sorted(rules.queues)]
+    rules, counts, held = store.rules(), store.queue_counts(), blocked(store)
+    return [_summary(rules, name, counts.get(name, QueueCounts()), held) for name in sorted(rules.queues)]
 
 
 def summary(store: Store, queue: str) -> QueueSummary:
@@ -64,7 +70,7 @@ def summary(store: Store, queue: str) -> QueueSummary:
     rules = store.rules()
     if name not in rules.queues:
         raise QueueNotFound(f"no queue named {name!r} is declared")
-    return _summary(rules, name, store.queue_counts().get(name, QueueCounts()))
+    return _summary(rules, name, store.queue_counts().get(name, QueueCounts()), blocked(store))
 
 
 def pause(store: Store, queue: str) -> bool:
@@ -77,26 +83,34 @@ def resume(store: Store, queue: str) -> bool:
     return store.set_queue_paused(names.check_name("queue", queue), False)
 
 
-def paused_reason(queue: str) -> str:
-    """The block reason of every run of a paused queue, worded once for every view."""
-    return f"queue {queue} is paused"
+@dataclass(frozen=True)
+class Live:
+    """One read of what decides whether a queued run is blocked (the rules in force, the slots in
+    use per scope), shared by every run of a list: each run's reason is `domain.blocking`'s
+    verdict on it, the one `queue why` gives, whichever path the last claim took."""
+
+    rules: Rules
+    usage: Mapping[str, int]
+
+    def verdict(self, run: RunRecord) -> Verdict:
+        return verdict(run.queue, run.partition, run.tags, self.rules, self.usage)
+
+    def reason(self, run: RunRecord) -> list[dict[str, Any]] | None:
+        """A queued run's block reason now (None: ready, or not queued)."""
+        return self.verdict(run).reason() if run.status is RunStatus.QUEUED else None
 
 
-def held_by_pause(run: RunRecord, rules: Rules) -> bool:
-    return run.status is RunStatus.QUEUED and rules.is_paused(run.queue)
+def live(store: Store) -> Live:
+    return Live(store.rules(), store.scope_usage())
 
 
-def block_reason_now(run: RunRecord, rules: Rules) -> list[dict[str, Any]] | None:
-    """A run's block reason as every view shows it: a queued run of a paused queue is held by the pause.
-
-    The stored reason is what its last claim recorded, before the pause or regardless
-    of it (a paused queue's runs are not even read by claims), so it would name the
-    wrong cause: the pause replaces it while it lasts.
-    """
-    if held_by_pause(run, rules):
-        return [{"scope": f"queue:{run.queue}", "reason": "paused", "detail": paused_reason(run.queue)}]
-    return run.block_reason
+def blocked(store: Store) -> Tally:
+    """Queued runs blocked now, per queue and per scope: queued runs are read grouped by shape
+    (queue, partition, tags), never one by one, so a large blocked backlog stays cheap."""
+    now = live(store)
+    return tally(store.queued_shapes(), now.rules, now.usage)
 
 
-def _summary(rules: Rules, name: str, counts: QueueCounts) -> QueueSummary:
-    return QueueSummary(rules.queues[name], rules.queue_limit(name, ""), rules.is_paused(name), counts)
+def _summary(rules: Rules, name: str, counts: QueueCounts, held: Tally) -> QueueSummary:
+    blocked_now = held.per_queue.get(name, 0)
+    return QueueSummary(rules.queues[name], rules.queue_limit(name, ""), rules.is_paused(name), counts, blocked_now)

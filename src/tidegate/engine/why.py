@@ -1,8 +1,10 @@
 """Why a run waits: where it stands, every layer it needs, who holds the full ones, and when.
 
 The one explanation behind `tidegate queue why RUN` and `GET /api/v1/runs/{id}/why`
-(two renderings). It is computed the way a claim decides (same scopes, same
-limits, same usage from holder rows), so it never disagrees with the claim.
+(two renderings). Its limits and pause are `domain.blocking.verdict`, the answer
+every list and count of blocked runs gives too, computed the way a claim decides
+(same scopes, same limits, same usage from holder rows), so it never disagrees
+with the claim nor with them.
 Besides the run-level scopes it checks the workers serving the run's queue
 (a layer only when one is live: full workers hold every run back) and, for a
 running workflow, the pools its waiting steps ask for. A waiting parent: the
@@ -14,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tidegate.domain.backpressure import RATE_WINDOW_SECONDS, eta_seconds
+from tidegate.domain.blocking import verdict
 from tidegate.domain.children import ChildRecord, resume_rule, wait_summary
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import HolderRecord, RunRecord, RunStatus, WorkerRecord
@@ -87,18 +90,15 @@ def explain(store: Store, run_id: str) -> Explanation:
         return Explanation(run)
     position, total = store.queue_position(run_id)
     rules = store.rules()
-    usage = store.scope_usage()
-    checks = [
-        ScopeCheck(need.key, label_of(need.key, rules), usage.get(need.key, 0), need.limit)
-        for need in rules.scopes_for(run.queue, run.partition, run.tags)
-    ]
+    found = verdict(run.queue, run.partition, run.tags, rules, store.scope_usage())  # what every list says too
+    checks = [ScopeCheck(check.scope, label_of(check.scope, rules), check.used, check.limit) for check in found.checks]
     workers = [worker for worker in store.list_workers() if worker.live and run.queue in worker.queues]
     if workers:
         checks.append(_worker_check(run.queue, workers))
     blocking = [check for check in checks if not check.ok]
     holders = {check.scope: _holders(store, check, workers) for check in blocking}
     eta = _eta(store, run, rules, position, blocking)
-    return Explanation(run, position, total, checks, holders, eta, rules.is_paused(run.queue))
+    return Explanation(run, position, total, checks, holders, eta, found.paused)
 
 
 def label_of(scope: str, rules: Rules) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from tidegate.domain.blocking import QueuedShape
 from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
 from tidegate.domain.model import (
@@ -160,8 +161,8 @@ class AggregateStore:
     def last_event_id(self) -> int:
         return self._telemetry.last_event_id()
 
-    def blocked_counts(self) -> dict[str, int]:
-        return self._telemetry.blocked_counts()
+    def queued_shapes(self) -> list[QueuedShape]:
+        return self._telemetry.queued_shapes()
 
     def run_counts(self) -> dict[tuple[str, RunStatus], int]:
         return self._telemetry.run_counts()

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
+from tidegate.domain.blocking import QueuedShape
 from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
 from tidegate.domain.model import (
@@ -108,7 +109,7 @@ class Store(Protocol):
 
     # --- queues (operator controls) ---------------------------------------
     def queue_counts(self) -> dict[str, QueueCounts]:
-        """Per queue with queued or running runs: queued, running, and queued with a block reason."""
+        """Per queue with queued or running runs: queued and running."""
 
     def set_queue_paused(self, queue: str, paused: bool) -> bool:
         """Pause (no run of it is claimed; submits still queue) or resume a declared queue, persisted
@@ -240,8 +241,9 @@ class Store(Protocol):
     def last_event_id(self) -> int:
         """The newest event's id (0 when there is none): where a stream of new events starts."""
 
-    def blocked_counts(self) -> dict[str, int]:
-        """Queued runs per scope their stored block reason names (a run counts for each scope)."""
+    def queued_shapes(self) -> list[QueuedShape]:
+        """Queued runs grouped by queue, partition and tags (the shape that decides their scopes),
+        each with its count: what the counts of blocked runs classify (`domain.blocking.tally`)."""
 
     def run_counts(self) -> dict[tuple[str, RunStatus], int]:
         """Runs per (queue, status), only the pairs that have any."""

@@ -29,7 +29,7 @@ class Queues(Aggregate):
     def queue_counts(self) -> dict[str, QueueCounts]:
         with self._connection() as connection:
             rows = connection.execute(self._q("queue_counts")).fetchall()
-        return {queue: QueueCounts(queued, running, blocked) for queue, queued, running, blocked in rows}
+        return {queue: QueueCounts(queued, running) for queue, queued, running in rows}
 
     def set_queue_paused(self, queue: str, paused: bool) -> bool:
         with self._connection() as connection, transaction(connection):

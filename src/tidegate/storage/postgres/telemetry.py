@@ -6,6 +6,7 @@ so they stay cheap range scans and grow apart from the verbs workers use.
 
 from __future__ import annotations
 
+from tidegate.domain.blocking import QueuedShape
 from tidegate.domain.model import EventRecord, RunStatus
 from tidegate.storage import records
 from tidegate.storage.postgres.database import Aggregate
@@ -27,10 +28,10 @@ class Telemetry(Aggregate):
         row = self._fetchone("last_event_id")
         return int(row[0]) if row else 0  # coalesce(max(id), 0) always returns its one row
 
-    def blocked_counts(self) -> dict[str, int]:
+    def queued_shapes(self) -> list[QueuedShape]:
         with self._connection() as connection:
-            rows = connection.execute(self._q("blocked_counts")).fetchall()
-        return dict(rows)
+            rows = connection.execute(self._q("queued_shapes")).fetchall()
+        return [QueuedShape(queue, partition, tags or {}, runs) for queue, partition, tags, runs in rows]
 
     def run_counts(self) -> dict[tuple[str, RunStatus], int]:
         with self._connection() as connection:

@@ -17,14 +17,13 @@ WHERE type = %(type)s
 ORDER BY id DESC
 LIMIT %(limit)s::integer;
 
--- name: blocked_counts
--- Queued runs per scope named in their stored block reason (a run blocked by two
--- saturated scopes counts for each).
-SELECT reason ->> 'scope' AS scope, count(*) AS blocked
-FROM tidegate_runs,
-     jsonb_array_elements(CASE WHEN jsonb_typeof(block_reason) = 'array' THEN block_reason ELSE '[]' END) AS reason
-WHERE status = 'queued' AND block_reason IS NOT NULL AND reason ->> 'scope' IS NOT NULL
-GROUP BY 1;
+-- name: queued_shapes
+-- Queued runs grouped by what decides their scopes (queue, partition, tags): the counts of
+-- blocked runs classify each group once (domain/blocking.py), never each run.
+SELECT queue, partition_key, tags, count(*)::integer AS runs
+FROM tidegate_runs
+WHERE status = 'queued'
+GROUP BY queue, partition_key, tags;
 
 -- name: run_counts
 -- Runs per (queue, status): the fleet-wide gauge of `/metrics`, read at scrape time.

@@ -24,7 +24,7 @@ class Queues(Aggregate):
 
     def queue_counts(self) -> dict[str, QueueCounts]:
         rows = self._connection().execute(self._q("queue_counts"))
-        return {row["queue"]: QueueCounts(row["queued"], row["running"], row["blocked"]) for row in rows}
+        return {row["queue"]: QueueCounts(row["queued"], row["running"]) for row in rows}
 
     def set_queue_paused(self, queue: str, paused: bool) -> bool:
         with self._write() as (connection, now):

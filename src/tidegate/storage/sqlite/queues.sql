@@ -2,11 +2,10 @@
 -- Conventions (parameters, clock, batches): database.sql.
 
 -- name: queue_counts
--- Queued, running, and queued runs whose last claim recorded a block reason, per queue.
+-- Queued and running runs per queue (how many are blocked is derived: queued_shapes).
 SELECT queue,
        sum(status = 'queued') AS queued,
-       sum(status = 'running') AS running,
-       sum(status = 'queued' AND block_reason IS NOT NULL) AS blocked
+       sum(status = 'running') AS running
 FROM tidegate_runs WHERE status IN ('queued', 'running') GROUP BY queue ORDER BY queue;
 
 -- name: set_queue_paused

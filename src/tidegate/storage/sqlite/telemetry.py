@@ -6,6 +6,7 @@ so they stay cheap range scans and grow apart from the verbs workers use.
 
 from __future__ import annotations
 
+from tidegate.domain.blocking import QueuedShape
 from tidegate.domain.model import EventRecord, RunStatus
 from tidegate.storage import records
 from tidegate.storage.sqlite.database import Aggregate
@@ -27,9 +28,9 @@ class Telemetry(Aggregate):
         (last,) = self._connection().execute(self._q("last_event_id")).fetchone()
         return int(last)
 
-    def blocked_counts(self) -> dict[str, int]:
-        rows = self._connection().execute(self._q("blocked_counts"))
-        return dict(rows)
+    def queued_shapes(self) -> list[QueuedShape]:
+        rows = self._connection().execute(self._q("queued_shapes"))
+        return [QueuedShape(queue, partition, to_json(tags) or {}, runs) for queue, partition, tags, runs in rows]
 
     def run_counts(self) -> dict[tuple[str, RunStatus], int]:
         rows = self._connection().execute(self._q("run_counts"))

@@ -17,14 +17,13 @@ WHERE type = :type
 ORDER BY id DESC
 LIMIT :limit;
 
--- name: blocked_counts
--- Queued runs per scope named in their stored block reason (a run blocked by two
--- saturated scopes counts for each).
-SELECT json_extract(reason.value, '$.scope') AS scope, count(*) AS blocked
-FROM tidegate_runs, json_each(tidegate_runs.block_reason) AS reason
-WHERE status = 'queued' AND block_reason IS NOT NULL
-  AND json_extract(reason.value, '$.scope') IS NOT NULL
-GROUP BY scope;
+-- name: queued_shapes
+-- Queued runs grouped by what decides their scopes (queue, partition, tags): the counts of
+-- blocked runs classify each group once (domain/blocking.py), never each run.
+SELECT queue, partition_key, tags, count(*) AS runs
+FROM tidegate_runs
+WHERE status = 'queued'
+GROUP BY queue, partition_key, tags;
 
 -- name: run_counts
 -- Runs per (queue, status): the fleet-wide gauge of `/metrics`, read at scrape time.
