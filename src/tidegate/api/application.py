@@ -36,6 +36,7 @@ from tidegate.api import (
 from tidegate.api.bodies import OPTIONS_ROOM, BodyLimit
 from tidegate.api.group_commit import GroupCommit
 from tidegate.api.metrics import ServerMetrics
+from tidegate.api.origins import SameOrigin
 from tidegate.api.refusals import Refusals
 from tidegate.api.security import Tokens, can_read
 from tidegate.api.stream import EventStreams
@@ -69,6 +70,7 @@ def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False
     api.state.group_commit = GroupCommit(partial(store_each, app, api.state.metrics))
     api.state.event_streams = EventStreams(lambda: app.store)
     api.add_middleware(BodyLimit, max_bytes=app.max_payload + OPTIONS_ROOM)
+    api.add_middleware(SameOrigin)  # every change, the API's and the dashboard's forms: from its own pages only
     api.add_middleware(RequestTiming, histogram=api.state.metrics.latency)  # outermost: a 413 is timed too
     errors.install(api)
     api.include_router(probes.router)
