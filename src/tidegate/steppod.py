@@ -31,9 +31,10 @@ from tidegate.bootstrap import open_store
 from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD, ensure_payload
 from tidegate.domain.steps import StepRecord, StepStatus, StepUpdate
 from tidegate.storage.port import Store
+from tidegate.storage.urls import DATABASE_ENV
 from tidegate.workflow import Executor, WorkflowDefinition
 from tidegate.workflow.builder import Dag, MapNode, StepNode, build_dag, resolve
-from tidegate.workflow.kubernetes.spec import DATABASE_ENV, JOB_ENV, POD_ENV
+from tidegate.workflow.kubernetes.spec import JOB_ENV, POD_ENV
 
 FENCED_OUT = 3
 START_RECORD_WAIT = 30.0  # seconds the pod waits for the worker's record that the step started

@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tidegate.workflow.kubernetes.spec import DATABASE_ENV, JOB_ENV, POD_ENV, KubernetesSpec
+from tidegate.storage.urls import DATABASE_ENV
+from tidegate.workflow.kubernetes.spec import JOB_ENV, POD_ENV, KubernetesSpec
 
 LABEL_RUN = "tidegate.dev/run"
 LABEL_STEP = "tidegate.dev/step"
