@@ -12,12 +12,11 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi import FastAPI
 
 from tidegate import dashboard
 from tidegate.api import (
+    docs,
     errors,
     limits,
     metrics,
@@ -107,7 +106,4 @@ def _document(api: FastAPI) -> None:
     async def openapi() -> dict[str, Any]:
         return api.openapi()
 
-    @api.get(DOCS_URL, include_in_schema=False, dependencies=[can_read])
-    async def docs(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "").rstrip("/")  # mounted under a prefix: links keep it
-        return get_swagger_ui_html(openapi_url=root + OPENAPI_URL, title="tidegate API")
+    docs.install(api, DOCS_URL, OPENAPI_URL)
