@@ -31,8 +31,10 @@ from tidegate.bootstrap import open_store
 from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD, ensure_payload
 from tidegate.domain.steps import StepRecord, StepStatus, StepUpdate
 from tidegate.storage.port import Store
+from tidegate.storage.urls import DATABASE_ENV
 from tidegate.workflow import Executor, WorkflowDefinition
 from tidegate.workflow.builder import Dag, MapNode, StepNode, build_dag, resolve
+from tidegate.workflow.kubernetes.spec import JOB_ENV, POD_ENV
 
 FENCED_OUT = 3
 START_RECORD_WAIT = 30.0  # seconds the pod waits for the worker's record that the step started
@@ -108,12 +110,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(option, required=True)
     parser.add_argument("--attempt", type=int, required=True)
     options = parser.parse_args(argv)
-    job, pod = os.environ.get("TIDEGATE_K8S_JOB", ""), os.environ.get("TIDEGATE_K8S_POD", "")
-    url = os.environ.get("TIDEGATE_DATABASE")
+    job, pod = os.environ.get(JOB_ENV, ""), os.environ.get(POD_ENV, "")
+    url = os.environ.get(DATABASE_ENV)
     if not url:
-        print(
-            "tidegate.steppod: TIDEGATE_DATABASE is not set (the Job reads it from the store Secret)", file=sys.stderr
-        )
+        print(f"tidegate.steppod: {DATABASE_ENV} is not set (the Job reads it from the store Secret)", file=sys.stderr)
         return 2
     store = open_store(url, migrate=False)
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import expect
@@ -327,3 +328,29 @@ def test_a_retry_past_the_ceiling_is_explained_on_the_page_and_a_later_one_is_ta
     operator.get_by_role("button", name="Retry").click()
     wait_until(lambda: site.app.store.get_run(failed).attempt == 2, message="the retry to be taken")
     expect(operator.locator('[role="alert"]')).to_have_count(0)
+
+
+def test_the_api_docs_render_with_no_other_site_reachable(browser: Any, site: Site) -> None:
+    """Every request to a host other than this server is aborted: the docs must still list the operations,
+    and the page must not even try another site (Swagger UI is served from the package, no CDN)."""
+    context = browser.new_context(extra_http_headers={"Authorization": f"Bearer {READ_TOKEN}"})
+    elsewhere: list[str] = []
+
+    def only_here(route: Any) -> None:
+        if urlsplit(route.request.url).hostname == "127.0.0.1":
+            route.continue_()
+        else:
+            elsewhere.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_here)
+    page = context.new_page()
+    console = Console()
+    console.watch(page)
+    page.goto(f"{site.base}/api/docs")
+    expect(page.locator(".opblock-summary-path", has_text="/api/v1/runs/{run_id}/cancel")).to_be_visible(timeout=LIVE)
+    assert page.locator(".opblock").count() >= 20  # every operation, not an error box
+    shoot(page, site, "api-docs")
+    context.close()
+    assert elsewhere == []
+    assert console.errors == []  # nothing the policy refused (an inline script, an eval) nor a missing file

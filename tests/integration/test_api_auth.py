@@ -5,7 +5,9 @@ mutation (nothing stored); a missing or wrong token gets 401 everywhere but
 /healthz. A wider bind than loopback without a token is refused. Without a
 token, a request addressed to a non-loopback host (DNS rebinding) or sent by
 another site's page (Origin) is refused, and a body must be declared JSON
-(a cross-site form cannot submit).
+(a cross-site form cannot submit). With or without a token, a change (POST,
+PUT, PATCH, DELETE) sent by a page of any other origin than the server's own
+(another port of localhost included) is refused.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ def test_tokens_come_from_the_environment(app: App, monkeypatch) -> None:
 def test_a_wider_bind_needs_a_token(host: str) -> None:
     with pytest.raises(ConfigurationError, match="without a token"):
         check_bind(host, Tokens())
-    check_bind(host, Tokens(read=READ))  # any token: every route but /healthz is then guarded
+    check_bind(host, Tokens(read="r" * 24))  # any token: every route but /healthz is then guarded
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "127.0.0.2"])
@@ -134,9 +136,58 @@ def test_without_a_token_only_this_machine_may_call(open_client, database_url, h
     assert store_size(database_url) == before
 
 
-def test_a_page_served_from_loopback_may_call(open_client) -> None:
-    headers = {"Origin": "http://127.0.0.1:8000", "Host": "localhost:8000"}
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "http://localhost:8000", "Host": "localhost:8000"},
+        {"Origin": "http://LocalHost:8000", "Host": "localhost:8000"},  # hosts compare without case
+        {"Origin": "http://127.0.0.1"},  # the default port, written or not (the client's Host has none)
+        {"Origin": "http://127.0.0.1:80"},
+        {"Referer": "http://127.0.0.1/queue?x=1"},  # no Origin: the page's address names it
+        {},  # no page at all: curl, an SDK
+    ],
+)
+def test_a_page_of_this_server_may_change_things(open_client, headers) -> None:
     assert open_client.post("/api/v1/runs", json=SUBMIT, headers=headers).status_code == 201
+
+
+ANOTHER_PAGE = [
+    {"Origin": "http://localhost:3000"},  # another local app or dev server: another origin
+    {"Origin": "http://127.0.0.1:8000"},  # another port
+    {"Origin": "https://127.0.0.1"},  # another scheme
+    {"Origin": "http://localhost"},  # another name for this machine is another origin too
+    {"Origin": "null"},  # a sandboxed or privacy-stripped page
+    {"Referer": "http://localhost:3000/app"},
+    {"Origin": "http://localhost:3000", "Referer": "http://127.0.0.1/"},  # Origin decides when both come
+]
+
+
+@pytest.mark.parametrize("headers", ANOTHER_PAGE)
+def test_a_change_sent_by_another_origins_page_is_refused(app, open_client, database_url, headers) -> None:
+    run_id = open_client.post("/api/v1/runs", json=SUBMIT).json()["id"]
+    before = store_size(database_url)
+    changes = [
+        ("POST", f"/api/v1/runs/{run_id}/cancel", None),  # body-less: CORS-simple, no preflight asks first
+        ("POST", "/api/v1/queues/default/pause", None),
+        ("POST", "/api/v1/sweep", None),
+        ("POST", "/api/v1/runs", SUBMIT),
+        ("PUT", "/api/v1/limits", {"target": "queue:default", "limit": 1}),
+        ("DELETE", "/api/v1/limits", None),
+    ]
+    for method, path, body in changes:
+        response = open_client.request(method, path, json=body, headers=headers)
+        assert (response.status_code, response.json()["error"]) == (403, "forbidden"), path
+        assert "not of this server" in response.json()["detail"]
+    assert store_size(database_url) == before
+    assert open_client.get(f"/api/v1/runs/{run_id}").json()["status"] == "queued"
+    assert not app.store.rules().is_paused("default")
+
+
+def test_a_token_does_not_let_another_origins_page_change_things(guarded) -> None:
+    client, run_id = guarded
+    response = client.post(f"/api/v1/runs/{run_id}/cancel", headers={**_bearer(FULL), **ANOTHER_PAGE[0]})
+    assert response.status_code == 403
+    assert client.get(f"/api/v1/runs/{run_id}", headers=_bearer(FULL)).json()["status"] == "queued"
 
 
 @pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "text/plain", "multipart/form-data"])

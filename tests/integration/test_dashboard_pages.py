@@ -117,6 +117,20 @@ def test_a_read_token_gets_no_form_and_every_post_is_refused(served: App) -> Non
     assert [pool.limit for pool in served.store.pools() if pool.name == "gpu"] == [3]
 
 
+@pytest.mark.parametrize("origin", ["http://127.0.0.1:3000", "https://127.0.0.1", "null"])
+def test_a_form_from_another_origins_page_is_refused_even_with_its_form_token(served: App, origin: str) -> None:
+    run = served.tasks["gated.hold"].submit(gate="/nonexistent")
+    browser = client(served, FULL)
+    token = form_token(browser, "/queue")
+    refused = browser.post("/queue/cancel", data={"run_id": run.id, "form_token": token}, headers={"Origin": origin})
+    assert refused.status_code == 403 and "not of this server" in refused.json()["detail"]
+    assert browser.post("/logout", headers={"Origin": origin}).status_code == 403  # nor sign this browser out
+    assert served.store.get_run(run.id).status is RunStatus.QUEUED
+    own = {"Origin": "http://127.0.0.1"}
+    assert browser.post("/queue/cancel", data={"run_id": run.id, "form_token": token}, headers=own).status_code == 200
+    assert served.store.get_run(run.id).status is RunStatus.CANCELED
+
+
 def test_runs_are_paged_newest_first_and_filtered(served: App) -> None:
     ids = [handle.id for handle in served.tasks["trickle.hold"].submit_many([{"gate": f"/g{n}"} for n in range(53)])]
     tagged = served.tasks["gated.hold"].options(tags={"tenant": "acme"}).submit(gate="/g")

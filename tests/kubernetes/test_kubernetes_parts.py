@@ -85,6 +85,9 @@ def test_a_run_id_that_is_no_label_value_is_hashed():
         ({"namespace": "Not_A_Name"}, "namespace"),
         ({"active_deadline_seconds": 0}, "active_deadline_seconds"),
         ({"resources": {"cpu": 1}}, "resources"),
+        # a plain-text URL would win over the Secret's and be readable by anyone who can get Jobs
+        ({"env": {"TIDEGATE_DATABASE": "postgresql://u:secret@db/x"}}, "env may not set TIDEGATE_DATABASE"),
+        ({"env": {"LOG": "1", "TIDEGATE_K8S_POD": "p", "TIDEGATE_K8S_JOB": "j"}}, "TIDEGATE_K8S_JOB, TIDEGATE_K8S_POD"),
     ],
 )
 def test_bad_executor_options_are_refused_when_declared(options, message):

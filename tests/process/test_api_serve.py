@@ -113,3 +113,22 @@ def test_a_non_loopback_bind_without_a_token_is_refused_in_one_line(sqlite_url: 
     lines = finished.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: refusing to listen on 192.0.2.1 without a token"), lines
     assert "TIDEGATE_API_TOKEN" in lines[0] and "Traceback" not in finished.stderr
+
+
+@pytest.mark.parametrize(
+    ("token", "message"),
+    [
+        ("a", "error: refusing to listen on 192.0.2.1 with a 1-character TIDEGATE_API_TOKEN"),
+        (" ", "error: TIDEGATE_API_TOKEN is empty or has a character no client can send"),  # none could sign in
+    ],
+)
+def test_a_non_loopback_bind_with_a_weak_token_is_refused_in_one_line(sqlite_url: str, token, message) -> None:
+    finished = subprocess.run(
+        [sys.executable, "-m", "tidegate", "serve", "--host", "192.0.2.1", "--port", str(_free_port())],
+        cwd=REPO_ROOT, env=_environment(sqlite_url, TIDEGATE_API_TOKEN=token), capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert finished.returncode == 1
+    lines = finished.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), lines
+    assert "secrets.token_urlsafe(32)" in lines[0] and "Traceback" not in finished.stderr

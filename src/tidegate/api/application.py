@@ -12,12 +12,11 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi import FastAPI
 
 from tidegate import dashboard
 from tidegate.api import (
+    docs,
     errors,
     limits,
     metrics,
@@ -36,10 +35,12 @@ from tidegate.api import (
 from tidegate.api.bodies import OPTIONS_ROOM, BodyLimit
 from tidegate.api.group_commit import GroupCommit
 from tidegate.api.metrics import ServerMetrics
+from tidegate.api.origins import SameOrigin
 from tidegate.api.refusals import Refusals
 from tidegate.api.security import Tokens, can_read
 from tidegate.api.stream import EventStreams
 from tidegate.api.submission import store_each
+from tidegate.api.throttle import FailureThrottle
 from tidegate.api.timing import RequestTiming
 from tidegate.app import App
 
@@ -64,11 +65,13 @@ def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False
     )
     api.state.tidegate = app
     api.state.tokens = tokens if tokens is not None else Tokens.from_environment()
+    api.state.throttle = FailureThrottle(app.clock.monotonic)
     api.state.metrics = ServerMetrics(lambda: app.store)
     api.state.refusals = Refusals()
     api.state.group_commit = GroupCommit(partial(store_each, app, api.state.metrics))
     api.state.event_streams = EventStreams.from_environment(lambda: app.store)
     api.add_middleware(BodyLimit, max_bytes=app.max_payload + OPTIONS_ROOM)
+    api.add_middleware(SameOrigin)  # every change, the API's and the dashboard's forms: from its own pages only
     api.add_middleware(RequestTiming, histogram=api.state.metrics.latency)  # outermost: a 413 is timed too
     errors.install(api)
     api.include_router(probes.router)
@@ -103,7 +106,4 @@ def _document(api: FastAPI) -> None:
     async def openapi() -> dict[str, Any]:
         return api.openapi()
 
-    @api.get(DOCS_URL, include_in_schema=False, dependencies=[can_read])
-    async def docs(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "").rstrip("/")  # mounted under a prefix: links keep it
-        return get_swagger_ui_html(openapi_url=root + OPENAPI_URL, title="tidegate API")
+    docs.install(api, DOCS_URL, OPENAPI_URL)

@@ -57,6 +57,7 @@ _HTTP_CODES = {
     405: "method_not_allowed",
     413: "payload_too_large",
     415: "unsupported_media_type",
+    429: "too_many_failures",
 }
 
 

@@ -9,6 +9,11 @@ cross-site request to forge with a token; without one, a browser on this
 machine is the remaining way in, so a tokenless API answers only requests
 addressed to a loopback host (a DNS name rebound to 127.0.0.1 is not) and
 refuses those a browser marks as coming from another site (`Origin`).
+
+A token must be one a client can send (printable ASCII, no spaces: a header's
+value and the sign-in form lose the spaces around it), and one that listens
+beyond loopback must be long enough not to be guessed (`MIN_WIDE_TOKEN`
+characters); failed attempts are throttled per client address (throttle.py).
 """
 
 from __future__ import annotations
@@ -24,10 +29,14 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
+from tidegate.api.throttle import FailureThrottle
 from tidegate.domain.errors import ConfigurationError
 
 TOKEN_ENV = "TIDEGATE_API_TOKEN"
 READ_TOKEN_ENV = "TIDEGATE_API_READ_TOKEN"
+
+MIN_WIDE_TOKEN = 24  # characters; token_urlsafe(32) gives 43
+MAKE_ONE = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 _bearer = HTTPBearer(auto_error=False, description=f"A token from {TOKEN_ENV} or {READ_TOKEN_ENV}.")
 
@@ -36,6 +45,19 @@ _bearer = HTTPBearer(auto_error=False, description=f"A token from {TOKEN_ENV} or
 class Tokens:
     full: str | None = None
     read: str | None = None
+
+    def __post_init__(self) -> None:
+        for name, token in self.named():
+            if not token or not all("!" <= char <= "~" for char in token):
+                raise ConfigurationError(
+                    f"{name} is empty or has a character no client can send: use printable ASCII without spaces "
+                    f"(make one with {MAKE_ONE})"
+                )
+
+    def named(self) -> list[tuple[str, str]]:
+        """(environment variable, token) of each token set."""
+        pairs = ((TOKEN_ENV, self.full), (READ_TOKEN_ENV, self.read))
+        return [(name, token) for name, token in pairs if token is not None]
 
     @classmethod
     def from_environment(cls) -> Tokens:
@@ -64,11 +86,19 @@ def is_loopback(host: str) -> bool:
 
 def check_bind(host: str, tokens: Tokens) -> None:
     """Refuse to listen beyond this machine without a token: the one-line error names the fix."""
-    if not is_loopback(host) and not tokens.required:
+    if is_loopback(host):
+        return
+    if not tokens.required:
         raise ConfigurationError(
             f"refusing to listen on {host} without a token: set {TOKEN_ENV} (and optionally "
             f"{READ_TOKEN_ENV}), or bind to 127.0.0.1"
         )
+    for name, token in tokens.named():
+        if len(token) < MIN_WIDE_TOKEN:
+            raise ConfigurationError(
+                f"refusing to listen on {host} with a {len(token)}-character {name}: a token that listens "
+                f"beyond loopback needs at least {MIN_WIDE_TOKEN} (make one with {MAKE_ONE})"
+            )
 
 
 def _host_of(value: str) -> str:
@@ -94,8 +124,18 @@ def grant(request: Request, token: str | None) -> str:
     if not tokens.required:
         _local_only(request)
         return "write"
-    granted = None if token is None else tokens.access(token)
+    if token is None:
+        raise HTTPException(401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"})
+    throttle: FailureThrottle = request.app.state.throttle
+    address = request.client.host if request.client is not None else ""
+    wait = throttle.wait(address)
+    if wait:
+        raise HTTPException(
+            429, f"too many wrong tokens from {address}: retry after {wait}s", headers={"Retry-After": str(wait)}
+        )
+    granted = tokens.access(token)
     if granted is None:
+        throttle.failed(address)
         raise HTTPException(401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"})
     return granted
 

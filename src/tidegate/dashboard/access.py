@@ -6,7 +6,9 @@ asks the API's own `grant` (the same check, constant-time, loopback-only when
 no token is configured). A page rendered for a read token has no mutating
 control, and every POST needs a write grant and a form token derived from the
 presented token with a per-process secret: a page on another site can neither
-read nor guess it, so a forged form is refused (403) before anything changes.
+read nor guess it, so a forged form is refused (403) before anything changes. (A form,
+sign-in or sign-out from another origin's page is refused before that, by the
+API's one same-origin rule for every change: api/origins.py.)
 """
 
 from __future__ import annotations
@@ -100,18 +102,10 @@ async def form_of(request: Request) -> dict[str, str]:
     return dict(parse_qsl(body, keep_blank_values=True, max_num_fields=50))
 
 
-def same_site(request: Request) -> None:
-    """A browser names the page a form came from (`Origin`): one from another site is refused."""
-    origin = request.headers.get("origin")
-    if origin is not None and urlsplit(origin).netloc != request.headers.get("host", ""):
-        raise HTTPException(403, "a form sent from another site's page is refused")
-
-
 async def _editor(request: Request, viewer: Annotated[Viewer, Depends(_viewer)]) -> dict[str, str]:
     """The form of a mutating POST, once the grant allows writes and the form token matches."""
     if not viewer.can_write:
         raise HTTPException(403, "this token may only read: changes need TIDEGATE_API_TOKEN")
-    same_site(request)
     form = await form_of(request)
     if not hmac.compare_digest(form.get("form_token", "").encode(), viewer.form_token.encode()):
         raise HTTPException(403, "the form token is missing or stale: reload the page and try again")

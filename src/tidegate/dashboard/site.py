@@ -59,13 +59,16 @@ def _login_page(request: Request, next: str = "/") -> Response:
 
 
 async def _login(request: Request) -> Response:
-    access.same_site(request)
     form = await form_of(request)
     back = safe_back(form.get("next", "/"))
     token = form.get("token", "").strip()
     try:
         access.wiring(request).grant(request, token or None)
-    except HTTPException:
+    except HTTPException as refused:
+        if refused.status_code == 429:  # too many wrong tokens from this address: say when to try again
+            answer = page(request, "login.html", None, status_code=429, back=back, error=f"Refused: {refused.detail}.")
+            answer.headers.update(refused.headers or {})
+            return answer
         return page(request, "login.html", None, status_code=401, back=back, error="That token is not valid here.")
     response = RedirectResponse(back, status_code=303)
     secure = request.url.scheme == "https"
@@ -74,7 +77,6 @@ async def _login(request: Request) -> Response:
 
 
 async def _logout(request: Request) -> Response:
-    access.same_site(request)
     response = redirect(request, "/login")
     response.delete_cookie(COOKIE, path="/")
     return response

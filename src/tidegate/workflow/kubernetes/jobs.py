@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tidegate.workflow.kubernetes.spec import KubernetesSpec
+from tidegate.storage.urls import DATABASE_ENV
+from tidegate.workflow.kubernetes.spec import JOB_ENV, POD_ENV, KubernetesSpec
 
 LABEL_RUN = "tidegate.dev/run"
 LABEL_STEP = "tidegate.dev/step"
@@ -124,11 +125,11 @@ def job_manifest(spec: KubernetesSpec, ref: JobRef, target: StepTarget) -> dict[
         ],
         "env": [
             {
-                "name": "TIDEGATE_DATABASE",
+                "name": DATABASE_ENV,
                 "valueFrom": {"secretKeyRef": {"name": spec.store_secret, "key": spec.store_secret_key}},
             },
-            {"name": "TIDEGATE_K8S_JOB", "value": ref.name},
-            {"name": "TIDEGATE_K8S_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": JOB_ENV, "value": ref.name},
+            {"name": POD_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             *({"name": key, "value": value} for key, value in sorted(spec.env.items())),
         ],
     }

@@ -12,11 +12,17 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 
 from tidegate.domain.errors import ConfigurationError
+from tidegate.storage.urls import DATABASE_ENV
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DEFAULT_SECRET_KEY = "url"
 WATCH_SECONDS = 60  # a watch request ends after this long (server side), then resumes from its resource version
 BACKSTOP_POLL_SECONDS = 30.0  # a full re-list this often, in case a watch missed something
+JOB_ENV = "TIDEGATE_K8S_JOB"
+POD_ENV = "TIDEGATE_K8S_POD"
+# What the pod's own variables are: `env` may not set them, since a later entry wins in a container's
+# env, so a plain-text TIDEGATE_DATABASE would override the Secret and show the URL to whoever reads Jobs.
+RESERVED_ENV = (DATABASE_ENV, JOB_ENV, POD_ENV)
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,17 @@ class KubernetesSpec:
             ):
                 raise ConfigurationError(f"Executor.kubernetes: {name} must map strings to strings, got {mapping!r}")
             object.__setattr__(self, name, MappingProxyType(dict(mapping)))
+        _refuse_reserved(self.env)
 
     def __hash__(self) -> int:  # the mappings are read-only views: hash their items (an Executor is hashable)
         values = [getattr(self, f.name) for f in fields(self)]
         return hash(tuple(tuple(sorted(v.items())) if isinstance(v, Mapping) else v for v in values))
+
+
+def _refuse_reserved(env: Mapping[str, str]) -> None:
+    reserved = sorted(set(env) & set(RESERVED_ENV))
+    if reserved:
+        raise ConfigurationError(
+            f"Executor.kubernetes: env may not set {', '.join(reserved)}: the pod sets it itself "
+            f"({DATABASE_ENV} from the Secret store_secret)"
+        )
