@@ -89,7 +89,8 @@ def _lost(run_id, suspect, started=True, crash=4):
 
 
 def test_the_only_suspect_of_a_crash_is_charged_and_the_runs_beside_it_are_not():
-    verdicts = {v.run_id: v for v in rescue([_lost("s", True, crash=3), _lost("a", False, crash=3), _lost("b", False, crash=3)])}
+    crash = [_lost("s", True, crash=3), _lost("a", False, crash=3), _lost("b", False, crash=3)]
+    verdicts = {v.run_id: v for v in rescue(crash)}
     assert verdicts["s"].charged and "as the only suspect beside" in verdicts["s"].why
     assert not verdicts["a"].charged and not verdicts["b"].charged
     assert verdicts["a"].max_attempts == 4  # not charged: the attempt is handed back

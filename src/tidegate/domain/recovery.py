@@ -108,16 +108,16 @@ def rescue(crash: Sequence[LostAttempt]) -> list[Rescue]:
     outside = min(lost.beside for lost in crash) - (len(crash) - 1)
     started_suspects = [lost for lost in crash if lost.suspect and lost.started]
     alone = len(crash) == 1 and outside <= 0
-    charged = {
-        lost.run_id: lost.started and (alone or (outside <= 0 and started_suspects == [lost])) for lost in crash
-    }
+    charged = {lost.run_id: lost.started and (alone or (outside <= 0 and started_suspects == [lost])) for lost in crash}
     back = [lost for lost in crash if _goes_back(lost, charged[lost.run_id])]
     groups = _groups(back)
     sizes = {group: list(groups.values()).count(group) for group in groups.values()}
-    return [
-        _verdict(lost, charged[lost.run_id], alone, groups.get(lost.run_id), sizes.get(groups.get(lost.run_id), 0))
-        for lost in crash
-    ]
+    verdicts = []
+    for lost in crash:
+        group = groups.get(lost.run_id)
+        size = 0 if group is None else sizes[group]
+        verdicts.append(_verdict(lost, charged[lost.run_id], alone, group, size))
+    return verdicts
 
 
 def _goes_back(lost: LostAttempt, charged: bool) -> bool:
