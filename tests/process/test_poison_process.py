@@ -3,9 +3,9 @@
 One worker process (capacity 4), restarted whenever it dies, serves a run
 whose task calls `os._exit(1)` on every attempt and 5 quick runs, all
 `max_attempts=3`. The rescue charges an attempt only to a run that started
-and ran alone (domain/recovery.py): so the poison ends failed after exactly
-3 charged attempts, each one run alone as a suspect, and every quick run
-completes.
+and whose crash was surely its own (domain/recovery.py): so the poison ends
+failed after exactly 3 charged attempts, each one run alone as a suspect
+once its group was split down to it, and every quick run completes.
 """
 
 from collections import defaultdict
@@ -70,23 +70,19 @@ def test_a_poison_run_fails_alone_and_innocent_runs_complete(database_url, worke
                 if event.type in ("RunRequeued", "RunFailed"):
                     assert not event.metadata["charged"], event.metadata
 
-        # a suspect attempt of the poison ran alone: every run started in its process had ended
+        # each attempt charged to the poison was its own crash: every other run started in its
+        # process had ended (the rescued runs came back in groups; no group but the poison's was left)
         entries = _log(log)
-        suspect_attempts = {
-            event.metadata["attempt"] + 1
-            for event in rescues
-            if event.type == "RunRequeued" and event.metadata["suspect"]
-        }
         ended = {(run_id, attempt) for kind, run_id, attempt, _, _ in entries if kind == "end"}
         by_pid = defaultdict(list)
         for entry in entries:
             by_pid[entry[3]].append(entry)
-        poison_starts = [e for e in entries if e[0] == "start" and e[1] == poison.id and e[2] in suspect_attempts]
-        assert len(poison_starts) >= 3
+        poison_starts = [e for e in entries if e[0] == "start" and e[1] == poison.id and e[2] in set(charged)]
+        assert len(poison_starts) == 3
         for _, _, attempt, pid, at in poison_starts:
             beside = [
                 (run_id, other)
                 for kind, run_id, other, _, when in by_pid[pid]
                 if kind == "start" and run_id != poison.id and when <= at and (run_id, other) not in ended
             ]
-            assert not beside, f"suspect attempt {attempt} of the poison ran beside {beside}"
+            assert not beside, f"charged attempt {attempt} of the poison ran beside {beside}"

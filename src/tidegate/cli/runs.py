@@ -134,7 +134,7 @@ def _status_line(run: RunRecord) -> Text:
     if run.cancel_requested and not run.status.finished:
         line.append("  (cancel requested)", style="magenta")
     if run.suspect and not run.status.finished:
-        line.append("  (suspect: rescued from a lost worker, it runs alone next; see its events)", style="yellow")
+        line.append("  (suspect: rescued from a lost worker, it runs in a group; see its events)", style="yellow")
     return line
 
 

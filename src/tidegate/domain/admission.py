@@ -7,12 +7,12 @@ whose scope is saturated is skipped, not waited on (no head-of-line
 blocking), and its block reason lists every saturated scope.
 
 A suspect (a run rescued from a lost worker, see domain/recovery.py) runs
-alone: it is admitted only to a worker that runs nothing, as the only run
-of the turn. When a suspect is the first run this worker could take, the
-worker takes nothing else until it is idle and can take it: a busy worker
-would otherwise fill every slot freed and the suspect would wait forever.
-The runs behind it wait only until this worker drains (or another, idle,
-worker takes the suspect), never for good.
+beside any other work, but a worker runs the suspects of one group at a
+time: the group it already runs, else the first group in claim order this
+turn. A suspect of another group is passed over, like a run of a full
+partition, and waits for a worker free of suspects (not blocked: it keeps
+its place and no block reason). So a crash holds the suspects of at most one
+group, which is what lets the rescue tell whose crash it was.
 
 A run of a paused queue is never admitted (its queue's pause is its block
 reason, shown from the rules, not stored per run); the claim does not even
@@ -40,7 +40,8 @@ class Candidate:
     priority: int
     scheduled_at: float  # any monotonic ordering of queue time will do
     ordering: str = "priority"  # the queue's ordering: "priority" or "fair"
-    suspect: bool = False  # runs alone on its worker (domain/recovery.py)
+    suspect: bool = False  # rescued from a lost worker (domain/recovery.py)
+    group: str | None = None  # a suspect's group: one group at a time per worker (None: a group of its own)
     resumed: bool = False  # queued again after a wait on its children: goes first (claim_order)
 
 
@@ -62,11 +63,9 @@ class LocalUsage:
 
     per_queue: dict[str, int] = field(default_factory=dict)
     per_partition: dict[tuple[str, str], int] = field(default_factory=dict)
-
-    @property
-    def running(self) -> int:
-        """Runs this worker runs now (the store reads them whenever a suspect is a candidate)."""
-        return sum(self.per_queue.values())
+    # The group of the suspects this worker runs, if any (the store reads it whenever a suspect
+    # is a candidate): it may take more of that group, and none of another.
+    suspect_group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,7 +129,7 @@ def admit(
     blocked: dict[str, tuple[Saturation, ...]] = {}
     # Runs of one partition with the same tags need the same scopes; a window holds many of them.
     known_needs: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[ScopeNeed]] = {}
-    closed = False  # a suspect was met: this turn admits nothing after it
+    held = local.suspect_group  # the one group of suspects this worker may run
     for candidate in claim_order(candidates, lane_load):
         if rules.is_paused(candidate.queue):
             continue
@@ -146,14 +145,15 @@ def admit(
         if saturated:
             blocked[candidate.id] = saturated
             continue
-        if closed or len(admitted) >= capacity:
-            continue  # this worker is full, or keeps room for a suspect; another worker may take it
+        if len(admitted) >= capacity:
+            continue  # this worker is full; another worker may take it
         if not _local_room(candidate, rules, per_queue, per_partition):
             continue
         if candidate.suspect:
-            closed = True  # nothing more this turn: the suspect runs alone, or this worker drains for it
-            if admitted or local.running:
-                continue
+            group = suspect_group(candidate)
+            if held is not None and group != held:
+                continue  # another group's suspect: a worker free of suspects takes it
+            held = group
         admitted.append((candidate, needs))
         for need in needs:
             in_use[need.key] = in_use.get(need.key, 0) + 1
@@ -161,6 +161,11 @@ def admit(
         lane = (candidate.queue, candidate.partition)
         per_partition[lane] = per_partition.get(lane, 0) + 1
     return Admission(admitted, blocked)
+
+
+def suspect_group(candidate: Candidate) -> str:
+    """The group a suspect runs in: a suspect rescued before groups existed is one of its own."""
+    return candidate.group if candidate.group is not None else f"run {candidate.id}"
 
 
 def _local_room(

@@ -120,7 +120,7 @@ class ClaimedRun:
     max_attempts: int
     retry_backoff: float
     timeout: float | None
-    suspect: bool = False  # runs alone on its worker, its start recorded before its body runs
+    suspect: bool = False  # rescued from a lost worker: its start is recorded before its body runs
     queued_seconds: float = 0.0  # how long it waited, due and queued, before this claim (the store's clock)
     has_parent: bool = True  # a child run, whose end may resume its waiting parent; True when not known
 
@@ -183,7 +183,7 @@ class RunRecord:
     # What the last claim that read and skipped it recorded (scope, used, limit): history, and how a
     # claim knows the reason changed (RunBlocked). Why it waits now is `domain.blocking.verdict`.
     block_reason: list[dict[str, Any]] | None
-    suspect: bool = False  # rescued from a lost worker: its next attempt runs alone (domain/recovery.py)
+    suspect: bool = False  # rescued from a lost worker: it runs in a group of suspects (domain/recovery.py)
     resumed: bool = False  # queued again after a wait, not yet claimed: first in its queue's claim order
     parent_id: str | None = None  # the run that triggered it (a child run)
     root_id: str | None = None  # the top of its tree; None for a run nobody triggered

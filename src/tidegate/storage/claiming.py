@@ -30,15 +30,16 @@ Row = Mapping[str, Any]
 class CandidateReader:
     """The reads an adapter provides (inside its claim transaction).
 
-    `window(queue, size, excluded_tags)` and `partition_head(queue, partition,
-    size, excluded_tags)` return queued, due runs in claim order, leaving out
-    runs that carry any (key, value) of `excluded_tags` (tags whose scope is
-    full: reading them would only fill the window with runs that must wait).
+    `window(queue, size, excluded_tags, suspects)` and `partition_head(queue,
+    partition, size, excluded_tags)` return queued, due runs in claim order,
+    leaving out runs that carry any (key, value) of `excluded_tags` (tags whose
+    scope is full: reading them would only fill the window with runs that must
+    wait), and, for a window read without `suspects`, every suspect.
     """
 
     def __init__(
         self,
-        window: Callable[[str, int, Sequence[tuple[str, str]]], Sequence[Row]],
+        window: Callable[[str, int, Sequence[tuple[str, str]], bool], Sequence[Row]],
         partitions: Callable[[str, int], Sequence[str]],
         partition_head: Callable[[str, str, int, Sequence[tuple[str, str]]], Sequence[Row]],
     ) -> None:
@@ -90,13 +91,19 @@ def candidate_rows(
             # would be waste; where one does, the wider window also records block reasons.
             window = window_size(queue, claim_limit, rules, margin)
             # The head of the queue as it is (its blocked runs get their block reasons) ...
-            found = list(read.window(queue, window, ()))
+            found = list(read.window(queue, window, (), True))
             exhausted |= len(found) == window
-            useful = sum(1 for row in found if row["partition_key"] not in saturated and not _carries(row, excluded))
+            suspects = any(row["suspect"] for row in found)
+            useful = sum(
+                1
+                for row in found
+                if row["partition_key"] not in saturated and not _carries(row, excluded) and not row["suspect"]
+            )
             if len(found) == window and useful < claim_limit and not global_full:
-                # ... and, when that head is all waiting, what lies past it.
-                if excluded:
-                    found += read.window(queue, window, excluded)
+                # ... and, when that head is all waiting, what lies past it: past runs of full tags,
+                # and past suspects (this worker may be running another group's: domain/admission.py).
+                if excluded or suspects:
+                    found += read.window(queue, window, excluded, not suspects)
                 if saturated:
                     found += _partition_heads(queue, claim_limit, saturated, excluded, read)
         for row in found:
@@ -131,7 +138,7 @@ def window_size(queue: str, claim_limit: int, rules: Rules, margin: bool = True)
 
 def room_after(decision: Admission, usage: Mapping[str, int], read: int, claim_limit: int) -> int | None:
     """The fewest free slots any scope of the admitted runs has left once they run; None when the
-    claim held a run back (a full scope, a local cap, a suspect) while it had room for it.
+    claim held a run back (a full scope, a local cap, another group's suspect) while it had room for it.
 
     A claim of at most that many that reads only its claim limit (no margin)
     can then be cut short only by claims made since; it blocks runs, and the
@@ -246,7 +253,15 @@ def _full(usage: Mapping[str, int], scope: str, limit: int | None) -> bool:
     return not has_room(usage.get(scope, 0), limit)
 
 
-def to_candidate(row: Row, rules: Rules, tags: Mapping[str, str], scheduled_at: float) -> Candidate:
+def suspect_ids(rows: Sequence[Row]) -> list[str]:
+    """The suspects among a claim's candidates: the claim then reads their groups, and the group
+    this worker runs, for `admit` (a worker runs one group of suspects at a time)."""
+    return [row["id"] for row in rows if row["suspect"]]
+
+
+def to_candidate(
+    row: Row, rules: Rules, tags: Mapping[str, str], scheduled_at: float, group: str | None = None
+) -> Candidate:
     config = rules.queues.get(row["queue"])
     return Candidate(
         id=row["id"],
@@ -258,6 +273,7 @@ def to_candidate(row: Row, rules: Rules, tags: Mapping[str, str], scheduled_at: 
         scheduled_at=scheduled_at,
         ordering=config.ordering if config is not None else "priority",
         suspect=bool(row["suspect"]),
+        group=group,
         resumed=bool(row["resumed"]),
     )
 

@@ -6,7 +6,7 @@ scope holders, expires step holders and fails runs past their dispatch
 deadline, all in one transaction.
 
 The store reads the lost attempts (locked, in the sweep's transaction), the
-pure rule `domain.recovery.rescue` decides each one, and the store writes
+pure rule `domain.recovery.rescue_lost` decides them, one crash per worker, and the store writes
 the verdicts as one batch with their events. The rule exists once; the two
 dialects only read and write.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 from tidegate.domain.events import rescued
 from tidegate.domain.model import SweepReport
-from tidegate.domain.recovery import LostAttempt, Rescue, rescue
+from tidegate.domain.recovery import LostAttempt, Rescue, rescue_lost
 
 Row = Mapping[str, Any]
 
@@ -28,23 +28,24 @@ SWEEPER_LOCK = "sweeper"  # the leased turn (tidegate_locks) that lets one sweep
 
 def decide(rows: Sequence[Row]) -> list[tuple[LostAttempt, Rescue]]:
     """The verdict for each lost attempt a `sweep_lost` query returned."""
-    decided = []
-    for row in rows:
-        lost = LostAttempt(
-            run_id=row["id"],
-            attempt=row["attempt"],
-            max_attempts=row["max_attempts"],
-            worker=row["worker_id"],
-            lapsed=bool(row["lapsed"]),
-            started=bool(row["started"]),
-            suspect=bool(row["suspect"]),
-            beside=row["beside"],
-            cancel_requested=bool(row["cancel_requested"]),
-            lost_at=_iso(row["lost_at"]),
-            last_heartbeat=_iso(row["last_heartbeat"]),
-        )
-        decided.append((lost, rescue(lost)))
-    return decided
+    return rescue_lost(
+        [
+            LostAttempt(
+                run_id=row["id"],
+                attempt=row["attempt"],
+                max_attempts=row["max_attempts"],
+                worker=row["worker_id"],
+                lapsed=bool(row["lapsed"]),
+                started=bool(row["started"]),
+                suspect=bool(row["suspect"]),
+                beside=row["beside"],
+                cancel_requested=bool(row["cancel_requested"]),
+                lost_at=_iso(row["lost_at"]),
+                last_heartbeat=_iso(row["last_heartbeat"]),
+            )
+            for row in rows
+        ]
+    )
 
 
 def _iso(epoch: float | None) -> str | None:
@@ -65,6 +66,7 @@ def payload(decided: Sequence[tuple[LostAttempt, Rescue]]) -> list[dict[str, Any
                 "error": verdict.error,
                 "max_attempts": verdict.max_attempts,
                 "suspect": verdict.suspect,
+                "group": verdict.group,
                 "worker": lost.worker,
                 "event": event.type,
                 "metadata": event.metadata,

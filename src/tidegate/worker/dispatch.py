@@ -74,10 +74,6 @@ class Dispatcher:
     def unsettled_attempts(self) -> list[Attempt]:
         return [attempt for attempt in self._busy.values() if not attempt.settled]
 
-    def running_suspect(self) -> bool:
-        """A suspect runs alone: while one is in flight this worker claims nothing."""
-        return any(attempt.run.suspect for attempt in self._busy.values())
-
     def leases(self) -> dict[Fence, float]:
         """Attempts whose leases must be kept renewed, each with the monotonic time (of the
         worker's clock) its claim was sent."""
@@ -175,11 +171,11 @@ class Dispatcher:
         """Report the attempt's start; a suspect's is written now, in its own transaction.
 
         Other starts ride on the next turn (or on a trigger of the attempt, which records the
-        start first if no turn did: `storage.waiting.record_start`). A suspect runs alone so that a crash
-        during it is charged to it, and only an attempt whose start was recorded
-        is charged: so its start must be in the store before its body runs. The
-        write is made off the loop (on the task's thread, or the store's thread
-        for async attempts).
+        start first if no turn did: `storage.waiting.record_start`). Only an attempt whose
+        start was recorded is charged for a crash (domain/recovery.py), and a suspect is
+        charged for a crash it is the only suspect in: so its start must be in the store
+        before its body runs. The write is made off the loop (on the task's thread, or the
+        store's thread for async attempts).
         """
         if not attempt.run.suspect:
             self._reports.started(attempt.fence)

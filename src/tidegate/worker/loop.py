@@ -231,7 +231,7 @@ class Worker:
         once; None when the cycle failed (logged, its reports put back for the next one).
         """
         starts, outcomes = self._reports.take()
-        held_back = self._stopping or self._dispatcher.running_suspect() or not self._alive()
+        held_back = self._stopping or not self._alive()
         free = 0 if held_back else self.settings.max_workers - self._dispatcher.in_flight
         claim = self._gate.claim_limit(free, starts, outcomes, look)
         if not (starts or outcomes or claim > 0 or look):

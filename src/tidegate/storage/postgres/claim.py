@@ -85,10 +85,16 @@ class Claim:
         if locked is None:  # a scope needed out of the key order is held elsewhere: look again at once
             return None, self.connection.execute(self.query("due_now")), False
         usage, lanes = locked
-        if any(row["suspect"] for row in rows):  # a suspect is taken only by an idle worker: count what it runs
-            reads.local = local_usage(self.connection.execute(self.query("local_usage"), {"worker": self.worker_id}))
+        groups: dict[str, str] = {}
+        suspects = claiming.suspect_ids(rows)
+        if suspects:  # a worker runs one group of suspects at a time: read its own group, and theirs
+            local_cursor = self.connection.execute(self.query("local_usage"), {"worker": self.worker_id})
+            groups_cursor = self.connection.execute(self.query("suspect_groups"), {"ids": suspects})
+            reads.local = local_usage(local_cursor)
+            groups = dict(groups_cursor.fetchall())
         candidates = [
-            claiming.to_candidate(row, rules, row["tags"] or {}, row["scheduled_at"].timestamp()) for row in rows
+            claiming.to_candidate(row, rules, row["tags"] or {}, row["scheduled_at"].timestamp(), groups.get(row["id"]))
+            for row in rows
         ]
         decision = admit(candidates, usage, rules, reads.local, self.limit, lanes or None)
         room = claiming.room_after(decision, usage, len(rows), self.limit)

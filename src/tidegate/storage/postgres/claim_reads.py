@@ -22,7 +22,7 @@ from tidegate.domain.scopes import Rules
 from tidegate.storage import claiming
 from tidegate.storage.postgres.payloads import claim_order, excluded_json, lane_load, local_usage, uses_tags
 
-Window = tuple[str, int, tuple[tuple[str, str], ...]]  # (queue, size, excluded tags)
+Window = tuple[str, int, tuple[tuple[str, str], ...], bool]  # (queue, size, excluded tags, suspects read)
 Head = tuple[str, str, tuple[tuple[str, str], ...]]  # (queue, partition, excluded tags)
 Full = tuple[str, ...]  # full partitions, in key order
 Excluded = tuple[tuple[str, str], ...]  # (key, value) of full tags
@@ -77,7 +77,7 @@ class ClaimReads:
             sizes = [claiming.window_size(queue, self.limit, rules, self.margin) for queue in plain]
             cursor = connection.cursor(row_factory=dict_row).execute(
                 self.query("claim_window"),
-                {"queues": plain, "sizes": sizes, "tags": uses_tags(rules), "excluded": "[]"},
+                {"queues": plain, "sizes": sizes, "tags": uses_tags(rules), "excluded": "[]", "suspects": True},
             )
             sent["windows"] = [(queue, size, cursor) for queue, size in zip(plain, sizes, strict=True)]
         sent["partitions"] = [
@@ -106,7 +106,7 @@ class ClaimReads:
             for row in self._parsed(cursor.fetchall()):
                 rows_of.setdefault(row["queue"], []).append(row)
         for queue, size, _ in sent["windows"]:
-            self.windows[(queue, size, ())] = rows_of.get(queue, [])
+            self.windows[(queue, size, (), True)] = rows_of.get(queue, [])
         for queue, saturated, excluded, cursor in sent["partitions"]:
             self._receive_partitions(queue, saturated, excluded, cursor)
         if "hint" in sent:
@@ -116,14 +116,17 @@ class ClaimReads:
         if "lanes" in sent:
             self.lanes = lane_load(sent["lanes"])
 
-    def window(self, queue: str, size: int, excluded: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
-        key = (queue, size, tuple(excluded))
+    def window(
+        self, queue: str, size: int, excluded: Sequence[tuple[str, str]], suspects: bool
+    ) -> list[dict[str, Any]]:
+        key = (queue, size, tuple(excluded), suspects)
         if key not in self.windows:
             params = {
                 "queues": [queue],
                 "sizes": [size],
                 "tags": uses_tags(self.rules),
                 "excluded": excluded_json(excluded),
+                "suspects": suspects,
             }
             cursor = self.connection.cursor(row_factory=dict_row)
             self.windows[key] = self._parsed(cursor.execute(self.query("claim_window"), params).fetchall())

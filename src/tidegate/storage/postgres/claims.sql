@@ -52,7 +52,8 @@ WITH starts AS (
         lease_expires_at = CASE WHEN p.outcome_n IS NULL THEN r.lease_expires_at END,
         cancel_requested = CASE WHEN p.outcome_n IS NULL THEN r.cancel_requested ELSE false END,
         -- A suspect whose attempt reported an outcome did not kill its worker: cleared.
-        suspect = CASE WHEN p.outcome_n IS NULL THEN r.suspect ELSE false END
+        suspect = CASE WHEN p.outcome_n IS NULL THEN r.suspect ELSE false END,
+        suspect_group = CASE WHEN p.outcome_n IS NULL THEN r.suspect_group END
     FROM reports AS p, locked AS l
     WHERE r.id = p.id AND l.id = p.id AND r.attempt = p.attempt
       AND r.status = 'running' AND r.worker_id = %(worker)s::text
@@ -116,7 +117,8 @@ SELECT 0.0::double precision;
 -- queue (queue leads it), each with its own size: `queue = ANY(...)` would sort
 -- every due run instead; the cost is the window, not the backlog. Runs that
 -- carry a tag of `excluded` (a list of {"key": "value"} objects: full tag
--- scopes) are left out. Tags are read only when some tag limit exists (`tags`):
+-- scopes) are left out, and suspects unless `suspects` (the read past them,
+-- claiming.candidate_rows). Tags are read only when some tag limit exists (`tags`):
 -- otherwise no scope depends on them. They come as text, and the adapter parses
 -- each distinct text once (claim_reads.py): a window holds few tag sets. Rows come grouped by queue, unsorted
 -- across queues; every row read stays locked until commit.
@@ -128,6 +130,7 @@ CROSS JOIN LATERAL (
     WHERE status = 'queued' AND queue = q.name AND scheduled_at <= tidegate_statement_timestamp()
       AND (deadline_at IS NULL OR deadline_at > tidegate_statement_timestamp())
       AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
+      AND (%(suspects)s::boolean OR NOT suspect)
     ORDER BY resumed DESC, priority DESC, scheduled_at, id
     LIMIT q.size
     FOR UPDATE SKIP LOCKED
@@ -210,9 +213,13 @@ GROUP BY scope;
 SELECT key FROM tidegate_scopes WHERE key = ANY(%(keys)s::text[]) ORDER BY key FOR UPDATE SKIP LOCKED;
 
 -- name: local_usage
-SELECT queue, partition_key, count(*)::integer FROM tidegate_runs
+-- With the group of the suspects this worker runs (at most one: domain/admission.py).
+SELECT queue, partition_key, count(*)::integer, max(suspect_group) FROM tidegate_runs
 WHERE worker_id = %(worker)s::text AND status = 'running'
 GROUP BY queue, partition_key;
+
+-- name: suspect_groups
+SELECT id, suspect_group FROM tidegate_runs WHERE id = ANY(%(ids)s::text[]);
 
 -- name: lane_load
 -- Running runs per partition of fair queues: the least-served partition goes first.
@@ -292,7 +299,7 @@ CROSS JOIN LATERAL (
 -- cycle's reports and its COMMIT: one round trip per cycle. There `admit`
 -- would take the first `limit` runs across the windows in claim order, which
 -- is what this does in SQL; the one thing it leaves to `admit` is a suspect
--- among them (it runs alone, only on an idle worker): then, as when the rules
+-- among them (a worker runs one group of suspects at a time): then, as when the rules
 -- moved, it claims nothing and says so (`refused`), and the adapter claims
 -- again the general way. The rules it was chosen on are those of version
 -- `known`: the claim fence, taken before it in the same transaction, keeps

@@ -12,7 +12,7 @@ under the claim fence, that they are still in force (the rules version), so a
 limit set live is never claimed past: the statement then claims nothing and
 the cycle claims again the general way, under the new rules. The same happens
 when a suspect is among the runs it would take, the one case `admit` decides
-here that SQL does not (a suspect runs alone, only on an idle worker).
+here that SQL does not (a worker runs one group of suspects at a time).
 """
 
 from __future__ import annotations

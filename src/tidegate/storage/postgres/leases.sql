@@ -100,18 +100,18 @@ FROM lost AS l LEFT JOIN tidegate_workers AS w ON w.id = l.worker_id ORDER BY l.
 -- Writes the rescue's verdicts (locked by sweep_lost in this transaction):
 -- re-queued (keeping its place: scheduled_at is not moved), failed or
 -- canceled, with `max_attempts` grown when the attempt was not charged, the
--- suspect flag, the worker it was rescued from; frees its holders and
+-- suspect flag and group, the worker it was rescued from; frees its holders and
 -- records its event. submitted_at and deadline_at are kept: a recovered
 -- run's dispatch deadline still counts from submission.
 WITH verdicts AS (
     SELECT * FROM jsonb_to_recordset(%(verdicts)s::jsonb) AS v(
         id text, attempt integer, status text, error text, max_attempts integer, suspect boolean,
-        worker text, event text, metadata jsonb)
+        "group" text, worker text, event text, metadata jsonb)
 ), recovered AS (
     UPDATE tidegate_runs AS r SET
         status = v.status, error = coalesce(v.error, r.error),
         finished_at = CASE WHEN v.status = 'queued' THEN NULL ELSE tidegate_now() END,
-        max_attempts = v.max_attempts, suspect = v.suspect, rescued_from = v.worker,
+        max_attempts = v.max_attempts, suspect = v.suspect, suspect_group = v."group", rescued_from = v.worker,
         worker_id = NULL, lease_expires_at = NULL
     FROM verdicts AS v
     WHERE r.id = v.id AND r.attempt = v.attempt AND r.status = 'running'

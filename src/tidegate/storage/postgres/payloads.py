@@ -141,11 +141,12 @@ def uses_tags(rules: Rules) -> bool:
 
 
 def local_usage(cursor: psycopg.Cursor[Any]) -> LocalUsage:
-    """What this worker runs, per queue and per (queue, partition)."""
+    """What this worker runs, per queue and per (queue, partition), and its group of suspects."""
     local = LocalUsage()
-    for queue, partition, count in cursor.fetchall():
+    for queue, partition, count, group in cursor.fetchall():
         local.per_queue[queue] = local.per_queue.get(queue, 0) + count
         local.per_partition[(queue, partition)] = count
+        local.suspect_group = local.suspect_group or group
     return local
 
 

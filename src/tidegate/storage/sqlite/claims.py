@@ -144,8 +144,9 @@ class Claims(Aggregate):
             # Only per-worker caps read this worker's own counts; skip the query on the hot path otherwise.
             local = self._local_usage(connection, worker_id)
         reader = claiming.CandidateReader(
-            window=lambda queue, size, excluded: connection.execute(
-                self._q("claim_window"), {"queue": queue, "now": now, "limit": size, "excluded": json.dumps(excluded)}
+            window=lambda queue, size, excluded, suspects: connection.execute(
+                self._q("claim_window"),
+                {"queue": queue, "now": now, "limit": size, "excluded": json.dumps(excluded), "suspects": suspects},
             ).fetchall(),
             partitions=lambda queue, size: [
                 row[0] for row in connection.execute(self._q("claim_partitions"), {"queue": queue, "limit": size})
@@ -159,14 +160,20 @@ class Claims(Aggregate):
         rows = found.rows
         if not rows:
             return [], False
-        if any(row["suspect"] for row in rows):  # a suspect is taken only by an idle worker: count what it runs
+        groups: dict[str, str] = {}
+        suspects = claiming.suspect_ids(rows)
+        if suspects:  # a worker runs one group of suspects at a time: read its own group, and theirs
             local = self._local_usage(connection, worker_id)
+            groups = dict(connection.execute(self._q("suspect_groups"), {"ids": json.dumps(suspects)}).fetchall())
         lane_load = {
             (queue, partition): count
             for queue in claiming.fair_lanes(queues, rules)
             for partition, count in connection.execute(self._q("lane_load"), {"queue": queue})
         }
-        candidates = [claiming.to_candidate(row, rules, json.loads(row["tags"]), row["scheduled_at"]) for row in rows]
+        candidates = [
+            claiming.to_candidate(row, rules, json.loads(row["tags"]), row["scheduled_at"], groups.get(row["id"]))
+            for row in rows
+        ]
         decision = admit(candidates, usage, rules, local, limit, lane_load)
         changed = claiming.changed_block_reasons(decision, {row["id"]: row["block_reason"] for row in rows})
         if changed:
@@ -200,11 +207,12 @@ class Claims(Aggregate):
         return claimed, short and found.exhausted and not closure.nothing_more(queues, rules, usage, local, decision)
 
     def _local_usage(self, connection: sqlite3.Connection, worker_id: str) -> LocalUsage:
-        """What this worker runs, per queue and per (queue, partition)."""
+        """What this worker runs, per queue and per (queue, partition), and its group of suspects."""
         local = LocalUsage()
-        for queue, partition, count in connection.execute(self._q("local_usage"), {"worker": worker_id}):
+        for queue, partition, count, group in connection.execute(self._q("local_usage"), {"worker": worker_id}):
             local.per_queue[queue] = local.per_queue.get(queue, 0) + count
             local.per_partition[(queue, partition)] = count
+            local.suspect_group = local.suspect_group or group
         return local
 
     def _next_due_in(self, connection: sqlite3.Connection, queues: Sequence[str], now: float) -> float | None:

@@ -29,7 +29,8 @@ UPDATE tidegate_runs SET
     worker_id = NULL,
     lease_expires_at = NULL,
     cancel_requested = 0,
-    suspect = 0  -- a suspect whose attempt reported an outcome did not kill its worker: cleared
+    -- a suspect whose attempt reported an outcome did not kill its worker: cleared
+    suspect = 0, suspect_group = NULL
 FROM (SELECT json_extract(value, '$.id') AS id,
              json_extract(value, '$.attempt') AS attempt,
              json_extract(value, '$.status') AS status,
@@ -48,10 +49,11 @@ WHERE worker_id = :worker AND status = 'running' AND cancel_requested = 1;
 
 -- name: claim_window
 -- One queue at a time so that the claim index delivers rows in order: the
--- cost is the window, not the backlog.
+-- cost is the window, not the backlog. Without :suspects, what lies past the
+-- suspects (claiming.candidate_rows).
 SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect, resumed FROM tidegate_runs
 WHERE status = 'queued' AND queue = :queue AND +scheduled_at <= :now
-  AND (deadline_at IS NULL OR deadline_at > :now)
+  AND (deadline_at IS NULL OR deadline_at > :now) AND (:suspects OR NOT suspect)
   AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) AS x
                   WHERE json_extract(tidegate_runs.tags, '$."' || json_extract(x.value, '$[0]') || '"')
                         = json_extract(x.value, '$[1]'))
@@ -96,9 +98,13 @@ RETURNING id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, 
 SELECT min(scheduled_at) - :now FROM tidegate_runs WHERE status = 'queued' AND queue = :queue AND scheduled_at > :now;
 
 -- name: local_usage
-SELECT queue, partition_key, count(*) FROM tidegate_runs
+-- With the group of the suspects this worker runs (at most one: domain/admission.py).
+SELECT queue, partition_key, count(*), max(suspect_group) FROM tidegate_runs
 WHERE worker_id = :worker AND status = 'running'
 GROUP BY queue, partition_key;
+
+-- name: suspect_groups
+SELECT id, suspect_group FROM tidegate_runs WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: lane_load
 -- Running runs per partition of a fair queue: the least-served partition goes first.
