@@ -11,8 +11,8 @@ from typing import Any
 from typer.testing import CliRunner
 
 from tidegate import App, Concurrency, Partition
-from tidegate.domain.clock import ShiftedClock
 from tidegate.cli.main import app as cli
+from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.model import Outcome, OutcomeKind
 
 
