@@ -5,7 +5,8 @@
 SELECT w.id, w.rank, w.capacity, w.queues, w.fill_order, w.started_at, w.heartbeat_at,
        (SELECT count(*)::integer FROM tidegate_runs AS r WHERE r.worker_id = w.id AND r.status = 'running') AS busy,
        extract(epoch FROM tidegate_now() - w.heartbeat_at)::double precision AS heartbeat_age,
-       w.expires_at >= tidegate_now() AS live
+       w.expires_at >= tidegate_now() AS live,
+       extract(epoch FROM w.expires_at - w.heartbeat_at)::double precision AS lease_seconds
 FROM tidegate_workers AS w
 ORDER BY live DESC, w.rank, w.id;
 

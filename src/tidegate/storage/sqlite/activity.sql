@@ -6,7 +6,8 @@
 SELECT w.id, w.rank, w.capacity, w.queues, w.fill_order, w.started_at, w.heartbeat_at,
        (SELECT count(*) FROM tidegate_runs AS r WHERE r.worker_id = w.id AND r.status = 'running') AS busy,
        :now - w.heartbeat_at AS heartbeat_age,
-       w.expires_at >= :now AS live
+       w.expires_at >= :now AS live,
+       w.expires_at - w.heartbeat_at AS lease_seconds
 FROM tidegate_workers AS w
 ORDER BY live DESC, w.rank, w.id;
 
