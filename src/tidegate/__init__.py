@@ -7,6 +7,7 @@ Every type a user passes to or receives from the public API is exported here
 
 from tidegate.app import App, RunHandle, Task, TaskOptions
 from tidegate.app.steps import WorkflowTask
+from tidegate.domain.backpressure import Pace
 from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
 from tidegate.domain.clock import Clock, ShiftedClock, SystemClock
 from tidegate.domain.errors import (
@@ -107,6 +108,7 @@ __all__ = [
     "NonDeterministicReplay",
     "Outcome",
     "OutcomeKind",
+    "Pace",
     "ParameterKind",
     "Partition",
     "PoolClaimTimeout",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tidegate import AdmissionRejected, RunNotFound, RunNotRetryable
-from tidegate.domain.backpressure import retry_after
+from tidegate.domain.backpressure import Pace, retry_after
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
 from tidegate.domain.model import RunStatus
 
@@ -81,7 +81,7 @@ def test_retry_obeys_the_admission_ceiling_like_a_submit_and_changes_nothing_pas
         store.retry_run(canceled)
     assert (refused.value.active, refused.value.limit) == (2, 2)
     assert refused.value.scope == ("queue " + QUEUE if ceiling == "queue" else "all queues")
-    assert refused.value.retry_after == retry_after(2, 2, 1, 1)  # the canceled run ended in the rate window
+    assert refused.value.retry_after == retry_after(2, 2, 1, Pace())  # nothing ran: no duration is known
     assert store.get_run(canceled) == before and types(store, canceled) == events
 
     store.cancel_run(other)  # room for one
@@ -140,3 +140,38 @@ def test_finished_count_counts_runs_that_ran_and_ended_within_the_window_by_filt
     assert store.finished_count(60, tags={"tenant": "globex"}) == 0
     clock.advance(61)
     assert store.finished_count(60) == 0
+
+
+@pytest.mark.advances_clock
+def test_run_pace_reads_how_long_a_scope_s_runs_take_ended_in_flight_and_before(store, clock):
+    """Durations on the store's clock: ends within the window, the runs in flight so far, and the
+    history before the window; a run that never started (canceled while queued) says nothing."""
+    assert store.run_pace(60, queue=QUEUE) == Pace()
+    old = enqueue_one(store, partition="p1")
+    [first] = claim(store)
+    assert first.id == old
+    start(store, "w1", [first.fence])
+    clock.advance(4)
+    store.cycle("w1", [QUEUE], [], [completed(first.fence)], 0, TTL)  # ran 4 s
+    clock.advance(100)  # now history, before the window
+    recent = enqueue_one(store, partition="p1", tags={"tenant": "acme"})
+    canceled = enqueue_one(store, partition="p2")
+    store.cancel_run(canceled)
+    flight = enqueue_one(store, partition="p2")
+    [second, third] = claim(store, limit=2)
+    assert (second.id, third.id) == (recent, flight)
+    start(store, "w1", [second.fence, third.fence])
+    clock.advance(1)
+    store.cycle("w1", [QUEUE], [], [completed(second.fence)], 0, TTL)  # ran 1 s
+    clock.advance(2)  # the third has run 3 s so far
+
+    pace = store.run_pace(60, queue=QUEUE)
+    assert (pace.ended, pace.running) == (1, 1)
+    assert pace.ended_seconds == pytest.approx(1, abs=0.5)
+    assert pace.running_seconds == pytest.approx(3, abs=0.5)
+    assert pace.earlier_seconds == pytest.approx(4, abs=0.5)
+    assert store.run_pace(60, queue=QUEUE, partition="p2").ended == 0
+    assert store.run_pace(60, queue=QUEUE, partition="p2").running == 1
+    assert store.run_pace(60, tags={"tenant": "acme"}).ended == 1
+    assert store.run_pace(60, tags={"tenant": "acme"}).earlier_seconds is None
+    assert store.run_pace(60, queue="other") == Pace()

@@ -123,6 +123,7 @@ def test_postgres_reads_with_optional_filters_are_planned_per_call(pg_store: Sto
         pg_store.status_counts(QUEUE)
         pg_store.list_queued(QUEUE)
         pg_store.finished_count(60.0, queue=QUEUE)
+        pg_store.run_pace(60.0, queue=QUEUE)
     kept = [statement for statement, _, _ in prepared(pg_store) if " IS NULL OR " in statement]
     assert kept == [], f"optional-filter reads were prepared (one generic plan for every filter): {kept}"
 

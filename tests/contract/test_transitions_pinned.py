@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from tidegate.bootstrap import open_store
 from tidegate.domain import events as history
 from tidegate.domain import transitions
+from tidegate.domain.backpressure import Pace
 from tidegate.domain.errors import AdmissionRejected
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
 from tidegate.domain.model import NewRun, Outcome, OutcomeKind, RunStatus
@@ -137,7 +138,7 @@ def test_a_submit_is_refused_by_the_first_ceiling_it_would_pass(store, everywher
             store.enqueue([run for queue in submitted for run in new_runs(queue, 1)])
         except AdmissionRejected as refused:
             assert expected is not None, refused
-            want = expected.rejection(total if expected.queue is None else active[expected.queue], 0)
+            want = expected.rejection(total if expected.queue is None else active[expected.queue], Pace())
             assert (refused.scope, refused.active, refused.limit) == (want.scope, want.active, want.limit)
         else:
             assert expected is None

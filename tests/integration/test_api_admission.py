@@ -3,26 +3,29 @@
 Three workers of capacity 1 serve a queue whose ceiling (`max_active`) is 15:
 3 runs hold the workers and 12 wait, so the 16th POST is refused with 429,
 a Retry-After of whole seconds (>= 1) that is the store's computed hint, the
-same value in the body, and nothing stored. Once runs complete, a retry is
-accepted, and the hint then reflects the observed completion rate.
+same value in the body, and nothing stored. Before any run ended the hint goes
+by the runs in flight (how long they have run), never a fixed fallback. Once
+runs complete, a retry is accepted, and the hint then follows their durations.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 
 from tests.apps.api import local_client, store_size
 from tests.conftest import wait_status, wait_until
 from tidegate import App, RunStatus
 from tidegate.api.refusals import STALENESS, Refusals
-from tidegate.domain.backpressure import retry_after
+from tidegate.domain.backpressure import Pace, retry_after
 
 CEILING = 15
 WORKERS = 3
+IN_FLIGHT = 10.0  # seconds the first runs are made to have run before the refusal
 
 
 def test_the_sixteenth_submit_gets_429_and_a_retry_is_accepted_once_runs_complete(
-    app: App, database_url: str, start_worker
+    app: App, database_url: str, start_worker, clock
 ) -> None:
     gate = threading.Event()
     app.queue("ingest", max_active=CEILING)
@@ -42,6 +45,8 @@ def test_the_sixteenth_submit_gets_429_and_a_retry_is_accepted_once_runs_complet
         for n in range(CEILING):
             assert client.post("/api/v1/runs", json={"task": "ingest", "args": {"n": n}}).status_code == 201
         wait_until(lambda: app.store.status_counts()[RunStatus.RUNNING] == WORKERS, message="3 runs running")
+        wait_until(lambda: app.store.run_pace(60, queue="ingest").running == WORKERS, message="their starts recorded")
+        clock.advance(IN_FLIGHT)  # the three have run that long: no run takes less
 
         before = store_size(database_url)
         refused = client.post("/api/v1/runs", json={"task": "ingest", "args": {"n": 99}})
@@ -49,7 +54,10 @@ def test_the_sixteenth_submit_gets_429_and_a_retry_is_accepted_once_runs_complet
         hint = int(refused.headers["Retry-After"])
         assert hint >= 1 and refused.json()["retry_after"] == hint
         assert refused.json()["error"] == "admission_rejected" and "queue ingest" in refused.json()["detail"]
-        assert hint == retry_after(CEILING, CEILING, 1, 0)  # computed: nothing has completed yet
+        # Nothing ended yet: one place frees once one of the 3 runs in flight ends, and each has already
+        # run IN_FLIGHT seconds (a lower bound), so about IN_FLIGHT / 3 seconds; not the no-evidence 61.
+        assert hint == math.ceil(IN_FLIGHT / WORKERS)
+        assert hint < retry_after(CEILING, CEILING, 1, Pace())
         assert store_size(database_url) == before
         batch = client.post("/api/v1/runs/batch", json={"runs": [{"task": "ingest", "args": {"n": 1}}]})
         assert batch.status_code == 429 and store_size(database_url) == before
@@ -69,8 +77,7 @@ def test_the_sixteenth_submit_gets_429_and_a_retry_is_accepted_once_runs_complet
             assert client.post("/api/v1/runs", json={"task": "ingest", "args": {"n": n}}).status_code == 201
         again = client.post("/api/v1/runs", json={"task": "ingest", "args": {"n": 99}})
         assert again.status_code == 429
-        # 16 runs completed within the rate window: the hint follows that rate, it is not a constant.
-        assert int(again.headers["Retry-After"]) == retry_after(CEILING, CEILING, 1, CEILING + 1)
+        # 16 runs ended within the window, 13 of them at once: the hint follows their mean duration.
         assert int(again.headers["Retry-After"]) < hint
     finally:
         gate.set()

@@ -46,7 +46,9 @@ def _claim(app: App, worker: str = "w1", limit: int = 10) -> list[ClaimedRun]:
 
 
 def _finish(app: App, worker: str, claimed: ClaimedRun) -> None:
-    app.store.cycle(worker, QUEUES, [], [Outcome(claimed.id, claimed.attempt, OutcomeKind.COMPLETED)], 0, 60)
+    """Its start and its end, as a worker reports a run that ran (the ETA goes by how long runs took)."""
+    fence = (claimed.id, claimed.attempt)
+    app.store.cycle(worker, QUEUES, [fence], [Outcome(claimed.id, claimed.attempt, OutcomeKind.COMPLETED)], 0, 60)
 
 
 def _why(client: TestClient, run_id: str) -> dict[str, Any]:
@@ -74,7 +76,7 @@ def test_why_names_a_full_partition_and_its_holder_and_an_eta_once_runs_end(app:
     assert (why["status"], why["position"], why["queued_in_queue"]) == ("queued", 2, 2)
     assert _blocking(why) == [("queue", "queue:api/customer_id=3", 1, 1, [first])]
     assert why["blocked_by"] == ["queue:api/customer_id=3"]
-    assert why["eta_seconds"] is None  # nothing of the partition ended yet: no rate to go by
+    assert why["eta_seconds"] is None  # nothing of the partition has run yet: no duration to go by
 
     _finish(app, "w1", _held(app, first))
     assert [run.id for run in _claim(app)] == [second]

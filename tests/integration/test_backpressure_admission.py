@@ -28,6 +28,7 @@ from tests.apps.backpressure import (
     running_workers,
 )
 from tidegate import AdmissionRejected, App, RunQueueConfig, RunStatus, Task
+from tidegate.domain.backpressure import Pace, retry_after
 
 from .conftest import REPO_ROOT, execute_sql, wait_until
 
@@ -86,9 +87,10 @@ def test_the_ceiling_rejects_the_sixteenth_and_the_fifteen_drain_three_at_a_time
 
         # three workers of capacity one hold three runs; the other twelve wait
         wait_until(lambda: app.store.status_counts()[RunStatus.RUNNING] == 3, 60, message="each worker to hold one run")
+        wait_until(lambda: app.store.run_pace(60, queue=QUEUE).running == 3, 60, message="their starts recorded")
         events_before = _events(database_url)
         rejected = _reject(gated, n=15)
-        assert rejected.retry_after >= 1
+        assert 1 <= rejected.retry_after < retry_after(CEILING, CEILING, 1, Pace())  # from the runs in flight
         assert rejected.active == CEILING and rejected.limit == CEILING
         assert f"queue {QUEUE}" in str(rejected) and f"retry after {rejected.retry_after}s" in str(rejected)
         assert _stored(app) == CEILING, "a rejected submit stored a run"
@@ -107,12 +109,12 @@ def test_the_ceiling_rejects_the_sixteenth_and_the_fifteen_drain_three_at_a_time
         assert all(attempt == 1 for _, attempt in intervals)
         assert max_overlap([(start, end) for start, end in intervals.values()]) == 3
 
-        # The hint follows the completion rate: 15 finished within the window, so a place
-        # is expected to free far sooner than the no-evidence answer given above.
+        # The hint follows how long the runs took: 15 ended within the window, so a place
+        # is expected to free far sooner than the no-evidence answer.
         gate.unlink()
         handles = gated.submit_many([{"n": i} for i in range(CEILING)])
         faster = _reject(gated, n=99)
-        assert 1 <= faster.retry_after < rejected.retry_after, (faster.retry_after, rejected.retry_after)
+        assert 1 <= faster.retry_after < retry_after(CEILING, CEILING, 1, Pace()), faster.retry_after
         assert _stored(app) == 2 * CEILING
         gate.touch()
         for handle in handles:

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from tidegate import App, Concurrency, Partition
 from tidegate.cli.main import app as cli
+from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.model import Outcome, OutcomeKind
 
 
@@ -39,19 +40,26 @@ def test_queue_why_names_full_workers_with_the_runs_they_run(app: App, database_
 
     lines = _lines(database_url, waiting)
     assert f"workers serving queue default — 1 of 1 slot held by {running}" in _row(lines, "Blocked by:")
-    assert _row(lines, "ETA:").startswith("ETA: unknown: no run of a blocking scope ended in the last 1m00s")
+    assert _row(lines, "ETA:").startswith("ETA: unknown: no run of a blocking scope has run yet")
 
 
-def test_queue_why_gives_an_eta_from_the_blocking_scopes_recent_ends(app: App, database_url: str) -> None:
+def test_queue_why_gives_an_eta_from_how_long_the_blocking_scopes_runs_take(
+    app: App, database_url: str, clock: ShiftedClock
+) -> None:
+    """The ETA goes by the duration of the partition's runs, not by ends counted over a minute:
+    one run of 2 s has ended, so the next slot frees in about a second, not a minute."""
     app.queue("api", concurrency=Concurrency(global_limit=1, partition=Partition(by_args=["customer_id"])))
     sync = app.task(name="sync_customer", queue="api")(lambda customer_id: None)
-    first, second, third = (sync.submit(customer_id=3).id for _ in range(3))
+    first, second, third, fourth = (sync.submit(customer_id=3).id for _ in range(4))
     [claimed] = app.store.cycle("w1", ["api"], [], [], 10, 60).claimed
     assert claimed.id == first
-    assert _row(_lines(database_url, second), "ETA:").startswith("ETA: unknown")
+    assert _row(_lines(database_url, second), "ETA:").startswith("ETA: unknown")  # not even started
 
+    app.store.cycle("w1", ["api"], [claimed.fence], [], 0, 60)  # its start is recorded
+    clock.advance(2)  # and it runs for 2 s
     done = Outcome(first, claimed.attempt, OutcomeKind.COMPLETED)
     app.store.cycle("w1", ["api"], [], [done], 10, 60)  # first ends; second takes the partition
     lines = _lines(database_url, third)
     assert f"queue api partition customer_id=3 — 1 of 1 slot held by {second}" in _row(lines, "Blocked by:")
-    assert _row(lines, "ETA:").startswith("ETA: about 1m00s")  # one slot, one end in the last minute
+    assert _row(lines, "ETA:").startswith("ETA: about 1s")  # half of a 2 s run, on average, on a slot of 1
+    assert _row(_lines(database_url, fourth), "ETA:").startswith("ETA: about 3s")  # third's 2 s more

@@ -1,11 +1,15 @@
-"""Pure backpressure rules (no database): the retry hint and the fill order.
+"""Pure backpressure rules (no database): a scope's pace, why's ETA, the retry hint and the fill order.
 
-`retry_after` turns the backlog and the recent completion rate into the
-seconds an `AdmissionRejected` asks the caller to wait; `may_claim` and
+`run_seconds` is the best known duration of a run (recent ends, else runs in
+flight or history); `eta_seconds` is when a blocked run should get its slot;
+`retry_after` turns the backlog and that pace into the seconds an
+`AdmissionRejected` asks the caller to wait; `may_claim` and
 `lowest_free_rank` are the leaky-bucket fill order of workers.
 """
 
 from __future__ import annotations
+
+import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,20 +17,79 @@ from hypothesis import strategies as st
 from tidegate.domain.backpressure import (
     MAX_RETRY_AFTER,
     RATE_WINDOW_SECONDS,
+    Pace,
     WorkerSlot,
     claimable_queues,
     eta_seconds,
     lowest_free_rank,
     retry_after,
+    run_seconds,
 )
 
-# --- eta_seconds (queue why) -------------------------------------------------------------------
+# --- pace, eta_seconds (queue why) -------------------------------------------------------------
+
+seconds = st.floats(min_value=0.001, max_value=10_000, allow_nan=False)
 
 
-def test_eta_is_none_without_a_rate_and_the_slots_needed_over_the_rate_otherwise():
-    assert eta_seconds(0, 0) is None
-    assert eta_seconds(0, 1) == RATE_WINDOW_SECONDS  # one slot at one end per window
-    assert eta_seconds(3, 8, window=60) == 30.0  # four slots at 8 ends a minute
+@st.composite
+def paces(draw, known=None):
+    """A Pace: some recent ends, runs in flight, a history, or none of them (known=False)."""
+    ended = 0 if known is False else draw(st.integers(min_value=0, max_value=1000))
+    running = 0 if known is False else draw(st.integers(min_value=0, max_value=100))
+    earlier = None if known is False else draw(st.none() | seconds)
+    if known and not ended and not running and earlier is None:
+        running = 1
+    return Pace(
+        ended=ended,
+        ended_seconds=ended * draw(seconds),
+        running=running,
+        running_seconds=running * draw(seconds),
+        earlier_seconds=earlier,
+    )
+
+
+def test_a_pace_goes_by_recent_ends_else_the_runs_in_flight_or_the_history_whichever_is_longer():
+    assert run_seconds(Pace()) is None
+    assert run_seconds(Pace(ended=4, ended_seconds=2.0, running=3, running_seconds=30.0, earlier_seconds=9.0)) == 0.5
+    assert run_seconds(Pace(running=2, running_seconds=0.4)) == 0.2  # a lower bound, but the best known
+    assert run_seconds(Pace(running=2, running_seconds=0.4, earlier_seconds=1.0)) == 1.0  # history: 1 s runs
+    assert run_seconds(Pace(running=2, running_seconds=8.0, earlier_seconds=1.0)) == 4.0  # history out of date
+
+
+def test_eta_examples():
+    """A backlog behind a queue of limit 3 whose runs take 0.5 s: 6 start per second."""
+    assert eta_seconds(1, 3, Pace(ended=1, ended_seconds=0.5)) == 0.1  # the next end, about half a gap away
+    assert eta_seconds(60, 3, Pace(ended=2, ended_seconds=1.0)) == 9.9  # 60 ends, 3 at a time
+    assert eta_seconds(60, 3, Pace(running=3, running_seconds=1.5)) == 9.9  # before any end: those in flight
+    assert eta_seconds(60, 3, Pace()) is None  # nothing known: no guess
+    assert eta_seconds(60, 0, Pace(ended=1, ended_seconds=0.5)) is None  # a scope of limit 0 takes no run
+
+
+@given(
+    pace=paces(known=True),
+    needed=st.integers(min_value=1, max_value=10_000),
+    more=st.integers(min_value=0, max_value=10_000),
+    parallel=st.integers(min_value=1, max_value=1000),
+)
+def test_an_eta_is_positive_and_never_shorter_further_back(pace, needed, more, parallel):
+    eta = eta_seconds(needed, parallel, pace)
+    assert eta is not None and eta > 0
+    assert eta_seconds(needed + more, parallel, pace) >= eta
+
+
+@given(
+    pace=paces(known=True),
+    needed=st.integers(min_value=1, max_value=10_000),
+    parallel=st.integers(min_value=1, max_value=1000),
+    more=st.integers(min_value=0, max_value=1000),
+)
+def test_an_eta_is_never_longer_for_a_wider_scope(pace, needed, parallel, more):
+    assert eta_seconds(needed, parallel + more, pace) <= eta_seconds(needed, parallel, pace)
+
+
+@given(needed=st.integers(min_value=1, max_value=10_000), parallel=st.integers(min_value=1, max_value=1000))
+def test_an_eta_is_none_only_when_nothing_is_known(needed, parallel):
+    assert eta_seconds(needed, parallel, Pace()) is None
 
 
 # --- retry_after -------------------------------------------------------------------------------
@@ -34,25 +97,22 @@ def test_eta_is_none_without_a_rate_and_the_slots_needed_over_the_rate_otherwise
 limits = st.integers(min_value=1, max_value=10_000)
 actives = st.integers(min_value=0, max_value=20_000)
 incomings = st.integers(min_value=1, max_value=1_000)
-completions = st.integers(min_value=0, max_value=100_000)
 
 
 def test_retry_after_examples():
-    # no completion in the window: slower than one a window, so more than a whole window
-    assert retry_after(15, 15, 1, 0) == int(RATE_WINDOW_SECONDS) + 1
-    # 15 completions a minute = one every 4s: one place frees in 4s
-    assert retry_after(15, 15, 1, 15) == 4
-    # a batch of 5 needs 5 places: 20s at that rate
-    assert retry_after(15, 15, 5, 15) == 20
-    # a fast drain never asks for less than a second
-    assert retry_after(15, 15, 1, 100_000) == 1
+    # nothing known (no end, nothing running, no history): slower than one a window
+    assert retry_after(15, 15, 1, Pace()) == int(RATE_WINDOW_SECONDS) + 1
+    # 1-second runs, 4 in flight, none ended yet: one place frees within a second, not 61
+    assert retry_after(15, 15, 1, Pace(running=4, running_seconds=0.8, earlier_seconds=1.0)) == 1
+    # 4-second runs, 2 at a time: a batch of 5 needs 5 places, 10 s
+    assert retry_after(15, 15, 5, Pace(ended=3, ended_seconds=12.0, running=2, running_seconds=1.0)) == 10
     # a crawl is capped
-    assert retry_after(10_000, 15, 1, 1) == MAX_RETRY_AFTER
+    assert retry_after(10_000, 15, 1, Pace(ended=1, ended_seconds=60.0)) == MAX_RETRY_AFTER
 
 
-@given(active=actives, limit=limits, incoming=incomings, completed=completions)
-def test_retry_after_is_at_least_one_second_and_bounded(active, limit, incoming, completed):
-    value = retry_after(active, limit, incoming, completed)
+@given(active=actives, limit=limits, incoming=incomings, pace=paces())
+def test_retry_after_is_at_least_one_second_and_bounded(active, limit, incoming, pace):
+    value = retry_after(active, limit, incoming, pace)
     assert isinstance(value, int)
     assert 1 <= value <= MAX_RETRY_AFTER
 
@@ -62,34 +122,25 @@ def test_retry_after_is_at_least_one_second_and_bounded(active, limit, incoming,
     extra=st.integers(min_value=0, max_value=5_000),
     limit=limits,
     incoming=incomings,
-    completed=completions,
+    more=st.integers(min_value=0, max_value=5_000),
+    pace=paces(),
 )
-def test_retry_after_is_monotone_in_the_backlog(active, extra, limit, incoming, completed):
-    assert retry_after(active + extra, limit, incoming, completed) >= retry_after(active, limit, incoming, completed)
+def test_retry_after_is_monotone_in_the_backlog_and_the_batch(active, extra, limit, incoming, more, pace):
+    hint = retry_after(active, limit, incoming, pace)
+    assert retry_after(active + extra, limit, incoming, pace) >= hint
+    assert retry_after(active, limit, incoming + more, pace) >= hint
 
 
-@given(active=actives, limit=limits, incoming=incomings, more=st.integers(min_value=0, max_value=5_000))
-def test_retry_after_is_monotone_in_the_batch_size(active, limit, incoming, more):
-    for completed in (0, 1, 7, 60, 1000):
-        assert retry_after(active, limit, incoming + more, completed) >= retry_after(active, limit, incoming, completed)
-
-
-@given(
-    active=actives,
-    limit=limits,
-    incoming=incomings,
-    completed=st.integers(min_value=1, max_value=50_000),
-    more=st.integers(min_value=0, max_value=50_000),
-)
-def test_retry_after_decreases_as_the_completion_rate_rises(active, limit, incoming, completed, more):
-    assert retry_after(active, limit, incoming, completed + more) <= retry_after(active, limit, incoming, completed)
-
-
-@given(active=actives, limit=limits, incoming=incomings, completed=st.integers(min_value=1, max_value=50_000))
+@given(active=actives, limit=limits, incoming=incomings, pace=paces(known=True))
 @settings(max_examples=300)
-def test_no_completion_at_all_never_gives_a_shorter_hint_than_a_slow_drain(active, limit, incoming, completed):
-    """A stalled queue (rate 0) drains no faster than a slow one: its hint must not be the shorter."""
-    assert retry_after(active, limit, incoming, 0) >= retry_after(active, limit, incoming, completed)
+def test_retry_after_is_never_a_fixed_fallback_when_a_duration_is_known(active, limit, incoming, pace):
+    """Whatever is known (recent ends, runs in flight, history) gives the hint: the excess ending as
+    many at a time as run now, each taking the best known duration."""
+    duration = run_seconds(pace)
+    assert duration is not None
+    excess = max(1, active + incoming - limit)
+    expected = max(1, min(MAX_RETRY_AFTER, math.ceil(excess * duration / max(pace.running, 1))))
+    assert retry_after(active, limit, incoming, pace) == expected
 
 
 # --- fill order ---------------------------------------------------------------------------------

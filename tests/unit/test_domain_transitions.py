@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tidegate.domain import transitions
+from tidegate.domain.backpressure import Pace
 from tidegate.domain.errors import AdmissionRejected
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
 from tidegate.domain.scopes import Rules
@@ -53,7 +54,7 @@ def test_ceilings_are_checked_all_queues_first_then_in_order_of_appearance():
     met = transitions.ceilings_met(rules, ["b", "c", "a", "b"])
     assert [(c.queue, c.limit, c.incoming) for c in met] == [(None, 10, 4), ("b", 1, 2), ("a", 2, 1)]
     assert met[1].refuses(0) and not met[2].refuses(1) and met[2].refuses(2)
-    refused = met[1].rejection(0, 0)
+    refused = met[1].rejection(0, Pace())
     assert isinstance(refused, AdmissionRejected) and (refused.scope, refused.limit) == ("queue b", 1)
 
 

@@ -53,8 +53,10 @@ class Why(BaseModel):
     )
     blocked_by: list[str] = Field(description="The scopes of the layers that hold it back.")
     eta_seconds: float | None = Field(
-        description="When the blocking layers should have room, from their recent completion rates; "
-        "null when nothing blocks or a blocking layer had no completion to go by."
+        description="Seconds until the blocking layers should have room: the runs ahead that need them end, "
+        "as many at a time as each layer's limit, each taking the mean duration of the layer's recent ends "
+        "(before any: the runs in flight so far, or the layer's history); null when nothing blocks or no run "
+        "of a blocking layer has run yet."
     )
     waiting_for: str | None = Field(
         default=None,

@@ -31,7 +31,7 @@ from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.model import NewRun, RunRecord, RunStatus, WorkerRecord
 from tidegate.engine.queues import Live, live
-from tidegate.engine.runs import is_stuck, matching_runs, workers_of_stuck
+from tidegate.engine.runs import heartbeat_lost_s, is_stuck, matching_runs, workers_of_running
 from tidegate.engine.schedules import wall_now
 
 _SUBMIT_ERRORS: dict[int | str, dict[str, Any]] = {
@@ -59,14 +59,14 @@ class _Now:
 
     @classmethod
     def read(cls, app: App, runs: list[RunRecord], at: datetime) -> _Now:
-        return cls(live(app.store), at, workers_of_stuck(app.store, runs, at))
+        return cls(live(app.store), at, workers_of_running(app.store, runs))
 
 
 def _run(request: Request, record: RunRecord, now: _Now) -> dict[str, Any]:
     """The run as stored, but a queued run's block reason is why it waits now, as `queue why` says
-    (engine/queues.py), and a run past its lease is flagged stuck with its worker's last heartbeat
-    (engine/runs.py)."""
-    derived = ("links", "stuck", "last_heartbeat")
+    (engine/queues.py), a running run whose worker's heartbeat is lost says since when, and a run past
+    its lease is flagged stuck with its worker's last heartbeat (engine/runs.py)."""
+    derived = ("links", "stuck", "last_heartbeat", "worker_heartbeat_lost_s")
     fields = {name: getattr(record, name) for name in schemas.Run.model_fields if name not in derived}
     stuck = is_stuck(record, now.at)
     worker = now.workers.get(record.worker_id or "") if stuck else None
@@ -75,6 +75,7 @@ def _run(request: Request, record: RunRecord, now: _Now) -> dict[str, Any]:
         "block_reason": now.blocks.reason(record),
         "stuck": stuck,
         "last_heartbeat": None if worker is None else worker.heartbeat_at,
+        "worker_heartbeat_lost_s": heartbeat_lost_s(record, now.workers),
         "links": _links(request, record.id),
     }
 

@@ -124,6 +124,11 @@ class Run(BaseModel):
     last_heartbeat: datetime | None = Field(
         description="A stuck run: its worker's last heartbeat; null when not stuck or the registry forgot the worker."
     )
+    worker_heartbeat_lost_s: float | None = Field(
+        description="A running run whose worker missed two heartbeats (it heartbeats every third of its lease; "
+        "the store's clock): seconds since its last one. The worker is killed, hung or cut off: the run only "
+        "reads running until its lease expires (then `stuck`) and a sweep re-queues it. Null otherwise."
+    )
     links: RunLinks
 
 

@@ -4,7 +4,9 @@ A running run whose lease expired is *stuck* (`engine.runs.is_stuck`): its
 worker stopped renewing it (killed, hung, cut off) and it holds its slots
 until a sweep re-queues it. Such a run is never shown as plain "running":
 its status reads "stuck", `--stuck` lists only those with their worker's last
-heartbeat, and `tidegate sweep` recovers them without a worker.
+heartbeat, and `tidegate sweep` recovers them without a worker. Before that,
+as soon as its worker's heartbeat is late (`engine.runs.heartbeat_lost_s`),
+its status says since when.
 """
 
 from __future__ import annotations
@@ -26,16 +28,26 @@ from tidegate.domain.durations import parse_duration
 from tidegate.domain.model import RunRecord, RunStatus, WorkerRecord
 from tidegate.engine import queues
 from tidegate.engine.queues import Live
-from tidegate.engine.runs import is_stuck, matching_runs, workers_of_stuck
+from tidegate.engine.runs import heartbeat_lost_s, is_stuck, matching_runs, workers_of_running
 from tidegate.storage.urls import DEFAULT_DATABASE
 
 _STATUSES = ", ".join(status.value for status in RunStatus)
 STUCK_HINT = "stuck: running past its lease (its worker stopped renewing it); recover with 'tidegate sweep'"
+LOST_HINT = (
+    "its worker missed two heartbeats (killed, hung or cut off); "
+    "the run is re-queued once its lease expires and a sweep runs"
+)
 
 
-def run_status_text(run: RunRecord, now: datetime) -> Text:
-    """The status cell: a stuck run reads "stuck", never plain "running"."""
-    return Text("stuck", style="bold red") if is_stuck(run, now) else status_text(run.status)
+def run_status_text(run: RunRecord, now: datetime, workers: dict[str, WorkerRecord] | None = None) -> Text:
+    """The status cell: a stuck run reads "stuck", never plain "running"; one whose worker's
+    heartbeat is lost says since when."""
+    if is_stuck(run, now):
+        return Text("stuck", style="bold red")
+    lost = heartbeat_lost_s(run, workers or {})
+    if lost is not None:
+        return Text.assemble(status_text(run.status), (f" (worker heartbeat lost {age_text(lost)} ago)", "bold yellow"))
+    return status_text(run.status)
 
 
 def heartbeat_text(run: RunRecord, workers: dict[str, WorkerRecord], now: datetime) -> str:
@@ -49,14 +61,17 @@ def heartbeat_text(run: RunRecord, workers: dict[str, WorkerRecord], now: dateti
 def run_json(
     run: RunRecord, now: datetime, blocks: Live, workers: dict[str, WorkerRecord] | None = None
 ) -> dict[str, Any]:
-    """A run for `--json`: every field, plus whether it is stuck and its worker's last heartbeat; a
-    queued run's block reason is why it waits now, as `queue why` says (`blocks`)."""
-    worker = (workers or {}).get(run.worker_id or "")
+    """A run for `--json`: every field, plus whether it is stuck, its worker's last heartbeat (a stuck
+    run) and the seconds since it when that heartbeat is lost (as `GET /api/v1/runs`); a queued run's
+    block reason is why it waits now, as `queue why` says (`blocks`)."""
+    stuck = is_stuck(run, now)
+    worker = (workers or {}).get(run.worker_id or "") if stuck else None
     return {
         **{name: getattr(run, name) for name in RunRecord.__dataclass_fields__},
         "block_reason": blocks.reason(run),
-        "stuck": is_stuck(run, now),
+        "stuck": stuck,
         "last_heartbeat": None if worker is None else worker.heartbeat_at,
+        "worker_heartbeat_lost_s": heartbeat_lost_s(run, workers or {}),
     }
 
 
@@ -97,7 +112,7 @@ def list_runs(
         runs = list(islice(found, limit))
         counts = None if filtered else store.status_counts(queue=queue)
         any_stuck = any(is_stuck(run, now) for run in runs)
-        workers = workers_of_stuck(store, runs, now)
+        workers = workers_of_running(store, runs)
         blocks = queues.live(store)
     if json_output:
         print_json({"runs": [run_json(run, now, blocks, workers) for run in runs]})
@@ -110,7 +125,9 @@ def list_runs(
         stdout.print(stuck_table(runs, workers, now))
         return
     total = None if counts is None else (counts[status] if status is not None else sum(counts.values()))
-    stdout.print(runs_table(runs, total, now, limit))
+    stdout.print(runs_table(runs, total, now, limit, workers))
+    if any(heartbeat_lost_s(run, workers) is not None and not is_stuck(run, now) for run in runs):
+        stdout.print(Text("worker heartbeat lost: " + LOST_HINT, style="yellow"))
     if any_stuck:
         stdout.print(Text(STUCK_HINT + "; see them with 'tidegate runs list --stuck'", style="yellow"))
 
@@ -134,7 +151,13 @@ RUN_COLUMNS = [
 ]
 
 
-def runs_table(runs: list[RunRecord], total: int | None, now: datetime, limit: int | None = None) -> Table:
+def runs_table(
+    runs: list[RunRecord],
+    total: int | None,
+    now: datetime,
+    limit: int | None = None,
+    workers: dict[str, WorkerRecord] | None = None,
+) -> Table:
     if total is not None:
         caption = f"{len(runs)} of {total} runs" + (" (more with --limit)" if total > len(runs) else "")
     else:
@@ -145,7 +168,7 @@ def runs_table(runs: list[RunRecord], total: int | None, now: datetime, limit: i
             run.id,
             Text(run.task),
             Text(run.queue),
-            run_status_text(run, now),
+            run_status_text(run, now, workers),
             f"{run.attempt}/{run.max_attempts}",
             str(run.priority),
             short_time(run.submitted_at, local_now),

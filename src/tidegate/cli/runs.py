@@ -33,12 +33,12 @@ from tidegate.cli.render import (
     status_text,
     stdout,
 )
-from tidegate.cli.scopes import reason_text
+from tidegate.cli.scopes import age_text, reason_text
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import EventRecord, RunRecord, RunStatus, WorkerRecord
 from tidegate.domain.steps import StepRecord, StepStatus
 from tidegate.engine import queues
-from tidegate.engine.runs import is_stuck
+from tidegate.engine.runs import heartbeat_lost_s, is_stuck, workers_of_running
 from tidegate.storage.urls import DEFAULT_DATABASE, masked
 
 app = typer.Typer(help="List, inspect, cancel and retry runs.", no_args_is_help=True)
@@ -56,7 +56,8 @@ app.command("list")(run_list.list_runs)
 def show(run_id: RunId, database: Database = DEFAULT_DATABASE, json_output: JsonOutput = False) -> None:
     """Show one run: its fields, its result or error, its steps (a workflow's) and its events.
 
-    A run still running past its lease is shown stuck, with its worker's last heartbeat."""
+    A run still running past its lease is shown stuck, with its worker's last heartbeat; before that, one
+    whose worker's heartbeat is lost says since when."""
     now = datetime.now(UTC)
     with existing_store(database) as store:
         run = store.get_run(run_id)
@@ -65,7 +66,7 @@ def show(run_id: RunId, database: Database = DEFAULT_DATABASE, json_output: Json
         steps = store.run_steps(run_id)
         children = store.run_children(run_id)
         events = store.run_events(run_id)
-        workers = {worker.id: worker for worker in store.list_workers()} if is_stuck(run, now) else {}
+        workers = workers_of_running(store, [run])
         blocks = queues.live(store)
     if json_output:
         shown = run_list.run_json(run, now, blocks, workers)
@@ -91,8 +92,9 @@ def run_details(
     fields.add_row("run", Text(run.id, style="bold"))
     fields.add_row("status", _status_line(run))
     now = now or datetime.now(UTC)
-    if is_stuck(run, now):
-        fields.add_row("", _stuck_line(run, now, workers or {}))
+    warning = _liveness_line(run, now, workers or {})
+    if warning is not None:
+        fields.add_row("", warning)
     fields.add_row("task", Text(run.task))
     fields.add_row("queue", Text(run.queue))
     if run.parent_id is not None:
@@ -136,6 +138,16 @@ def _status_line(run: RunRecord) -> Text:
     if run.suspect and not run.status.finished:
         line.append("  (suspect: rescued from a lost worker, it runs in a group; see its events)", style="yellow")
     return line
+
+
+def _liveness_line(run: RunRecord, now: datetime, workers: dict[str, WorkerRecord]) -> Text | None:
+    """A running run whose worker is gone: stuck past its lease, or before that its heartbeat lost."""
+    if is_stuck(run, now):
+        return _stuck_line(run, now, workers)
+    lost = heartbeat_lost_s(run, workers)
+    if lost is None:
+        return None
+    return Text(f"worker heartbeat lost {age_text(lost)} ago: {run_list.LOST_HINT}", style="bold yellow")
 
 
 def _stuck_line(run: RunRecord, now: datetime, workers: dict[str, WorkerRecord]) -> Text:

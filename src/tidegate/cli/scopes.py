@@ -20,7 +20,6 @@ from rich.table import Table
 from rich.text import Text
 
 from tidegate.cli.render import short_time, status_text
-from tidegate.domain.backpressure import RATE_WINDOW_SECONDS
 from tidegate.domain.blocking import Verdict, paused_text
 from tidegate.domain.children import resume_rule
 from tidegate.domain.leases import stuck
@@ -231,9 +230,8 @@ def explanation_body(explanation: Explanation, now: datetime, rules: Rules | Non
 def eta_text(eta: float | None) -> Text:
     """When the blocking scopes should have room, or why there is no estimate."""
     if eta is None:
-        window = age_text(RATE_WINDOW_SECONDS)
-        return Text(f"unknown: no run of a blocking scope ended in the last {window}", style="dim")
-    return Text.assemble(f"about {age_text(eta)}", (" (at the recent completion rate of the blocking scopes)", "dim"))
+        return Text("unknown: no run of a blocking scope has run yet, so nothing says how long one takes", style="dim")
+    return Text.assemble(f"about {age_text(eta)}", (" (at the pace of the blocking scopes' runs)", "dim"))
 
 
 def _grid() -> Table:

@@ -1,6 +1,7 @@
 """`/runs` (filtered, paged) and `/runs/{id}` with its tabs: Overview, Steps, Children, Concurrency, Why, Events.
 
-The list is `Store.page_runs` (as `GET /api/v1/runs`), the children are
+The list is `Store.page_runs` (as `GET /api/v1/runs`; a running run whose
+worker's heartbeat is lost says since when, by `engine.runs`), the children are
 `Store.run_children` (as `GET /api/v1/runs/{id}` lists them), the Why tab and a
 waiting run's header are `engine.why.explain` (as `GET /api/v1/runs/{id}/why`
 and `tidegate queue why`). A retry or cancel the store refuses (a ceiling, a
@@ -24,6 +25,7 @@ from tidegate.dashboard.render import app_of, page, redirect, root_of
 from tidegate.domain import names
 from tidegate.domain.errors import AdmissionRejected, InvalidArgument, RunNotFound, TidegateError
 from tidegate.domain.model import EventRecord, RunStatus
+from tidegate.engine.runs import heartbeat_lost_s, workers_of_running
 from tidegate.engine.why import explain
 
 router = APIRouter()
@@ -80,7 +82,9 @@ def runs_page(
         urlencode({**{k: v for k, v in shown.items() if v}, "before": listed[-1].id}) if len(records) > PAGE else None
     )
     newest = urlencode({k: v for k, v in shown.items() if v})
-    return page(request, "runs.html", viewer, runs=listed, more=more, shown=shown, queues=queues,
+    workers = workers_of_running(store, listed)
+    lost = {run.id: heartbeat_lost_s(run, workers) for run in listed}
+    return page(request, "runs.html", viewer, runs=listed, more=more, shown=shown, queues=queues, lost=lost,
                 statuses=list(RunStatus), error=None, first=not before, newest=newest)  # fmt: skip
 
 
@@ -120,8 +124,9 @@ def _run_page(
     waits = record.status is RunStatus.WAITING
     explanation = explain(store, record.id) if tab == "why" or waits else None
     reason = data.run_reason(store, record)
+    lost = heartbeat_lost_s(record, workers_of_running(store, [record]))
     return page(
-        request, "run.html", viewer, status, run=record, tab=tab, tabs=TABS, steps=steps, graph=graph,
+        request, "run.html", viewer, status, run=record, tab=tab, tabs=TABS, steps=steps, graph=graph, lost=lost,
         children=children, events=events, run_events=run_events, step_events=step_events,
         pods=data.step_pods(events), why=explanation, reason=reason, as_json=data.as_json,
         error=error, canonical=f"/runs/{record.id}" + (f"?tab={tab}" if tab != "overview" else ""),

@@ -24,6 +24,26 @@ def usable_until(sent_at: float, lease_seconds: float) -> float:
     return sent_at + lease_seconds * (1 - LEASE_MARGIN_SHARE)
 
 
+HEARTBEATS_PER_LEASE = 3
+"""A worker heartbeats (and renews its leases) every third of its lease: one failed beat is survived."""
+
+MISSED_HEARTBEATS = 2
+"""Heartbeat intervals without one after which a worker's heartbeat is *lost*: one interval late
+(past the one a slow round trip could take), long before its lease runs out."""
+
+
+def heartbeat_interval(lease_seconds: float) -> float:
+    """How often a worker with this lease heartbeats."""
+    return lease_seconds / HEARTBEATS_PER_LEASE
+
+
+def heartbeat_lost(age: float, lease_seconds: float) -> bool:
+    """Whether a worker whose last heartbeat is `age` seconds old (the store's clock) has missed
+    MISSED_HEARTBEATS of them: it is killed, hung or cut off, and its runs only look running until
+    their leases expire. Shown on those runs at once, rather than after the whole lease."""
+    return age > MISSED_HEARTBEATS * heartbeat_interval(lease_seconds)
+
+
 def stuck(running: bool, lease_expires_at: datetime | None, now: datetime) -> bool:
     """A running attempt whose lease expired: its worker stopped renewing (killed, hung, cut off), so
     the run holds its slots until a sweep re-queues it. Shown as such everywhere, never as plain running."""

@@ -239,6 +239,7 @@ class WorkerRecord:
     heartbeat_at: datetime
     heartbeat_age: float  # seconds since its last heartbeat, by the store's clock
     live: bool
+    lease_seconds: float  # its lease (and registry) time to live: it heartbeats every third of it
 
 
 def host_and_pid(worker_id: str) -> tuple[str, int | None]:

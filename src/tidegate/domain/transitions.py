@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
-from tidegate.domain.backpressure import retry_after
+from tidegate.domain.backpressure import Pace, retry_after
 from tidegate.domain.errors import AdmissionRejected
 from tidegate.domain.scopes import Rules
 
@@ -101,10 +101,10 @@ class Ceiling:
         """Whether `incoming` more runs would push the active (queued + running) runs past it."""
         return not has_room(active, self.limit, self.incoming)
 
-    def rejection(self, active: int, completed_recently: int) -> AdmissionRejected:
+    def rejection(self, active: int, pace: Pace) -> AdmissionRejected:
         """What a refused submit raises: the ceiling, its count and when to try again."""
         where = "all queues" if self.queue is None else f"queue {self.queue}"
-        hint = retry_after(active, self.limit, self.incoming, completed_recently)
+        hint = retry_after(active, self.limit, self.incoming, pace)
         return AdmissionRejected(where, active, self.limit, hint)
 
 

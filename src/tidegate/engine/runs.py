@@ -1,7 +1,8 @@
 """Runs as operators list them: newest first, filtered by age and stuckness, stuck ones flagged.
 
 `tidegate runs list` and `GET /api/v1/runs` both read through here, so the
-filters and the one "stuck" rule (`domain.leases.stuck`) are applied once. The
+filters, the one "stuck" rule (`domain.leases.stuck`) and the one "heartbeat
+lost" rule (`domain.leases.heartbeat_lost`) are applied once. The
 store pages by id (`Store.page_runs`); ids follow submit time, so an age
 filter stops at the first run submitted before its cutoff, and a stuck filter
 reads only running runs.
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 
-from tidegate.domain.leases import stuck
+from tidegate.domain.leases import heartbeat_lost, stuck
 from tidegate.domain.model import RunRecord, RunStatus, WorkerRecord
 from tidegate.storage.port import Store
 
@@ -55,8 +56,20 @@ def matching_runs(
         before = rows[-1].id
 
 
-def workers_of_stuck(store: Store, runs: list[RunRecord], now: datetime) -> dict[str, WorkerRecord]:
-    """The registry by worker id when any of `runs` is stuck (its worker's last heartbeat is shown), else empty."""
-    if not any(is_stuck(run, now) for run in runs):
+def workers_of_running(store: Store, runs: list[RunRecord]) -> dict[str, WorkerRecord]:
+    """The registry by worker id when any of `runs` is running (its worker's heartbeat is judged), else empty."""
+    if not any(run.status is RunStatus.RUNNING for run in runs):
         return {}
     return {worker.id: worker for worker in store.list_workers()}
+
+
+def heartbeat_lost_s(run: RunRecord, workers: Mapping[str, WorkerRecord]) -> float | None:
+    """A running run whose worker's heartbeat is lost: seconds since that worker's last heartbeat
+    (the store's clock). None otherwise, and when the registry no longer has the worker.
+
+    Such a run reads running until its lease expires (stuck), then until a sweep; its worker has
+    already stopped, so this is said as soon as the heartbeat is late."""
+    worker = workers.get(run.worker_id or "") if run.status is RunStatus.RUNNING else None
+    if worker is None or not heartbeat_lost(worker.heartbeat_age, worker.lease_seconds):
+        return None
+    return round(worker.heartbeat_age, 1)

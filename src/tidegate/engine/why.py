@@ -55,7 +55,7 @@ class Explanation:
     queued_in_queue: int | None = None
     checks: list[ScopeCheck] = field(default_factory=list)
     holders: dict[str, list[HolderRecord]] = field(default_factory=dict)  # of each saturated scope
-    eta_seconds: float | None = None  # when the blocking layers should have room; None: no rate (or none block)
+    eta_seconds: float | None = None  # when the blocking layers should have room; None: no pace known (or none block)
     paused: bool = False  # its queue is paused: nothing of it is claimed until resumed
     children: list[ChildRecord] = field(default_factory=list)  # a waiting run's children
 
@@ -137,10 +137,14 @@ def _run_holder(scope: str, run: RunRecord) -> HolderRecord:
 
 
 def _eta(store: Store, run: RunRecord, rules: Rules, position: int, blocking: list[ScopeCheck]) -> float | None:
-    """The latest of the blocking layers' ETAs; None if one has no recent rate (or nothing blocks).
+    """The latest of the blocking layers' ETAs; None if one has no known pace (or nothing blocks).
 
     Competitors counted are the runs ahead in the run's own queue that need the
-    same scope: runs of other queues sharing a global or tag scope are not.
+    same scope: runs of other queues sharing a global or tag scope are not. A
+    scope's runs end `limit` at a time (a partition's limit for a partition, the
+    live workers' capacity for the workers layer), at the pace of the runs that
+    free its slots (`domain.backpressure`); a scope over its limit (lowered live)
+    must first shed the excess.
     """
     if not blocking:
         return None
@@ -149,8 +153,9 @@ def _eta(store: Store, run: RunRecord, rules: Rules, position: int, blocking: li
     for check in blocking:
         competing = sum(1 for other in ahead if check.layer == WORKERS or _needs(rules, other, check.scope))
         queue, partition, tags = _ended_in(check.scope)
-        finished = store.finished_count(RATE_WINDOW_SECONDS, queue=queue, partition=partition, tags=tags)
-        etas.append(eta_seconds(competing, finished))
+        pace = store.run_pace(RATE_WINDOW_SECONDS, queue=queue, partition=partition, tags=tags)
+        ends_needed = competing + check.used + check.slots - check.limit
+        etas.append(eta_seconds(ends_needed, check.limit, pace))
     known = [eta for eta in etas if eta is not None]
     return max(known) if len(known) == len(etas) else None
 
@@ -160,7 +165,7 @@ def _needs(rules: Rules, run: RunRecord, scope: str) -> bool:
 
 
 def _ended_in(scope: str) -> tuple[str | None, str | None, dict[str, str] | None]:
-    """(queue, partition, tags): the `finished_count` filters of the runs whose end frees a slot of `scope`."""
+    """(queue, partition, tags): the `run_pace` filters of the runs whose end frees a slot of `scope`."""
     kind, _, rest = scope.partition(":")
     if kind == "queue":
         queue, _, partition = rest.partition("/")

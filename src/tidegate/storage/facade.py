@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from tidegate.domain.backpressure import Pace
 from tidegate.domain.blocking import QueuedShape
 from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
@@ -187,6 +188,16 @@ class AggregateStore:
         tags: Mapping[str, str] | None = None,
     ) -> int:
         return self._activity.finished_count(within, queue=queue, partition=partition, tags=tags)
+
+    def run_pace(
+        self,
+        within: float,
+        *,
+        queue: str | None = None,
+        partition: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> Pace:
+        return self._activity.run_pace(within, queue=queue, partition=partition, tags=tags)
 
     # --- claims ----------------------------------------------------------------
 

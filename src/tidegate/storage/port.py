@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
+from tidegate.domain.backpressure import Pace
 from tidegate.domain.blocking import QueuedShape
 from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
@@ -229,6 +230,18 @@ class Store(Protocol):
     ) -> int:
         """Runs that were claimed and ended in the last `within` seconds (the store's clock), matching
         every filter (`tags`: each key=value carried): the recent rate at which a scope frees slots."""
+
+    def run_pace(
+        self,
+        within: float,
+        *,
+        queue: str | None = None,
+        partition: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> Pace:
+        """How long the runs matching every filter take (the store's clock): those that started and
+        ended in the last `within` seconds, those running now, and the last few that ended before
+        (`domain.backpressure.Pace`): what the ETA of `queue why` and the admission hint go by."""
 
     # --- telemetry ------------------------------------------------------------
     def events_after(self, after: int, limit: int) -> list[EventRecord]:

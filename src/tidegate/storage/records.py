@@ -97,6 +97,7 @@ def worker_record(row: Mapping[str, Any], to_time: ToTime, to_json: ToJSON) -> W
         heartbeat_at=to_time(row["heartbeat_at"]),  # type: ignore[arg-type]
         heartbeat_age=max(0.0, float(row["heartbeat_age"])),
         live=bool(row["live"]),
+        lease_seconds=float(row["lease_seconds"]),
     )
 
 

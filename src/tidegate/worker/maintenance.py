@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from tidegate.domain.clock import Clock
-from tidegate.domain.leases import usable_until
+from tidegate.domain.leases import heartbeat_interval, usable_until
 from tidegate.domain.retention import PRUNE_BATCHES_PER_SWEEP
 from tidegate.domain.tunables import default_seconds
 from tidegate.engine import retention, schedules
@@ -95,7 +95,7 @@ class Maintenance:
             thread.join(timeout=10)
 
     def _loop(self) -> None:
-        renew_every = self._lease / 3
+        renew_every = heartbeat_interval(self._lease)
         sweep_every = self._sweep_every
         next_renew = self._clock.monotonic() + renew_every
         next_sweep = self._clock.monotonic()  # sweep once at start: recover what a crash left

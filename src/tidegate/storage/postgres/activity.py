@@ -1,18 +1,23 @@
 """PostgreSQL: what the fleet is doing, for operators: the worker registry and how fast runs end.
 
-Read-only, and its own aggregate: `GET /api/v1/workers` and the ETA of
-`queue why` read it; the claim path never does. Ages and windows are
+Read-only, and its own aggregate: `GET /api/v1/workers`, the ETA of `queue
+why` and the admission hint read it; the claim path never does. Ages and windows are
 measured on the server's clock (`tidegate_now()`), never this process's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
+import psycopg
+from psycopg.rows import tuple_row
+
+from tidegate.domain.backpressure import HISTORY_RUNS, RATE_WINDOW_SECONDS, Pace
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import WorkerRecord
 from tidegate.storage import records
-from tidegate.storage.postgres.database import Aggregate
+from tidegate.storage.postgres.database import Aggregate, named_cursor
 from tidegate.storage.postgres.payloads import to_json, to_time
 
 
@@ -34,3 +39,37 @@ class Activity(Aggregate):
         row = self._fetchone("finished_count", params)
         count: int = row[0] if row else 0  # count(*) always returns its one row
         return count
+
+    def run_pace(
+        self,
+        within: float,
+        *,
+        queue: str | None = None,
+        partition: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> Pace:
+        with self._connection() as connection:
+            return read_pace(connection, self._q, queue=queue, partition=partition, tags=tags, within=within)
+
+
+def read_pace(
+    connection: psycopg.Connection[Any],
+    query: Callable[[str], str],
+    *,
+    queue: str | None,
+    partition: str | None = None,
+    tags: Mapping[str, str] | None = None,
+    within: float = RATE_WINDOW_SECONDS,
+) -> Pace:
+    """`run_pace` on `connection`: also read by a refused submit, trigger or retry for its hint."""
+    params = {
+        "within": within,
+        "queue": queue,
+        "partition": partition,
+        "tags": dumps(dict(tags or {})),
+        "history": HISTORY_RUNS,
+    }
+    row = named_cursor(connection, "run_pace", tuple_row).execute(query("run_pace"), params).fetchone()
+    assert row is not None  # an aggregate always returns its one row
+    ended, ended_seconds, running, running_seconds, earlier = row
+    return Pace(ended, ended_seconds, running, running_seconds, earlier)

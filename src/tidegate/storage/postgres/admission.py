@@ -16,9 +16,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import tuple_row
 
-from tidegate.domain.backpressure import RATE_WINDOW_SECONDS
 from tidegate.domain.scopes import Rules
 from tidegate.domain.transitions import ceilings_met
+from tidegate.storage.postgres.activity import read_pace
 from tidegate.storage.postgres.database import named_cursor
 
 
@@ -32,12 +32,10 @@ def refuse_past_ceilings(
     connection.execute(query("enqueue_fence"))  # shared and re-entrant: a caller may hold it already
     connection.execute(query("enqueue_lock"), {"queues": sorted(set(queues))})
     counts = [
-        named_cursor(connection, "enqueue_active", tuple_row).execute(
-            query("enqueue_active"), {"queue": ceiling.queue, "window": RATE_WINDOW_SECONDS}
-        )
+        named_cursor(connection, "enqueue_active", tuple_row).execute(query("enqueue_active"), {"queue": ceiling.queue})
         for ceiling in ceilings
     ]
     for ceiling, cursor in zip(ceilings, counts, strict=True):
-        active, recent = cursor.fetchone() or (0, 0)
+        (active,) = cursor.fetchone() or (0,)
         if ceiling.refuses(active):
-            raise ceiling.rejection(active, recent)
+            raise ceiling.rejection(active, read_pace(connection, query, queue=ceiling.queue))

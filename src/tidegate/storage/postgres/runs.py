@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tidegate.domain.backpressure import RATE_WINDOW_SECONDS
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import EventRecord, NewRun, RunRecord, RunStatus, TaskDefinition, TaskRegistration
 from tidegate.domain.transitions import Ceiling
 from tidegate.storage import records
+from tidegate.storage.postgres.activity import read_pace
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.payloads import enqueue_payload, payload_json, to_json, to_time
 from tidegate.storage.postgres.pipeline import implicit_transaction, transaction
@@ -97,12 +97,12 @@ class Runs(Aggregate):
                 connection.execute(self._q("enqueue_fence"))
                 ceilings = connection.execute(self._q("enqueue_ceilings"))
                 connection.execute(self._q("enqueue_lock"), {"queues": queues})
-                refused = connection.execute(self._q("enqueue"), {"runs": payload, "window": RATE_WINDOW_SECONDS})
+                refused = connection.execute(self._q("enqueue"), {"runs": payload})
             self._ceilings.read(ceilings.fetchone())
             row = refused.fetchone()
-        if row is not None:
-            queue, active, limit, incoming, recent = row
-            raise Ceiling(queue, limit, incoming).rejection(active, recent)
+            if row is not None:  # nothing was stored; the hint goes by the pace of the ceiling's runs
+                queue, active, limit, incoming = row
+                raise Ceiling(queue, limit, incoming).rejection(active, read_pace(connection, self._q, queue=queue))
 
     def pending_count(self, queues: Sequence[str]) -> int:
         row = self._fetchone("pending_count", {"queues": list(queues)})

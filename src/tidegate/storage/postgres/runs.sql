@@ -60,8 +60,8 @@ FROM (
 -- it (`max_active` of the declarations, as domain.transitions.ceilings_met and
 -- Ceiling.refuses decide; pinned by tests/contract/test_transitions_pinned.py).
 -- Then the one ceiling refused, in the order SQLite checks them (all queues,
--- then queues as they first appear), with its count, what the batch adds and
--- the completions of the last `window` seconds: the adapter raises with them.
+-- then queues as they first appear), with its count and what the batch adds:
+-- the adapter raises with them (and the ceiling's pace, read then: activity.sql's run_pace).
 WITH new AS (
     SELECT * FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
         n integer, id text, task text, queue text, partition_key text, priority integer, args jsonb,
@@ -107,10 +107,7 @@ WITH new AS (
     -- a spare wake-up at worst. Read once below whatever was refused, so that it always runs.
     SELECT count(pg_notify('tidegate_' || md5(current_schema()), '')) AS sent
 )
-SELECT f.queue, f.active, f.ceiling, f.incoming,
-       (SELECT count(*)::integer FROM tidegate_runs AS r
-        WHERE r.finished_at >= tidegate_now() - make_interval(secs => %(window)s::double precision)
-          AND r.status IN ('completed', 'failed', 'canceled') AND (f.queue IS NULL OR r.queue = f.queue))
+SELECT f.queue, f.active, f.ceiling, f.incoming
 FROM woken AS w
 LEFT JOIN refused AS f ON true
 WHERE f.ceiling IS NOT NULL;
@@ -221,11 +218,8 @@ SELECT
 FROM tidegate_runs AS r WHERE r.id = %(id)s::text;
 
 -- name: enqueue_active
--- The active runs (queued, running, waiting) and the recent ends of one admission ceiling
+-- The active runs (queued, running, waiting) of one admission ceiling
 -- (:queue NULL: all queues), counted by a trigger or an operator's retry once it holds the
 -- ceiling's lock (enqueue_lock; storage/postgres/admission.py); a submit counts in `enqueue`.
-SELECT (SELECT count(*)::integer FROM tidegate_runs
-        WHERE status IN ('queued', 'running', 'waiting') AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)),
-       (SELECT count(*)::integer FROM tidegate_runs
-        WHERE finished_at >= tidegate_now() - make_interval(secs => %(window)s::double precision)
-          AND status IN ('completed', 'failed', 'canceled') AND (%(queue)s::text IS NULL OR queue = %(queue)s::text));
+SELECT count(*)::integer FROM tidegate_runs
+WHERE status IN ('queued', 'running', 'waiting') AND (%(queue)s::text IS NULL OR queue = %(queue)s::text);

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from tidegate.domain.backpressure import RATE_WINDOW_SECONDS
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.domain.transitions import Ceiling
 from tidegate.storage import scheduling
+from tidegate.storage.postgres.activity import read_pace
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import enqueue_payload, event_params, payload_json, to_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
@@ -75,12 +75,10 @@ class Schedules(Aggregate):
         runs = [tick.run for tick in firing.ticks]
         connection.execute(self._q("enqueue_fence"))
         connection.execute(self._q("enqueue_lock"), {"queues": sorted({run.queue for run in runs})})
-        refused = connection.execute(
-            self._q("enqueue"), {"runs": enqueue_payload(runs), "window": RATE_WINDOW_SECONDS}
-        ).fetchone()
+        refused = connection.execute(self._q("enqueue"), {"runs": enqueue_payload(runs)}).fetchone()
         if refused is not None:
-            queue, active, limit, incoming, recent = refused
-            raise Ceiling(queue, limit, incoming).rejection(active, recent)
+            queue, active, limit, incoming = refused
+            raise Ceiling(queue, limit, incoming).rejection(active, read_pace(connection, self._q, queue=queue))
         for run_id, event in scheduling.fired_events(firing):
             connection.execute(self._q("insert_event"), event_params(run_id, event))
 

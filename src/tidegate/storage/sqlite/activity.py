@@ -1,7 +1,7 @@
 """SQLite: what the fleet is doing, for operators: the worker registry and how fast runs end.
 
-Read-only, and its own aggregate: `GET /api/v1/workers` and the ETA of
-`queue why` read it; the claim path never does. Ages and windows are
+Read-only, and its own aggregate: `GET /api/v1/workers`, the ETA of `queue
+why` and the admission hint read it; the claim path never does. Ages and windows are
 measured on the store's clock (`Database.clock`), as every other time here.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tidegate.domain.backpressure import HISTORY_RUNS, Pace
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import WorkerRecord
 from tidegate.storage import records
@@ -40,3 +41,30 @@ class Activity(Aggregate):
         }
         count: int = self._connection().execute(self._q("finished_count"), params).fetchone()[0]
         return count
+
+    def run_pace(
+        self,
+        within: float,
+        *,
+        queue: str | None = None,
+        partition: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> Pace:
+        params = {
+            "now": self._db.clock.wall(),
+            "within": within,
+            "queue": queue,
+            "partition": partition,
+            "tags": dumps(dict(tags or {})),
+            "history": HISTORY_RUNS,
+        }
+        row = self._connection().execute(self._q("run_pace"), params).fetchone()
+        return pace_of(row)
+
+
+def pace_of(row: tuple[int, float, int, float, float | None]) -> Pace:
+    """The `run_pace` row (also read by a refused submit, storage/sqlite/runs.py) as a Pace."""
+    ended, ended_seconds, running, running_seconds, earlier = row
+    return Pace(
+        ended, float(ended_seconds), running, float(running_seconds), None if earlier is None else float(earlier)
+    )

@@ -11,12 +11,13 @@ import sqlite3
 from collections.abc import Sequence
 
 from tidegate.domain import events as history
-from tidegate.domain.backpressure import RATE_WINDOW_SECONDS
+from tidegate.domain.backpressure import HISTORY_RUNS, RATE_WINDOW_SECONDS
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import EventRecord, NewRun, RunRecord, RunStatus, TaskDefinition, TaskRegistration
 from tidegate.domain.transitions import ceilings_met
 from tidegate.storage import records
+from tidegate.storage.sqlite.activity import pace_of
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
 from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
@@ -68,10 +69,9 @@ class Runs(Aggregate):
         for ceiling in ceilings_met(self._limits.load_rules(connection), queues):
             active = connection.execute(self._q("enqueue_active"), {"queue": ceiling.queue}).fetchone()[0]
             if ceiling.refuses(active):
-                recent = connection.execute(
-                    self._q("enqueue_recent"), {"queue": ceiling.queue, "since": now - RATE_WINDOW_SECONDS}
-                ).fetchone()[0]
-                raise ceiling.rejection(active, recent)
+                params = {"now": now, "within": RATE_WINDOW_SECONDS, "queue": ceiling.queue, "partition": None}
+                pace = connection.execute(self._q("run_pace"), {**params, "tags": "{}", "history": HISTORY_RUNS})
+                raise ceiling.rejection(active, pace_of(pace.fetchone()))
 
     def pending_count(self, queues: Sequence[str]) -> int:
         connection = self._connection()

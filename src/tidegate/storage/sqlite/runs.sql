@@ -78,6 +78,3 @@ SELECT
 -- name: enqueue_active
 SELECT count(*) FROM tidegate_runs WHERE status IN ('queued', 'running', 'waiting') AND (:queue IS NULL OR queue = :queue);
 
--- name: enqueue_recent
-SELECT count(*) FROM tidegate_runs
-WHERE finished_at >= :since AND status IN ('completed', 'failed', 'canceled') AND (:queue IS NULL OR queue = :queue);
