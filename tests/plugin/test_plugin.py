@@ -11,11 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psycopg  # noqa: F401 - see below
 import pytest
 
 from tests.conftest import POSTGRES_ADMIN_URL
 
 pytest_plugins = ["pytester"]
+# pytester's in-process runs forget the modules first imported inside them, but psycopg's C part keeps
+# the exception classes of its first import: imported here first, one psycopg serves every run.
 
 HERE = Path(__file__).parent
 INNER = ("-p", "no:kmock", "-p", "no:cacheprovider", "-q")  # kmock's plugin needs pytest-asyncio
@@ -34,7 +37,25 @@ def backend_options(database_url: str) -> tuple[str, ...]:
 def test_a_users_tests_pass(pytester: pytest.Pytester, database_url: str) -> None:
     write_user_project(pytester)
     result = pytester.runpytest(*INNER, *backend_options(database_url))
-    result.assert_outcomes(passed=12)
+    result.assert_outcomes(passed=14)
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        (
+            "postgresql://postgres:hunter2@127.0.0.1:1/test",
+            "--tidegate-postgres: postgresql://postgres:***@127.0.0.1:1/test",
+        ),
+        ("mysql://127.0.0.1/test", "--tidegate-postgres: expected a postgresql:// URL, got 'mysql://127.0.0.1/test'"),
+    ],
+)
+def test_an_unusable_postgres_option_is_one_clear_error(pytester: pytest.Pytester, url: str, said: str) -> None:
+    pytester.makepyfile(test_one="def test_one(tidegate_database):\n    pass\n")
+    result = pytester.runpytest(*INNER, "--tidegate-postgres", url)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*{said}*"])
+    assert "hunter2" not in result.stdout.str()
 
 
 def test_importing_tidegate_imports_neither_the_helpers_nor_pytest() -> None:

@@ -152,3 +152,22 @@ def test_assert_blocked(tidegate_app, tidegate_drain):
     assert seen[1:] == ["blocked"]
     with pytest.raises(AssertionError, match=r"is not blocked by .*: it is completed"):
         assert_blocked(app, later, by="queue:emails/customer_id=7")
+
+
+def test_drain_leaves_what_its_limits_hold_back(tidegate_app, tidegate_drain):
+    app = make_app(tidegate_app.database_url)
+    run = app.tasks_by_name["in_lane"].submit(n=1)
+    app.store.set_queue_paused("lane", True)
+    assert len(tidegate_drain(app)) == 0  # returns: nothing due can be claimed
+    app.store.set_queue_paused("lane", False)
+    assert [found.id for found in tidegate_drain(app).runs] == [run.id]
+
+
+def test_drain_refuses_bad_input(tidegate_app, tidegate_drain):
+    app = make_app(tidegate_app.database_url)
+    with pytest.raises(tidegate.ConfigurationError, match="cap must be at least 1 attempt, got 0"):
+        tidegate_drain(app, cap=0)
+    with pytest.raises(tidegate.ConfigurationError, match="max_workers must be >= 1"):
+        tidegate_drain(app, max_workers=0)
+    with pytest.raises(TypeError, match=r"tidegate_drain takes a tidegate\.App"):
+        tidegate_drain(tidegate_app.database_url)

@@ -28,25 +28,43 @@ def sqlite_url(folder: Path) -> str:
 @contextmanager
 def postgres_schema(url: str) -> Iterator[str]:
     """A URL whose tables live in a new schema of the database at `url`; the schema is dropped after."""
+    schema = create_schema(url)
+    try:
+        yield schema_url(url, schema)
+    finally:
+        drop_schema(url, schema)
+
+
+def create_schema(url: str) -> str:
+    """A new, empty schema in the database at `url`: its name."""
     if not url.startswith(("postgresql://", "postgres://")):
         raise ConfigurationError(f"--tidegate-postgres: expected a postgresql:// URL, got {masked(url)!r}")
     import psycopg
     from psycopg import sql
 
     schema = f"tidegate_test_{uuid.uuid4().hex[:12]}"
-    statement = sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema))
     try:
         with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_SECONDS) as admin:
-            admin.execute(statement)
+            admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
     except psycopg.Error as error:
-        raise StoreUnavailable(f"--tidegate-postgres: {masked(url)}: {masked(str(error).strip(), url)}") from None
+        said = " ".join(str(error).split())  # one line: libpq's hints come on lines of their own
+        raise StoreUnavailable(f"--tidegate-postgres: {masked(url)}: {masked(said, url)}") from None
+    return schema
+
+
+def schema_url(url: str, schema: str) -> str:
+    """`url` with `schema` first on its search path: every table tidegate makes goes there."""
     separator = "&" if "?" in url else "?"
-    try:
-        yield f"{url}{separator}options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_SECONDS) as admin:
-            admin.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(DROP_LOCK_TIMEOUT)))
-            admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+    return f"{url}{separator}options=-csearch_path%3D{schema}"
+
+
+def drop_schema(url: str, schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_SECONDS) as admin:
+        admin.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(DROP_LOCK_TIMEOUT)))
+        admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 class IsolatedApp(App):

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tidegate.app import App, Task
+from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.model import RunRecord, RunStatus
 from tidegate.engine import schedules
 from tidegate.engine.sweep import sweep_now
@@ -84,8 +85,8 @@ def drain(
     worker with that capacity would, limits included). Past `cap` attempts it
     stops the worker and raises `DrainRunaway`.
     """
-    if cap < 1:
-        raise ValueError(f"cap must be at least 1 attempt, got {cap!r}")
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+        raise ConfigurationError(f"cap must be at least 1 attempt, got {cap!r}")
     store = app.store
     schedules.fire_due(store)
     sweep_now(store, "tidegate-drain")

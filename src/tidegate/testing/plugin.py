@@ -21,8 +21,9 @@ import pytest
 
 from tidegate.app import App
 from tidegate.app.settings import using_clock
+from tidegate.domain.errors import TidegateError
 from tidegate.testing.clock import ControlledClock
-from tidegate.testing.databases import IsolatedApp, postgres_schema, sqlite_url
+from tidegate.testing.databases import IsolatedApp, create_schema, drop_schema, schema_url, sqlite_url
 from tidegate.testing.drain import DrainResult, drain
 
 POSTGRES_OPTION = "--tidegate-postgres"
@@ -54,8 +55,17 @@ def tidegate_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterato
     if url is None:
         yield sqlite_url(tmp_path)
         return
-    with postgres_schema(url) as schema_url:
-        yield schema_url
+    refused: str | None = None
+    try:
+        schema = create_schema(url)
+    except TidegateError as error:
+        refused = str(error)
+    if refused is not None:  # one line, no traceback: its locals would show the URL's password
+        pytest.fail(refused, pytrace=False)
+    try:
+        yield schema_url(url, schema)
+    finally:
+        drop_schema(url, schema)
 
 
 @pytest.fixture
