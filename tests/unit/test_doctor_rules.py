@@ -14,7 +14,7 @@ POSTGRES = DatabaseFacts("postgresql", NOW, NOW, 0, None, 100, 3, 10, 9)
 
 
 def worker(pid: int, live: bool = True, queues: tuple[str, ...] = ("q",)) -> WorkerRecord:
-    return WorkerRecord(f"h:{pid}:n{pid}", pid, 4, 0, list(queues), False, NOW, NOW, 0.0, live)
+    return WorkerRecord(f"h:{pid}:n{pid}", pid, 4, 0, list(queues), False, NOW, NOW, 0.0, live, 30.0)
 
 
 def test_clock_skew_thresholds():
