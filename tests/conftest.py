@@ -79,6 +79,12 @@ def database_url(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+def tidegate_database(database_url: str) -> str:
+    """The plugin's own database fixture (tidegate.testing), here on both adapters, as every behaviour is."""
+    return database_url
+
+
+@pytest.fixture
 def backend(database_url: str) -> str:
     return "sqlite" if database_url.startswith("sqlite") else "postgres"
 

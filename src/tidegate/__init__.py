@@ -10,6 +10,7 @@ from tidegate.app.steps import WorkflowTask
 from tidegate.domain.backpressure import Pace
 from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
 from tidegate.domain.clock import Clock, ShiftedClock, SystemClock
+from tidegate.domain.doctor import DatabaseFacts
 from tidegate.domain.errors import (
     AdmissionRejected,
     ArgumentMismatch,
@@ -93,6 +94,7 @@ __all__ = [
     "ConfigurationError",
     "Context",
     "CycleResult",
+    "DatabaseFacts",
     "EventRecord",
     "Executor",
     "Firing",

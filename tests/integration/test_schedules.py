@@ -37,27 +37,31 @@ def to_next_tick(app: App, clock, name: str) -> None:
     clock.advance(max(0.0, (record.next_fire_at - now(app)).total_seconds()) + 0.5)
 
 
-def test_a_decorated_task_runs_once_per_tick_with_its_args(app, clock, start_worker):
+def test_a_decorated_task_runs_once_per_tick_with_its_args(tidegate_app, tidegate_clock, tidegate_drain):
+    app = tidegate_app
+
     @app.schedule("*/5 * * * *", timezone="Europe/Paris", args={"x": 21})
     @app.task(name="s.double")
     def double(x: int) -> int:
         return 2 * x
 
-    start_worker()
-    to_next_tick(app, clock, "s.double")
-    wait_until(lambda: len(fired(app, "s.double")) == 1, message="the first tick")
-    to_next_tick(app, clock, "s.double")
-    wait_until(lambda: len(fired(app, "s.double")) == 2, message="the second tick")
+    assert len(tidegate_drain(app)) == 0  # stores the schedule; no tick is due yet
+    to_next_tick(app, tidegate_clock, "s.double")
+    first = tidegate_drain(app)  # fires the due tick, then runs it
+    to_next_tick(app, tidegate_clock, "s.double")
+    second = tidegate_drain(app)
+    assert [run.result for run in first.runs + second.runs] == [42, 42]
     ticks = [datetime.fromisoformat(metadata["tick"]) for metadata in fired(app, "s.double")]
     assert ticks[1] - ticks[0] == timedelta(minutes=5) and ticks[0].minute % 5 == 0
-    runs = app.store.list_runs(limit=10)
-    for run in runs:
-        assert app.run(run.id).wait(timeout=30) == 42
     [record] = app.store.list_schedules()
-    assert record.last_fire_at == ticks[1] and record.last_run_id in {run.id for run in runs}
+    assert record.last_fire_at == ticks[1] and record.last_run_id == second.runs[0].id
 
 
-def test_missed_ticks_after_downtime_are_skipped_or_caught_up_per_schedule(app, clock, start_worker):
+def test_missed_ticks_after_downtime_are_skipped_or_caught_up_per_schedule(
+    tidegate_app, tidegate_clock, tidegate_drain
+):
+    app, clock = tidegate_app, tidegate_clock
+
     @app.task(name="s.report")
     def report(kind: str) -> str:
         return kind
@@ -67,8 +71,7 @@ def test_missed_ticks_after_downtime_are_skipped_or_caught_up_per_schedule(app, 
     app.worker()  # declarations are stored when a worker is built; no worker runs yet
     [record, _] = app.store.list_schedules()
     clock.advance((record.next_fire_at - now(app)).total_seconds() + 9 * MINUTE + 30)  # ten ticks pass, no worker
-    start_worker()
-    wait_until(lambda: len(fired(app, "catching")) == 10 and fired(app, "skipping"), message="the missed ticks")
+    assert tidegate_drain(app).completed == 11
     [skipped] = fired(app, "skipping")
     caught = fired(app, "catching")
     assert skipped["tick"] == caught[-1]["tick"]  # skip fires only the latest missed tick...
@@ -77,7 +80,8 @@ def test_missed_ticks_after_downtime_are_skipped_or_caught_up_per_schedule(app, 
     assert [b - a for a, b in pairwise(ticks)] == [timedelta(minutes=1)] * 9
     assert all("skipped_from" not in metadata for metadata in caught)
     to_next_tick(app, clock, "catching")  # back to normal: one tick, one run each
-    wait_until(lambda: len(fired(app, "catching")) == 11 and len(fired(app, "skipping")) == 2)
+    assert tidegate_drain(app).completed == 2
+    assert (len(fired(app, "catching")), len(fired(app, "skipping"))) == (11, 2)
 
 
 def test_catching_up_is_bounded_to_the_latest_hundred_ticks(app, clock, start_worker):

@@ -59,30 +59,30 @@ def test_a_worker_wakes_for_a_due_run_without_polling(app, start_worker):
     assert _dequeued_at(app, handle.id) >= handle.info().scheduled_at
 
 
-def test_delayed_runs_keep_their_order_by_due_time(app, start_worker, clock):
-    order = []
+def test_delayed_runs_keep_their_order_by_due_time(tidegate_app, tidegate_clock, tidegate_drain):
+    app, order = tidegate_app, []
 
     @app.task(name="t.ordered")
     def ordered(n: int) -> int:
         order.append(n)
         return n
 
-    handles = [ordered.options(run_at=timedelta(seconds=0.4 * (3 - n))).submit(n=n) for n in range(3)]
-    clock.advance(1.2)  # all due: claims take them by due time, not by submission
-    start_worker(max_workers=1)
-    for handle in handles:
-        handle.wait(timeout=30)
+    for n in range(3):
+        ordered.options(run_at=timedelta(seconds=0.4 * (3 - n))).submit(n=n)
+    assert len(tidegate_drain(app)) == 0  # none is due yet
+    tidegate_clock.advance(1.2)  # all due: claims take them by due time, not by submission
+    assert tidegate_drain(app).completed == 3
     assert order == [2, 1, 0]
 
 
-def test_a_run_at_in_the_past_is_due_now(app, start_worker):
-    @app.task(name="t.past")
+def test_a_run_at_in_the_past_is_due_now(tidegate_app, tidegate_drain):
+    @tidegate_app.task(name="t.past")
     def past() -> int:
         return 1
 
-    start_worker()
     handle = past.options(run_at=datetime.now(UTC) - timedelta(hours=1)).submit()
-    assert handle.wait(timeout=30) == 1
+    assert [run.result for run in tidegate_drain(tidegate_app).runs] == [1]
+    assert handle.wait(timeout=0) == 1
 
 
 def test_run_at_of_the_wrong_type_is_refused(app):
@@ -95,17 +95,16 @@ def test_run_at_of_the_wrong_type_is_refused(app):
     assert app.store.list_runs() == []
 
 
-def test_a_delayed_run_can_be_canceled_before_it_is_due(app, start_worker, clock):
+def test_a_delayed_run_can_be_canceled_before_it_is_due(tidegate_app, tidegate_clock, tidegate_drain):
     ran = []
 
-    @app.task(name="t.cancel_later")
+    @tidegate_app.task(name="t.cancel_later")
     def cancel_later() -> None:
         ran.append(True)
 
-    start_worker()
     handle = cancel_later.options(run_at=timedelta(seconds=1)).submit()
     assert handle.cancel() is RunStatus.CANCELED
-    clock.advance(1.5)  # past its due time: still nothing may claim it
-    assert app.store.cycle("probe", [handle.info().queue], [], [], 1, 30).claimed == []
+    tidegate_clock.advance(1.5)  # past its due time: still nothing may claim it
+    assert len(tidegate_drain(tidegate_app)) == 0
     assert ran == []
     assert handle.status() is RunStatus.CANCELED

@@ -4,12 +4,15 @@ waits holding no worker, and its resumed attempt reads the children's results ba
 
 from __future__ import annotations
 
+import pytest
+
 from tidegate import Executor, RunFailed, RunStatus, Workflow
 
 from .conftest import event_types
 
 
-def test_the_issue_example_waits_on_its_children_and_publishes(app, start_worker):
+def test_the_issue_example_waits_on_its_children_and_publishes(tidegate_app, tidegate_drain):
+    app = tidegate_app
     loaded: list[str] = []
 
     @app.task(name="load_day", queue="loads")
@@ -33,8 +36,9 @@ def test_the_issue_example_waits_on_its_children_and_publishes(app, start_worker
 
     days = [f"2026-01-{d:02d}" for d in range(1, 6)]
     handle = nightly.submit(days=days)
-    start_worker(max_workers=1, queues=["etl", "loads"])  # one slot: the waits hold no worker
-    assert handle.wait(timeout=60) == 1 + 2 + 3 + 4 + 5 + 100
+    ran = tidegate_drain(app, max_workers=1)  # one slot: the waits hold no worker
+    assert handle.info().result == 1 + 2 + 3 + 4 + 5 + 100
+    assert ran.completed == 7 and ran.attempts[0] == (handle.id, 1) and len(ran.of(nightly)) == 1
     assert sorted(loaded) == days  # each child ran once, across every resume
     children = app.store.run_children(handle.id)
     assert len(children) == 6 and all(child.status is RunStatus.COMPLETED for child in children)
@@ -42,7 +46,9 @@ def test_the_issue_example_waits_on_its_children_and_publishes(app, start_worker
     assert "RunWaiting" in types and "RunResumed" in types
 
 
-def test_a_failed_child_fails_its_step_and_the_run(app, start_worker):
+def test_a_failed_child_fails_its_step_and_the_run(tidegate_app, tidegate_drain):
+    app = tidegate_app
+
     @app.task(name="broken", queue="loads")
     def broken() -> None:
         raise ValueError("nope")
@@ -52,10 +58,7 @@ def test_a_failed_child_fails_its_step_and_the_run(app, start_worker):
         return wf.child(broken)
 
     handle = flow.submit()
-    start_worker(max_workers=1, queues=["etl", "loads"])
-    try:
-        handle.wait(timeout=60)
-    except RunFailed as error:
-        assert "child.broken" in error.error and "ValueError: nope" in error.error
-    else:
-        raise AssertionError("the run should have failed")
+    assert tidegate_drain(app).failed == 2  # the child, then the workflow
+    with pytest.raises(RunFailed) as failed:
+        handle.wait(timeout=0)
+    assert "child.broken" in failed.value.error and "ValueError: nope" in failed.value.error

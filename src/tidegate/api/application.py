@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from tidegate import dashboard
 from tidegate.api import (
     docs,
+    doctor,
     errors,
     limits,
     metrics,
@@ -83,6 +84,7 @@ def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False
     api.include_router(tasks.router)
     api.include_router(schedules.router)
     api.include_router(sweep.router)
+    api.include_router(doctor.router)
     api.include_router(metrics.router)
     api.include_router(stream.router)
     _document(api)

@@ -17,7 +17,7 @@ from tidegate.app.submit import Submitter, TaskOptions
 from tidegate.app.tasks import Task
 from tidegate.bootstrap import open_store
 from tidegate.domain import names
-from tidegate.domain.clock import SYSTEM_CLOCK, Clock
+from tidegate.domain.clock import Clock
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.limits import Concurrency, Ordering, QueueConfig, RunQueueConfig
@@ -29,7 +29,7 @@ from tidegate.engine import pool_config
 from tidegate.storage.port import Store
 from tidegate.storage.urls import parse_database_url, resolve_database_url
 from tidegate.worker.loop import Worker
-from tidegate.worker.settings import WorkerSettings
+from tidegate.worker.settings import DrainMode, WorkerSettings
 from tidegate.workflow import Executor, Step
 
 
@@ -48,7 +48,7 @@ class App:
         run_queue: RunQueueConfig | None = None,
         executor: Executor | None = None,
         migrate: bool = True,
-        clock: Clock = SYSTEM_CLOCK,
+        clock: Clock | None = None,
     ) -> None:
         self.database = resolve_database_url(database)
         parse_database_url(self.database)  # a malformed URL fails here, not at first use
@@ -61,7 +61,9 @@ class App:
         # asked, so a step needs no process start-up and need not pickle.
         self.executor = executor or Executor.in_process()
         self._migrate = migrate
-        self.clock = clock  # where the store and the workers read time; tests move a ShiftedClock
+        # Where the store and the workers read time: tests move a ShiftedClock (or, through
+        # tidegate.testing, the default clock of the apps built during a test).
+        self.clock = clock = settings.default_clock() if clock is None else clock
         self._store: Store | None = None
         self._lock = threading.RLock()
         self._registry: Registry[Task] = Registry(lambda: self.store, self._lock, run_queue)
@@ -380,7 +382,7 @@ class App:
         *,
         queues: Sequence[str] | None = None,
         max_workers: int = DEFAULT_MAX_WORKERS,
-        drain: bool = False,
+        drain: DrainMode = False,
         lease_duration: str | float | None = None,
         poll_interval: str | float | None = None,
         shutdown_grace: str | float | None = None,
@@ -391,7 +393,8 @@ class App:
 
         `fill_order=True` joins the leaky-bucket fill order (claim only when every
         lower-ranked worker is full); `max_idle` lets the worker exit after being
-        idle that long.
+        idle that long; `drain` too: once its queues are empty (True), or once
+        nothing due now can be claimed ("due").
         """
         lease = settings.duration_setting("TIDEGATE_LEASE_DURATION", lease_duration, label="lease_duration")
         chosen = tuple(queues) if queues else self._registry.task_queues()

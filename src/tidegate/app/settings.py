@@ -10,7 +10,10 @@ same range applies when the value is passed as an argument instead.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD, PAYLOAD_SETTING
@@ -73,3 +76,23 @@ def claim_policy() -> ClaimPolicy:
         poll_interval=duration_setting("TIDEGATE_CLAIM_POLL_INTERVAL"),
         poll_jitter=duration_setting("TIDEGATE_CLAIM_POLL_JITTER"),
     )
+
+
+_default_clock: Clock = SYSTEM_CLOCK
+
+
+def default_clock() -> Clock:
+    """The clock of an App built without one: the system's, unless a test put its own in place, so
+    that the apps its code under test builds follow the test's time (`tidegate.testing`)."""
+    return _default_clock
+
+
+@contextmanager
+def using_clock(clock: Clock) -> Iterator[Clock]:
+    """Make `clock` the default of every App built meanwhile; the previous default comes back after."""
+    global _default_clock
+    previous, _default_clock = _default_clock, clock
+    try:
+        yield clock
+    finally:
+        _default_clock = previous

@@ -8,7 +8,22 @@ from __future__ import annotations
 
 import typer
 
-from tidegate.cli import db, demo, limits, pools, queue, runs, schedules, serve, submit, sweep, tasks, worker, workers
+from tidegate.cli import (
+    db,
+    demo,
+    doctor,
+    limits,
+    pools,
+    queue,
+    runs,
+    schedules,
+    serve,
+    submit,
+    sweep,
+    tasks,
+    worker,
+    workers,
+)
 from tidegate.cli.errors import ReportingGroup
 
 app = typer.Typer(
@@ -32,6 +47,7 @@ app.add_typer(schedules.app, name="schedules")
 app.command("sweep")(sweep.sweep)
 app.add_typer(workers.app, name="workers")
 app.command("demo")(demo.demo)
+app.command("doctor")(doctor.run_doctor)
 
 
 def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from tidegate.domain.backpressure import Pace
 from tidegate.domain.blocking import QueuedShape
 from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
+from tidegate.domain.doctor import DatabaseFacts
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
 from tidegate.domain.model import (
     CycleResult,
@@ -62,6 +63,7 @@ class AggregateStore:
     _leases: Any
     _schedules: Any
     _retention: Any
+    _health: Any
 
     # --- the shared connection and queries (tests/races.py replaces them) ----------
 
@@ -353,3 +355,8 @@ class AggregateStore:
 
     def prune_runs(self, older_than: float, limit: int) -> PruneReport:
         return self._retention.prune_runs(older_than, limit)
+
+    # --- the doctor ----------------------------------------------------------------
+
+    def doctor_facts(self, retention: float) -> DatabaseFacts:
+        return self._health.doctor_facts(retention)

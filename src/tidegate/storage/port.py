@@ -15,6 +15,7 @@ from typing import Protocol
 from tidegate.domain.backpressure import Pace
 from tidegate.domain.blocking import QueuedShape
 from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
+from tidegate.domain.doctor import DatabaseFacts
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
 from tidegate.domain.model import (
     CycleResult,
@@ -395,6 +396,12 @@ class Store(Protocol):
         """Delete at most `limit` finished runs (completed, failed, canceled) that ended more than
         `older_than` seconds ago (the store's clock), with their events and step rows, and at most
         `limit` fired schedule ticks as old, in one short transaction; never a queued or running run."""
+
+    # --- the doctor -------------------------------------------------------------
+    def doctor_facts(self, retention: float) -> DatabaseFacts:
+        """What only the database can say to `tidegate doctor`: the store's time and its own clock
+        (without a test clock's offset; None where it has none), its connection limits, and the
+        finished runs older than `retention` seconds the sweep would delete, still stored."""
 
     # --- wake-ups -----------------------------------------------------------
     def listen(self, callback: Callable[[], None], own: str | None = None) -> Listener:

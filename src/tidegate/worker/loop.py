@@ -91,6 +91,7 @@ class Worker:
         self._maintenance: Maintenance | None = None
         self._overflow_quiet_until = 0.0  # this worker raised the overflow signal: none can before this
         self._gate = ClaimGate()
+        self._found_nothing = False  # the last turn claimed for free slots and got none (drain="due")
 
     # --- public control ---------------------------------------------------------
 
@@ -230,6 +231,7 @@ class Worker:
         Returns the cycle's result (None if none was needed) and whether to turn again at
         once; None when the cycle failed (logged, its reports put back for the next one).
         """
+        self._found_nothing = False
         starts, outcomes = self._reports.take()
         held_back = self._stopping or not self._alive()
         free = 0 if held_back else self.settings.max_workers - self._dispatcher.in_flight
@@ -246,6 +248,7 @@ class Worker:
         self._reports.sent()  # an outcome sent at once may have waited for its start in this turn
         self._apply(result, sent)
         self._gate.claimed(claim, result)
+        self._found_nothing = claim > 0 and not result.claimed
         if free == 0 and look and not self._stopping:
             await self._check_overflow()
         again = claim > 0 and bool(result.claimed) and (len(result.claimed) == claim or result.more)
@@ -272,7 +275,11 @@ class Worker:
         if self._idle_too_long():
             log.info("idle for %.0fs (max idle): exiting", self.settings.max_idle)
             return True
-        if self.settings.drain and not self._dispatcher.in_flight and not self._reports:
+        if self._dispatcher.in_flight or self._reports:
+            return False
+        if self.settings.drain == "due":  # a claim found nothing due, with nothing left to report
+            return self._found_nothing
+        if self.settings.drain:
             try:
                 pending: int = await self._bridge.call_store(self._store.pending_count, self.settings.queues)
             except Exception:

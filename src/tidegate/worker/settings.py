@@ -7,6 +7,7 @@ directly agrees with one built by `App.worker` (which reads the environment).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD
@@ -15,12 +16,17 @@ from tidegate.engine.pools import ClaimPolicy
 
 _DEFAULT_LEASE = default_seconds("TIDEGATE_LEASE_DURATION")
 
+DrainMode = bool | Literal["due"]
+"""When a worker exits by itself: never (False); once its queues hold no run queued, running or
+waiting (True, `worker --drain`); or once nothing due now can be claimed and nothing is in flight
+("due": a run scheduled later, or one its limits hold back, is left for later; `tidegate.testing`'s drain)."""
+
 
 @dataclass(frozen=True)
 class WorkerSettings:
     queues: tuple[str, ...]
     max_workers: int = DEFAULT_MAX_WORKERS
-    drain: bool = False
+    drain: DrainMode = False
     lease_duration: float = _DEFAULT_LEASE
     poll_interval: float = default_seconds("TIDEGATE_POLL_INTERVAL")
     sweep_interval: float = sweep_interval_for(_DEFAULT_LEASE)  # App.worker derives it from the lease given
@@ -36,6 +42,8 @@ class WorkerSettings:
     def __post_init__(self) -> None:
         if not self.queues:
             raise ConfigurationError("a worker needs at least one queue (no task is registered and none was given)")
+        if self.drain not in (True, False, "due"):
+            raise ConfigurationError(f"drain must be True, False or 'due', got {self.drain!r}")
         if self.max_workers < 1:
             raise ConfigurationError(f"max_workers must be >= 1, got {self.max_workers}")
         if self.lease_duration < MIN_LEASE:

@@ -30,6 +30,7 @@ from tidegate.storage.postgres.claims import Claims
 from tidegate.storage.postgres.connections import CONNECT_TIMEOUT
 from tidegate.storage.postgres.database import Database
 from tidegate.storage.postgres.guard import Guard
+from tidegate.storage.postgres.health import Health
 from tidegate.storage.postgres.leases import Leases
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.listener import CHECK_INTERVAL, NotifyListener
@@ -78,6 +79,7 @@ class PostgresStore(AggregateStore):
         self._leases = Leases(self._db, self._steps, self._children)
         self._schedules = Schedules(self._db)
         self._retention = Retention(self._db)
+        self._health = Health(self._db, per_process=max_size + 1)
 
     # --- wake-ups ----------------------------------------------------------------
 

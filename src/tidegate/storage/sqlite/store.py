@@ -19,6 +19,7 @@ from tidegate.storage.sqlite.children import Children
 from tidegate.storage.sqlite.claims import Claims
 from tidegate.storage.sqlite.database import Database
 from tidegate.storage.sqlite.guard import Guard
+from tidegate.storage.sqlite.health import Health
 from tidegate.storage.sqlite.leases import Leases
 from tidegate.storage.sqlite.limits import Limits
 from tidegate.storage.sqlite.pools import Pools
@@ -55,6 +56,7 @@ class SQLiteStore(AggregateStore):
         self._leases = Leases(self._db, self._steps, self._children)
         self._schedules = Schedules(self._db, self._runs)
         self._retention = Retention(self._db)
+        self._health = Health(self._db)
 
     # --- wake-ups ----------------------------------------------------------------
 

@@ -1,0 +1,49 @@
+"""`doctor_facts` through the Store port: the store's time, the database's own clock, its connection
+limits, and the finished runs the retention sweep would delete that are still stored."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from .conftest import claim, completed, enqueue_one, start
+
+DAY = 86400.0
+
+
+def test_the_facts_of_a_fresh_store(store, clock, backend):
+    facts = store.doctor_facts(7 * DAY)
+    assert abs((facts.now - datetime.fromtimestamp(clock.wall(), UTC)).total_seconds()) < 5
+    assert (facts.prunable, facts.oldest_prunable_at) == (0, None)
+    if backend == "sqlite":
+        assert facts.dialect == "sqlite" and facts.server_now is None and facts.max_connections is None
+    else:
+        assert facts.dialect == "postgresql"
+        assert abs((facts.server_now - facts.now).total_seconds()) < 5
+        assert facts.max_connections > facts.reserved_connections >= 0
+        assert 1 <= facts.connections <= facts.max_connections
+        assert facts.per_process >= 2  # its pool and a wake-up connection
+
+
+def test_the_database_clock_is_read_without_the_test_clocks_offset(store, clock, backend):
+    clock.advance(600)
+    facts = store.doctor_facts(7 * DAY)
+    assert abs((facts.now - datetime.fromtimestamp(clock.wall(), UTC)).total_seconds()) < 5  # the store's time
+    if backend == "postgres":
+        assert (facts.now - facts.server_now).total_seconds() == pytest.approx(600, abs=5)  # the server's own
+
+
+def test_finished_runs_past_the_retention_are_counted_until_pruned(store, clock):
+    run_id = enqueue_one(store)
+    [claimed] = claim(store)
+    start(store, "w1", [claimed.fence])
+    store.cycle("w1", [claimed.queue], [], [completed(claimed.fence)], 0, 30.0)
+    assert store.doctor_facts(DAY).prunable == 0  # ended just now
+    clock.advance(DAY + 60)
+    enqueue_one(store)  # a queued run is never counted, however old
+    facts = store.doctor_facts(DAY)
+    assert facts.prunable == 1
+    assert facts.oldest_prunable_at == store.get_run(run_id).finished_at
+    store.prune_runs(DAY, 100)
+    assert store.doctor_facts(DAY).prunable == 0
