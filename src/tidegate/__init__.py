@@ -8,6 +8,7 @@ Every type a user passes to or receives from the public API is exported here
 from tidegate.app import App, RunHandle, Task, TaskOptions
 from tidegate.app.steps import WorkflowTask
 from tidegate.domain.backpressure import Pace
+from tidegate.domain.blocking import QueuedShape
 from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
 from tidegate.domain.clock import Clock, ShiftedClock, SystemClock
 from tidegate.domain.doctor import DatabaseFacts
@@ -122,6 +123,7 @@ __all__ = [
     "QueueConfig",
     "QueueCounts",
     "QueueNotFound",
+    "QueuedShape",
     "RecursiveWaitDeadlock",
     "Rules",
     "RunCanceled",
