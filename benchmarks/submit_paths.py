@@ -13,10 +13,10 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from benchmarks.common import fresh_database, measured_with, medians, parse_options, repeated, write_markdown
 from rich.console import Console
 
 import tidegate
+from common import fresh_database, measured_with, medians, parse_options, repeated, write_markdown
 
 THREADS = 16
 
