@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from rich.console import Console
@@ -47,7 +48,7 @@ def measure(backend: str, runs: int) -> dict[str, float]:
         return figures
 
 
-def _rate(submit, runs: int) -> float:
+def _rate(submit: Callable[[int], object], runs: int) -> float:
     started = time.perf_counter()
     for index in range(runs):
         submit(index)
@@ -62,14 +63,14 @@ def main() -> None:
     rows = []
     for backend, backend_samples in samples.items():
         figures = medians(backend_samples)
-        for path, rate in figures.items():
-            rows.append([backend, path, f"{rate:,.0f}", f"{rate / figures['plain']:.2f}"])
+        for label, rate in figures.items():
+            rows.append([backend, label, f"{rate:,.0f}", f"{rate / figures['plain']:.2f}"])
     notes = [
         measured_with("python benchmarks/submit_paths.py"),
         f"Load average before the run: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (shared machine: provisional).",
     ]
-    path = write_markdown("submit_paths", "Submit paths", ["backend", "path", "submits/s", "x plain"], rows, notes)
-    console.print(path.read_text())
+    written = write_markdown("submit_paths", "Submit paths", ["backend", "path", "submits/s", "x plain"], rows, notes)
+    console.print(written.read_text())
 
 
 if __name__ == "__main__":
