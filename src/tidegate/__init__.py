@@ -36,6 +36,7 @@ from tidegate.domain.errors import (
     WaitDeadlock,
     WaitTimeout,
 )
+from tidegate.domain.keys import CheckedUnique, UniqueClaim
 from tidegate.domain.limits import Concurrency, Partition, QueueConfig, RunQueueConfig, TagConcurrencyLimit
 from tidegate.domain.model import (
     ClaimedRun,
@@ -70,6 +71,7 @@ from tidegate.domain.steps import (
     StepStatus,
     StepUpdate,
 )
+from tidegate.domain.unique import Admission, DuplicateRun, Unique
 from tidegate.engine.children import RunsBuilder, Triggerable
 from tidegate.engine.pools import ClaimPolicy
 from tidegate.storage.port import Listener, Store
@@ -82,11 +84,13 @@ from tidegate.workflow.definitions import WorkflowDefinition
 from tidegate.workflow.kubernetes.spec import KubernetesSpec
 
 __all__ = [
+    "Admission",
     "AdmissionRejected",
     "App",
     "ArgumentMismatch",
     "AttemptFencedOut",
     "Cancelled",
+    "CheckedUnique",
     "ChildRecord",
     "ClaimPolicy",
     "ClaimedRun",
@@ -96,6 +100,7 @@ __all__ = [
     "Context",
     "CycleResult",
     "DatabaseFacts",
+    "DuplicateRun",
     "EventRecord",
     "Executor",
     "Firing",
@@ -166,6 +171,8 @@ __all__ = [
     "TidegateError",
     "TriggerAnswer",
     "Triggerable",
+    "Unique",
+    "UniqueClaim",
     "UnknownTask",
     "WaitDeadlock",
     "WaitTimeout",

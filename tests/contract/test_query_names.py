@@ -33,6 +33,7 @@ MECHANISMS = {
         "claim_fence": "the shared rules fence; SQLite's BEGIN IMMEDIATE already excludes a rules change",
         "claim_turn": "one claimer at a time per limited queue; SQLite has one writer",
         "due_now": "a pipelined 'look again at once'; SQLite answers it in Python",
+        "unique_lock": "one keyed submitter at a time per key; SQLite has one writer",
     },
 }
 

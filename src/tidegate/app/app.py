@@ -13,7 +13,7 @@ from tidegate.app.handle import RunHandle
 from tidegate.app.registry import Registry
 from tidegate.app.schedules import Schedules
 from tidegate.app.steps import WorkflowTask, make_step
-from tidegate.app.submit import Submitter, TaskOptions
+from tidegate.app.submit import SubmitKeys, Submitter, TaskOptions
 from tidegate.app.tasks import Task
 from tidegate.bootstrap import open_store
 from tidegate.domain import names
@@ -25,6 +25,7 @@ from tidegate.domain.model import NewRun, TaskDefinition
 from tidegate.domain.schedules import MissedTicks
 from tidegate.domain.steps import PoolConfig
 from tidegate.domain.tunables import DEFAULT_MAX_WORKERS, DEFAULT_POOL_LEASE
+from tidegate.domain.unique import Unique
 from tidegate.engine import pool_config
 from tidegate.storage.port import Store
 from tidegate.storage.urls import parse_database_url, resolve_database_url
@@ -94,6 +95,7 @@ class App:
         retry_backoff: str | float = "1s",
         timeout: str | float | None = None,
         dispatch_deadline: str | float | None = None,
+        unique: Unique | None = None,
     ) -> Callable[[Callable[..., Any]], Task]: ...
 
     def task(
@@ -108,14 +110,16 @@ class App:
         retry_backoff: str | float = "1s",
         timeout: str | float | None = None,
         dispatch_deadline: str | float | None = None,
+        unique: Unique | None = None,
     ) -> Task | Callable[[Callable[..., Any]], Task]:
-        """Register a sync or async function as a task (usable with or without arguments)."""
+        """Register a sync or async function as a task (usable with or without arguments).
+        `unique`: once per key for its runs (`tidegate.Unique`)."""
 
         def register(function: Callable[..., Any]) -> Task:
             definition = task_definition(
                 function, name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline
             )
-            return self._registry.add(Task(self._submitter, function, definition))
+            return self._registry.add(Task(self._submitter, function, definition, unique))
 
         return register(fn) if fn is not None else register
 
@@ -328,10 +332,21 @@ class App:
         queue: str | None = None,
         run_at: datetime | timedelta | None = None,
         concurrency_key: str | None = None,
+        unique_key: str | None = None,
+        idempotency_key: str | None = None,
+        idempotency_ttl: str | float | None = None,
     ) -> RunHandle:
-        """Submit by task name: the code need not be importable here."""
+        """Submit by task name: the code need not be importable here. The keys are `Task.options`'s."""
         options = self.options_for(
-            task, priority=priority, tags=tags, queue=queue, run_at=run_at, concurrency_key=concurrency_key
+            task,
+            priority=priority,
+            tags=tags,
+            queue=queue,
+            run_at=run_at,
+            concurrency_key=concurrency_key,
+            unique_key=unique_key,
+            idempotency_key=idempotency_key,
+            idempotency_ttl=idempotency_ttl,
         )
         return options.submit_many([{} if args is None else args])[0]
 
@@ -344,10 +359,19 @@ class App:
         queue: str | None = None,
         run_at: datetime | timedelta | None = None,
         concurrency_key: str | None = None,
+        unique_key: str | None = None,
+        idempotency_key: str | None = None,
+        idempotency_ttl: str | float | None = None,
     ) -> TaskOptions:
         """Submit options for a task known by name (registered here, or by any worker before)."""
         return self._submitter.options_for(
-            task, priority=priority, tags=tags, queue=queue, run_at=run_at, concurrency_key=concurrency_key
+            task,
+            priority=priority,
+            tags=tags,
+            queue=queue,
+            run_at=run_at,
+            concurrency_key=concurrency_key,
+            keys=SubmitKeys(unique_key, idempotency_key, idempotency_ttl),
         )
 
     def definition_of(self, task: str) -> TaskDefinition:

@@ -16,10 +16,12 @@ _MAX_POLL = 0.1
 
 
 class RunHandle:
-    def __init__(self, store: Store, run_id: str, *, clock: Clock = SYSTEM_CLOCK) -> None:
-        """`clock`: where `wait` reads its deadline (the app's); its pauses are real time."""
+    def __init__(self, store: Store, run_id: str, *, clock: Clock = SYSTEM_CLOCK, duplicate: bool = False) -> None:
+        """`clock`: where `wait` reads its deadline (the app's); its pauses are real time. `duplicate`:
+        the submit that made this handle met a run holding its unique key, and this is that run."""
         self._store = store
         self.id = run_id
+        self.duplicate = duplicate
         self._clock = clock
 
     def info(self) -> RunRecord:

@@ -8,6 +8,7 @@ runs; a `RunTarget` (the app's `Submitter`) says where they go.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -20,11 +21,13 @@ from tidegate.domain.clock import Clock
 from tidegate.domain.durations import MAX_DURATION
 from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.jsonvalue import ensure_json, ensure_size
+from tidegate.domain.keys import UniqueClaim
 from tidegate.domain.limits import QueueConfig
 from tidegate.domain.model import NewRun, TaskDefinition
 from tidegate.domain.parameters import check_args
 from tidegate.domain.scopes import partition_of
 from tidegate.domain.suggest import unknown_task
+from tidegate.domain.unique import DEFAULT_UNIQUE, DuplicateRun, check_key, idempotency_claim
 from tidegate.storage.port import Store
 from tidegate.storage.urls import masked
 
@@ -57,6 +60,7 @@ class TaskOptions:
         queue: str,
         run_at: datetime | timedelta | None,
         concurrency_key: str | None,
+        keys: SubmitKeys | None = None,
     ) -> None:
         """`definition.parameters` checks every run's args: described from the code here, or as the
         app that has the code registered them (a task registered without them is not checked)."""
@@ -67,6 +71,7 @@ class TaskOptions:
         self._queue = definition.queue if queue is UNSET else names.check_name("queue", queue)
         self._run_at = _check_run_at(run_at)
         self._concurrency_key = names.check_concurrency_key(concurrency_key)
+        self._keys = (keys or SubmitKeys()).checked(definition)
 
     def submit(self, **args: Any) -> RunHandle:
         return self.submit_many([args])[0]
@@ -105,6 +110,10 @@ class TaskOptions:
         if self._definition.parameters is not None:
             check_args(self._definition.name, self._definition.parameters, args)
         ensure_size(dict(args), f"{self._definition.name}: args", limit, at_most=at_most)
+        claim = self._keys.claim(self._definition, self._queue, args)
+        delay = self.due_in()
+        if claim is not None and claim.debounce is not None:
+            delay = max(delay, claim.debounce)  # held for the debounce after the last submit of its key
         return NewRun(
             id=str(ULID()),
             task=self._definition.name,
@@ -117,12 +126,13 @@ class TaskOptions:
             max_attempts=self._definition.max_attempts,
             retry_backoff=self._definition.retry_backoff,
             timeout=self._definition.timeout,
-            delay=self.due_in(),
+            delay=delay,
             deadline=(
                 self._definition.dispatch_deadline
                 if self._definition.dispatch_deadline is not None
                 else queue_config.dispatch_deadline
             ),
+            unique=claim,
         )
 
 
@@ -142,13 +152,22 @@ class Submitter:
         return self._registry.queue_config(name)
 
     def enqueue(self, runs: Sequence[NewRun]) -> list[RunHandle]:
+        """Store the runs (all or none); a batch with a unique or idempotency key goes the keyed way,
+        and a run that met its key's holder is answered with the holder's handle (`duplicate`)."""
         self._registry.persist()
-        if runs:
-            self._store().enqueue(runs)
-        return [self.handle(run.id) for run in runs]
+        if not any(run.unique is not None for run in runs):
+            if runs:
+                self._store().enqueue(runs)
+            return [self.handle(run.id) for run in runs]
+        try:
+            admitted = self._store().enqueue_unique(runs)
+        except DuplicateRun as error:
+            error.handle = self.handle(error.run_id, duplicate=True)
+            raise
+        return [self.handle(answer.run_id, duplicate=answer.duplicate) for answer in admitted]
 
-    def handle(self, run_id: str) -> RunHandle:
-        return RunHandle(self._store(), run_id, clock=self.clock)
+    def handle(self, run_id: str, *, duplicate: bool = False) -> RunHandle:
+        return RunHandle(self._store(), run_id, clock=self.clock, duplicate=duplicate)
 
     def options_for(
         self,
@@ -159,6 +178,7 @@ class Submitter:
         queue: str | None,
         run_at: datetime | timedelta | None,
         concurrency_key: str | None,
+        keys: SubmitKeys | None = None,
     ) -> TaskOptions:
         """Submit options for a task known by name (registered here, or by any worker before)."""
         definition = self.definition(task)
@@ -170,6 +190,7 @@ class Submitter:
             definition.queue if queue is None else queue,
             run_at,
             concurrency_key,
+            keys=keys,
         )
 
     def definition(self, task: str) -> TaskDefinition:
@@ -186,6 +207,37 @@ class Submitter:
             registered = [registration.definition.name for registration in self._store().list_tasks()]
             raise unknown_task(task, [*self._registry.tasks(), *registered], masked(self._database))
         return definition
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitKeys:
+    """A submit's `unique_key`, `idempotency_key` and `idempotency_ttl` (see `Task.options`)."""
+
+    unique_key: str | None = None
+    idempotency_key: str | None = None
+    idempotency_ttl: str | float | None = None
+
+    def checked(self, definition: TaskDefinition) -> SubmitKeys:
+        """These keys, or a clear error naming the option at fault (checked once, before any run is built)."""
+        if self.unique_key is not None:
+            check_key(self.unique_key, "unique_key")
+            if self.idempotency_key is not None:
+                raise InvalidArgument("give unique_key or idempotency_key, not both")
+        if self.idempotency_key is not None:
+            idempotency_claim(definition.name, self.idempotency_key, self.idempotency_ttl)
+        elif self.idempotency_ttl is not None:
+            raise InvalidArgument("idempotency_ttl needs an idempotency_key")
+        return self
+
+    def claim(self, definition: TaskDefinition, queue: str, args: Mapping[str, Any]) -> UniqueClaim | None:
+        """The run's claim: its idempotency key's, else its task's `Unique` rule's (the default rule
+        when only a `unique_key` is given), else none."""
+        if self.idempotency_key is not None:
+            return idempotency_claim(definition.name, self.idempotency_key, self.idempotency_ttl)
+        rule = definition.unique
+        if rule is None and self.unique_key is not None:
+            rule = DEFAULT_UNIQUE
+        return None if rule is None else rule.claim(definition.name, queue, args, self.unique_key)
 
 
 def _check_run_at(run_at: Any) -> datetime | timedelta | None:

@@ -14,10 +14,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tidegate.app.handle import RunHandle
-from tidegate.app.submit import UNSET, RunTarget, TaskOptions
+from tidegate.app.submit import UNSET, RunTarget, SubmitKeys, TaskOptions
 from tidegate.domain import parameters
 from tidegate.domain.model import TaskDefinition
 from tidegate.domain.parameters import describe
+from tidegate.domain.unique import Unique
 from tidegate.worker.context import Context
 from tidegate.worker.execution import TaskFunction
 
@@ -38,13 +39,19 @@ def find_context_param(fn: Callable[..., Any]) -> str | None:
 class Task:
     """A registered function. Call it directly to run it here; `submit` to run it durably."""
 
-    def __init__(self, target: RunTarget, fn: Callable[..., Any], definition: TaskDefinition) -> None:
+    def __init__(
+        self, target: RunTarget, fn: Callable[..., Any], definition: TaskDefinition, unique: Unique | None = None
+    ) -> None:
+        """`unique`: once per key for its runs, checked here against the function's parameters."""
         self._target = target
         self.fn = fn
         self.function = TaskFunction(definition.name, fn, find_context_param(fn))
         # What a run's args must be, described once from the code and stored with the task,
         # so that a submit by name elsewhere is checked by the same rule (domain/parameters.py).
-        self.definition = replace(definition, parameters=describe(fn, skip=self._filled_by_worker()))
+        described = describe(fn, skip=self._filled_by_worker())
+        names = None if described.extra_keywords else described.names
+        checked = None if unique is None else unique.checked(definition.name, names)
+        self.definition = replace(definition, parameters=described, unique=checked)
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", definition.name)
 
@@ -70,9 +77,17 @@ class Task:
         queue: str = UNSET,
         run_at: datetime | timedelta | None = None,
         concurrency_key: str | None = None,
+        unique_key: str | None = None,
+        idempotency_key: str | None = None,
+        idempotency_ttl: str | float | None = None,
     ) -> TaskOptions:
+        """Per-submit options. `unique_key`: the key of the task's `Unique` rule (or of the default one:
+        a run queued, running or waiting holds it) instead of its args; `idempotency_key`: every
+        submit with it within `idempotency_ttl` (default a day) of the first returns that run, unless
+        it failed or was canceled."""
         options = (priority, tags, queue, run_at, concurrency_key)
-        return TaskOptions(self._target, self.definition, *options)
+        keys = SubmitKeys(unique_key, idempotency_key, idempotency_ttl)
+        return TaskOptions(self._target, self.definition, *options, keys=keys)
 
     def check_args(self, args: Mapping[str, Any]) -> None:
         """Raise `ArgumentMismatch` unless `args` fit this task's parameters (what every submit checks)."""

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from tidegate.domain.jsonvalue import JSONValue
+from tidegate.domain.keys import CheckedUnique, UniqueClaim
 from tidegate.domain.parameters import TaskParameters
 
 
@@ -76,6 +77,7 @@ class TaskDefinition:
     timeout: float | None = None
     dispatch_deadline: float | None = None  # seconds a run may wait queued before failing "capacity:"
     parameters: TaskParameters | None = None  # what its args must be; None: registered without a description
+    unique: CheckedUnique | None = None  # once per key for its runs (domain/unique.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +108,7 @@ class NewRun:
     timeout: float | None
     delay: float  # seconds from the store's now until the run is due
     deadline: float | None = None  # seconds from submission until it fails "capacity:" if still queued
+    unique: UniqueClaim | None = None  # once per key (domain/unique.py): the store takes the key or meets its holder
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from tidegate.domain.retention import PruneReport
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.domain.scopes import Rules
 from tidegate.domain.steps import PoolConfig, PoolStatus, SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
+from tidegate.domain.unique import Admission
 from tidegate.storage.port import Fence
 
 
@@ -48,6 +49,7 @@ class AggregateStore:
     _db: Any  # the dialect's Database: `.connection` (a factory) and `.queries` (the named SQL)
     _schema: Any
     _runs: Any
+    _unique: Any
     _browse: Any
     _retries: Any
     _activity: Any
@@ -107,6 +109,9 @@ class AggregateStore:
 
     def enqueue(self, runs: Sequence[NewRun]) -> None:
         return self._runs.enqueue(runs)
+
+    def enqueue_unique(self, runs: Sequence[NewRun]) -> list[Admission]:
+        return self._unique.enqueue_unique(runs)
 
     def cancel_run(self, run_id: str) -> RunStatus:
         return self._children.cancel_run(run_id)

@@ -37,6 +37,7 @@ from tidegate.domain.retention import PruneReport
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.domain.scopes import Rules
 from tidegate.domain.steps import PoolConfig, PoolStatus, SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
+from tidegate.domain.unique import Admission
 
 Fence = tuple[str, int]  # (run id, attempt)
 
@@ -127,6 +128,14 @@ class Store(Protocol):
         """Store runs as queued (with RunQueued events), all or none, and wake workers.
 
         Raises AdmissionRejected, storing nothing, if a ceiling (max_active) would be passed."""
+
+    def enqueue_unique(self, runs: Sequence[NewRun]) -> list[Admission]:
+        """`enqueue` for a batch whose runs may carry a `unique` claim (domain/unique.py), one
+        transaction: each keyed run takes its key, or meets the run holding it (returned as a
+        duplicate; a still-queued holder takes its args when the claim says replace or debounce).
+
+        Race-free across connections. Raises DuplicateRun (claim "raise") or AdmissionRejected,
+        storing nothing."""
 
     def cycle(
         self,

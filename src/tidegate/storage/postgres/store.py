@@ -43,6 +43,7 @@ from tidegate.storage.postgres.schedules import Schedules
 from tidegate.storage.postgres.schema import Schema
 from tidegate.storage.postgres.steps import PostgresStepVerbs
 from tidegate.storage.postgres.telemetry import Telemetry
+from tidegate.storage.postgres.unique import Unique
 from tidegate.storage.postgres.workers import Workers
 
 POOL_MIN_SIZE = 1
@@ -64,6 +65,7 @@ class PostgresStore(AggregateStore):
         self._db = Database(url, min_size=min_size, max_size=max_size, clock=clock)
         self._schema = Schema(self._db)
         self._runs = Runs(self._db)
+        self._unique = Unique(self._db)
         self._browse = Browse(self._db)
         self._activity = Activity(self._db)
         self._telemetry = Telemetry(self._db)

@@ -31,6 +31,7 @@ from tidegate.storage.sqlite.schedules import Schedules
 from tidegate.storage.sqlite.schema import Schema
 from tidegate.storage.sqlite.steps import SQLiteStepVerbs
 from tidegate.storage.sqlite.telemetry import Telemetry
+from tidegate.storage.sqlite.unique import Unique
 from tidegate.storage.sqlite.wakeups import DatagramListener
 from tidegate.storage.sqlite.workers import Workers
 
@@ -43,6 +44,7 @@ class SQLiteStore(AggregateStore):
         self._limits = Limits(self._db)
         self._queues = Queues(self._db)
         self._runs = Runs(self._db, self._limits)
+        self._unique = Unique(self._db, self._runs)
         self._browse = Browse(self._db)
         self._retries = Retries(self._db, self._runs)
         self._activity = Activity(self._db)

@@ -1,0 +1,64 @@
+"""The keys of once per key (domain/unique.py): a run's claim, a task's checked rule, the computed key.
+
+Kept apart from unique.py so that the model (a `NewRun` carries its claim, a `TaskDefinition` its
+rule) depends on these plain values only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+ACTIVE_STATES: tuple[str, ...] = ("queued", "running", "waiting")
+
+
+@dataclass(frozen=True, slots=True)
+class UniqueClaim:
+    """What a run asks of the key store: its key, which of its states hold it, for how long when completed,
+    what a submit that meets a holder does, and its debounce (seconds; the store moves a queued holder)."""
+
+    key: str
+    states: tuple[str, ...]
+    period: float | None  # a completed run holds the key until submit + period; None: not at all
+    on_conflict: str
+    debounce: float | None = None
+    max_wait: float | None = None
+
+    @property
+    def holds(self) -> str:
+        """The states as the stores match them: '|queued|running|'."""
+        return "|" + "|".join(self.states) + "|"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedUnique:
+    """A task's `Unique`, checked: what each of its runs' claims is made of."""
+
+    by_args: bool | tuple[str, ...]
+    by_queue: bool
+    period: float | None
+    states: tuple[str, ...]
+    on_conflict: str
+    debounce: float | None
+    max_wait: float | None
+
+    def claim(self, task: str, queue: str, args: Mapping[str, Any], unique_key: str | None) -> UniqueClaim | None:
+        """The run's claim: over `unique_key` when given, else over its args (None if by_args is False)."""
+        if unique_key is not None:
+            key = compute_key(task, "key", queue if self.by_queue else None, unique_key)
+        elif self.by_args is False:
+            return None
+        else:
+            chosen = args if self.by_args is True else {name: args.get(name) for name in self.by_args}
+            key = compute_key(task, "args", queue if self.by_queue else None, dict(chosen))
+        return UniqueClaim(key, self.states, self.period, self.on_conflict, self.debounce, self.max_wait)
+
+
+def compute_key(task: str, kind: str, queue: str | None, value: Any) -> str:
+    """The stored key: a digest of the task, the kind of key, the queue when it counts, and the value
+    (args as canonical JSON, so key order does not matter)."""
+    text = json.dumps([task, kind, queue, value], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

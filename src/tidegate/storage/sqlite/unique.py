@@ -1,0 +1,40 @@
+"""SQLite: a keyed submit (once per key, domain/unique.py) in one write transaction.
+
+`BEGIN IMMEDIATE` makes the submitter the only writer: the holders it reads stay the holders
+until it commits. The domain's `plan` decides each run; the holders to replace are updated,
+the new runs stored as `Runs.enqueue` stores them (admission included) and the keys taken.
+A refusal, a `DuplicateRun` or any error rolls the whole batch back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tidegate.domain.jsonvalue import dumps
+from tidegate.domain.model import NewRun
+from tidegate.domain.unique import Admission, plan
+from tidegate.storage.sqlite.database import Aggregate, Database
+from tidegate.storage.sqlite.runs import Runs
+from tidegate.storage.uniqueness import batch_keys, holders_of, key_rows, replace_params
+
+
+class Unique(Aggregate):
+    """The keyed submit of the storage port."""
+
+    def __init__(self, db: Database, runs: Runs) -> None:
+        super().__init__(db)
+        self._runs = runs
+
+    def enqueue_unique(self, runs: Sequence[NewRun]) -> list[Admission]:
+        with self._write() as (connection, now):
+            held = connection.execute(self._q("unique_holders"), {"keys": dumps(batch_keys(runs)), "now": now})
+            decided = plan(runs, holders_of(held.fetchall()))
+            for holder_id, run in decided.replace:
+                # read under the write lock: the holder is still queued, the update finds it
+                params = {**replace_params(holder_id, run), "args": dumps(run.args), "now": now}
+                connection.execute(self._q("unique_replace"), params).fetchall()
+            if decided.store:
+                self._runs.insert_runs(connection, decided.store, now)
+                connection.executemany(self._q("unique_take"), [{**row, "now": now} for row in key_rows(decided.store)])
+        self._notifier.notify()
+        return decided.answers
