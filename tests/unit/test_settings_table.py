@@ -49,6 +49,7 @@ def test_a_worker_refuses_a_bad_setting_at_start(
 ) -> None:
     """Even a setting only `serve` or a step reads stops a worker from starting, in one line."""
     app = tidegate.App(f"sqlite:///{tmp_path / 'settings.db'}")
+    app.task(name="noop")(lambda: None)
     monkeypatch.setenv(name, value)
     try:
         with pytest.raises(ConfigurationError) as refused:
