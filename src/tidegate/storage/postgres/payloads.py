@@ -106,8 +106,20 @@ def _storable(outcome: Outcome) -> Outcome:
 
 
 def claimed_run(row: tuple[Any, ...]) -> ClaimedRun:
-    (run_id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect, queued_seconds, has_parent,
-     trace_context) = row
+    (
+        run_id,
+        task,
+        queue,
+        args,
+        attempt,
+        max_attempts,
+        retry_backoff,
+        timeout,
+        suspect,
+        queued_seconds,
+        has_parent,
+        trace_context,
+    ) = row
     return ClaimedRun(
         id=run_id,
         task=task,
