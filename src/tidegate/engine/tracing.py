@@ -27,7 +27,18 @@ from tidegate.domain.children import NewChild, WaitSuspended
 from tidegate.domain.model import ClaimedRun, EventRecord, NewRun, Outcome, OutcomeKind
 
 SYSTEM = "tidegate"
-_tracer = trace.get_tracer("tidegate")  # a proxy: it follows a provider the user sets later
+_cached: tuple[object, trace.Tracer] | None = None
+
+
+def _tracer() -> trace.Tracer:
+    """The tracer of the provider in force now (the user may set one after import, a test may swap it)."""
+    global _cached
+    provider = trace.get_tracer_provider()
+    if _cached is None or _cached[0] is not provider:
+        _cached = (provider, provider.get_tracer("tidegate"))
+    return _cached[1]
+
+
 _w3c = TraceContextTextMapPropagator()  # stored as W3C whatever the user's propagators, so any reader understands it
 
 
@@ -84,7 +95,7 @@ def submitting(runs: Sequence[NewRun]) -> Iterator[list[NewRun]]:
             "tidegate.task": _single([run.task for run in runs]),
         },
     )
-    with _tracer.start_as_current_span(
+    with _tracer().start_as_current_span(
         f"send {queue or 'runs'}", kind=SpanKind.PRODUCER, attributes=attributes
     ) as span:
         stored = _stored_context(span)
@@ -96,7 +107,7 @@ def submitting_each(runs: Sequence[NewRun], parents: Sequence[Context]) -> Itera
     """One producer span per run, each under its own parent (the HTTP request it came in): runs of
     several requests stored together (api/group_commit.py) still belong each to its own trace."""
     spans = [
-        _tracer.start_span(
+        _tracer().start_span(
             f"send {run.queue}",
             context=parent,
             kind=SpanKind.PRODUCER,
@@ -136,7 +147,7 @@ def triggering(children: Sequence[NewChild], wait: bool) -> Iterator[list[NewChi
         },
     )
     name = f"{'trigger_and_wait' if wait else 'trigger'} {queue or 'runs'}"
-    with _tracer.start_as_current_span(
+    with _tracer().start_as_current_span(
         name, kind=SpanKind.PRODUCER, attributes=attributes, record_exception=False, set_status_on_exception=False
     ) as span:
         stored = _stored_context(span)
@@ -174,7 +185,7 @@ def attempt(run: ClaimedRun, worker_id: str) -> Span:
         },
     )
     # An empty context, not the worker's: an attempt belongs to its run's trace, never to another's.
-    return _tracer.start_span(
+    return _tracer().start_span(
         f"process {run.queue}", context=parent or Context(), kind=SpanKind.CONSUMER, links=links, attributes=attributes
     )
 
@@ -216,7 +227,7 @@ def step(run_id: str, key: str, try_number: int, needs: dict[str, int]) -> Itera
     attributes = {"tidegate.run.id": run_id, "tidegate.step.key": key, "tidegate.step.try": try_number}
     if needs:
         attributes["tidegate.step.needs"] = [f"{scope}={slots}" for scope, slots in sorted(needs.items())]
-    with _tracer.start_as_current_span(f"step {key}", attributes=attributes) as span:
+    with _tracer().start_as_current_span(f"step {key}", attributes=attributes) as span:
         yield span
 
 

@@ -92,7 +92,8 @@ class Dispatcher:
         attempt.context._children = ChildLink(
             self._store, run.fence, worker, on_resumed=lambda children: attempt_log.resumed(run, worker, children)
         )
-        attempt_log.claimed(run, worker)
+        with tracing.use(attempt.span):
+            attempt_log.claimed(run, worker)
         self._busy[attempt.fence] = attempt
         if task is None:
             self._settle(attempt, outcomes.failure(attempt, f"UnknownTask: no task named {run.task!r} on this worker"))
@@ -200,7 +201,8 @@ class Dispatcher:
         before its body runs. The write is made off the loop (on the task's thread, or the
         store's thread for async attempts).
         """
-        attempt_log.started(attempt.run, self._worker_id)
+        with tracing.use(attempt.span):
+            attempt_log.started(attempt.run, self._worker_id)
         if not attempt.run.suspect:
             self._reports.started(attempt.fence)
             return
