@@ -13,7 +13,7 @@ tree holds across processes, workers and retries.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -222,21 +222,21 @@ def ended(span: Span, outcome: Outcome | None) -> None:
 
 
 @contextmanager
-def step(run_id: str, key: str, try_number: int, needs: dict[str, int]) -> Iterator[Span]:
+def step(run_id: str, key: str, try_number: int, needs: Mapping[str, int]) -> Iterator[Span]:
     """A workflow step's try, under its run's attempt; `pool_wait` / `pool_acquired` mark its pool wait."""
-    attributes = {"tidegate.run.id": run_id, "tidegate.step.key": key, "tidegate.step.try": try_number}
+    attributes: dict[str, Any] = {"tidegate.run.id": run_id, "tidegate.step.key": key, "tidegate.step.try": try_number}
     if needs:
         attributes["tidegate.step.needs"] = [f"{scope}={slots}" for scope, slots in sorted(needs.items())]
     with _tracer().start_as_current_span(f"step {key}", attributes=attributes) as span:
         yield span
 
 
-def pool_wait(span: Span, needs: dict[str, int]) -> None:
+def pool_wait(span: Span, needs: Mapping[str, int]) -> None:
     if needs:
         span.add_event("pool_wait", {"tidegate.step.needs": [f"{scope}={n}" for scope, n in sorted(needs.items())]})
 
 
-def pool_acquired(span: Span, needs: dict[str, int]) -> None:
+def pool_acquired(span: Span, needs: Mapping[str, int]) -> None:
     if needs:
         span.add_event("pool_acquired")
 
