@@ -14,13 +14,13 @@ tree holds across processes, workers and retries.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context, get_current
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from tidegate.domain.children import NewChild, WaitSuspended
@@ -28,6 +28,12 @@ from tidegate.domain.model import ClaimedRun, EventRecord, NewRun, Outcome, Outc
 
 SYSTEM = "tidegate"
 _cached: tuple[object, trace.Tracer] | None = None
+
+
+def _off() -> bool:
+    """No SDK is configured (the API's own proxy provider is in force): spans would all be no-ops, so
+    none is made and submits and attempts pay nothing for tracing."""
+    return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
 def _tracer() -> trace.Tracer:
@@ -81,7 +87,7 @@ def current() -> Context:
 def submitting(runs: Sequence[NewRun]) -> Iterator[list[NewRun]]:
     """The producer span of a submit (one per batch): yields the runs carrying its context, to store.
     Runs that carry a context already (traced by their caller, `submitting_each`) get no second span."""
-    if all(run.trace_context for run in runs):
+    if _off() or all(run.trace_context for run in runs):
         yield list(runs)
         return
     queue = _single([run.queue for run in runs])
@@ -106,6 +112,9 @@ def submitting(runs: Sequence[NewRun]) -> Iterator[list[NewRun]]:
 def submitting_each(runs: Sequence[NewRun], parents: Sequence[Context]) -> Iterator[list[NewRun]]:
     """One producer span per run, each under its own parent (the HTTP request it came in): runs of
     several requests stored together (api/group_commit.py) still belong each to its own trace."""
+    if _off():
+        yield list(runs)
+        return
     spans = [
         _tracer().start_span(
             f"send {run.queue}",
@@ -135,6 +144,9 @@ def submitting_each(runs: Sequence[NewRun], parents: Sequence[Context]) -> Itera
 def triggering(children: Sequence[NewChild], wait: bool) -> Iterator[list[NewChild]]:
     """A child trigger's producer span (a child of the attempt's): yields the children carrying its context.
     A trigger whose wait suspends the attempt ends with a `waiting` event, not an error."""
+    if _off():
+        yield list(children)
+        return
     queue = _single([child.run.queue for child in children])
     attributes = _messaging(
         queue,
@@ -167,6 +179,8 @@ def attempt(run: ClaimedRun, worker_id: str) -> Span:
     """The consumer span of one attempt: a child of the submit's span and linked to it. Made current
     (`use`) while the attempt's code runs, so its steps and triggers nest under it; its outcome is set
     when the attempt is settled (`ended`) and the worker ends it when the attempt's slot is freed."""
+    if _off():
+        return INVALID_SPAN
     parent = _context_of(run.trace_context)
     producer = trace.get_current_span(parent).get_span_context() if parent is not None else None
     links = [Link(producer)] if producer is not None and producer.is_valid else []
@@ -210,6 +224,8 @@ def waited_on(span: Span, events: Sequence[EventRecord], attempt_number: int) ->
 
 def ended(span: Span, outcome: Outcome | None) -> None:
     """The attempt's outcome on its span: an error status for a failure (with its first line)."""
+    if not span.is_recording():
+        return
     if outcome is None:
         span.set_attribute("tidegate.outcome", "handed_back_or_waiting")
         return
@@ -225,6 +241,9 @@ def ended(span: Span, outcome: Outcome | None) -> None:
 def step(run_id: str, key: str, try_number: int, needs: Mapping[str, int]) -> Iterator[Span]:
     """A workflow step's try, under its run's attempt; `pool_wait` / `pool_acquired` mark its pool wait."""
     attributes: dict[str, Any] = {"tidegate.run.id": run_id, "tidegate.step.key": key, "tidegate.step.try": try_number}
+    if _off():
+        yield INVALID_SPAN
+        return
     if needs:
         attributes["tidegate.step.needs"] = [f"{scope}={slots}" for scope, slots in sorted(needs.items())]
     with _tracer().start_as_current_span(f"step {key}", attributes=attributes) as span:
@@ -251,9 +270,7 @@ def current_ids() -> tuple[str, str] | None:
 
 def use(span: Span | None) -> Any:
     """Make `span` current for a moment (a log line about its attempt written off its thread)."""
-    return trace.use_span(span, end_on_exit=False) if span is not None else _nothing()
+    return _NOTHING if span is None or span is INVALID_SPAN else trace.use_span(span, end_on_exit=False)
 
 
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
+_NOTHING = nullcontext()  # reusable, and cheaper than a generator each time
