@@ -73,7 +73,8 @@ def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False
     api.state.event_streams = EventStreams.from_environment(lambda: app.store)
     api.add_middleware(BodyLimit, max_bytes=app.max_payload + OPTIONS_ROOM)
     api.add_middleware(SameOrigin)  # every change, the API's and the dashboard's forms: from its own pages only
-    api.add_middleware(RequestTiming, histogram=api.state.metrics.latency)  # outermost: a 413 is timed too
+    api.add_middleware(RequestTiming, histogram=api.state.metrics.latency)  # a 413 is timed too
+    _trace_routes(api)  # outermost: a request's span covers everything it cost
     errors.install(api)
     api.include_router(probes.router)
     api.include_router(runs.router)
@@ -90,6 +91,16 @@ def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False
     _document(api)
     dashboard.install(api, grant=security.grant, events=stream.stream_events)  # the web pages at /
     return api
+
+
+def _trace_routes(api: FastAPI) -> None:
+    """Each request as a span of the standard ASGI instrumentation, when it is installed (it is optional:
+    `pip install opentelemetry-instrumentation-asgi`); a submit's producer span is its child."""
+    try:
+        from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+    except ImportError:
+        return
+    api.add_middleware(OpenTelemetryMiddleware)
 
 
 def _closing(app: App) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:

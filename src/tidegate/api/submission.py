@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
+from opentelemetry.context import Context
+
 from tidegate.api.errors import blame
 from tidegate.api.group_commit import GroupCommit
 from tidegate.api.metrics import ALL_QUEUES, ServerMetrics, ceiling_queue
@@ -27,6 +29,7 @@ from tidegate.domain.clock import Clock
 from tidegate.domain.errors import AdmissionRejected, TidegateError
 from tidegate.domain.limits import QueueConfig
 from tidegate.domain.model import NewRun
+from tidegate.engine import tracing
 
 # The 429 of a submit, and of anything that makes a run active again (an operator's retry).
 REJECTED: dict[int | str, dict[str, Any]] = {
@@ -69,7 +72,10 @@ class _RequestTarget:
 
 
 async def submit_one(
-    request: SubmitRequest, refusals: Refusals, metrics: ServerMetrics, group: GroupCommit[SubmitRequest, NewRun]
+    request: SubmitRequest,
+    refusals: Refusals,
+    metrics: ServerMetrics,
+    group: GroupCommit[tuple[SubmitRequest, Context], NewRun],
 ) -> NewRun:
     """One run, stored with the others that arrive meanwhile; a request just refused is refused at once.
 
@@ -84,7 +90,7 @@ async def submit_one(
         raise refused
     with refusals.asking(key):
         try:
-            run = await group(request)
+            run = await group((request, tracing.current()))  # its span's parent: this request's
         except AdmissionRejected as rejected:
             refusals.remember(key, rejected)
             raise
@@ -92,7 +98,9 @@ async def submit_one(
     return run
 
 
-def store_each(app: App, metrics: ServerMetrics, requests: Sequence[SubmitRequest]) -> list[NewRun | Exception]:
+def store_each(
+    app: App, metrics: ServerMetrics, requests: Sequence[tuple[SubmitRequest, Context]]
+) -> list[NewRun | Exception]:
     """Each request's run, or its own error: built one by one, stored in one transaction if all fit.
 
     A request that fails its checks fails alone. If the store refuses the group
@@ -100,14 +108,24 @@ def store_each(app: App, metrics: ServerMetrics, requests: Sequence[SubmitReques
     answer is the one it would have had alone: the group only shares the cost.
     """
     target = _RequestTarget(app)
-    outcomes: list[NewRun | Exception] = []
-    for request in requests:
+    built: list[NewRun | Exception] = []
+    for request, _ in requests:
         try:
             (run,) = _build(app, target, request, "")
         except TidegateError as error:
-            outcomes.append(error)
+            built.append(error)
         else:
-            outcomes.append(run)
+            built.append(run)
+    parents = [parent for (_, parent), outcome in zip(requests, built, strict=True) if isinstance(outcome, NewRun)]
+    with tracing.submitting_each([run for run in built if isinstance(run, NewRun)], parents) as traced:
+        spans = iter(traced)
+        outcomes = [next(spans) if isinstance(outcome, NewRun) else outcome for outcome in built]
+        return _store_all(target, metrics, outcomes)
+
+
+def _store_all(
+    target: _RequestTarget, metrics: ServerMetrics, outcomes: list[NewRun | Exception]
+) -> list[NewRun | Exception]:
     runs = [outcome for outcome in outcomes if isinstance(outcome, NewRun)]
     if len(runs) > 1:
         try:

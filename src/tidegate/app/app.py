@@ -420,6 +420,7 @@ class App:
         idle that long; `drain` too: once its queues are empty (True), or once
         nothing due now can be claimed ("due").
         """
+        settings.check_environment()
         lease = settings.duration_setting("TIDEGATE_LEASE_DURATION", lease_duration, label="lease_duration")
         chosen = tuple(queues) if queues else self._registry.task_queues()
         for queue in chosen:

@@ -18,11 +18,10 @@ from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD, PAYLOAD_SETTING
 from tidegate.domain.sizes import format_size, parse_size
-from tidegate.domain.tunables import COUNTS, TUNABLES, sweep_interval_for
+from tidegate.domain.tunables import COUNTS, LOG_FORMATS, MAX_PAYLOAD, MIN_PAYLOAD, TUNABLES, sweep_interval_for
 from tidegate.engine.pools import ClaimPolicy
 
-MIN_PAYLOAD = 1024
-MAX_PAYLOAD = 128 * 1024 * 1024  # a PostgreSQL jsonb value holds at most 256 MiB
+LOG_FORMAT_SETTING = "TIDEGATE_LOG_FORMAT"
 
 
 def duration_setting(name: str, given: str | float | None = None, *, label: str | None = None) -> float:
@@ -67,6 +66,27 @@ def max_payload() -> int:
             f"{PAYLOAD_SETTING}: {raw!r} is out of range: use {format_size(MIN_PAYLOAD)} to {format_size(MAX_PAYLOAD)}"
         )
     return size
+
+
+def log_format(given: str | None = None, *, label: str = "--log-format") -> str:
+    """`text` or `json`: `given` (the option called `label`) if any, else TIDEGATE_LOG_FORMAT, else text."""
+    name, raw = (label, given) if given is not None else (LOG_FORMAT_SETTING, os.environ.get(LOG_FORMAT_SETTING))
+    value = (raw or "text").strip().lower()
+    if value not in LOG_FORMATS:
+        raise ConfigurationError(f"{name}: {raw!r} is not a log format: use {' or '.join(LOG_FORMATS)}")
+    return value
+
+
+def check_environment() -> None:
+    """Read every `TIDEGATE_*` tunable now, so a process refuses a bad one at start (one line naming it),
+    not when the first run, stream or step happens to need it."""
+    for name in TUNABLES:
+        if name != "TIDEGATE_SWEEP_INTERVAL" or os.environ.get(name):
+            duration_setting(name)
+    for name in COUNTS:
+        count_setting(name)
+    max_payload()
+    log_format()
 
 
 def claim_policy() -> ClaimPolicy:

@@ -7,6 +7,7 @@ runs; a `RunTarget` (the app's `Submitter`) says where they go.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -28,9 +29,11 @@ from tidegate.domain.parameters import check_args
 from tidegate.domain.scopes import partition_of
 from tidegate.domain.suggest import unknown_task
 from tidegate.domain.unique import DEFAULT_UNIQUE, DuplicateRun, check_key, idempotency_claim
+from tidegate.engine import tracing
 from tidegate.storage.port import Store
 from tidegate.storage.urls import masked
 
+log = logging.getLogger("tidegate.submit")  # one DEBUG line per run stored (`run.submitted`)
 UNSET: Any = object()  # an option not given: the task's default applies
 
 
@@ -155,16 +158,24 @@ class Submitter:
         """Store the runs (all or none); a batch with a unique or idempotency key goes the keyed way,
         and a run that met its key's holder is answered with the holder's handle (`duplicate`)."""
         self._registry.persist()
-        if not any(run.unique is not None for run in runs):
-            if runs:
-                self._store().enqueue(runs)
-            return [self.handle(run.id) for run in runs]
-        try:
-            admitted = self._store().enqueue_unique(runs)
-        except DuplicateRun as error:
-            error.handle = self.handle(error.run_id, duplicate=True)
-            raise
-        return [self.handle(answer.run_id, duplicate=answer.duplicate) for answer in admitted]
+        if not runs:
+            return []
+        with tracing.submitting(runs) as traced:
+            if not any(run.unique is not None for run in traced):
+                self._store().enqueue(traced)
+                answers = [(run.id, False) for run in traced]
+            else:
+                try:
+                    answers = [(answer.run_id, answer.duplicate) for answer in self._store().enqueue_unique(traced)]
+                except DuplicateRun as error:
+                    error.handle = self.handle(error.run_id, duplicate=True)
+                    raise
+        if log.isEnabledFor(logging.DEBUG):
+            stored = {run.id: run for run in runs}
+            for run in (stored[run_id] for run_id, duplicate in answers if not duplicate and run_id in stored):
+                fields = {"event": "run.submitted", "run_id": run.id, "task": run.task, "queue": run.queue}
+                log.debug("run %s task=%s submitted to queue %s", run.id, run.task, run.queue, extra=fields)
+        return [self.handle(run_id, duplicate=duplicate) for run_id, duplicate in answers]
 
     def handle(self, run_id: str, *, duplicate: bool = False) -> RunHandle:
         return RunHandle(self._store(), run_id, clock=self.clock, duplicate=duplicate)

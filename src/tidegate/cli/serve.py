@@ -47,6 +47,7 @@ def serve(
         from tidegate.api.header_deadline import header_deadline_protocol
     except ImportError as error:
         raise CommandError(f"the HTTP service needs its extra: pip install 'tidegate[service]' ({error})") from None
+    settings.check_environment()
     tokens = Tokens.from_environment()
     check_bind(host, tokens)
     protocol = header_deadline_protocol(settings.duration_setting("TIDEGATE_HEADER_TIMEOUT"))

@@ -9,24 +9,21 @@ start rather than serve one database while the operator believes another.
 
 from __future__ import annotations
 
-import logging
 import sys
 from typing import Annotated
 
 import typer
 from rich.text import Text
 
+from tidegate.app.settings import log_format as chosen_log_format
 from tidegate.cli.errors import CommandError
 from tidegate.cli.loading import load_app_for
+from tidegate.cli.logs import configure_logging
 from tidegate.cli.options import DATABASE_HELP
 from tidegate.cli.render import stdout
-from tidegate.cli.terminal import VisibleFormatter
 from tidegate.domain.tunables import DEFAULT_MAX_WORKERS
 from tidegate.storage.urls import DATABASE_ENV, masked
-from tidegate.worker import attempt_log
 from tidegate.worker.metrics import serve_metrics
-
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def worker(
@@ -61,6 +58,15 @@ def worker(
             "--log-tracebacks", help="Log the traceback of each failed attempt (else only at --log-level debug)."
         ),
     ] = False,
+    log_format: Annotated[
+        str | None,
+        typer.Option(
+            "--log-format",
+            metavar="FORMAT",
+            help="text, or json: one JSON object a line with stable fields (env TIDEGATE_LOG_FORMAT).",
+            show_default="text",
+        ),
+    ] = None,
     database: Annotated[
         str | None,
         typer.Option(
@@ -74,7 +80,7 @@ def worker(
     ] = None,
 ) -> None:
     """Run a worker for the app's tasks until SIGTERM/SIGINT (or, with --drain, until idle)."""
-    configure_logging(log_level, log_tracebacks)
+    configure_logging(log_level, log_tracebacks, chosen_log_format(log_format))
     app = load_app_for(target, database)
     runner = app.worker(
         queues=queue or None, max_workers=max_workers, drain=drain, fill_order=fill_order, max_idle=max_idle
@@ -109,16 +115,3 @@ def _serve_metrics(port: int, host: str) -> None:
     except OSError as error:
         raise CommandError(f"--metrics-port {port}: cannot listen on {host}:{port} ({error.strerror})") from None
     stdout.print(Text.assemble("metrics on ", (f"http://{host}:{port}/metrics", "bold")), soft_wrap=True)
-
-
-def configure_logging(level: str, tracebacks: bool = False) -> None:
-    """The worker's log on stderr: one INFO line per attempt outcome; tracebacks at DEBUG, or with
-    `--log-tracebacks` whatever the level (only their logger is lowered)."""
-    number = logging.getLevelName(level.upper())
-    if not isinstance(number, int):
-        raise CommandError(f"--log-level {level!r}: use debug, info, warning or error")
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(VisibleFormatter(LOG_FORMAT))
-    logging.basicConfig(level=number, handlers=[handler])
-    if tracebacks:
-        attempt_log.tracebacks.setLevel(logging.DEBUG)

@@ -109,6 +109,7 @@ class NewRun:
     delay: float  # seconds from the store's now until the run is due
     deadline: float | None = None  # seconds from submission until it fails "capacity:" if still queued
     unique: UniqueClaim | None = None  # once per key (domain/unique.py): the store takes the key or meets its holder
+    trace_context: str | None = None  # the submit's span (W3C traceparent), which the run's attempts join
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +127,7 @@ class ClaimedRun:
     suspect: bool = False  # rescued from a lost worker: its start is recorded before its body runs
     queued_seconds: float = 0.0  # how long it waited, due and queued, before this claim (the store's clock)
     has_parent: bool = True  # a child run, whose end may resume its waiting parent; True when not known
+    trace_context: str | None = None  # as stored at submit: each attempt's span joins that trace
 
     @property
     def fence(self) -> tuple[str, int]:

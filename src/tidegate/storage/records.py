@@ -181,4 +181,5 @@ def new_run_row(run: NewRun) -> dict[str, Any]:
         "timeout": run.timeout,
         "delay": run.delay,
         "deadline": run.deadline,
+        "trace_context": run.trace_context,
     }

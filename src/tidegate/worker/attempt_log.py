@@ -1,16 +1,22 @@
-"""One log line per attempt outcome, so a worker's log says what happened to every run.
+"""One log line per lifecycle transition of a run on this worker, with stable field names.
 
-At INFO, on the `tidegate.worker` logger: completed (with its duration),
-failed (the error's first line, and whether it will be retried and when),
-timed out, canceled, re-queued or failed by the sweeper; each names the run
-id, the task and the attempt. The traceback of a failure goes to the
-`tidegate.worker.tracebacks` logger at DEBUG: shown with `--log-level debug`,
-or alone with `--log-tracebacks` (which lowers only that logger's level).
+On the `tidegate.worker` logger: completed (with its duration), failed (the
+error's first line, no attempt left), retried (failed, and when it runs again),
+canceled, waiting (for its children), resumed (a wait answered: its children
+ended) and rescued (re-queued or failed by the sweeper) at INFO; claimed and
+started at DEBUG (two lines more per attempt, for when they are wanted). Each
+record carries its fields as attributes (`event`, `run_id`, `task`, `queue`,
+`attempt`, `max_attempts`, `worker`, and `duration_ms`, `error`,
+`retry_in_s`, `children`, `status` where they apply), so `--log-format json`
+writes them as they are (cli/logs.py); the text format keeps the sentence.
+The traceback of a failure goes to the `tidegate.worker.tracebacks` logger at
+DEBUG: shown with `--log-level debug`, or alone with `--log-tracebacks`.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from tidegate.domain.model import ClaimedRun, Outcome, OutcomeKind, RunStatus, SweepReport
 from tidegate.storage.port import Store
@@ -19,25 +25,67 @@ log = logging.getLogger("tidegate.worker")
 tracebacks = logging.getLogger("tidegate.worker.tracebacks")
 
 
+def fields(event: str, run: ClaimedRun, worker: str | None, **more: Any) -> dict[str, Any]:
+    """A transition's fields, named the same in every line (the JSON lines' keys)."""
+    base = {
+        "event": event,
+        "run_id": run.id,
+        "task": run.task,
+        "queue": run.queue,
+        "attempt": run.attempt,
+        "max_attempts": run.max_attempts,
+        "worker": worker,
+    }
+    return {**base, **{key: value for key, value in more.items() if value is not None}}
+
+
+def _where(run: ClaimedRun) -> str:
+    return f"run {run.id} task={run.task} attempt={run.attempt}/{run.max_attempts}"
+
+
 def _headline(error: str | None) -> tuple[str, str]:
     """The error's first line and the rest (the traceback, when the worker caught one)."""
     lines = (error or "").strip().splitlines()
     return (lines[0] if lines else "unknown error"), "\n".join(lines[1:])
 
 
-def attempt_ended(run: ClaimedRun, outcome: Outcome, seconds: float) -> None:
+def claimed(run: ClaimedRun, worker: str) -> None:
+    if log.isEnabledFor(logging.DEBUG):
+        queued_ms = round(run.queued_seconds * 1000, 1)
+        more = fields("run.claimed", run, worker, queued_ms=queued_ms)
+        log.debug("%s claimed after %.3fs queued", _where(run), run.queued_seconds, extra=more)
+
+
+def started(run: ClaimedRun, worker: str) -> None:
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("%s started", _where(run), extra=fields("run.started", run, worker))
+
+
+def waiting(run: ClaimedRun, worker: str) -> None:
+    log.info("%s waiting for its children", _where(run), extra=fields("run.waiting", run, worker))
+
+
+def resumed(run: ClaimedRun, worker: str, children: int) -> None:
+    more = fields("run.resumed", run, worker, children=children)
+    log.info("%s resumed: its %d awaited children ended", _where(run), children, extra=more)
+
+
+def attempt_ended(run: ClaimedRun, outcome: Outcome, seconds: float, worker: str | None = None) -> None:
     """The line for an attempt this worker settled (and, at DEBUG, its traceback)."""
-    where = f"run {run.id} task={run.task} attempt={run.attempt}/{run.max_attempts}"
+    where, duration_ms = _where(run), round(seconds * 1000, 1)
     if outcome.kind is OutcomeKind.COMPLETED:
-        log.info("%s completed in %.3fs", where, seconds)
+        more = fields("run.completed", run, worker, duration_ms=duration_ms)
+        log.info("%s completed in %.3fs", where, seconds, extra=more)
         return
     if outcome.kind is OutcomeKind.CANCELED:
-        log.info("%s canceled after %.3fs", where, seconds)
+        log.info("%s canceled after %.3fs", where, seconds, extra=fields("run.canceled", run, worker))
         return
     headline, trace = _headline(outcome.error)
     ended = "timed out" if headline.startswith("Timeout:") else "failed"
     then = "no attempt left" if outcome.retry_delay is None else f"will retry in {outcome.retry_delay:.1f}s"
-    log.info("%s %s after %.3fs: %s (%s)", where, ended, seconds, headline, then)
+    event = "run.failed" if outcome.retry_delay is None else "run.retried"
+    more = fields(event, run, worker, duration_ms=duration_ms, error=headline, retry_in_s=outcome.retry_delay)
+    log.info("%s %s after %.3fs: %s (%s)", where, ended, seconds, headline, then, extra=more)
     if trace:
         tracebacks.debug("%s: %s\n%s", where, headline, trace)
 
@@ -49,6 +97,15 @@ def swept(store: Store, report: SweepReport) -> None:
         if run is None:
             continue
         verb = "re-queued" if run.status is RunStatus.QUEUED else run.status.value
+        more = {
+            "event": "run.rescued",
+            "run_id": run.id,
+            "task": run.task,
+            "queue": run.queue,
+            "attempt": run.attempt,
+            "max_attempts": run.max_attempts,
+            "status": run.status.value,
+        }
         log.info(
             "run %s task=%s attempt=%s/%s %s by the sweeper (its lease expired or its worker is gone)",
             run.id,
@@ -56,4 +113,5 @@ def swept(store: Store, report: SweepReport) -> None:
             run.attempt,
             run.max_attempts,
             verb,
+            extra=more,
         )

@@ -11,7 +11,7 @@ no worker held) and unwinds the task's code with `WaitSuspended`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tidegate.domain.children import (
@@ -24,6 +24,7 @@ from tidegate.domain.children import (
     check_replay,
 )
 from tidegate.domain.errors import InvalidArgument
+from tidegate.engine import tracing
 from tidegate.engine.children import RunsBuilder, Triggerable, builder_of
 from tidegate.storage.port import Fence, Store
 
@@ -33,8 +34,11 @@ RELEASE_ALL = "all"
 class ChildLink:
     """One attempt's triggers: positions, the children known so far, the store calls."""
 
-    def __init__(self, store: Store, fence: Fence, worker_id: str) -> None:
+    def __init__(
+        self, store: Store, fence: Fence, worker_id: str, on_resumed: Callable[[int], None] | None = None
+    ) -> None:
         self._store = store
+        self._on_resumed = on_resumed  # told once, at the first wait this attempt finds answered
         self._fence = fence
         self._worker_id = worker_id
         self._next = 0
@@ -76,16 +80,19 @@ class ChildLink:
         ]
         answered = self._answer_locally(children, known, wait)
         if answered is not None:
+            if wait and not self._replayed and self._on_resumed is not None:
+                self._on_resumed(len(answered))
             self._replayed = True
             return answered
         self._stored = True
-        answer = self._store.trigger_children(self._fence, self._worker_id, children, wait, release == RELEASE_ALL)
-        if answer.canceled:
-            raise TriggerCanceled("canceled")
-        with self._lock:
-            known.update((child.index, child) for child in answer.children)
-        if answer.waiting:
-            raise WaitSuspended(f"waiting for {len(answer.children)} children")
+        with tracing.triggering(children, wait) as traced:
+            answer = self._store.trigger_children(self._fence, self._worker_id, traced, wait, release == RELEASE_ALL)
+            if answer.canceled:
+                raise TriggerCanceled("canceled")
+            with self._lock:
+                known.update((child.index, child) for child in answer.children)
+            if answer.waiting:
+                raise WaitSuspended(f"waiting for {len(answer.children)} children")
         return answer.children
 
     def _known_children(self) -> dict[int, ChildRecord]:

@@ -20,6 +20,7 @@ from typing import Any
 from tidegate.domain.children import TriggerCanceled, WaitSuspended
 from tidegate.domain.clock import Clock
 from tidegate.domain.model import ClaimedRun, CycleResult, Outcome
+from tidegate.engine import tracing
 from tidegate.engine.pools import PoolGuard
 from tidegate.storage.port import Fence, Store
 from tidegate.worker import attempt_log, outcomes
@@ -86,7 +87,13 @@ class Dispatcher:
         assert loop is not None
         task = self._tasks.get(run.task)
         attempt = Attempt(run, task, claim_sent)
-        attempt.context._children = ChildLink(self._store, run.fence, self._worker_id)
+        attempt.span = tracing.attempt(run, self._worker_id)
+        worker = self._worker_id
+        attempt.context._children = ChildLink(
+            self._store, run.fence, worker, on_resumed=lambda children: attempt_log.resumed(run, worker, children)
+        )
+        with tracing.use(attempt.span):
+            attempt_log.claimed(run, worker)
         self._busy[attempt.fence] = attempt
         if task is None:
             self._settle(attempt, outcomes.failure(attempt, f"UnknownTask: no task named {run.task!r} on this worker"))
@@ -109,11 +116,14 @@ class Dispatcher:
         try:
             try:
                 attempt.enter_thread()
+                self._note_waits(attempt)
                 self._record_start(attempt)
                 try:
-                    value = task.fn(**task.call_args(attempt.run.args, attempt.context))
+                    with tracing.use(attempt.span):
+                        value = task.fn(**task.call_args(attempt.run.args, attempt.context))
                 except WaitSuspended:
                     outcome = None  # the store ended the attempt waiting: nothing to report
+                    attempt_log.waiting(attempt.run, self._worker_id)
                 except TriggerCanceled as error:
                     outcome = outcomes.for_cancel_before_trigger(attempt, error)
                 except BaseException as error:  # a task's exception never kills the worker
@@ -134,13 +144,17 @@ class Dispatcher:
             self._bridge.call(self._release, attempt)
 
     async def _run_async(self, attempt: Attempt, task: TaskFunction) -> None:
+        if attempt.span.is_recording():
+            await self._bridge.call_store(self._note_waits, attempt)  # a store read: off the loop
         if attempt.run.suspect:
             await self._bridge.call_store(self._record_start, attempt)  # a store write: off the loop
         else:
             self._record_start(attempt)
         try:
-            value = await self._coroutine(attempt, task)
+            with tracing.use(attempt.span):
+                value = await self._coroutine(attempt, task)
         except WaitSuspended:
+            attempt_log.waiting(attempt.run, self._worker_id)
             self._settle(attempt, None)  # the store ended the attempt waiting: nothing to report
             self._release(attempt)
             return
@@ -167,6 +181,16 @@ class Dispatcher:
         call: Coroutine[Any, Any, Any] = task.fn(**task.call_args(attempt.run.args, attempt.context))
         return call
 
+    def _note_waits(self, attempt: Attempt) -> None:
+        """On a traced attempt's span, the scopes its run waited on since its last claim (read from its
+        events, so only when the span records: untraced attempts cost nothing)."""
+        if not attempt.span.is_recording():
+            return
+        try:
+            tracing.waited_on(attempt.span, self._store.run_events(attempt.run.id), attempt.run.attempt)
+        except Exception:
+            log.warning("run %s: could not read the scopes it waited on for its span", attempt.run.id, exc_info=True)
+
     def _record_start(self, attempt: Attempt) -> None:
         """Report the attempt's start; a suspect's is written now, in its own transaction.
 
@@ -177,6 +201,8 @@ class Dispatcher:
         before its body runs. The write is made off the loop (on the task's thread, or the
         store's thread for async attempts).
         """
+        with tracing.use(attempt.span):
+            attempt_log.started(attempt.run, self._worker_id)
         if not attempt.run.suspect:
             self._reports.started(attempt.fence)
             return
@@ -223,16 +249,19 @@ class Dispatcher:
         attempt.reporting = False
         for timer in attempt.timers:
             timer.cancel()
+        tracing.ended(attempt.span, outcome)
         if outcome is not None:
             self.completed += 1
             seconds = self._clock.monotonic() - attempt.claim_sent
             record_attempt(attempt.run, outcome.kind.value, seconds)
-            attempt_log.attempt_ended(attempt.run, outcome, seconds)
+            with tracing.use(attempt.span):
+                attempt_log.attempt_ended(attempt.run, outcome, seconds, self._worker_id)
 
     def _release(self, attempt: Attempt) -> None:
         """The attempt's code has returned: its slot of capacity is free."""
         attempt.context._remove_workdir()
-        self._busy.pop(attempt.fence, None)
+        if self._busy.pop(attempt.fence, None) is not None:
+            attempt.span.end()
         self._bridge.wake()
 
     def _on_timeout(self, attempt: Attempt) -> None:

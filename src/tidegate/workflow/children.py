@@ -28,6 +28,7 @@ from typing import Any
 
 from tidegate.domain.children import ChildRecord, NewChild, WaitSuspended
 from tidegate.domain.errors import TidegateError
+from tidegate.engine import tracing
 from tidegate.engine.children import builder_of, result_of
 from tidegate.storage.port import Fence, Store
 from tidegate.workflow.builder import CHILD_SPAN, ChildNode
@@ -85,9 +86,10 @@ class ChildWaits:
         new = [child for child in children if child.index not in stored][: max(0, window - in_flight)]
         if new:
             known = [child for child in children if child.index in stored]
-            answer = await self._call(
-                self._store.trigger_children, self._fence, self._worker_id, known + new, False, False
-            )
+            with tracing.triggering(new, wait=False) as traced:
+                answer = await self._call(
+                    self._store.trigger_children, self._fence, self._worker_id, known + traced, False, False
+                )
             if answer.canceled:
                 raise WorkflowError("the run was asked to cancel: no child is triggered any more")
         return new

@@ -34,11 +34,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from opentelemetry.trace import Span
+
 from tidegate.domain.errors import PoolClaimTimeout, PoolRequestTooLarge, StepFencedOut
 from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD, JSONValue, ensure_payload
 from tidegate.domain.pools import fanout_scope
 from tidegate.domain.retry import retry_delay
 from tidegate.domain.steps import StepRecord, StepStatus, StepUpdate
+from tidegate.engine import tracing
 from tidegate.storage.port import Fence, Store
 from tidegate.workflow.builder import ChildNode, Dag, MapNode, Node, StepNode, StepRef, build_dag, resolve
 from tidegate.workflow.children import ChildWaits
@@ -254,7 +257,8 @@ class WorkflowRun:
                 {} if item is None or attempt == 1 else {fanout_scope(self._scope.run_id, item.node.key): item.window}
             )
             try:
-                return await self._execute_once(step, key, args, kwargs, item, window, delay is None)
+                with tracing.step(self._scope.run_id, key, attempt, step.pool_needs) as span:
+                    return await self._execute_once(step, key, args, kwargs, item, window, delay is None, span)
             except StepFencedOut:
                 raise
             except _UNRETRIED as error:
@@ -279,6 +283,7 @@ class WorkflowRun:
         item: Item | None,
         window: dict[str, int],
         last: bool,
+        span: Span,
     ) -> Any:
         """One try: claim pools (and a retried item's window slot), take an executor slot, run, record.
         A failure of the `last` try fails the run: the run's dispatch stops before it frees any slot."""
@@ -287,7 +292,9 @@ class WorkflowRun:
         index = None if item is None else item.index
         needs = {**step.pool_needs, **dict.fromkeys(window, 1)}
         start_record = StepUpdate(key, StepStatus.RUNNING, map_key, index)
+        tracing.pool_wait(span, needs)
         async with self._claims.holding(start_record, needs, window) as held:
+            tracing.pool_acquired(span, needs)
             async with self._caps.slot(step.is_async, urgent=bool(needs)):
                 await self._dispatch.proceed()  # the run failed while this step waited for its slots
                 # The start is recorded while the function starts, not before: one store round trip

@@ -262,7 +262,7 @@ WITH claimed AS (
     WHERE r.id = ANY(%(ids)s::text[]) AND r.id = c.id
     RETURNING c.n, r.id, r.task, r.queue, r.args, r.attempt, r.max_attempts, r.retry_backoff, r.timeout, r.suspect,
               greatest(0, extract(epoch FROM tidegate_statement_timestamp() - r.scheduled_at))::double precision
-                  AS queued_seconds, r.parent_id IS NOT NULL AS has_parent
+                  AS queued_seconds, r.parent_id IS NOT NULL AS has_parent, r.trace_context
 ), dequeued AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL, 'RunDequeued', jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text),
@@ -278,7 +278,8 @@ WITH claimed AS (
         run_id = excluded.run_id, attempt = excluded.attempt, worker_id = excluded.worker_id,
         slots = excluded.slots, claimed_at = excluded.claimed_at, expires_at = excluded.expires_at
 )
-SELECT id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect, queued_seconds, has_parent
+SELECT id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect, queued_seconds, has_parent,
+       trace_context
 FROM claimed ORDER BY n;
 
 -- name: next_due
@@ -343,7 +344,7 @@ WITH current_rules AS MATERIALIZED (
     WHERE r.id = ANY((SELECT ids FROM picked)::text[]) AND r.id = c.id AND (SELECT go FROM verdict)
     RETURNING c.n, r.id, r.task, r.queue, r.args, r.attempt, r.max_attempts, r.retry_backoff, r.timeout, r.suspect,
               greatest(0, extract(epoch FROM tidegate_statement_timestamp() - r.scheduled_at))::double precision
-                  AS queued_seconds, r.parent_id IS NOT NULL AS has_parent
+                  AS queued_seconds, r.parent_id IS NOT NULL AS has_parent, r.trace_context
 ), dequeued AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL, 'RunDequeued', jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text),
@@ -352,10 +353,10 @@ WITH current_rules AS MATERIALIZED (
 )
 SELECT * FROM (
     SELECT n, id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect, queued_seconds,
-           has_parent, NULL::boolean AS refused, NULL::double precision AS next_due
+           has_parent, trace_context, NULL::boolean AS refused, NULL::double precision AS next_due
     FROM claimed
     UNION ALL
-    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NOT v.go,
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NOT v.go,
            CASE WHEN v.go AND (SELECT count(*) FROM claimed) < %(limit)s::integer THEN (
                SELECT extract(epoch FROM min(d.scheduled_at) - tidegate_statement_timestamp())::double precision
                FROM unnest(%(queues)s::text[]) AS q(name)

@@ -106,7 +106,20 @@ def _storable(outcome: Outcome) -> Outcome:
 
 
 def claimed_run(row: tuple[Any, ...]) -> ClaimedRun:
-    run_id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect, queued_seconds, has_parent = row
+    (
+        run_id,
+        task,
+        queue,
+        args,
+        attempt,
+        max_attempts,
+        retry_backoff,
+        timeout,
+        suspect,
+        queued_seconds,
+        has_parent,
+        trace_context,
+    ) = row
     return ClaimedRun(
         id=run_id,
         task=task,
@@ -119,6 +132,7 @@ def claimed_run(row: tuple[Any, ...]) -> ClaimedRun:
         suspect=suspect,
         queued_seconds=queued_seconds,
         has_parent=has_parent,
+        trace_context=trace_context,
     )
 
 

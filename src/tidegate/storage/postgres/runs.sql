@@ -66,7 +66,7 @@ WITH new AS (
     SELECT * FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
         n integer, id text, task text, queue text, partition_key text, priority integer, args jsonb,
         tags jsonb, concurrency_key text, max_attempts integer, retry_backoff double precision,
-        timeout double precision, delay double precision, deadline double precision)
+        timeout double precision, delay double precision, deadline double precision, trace_context text)
 ), ceilings AS (
     SELECT NULL::text AS queue, (s.value::jsonb ->> 'max_active')::integer AS ceiling,
            (SELECT count(*)::integer FROM new) AS incoming, -1 AS first
@@ -93,10 +93,10 @@ WITH new AS (
 ), stored AS (
     INSERT INTO tidegate_runs (
         id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
-        retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at)
+        retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at, trace_context)
     SELECT id, task, queue, partition_key, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
            retry_backoff, timeout, tidegate_now(), tidegate_now(), tidegate_now() + make_interval(secs => delay),
-           tidegate_now() + make_interval(secs => deadline)
+           tidegate_now() + make_interval(secs => deadline), trace_context
     FROM new WHERE NOT EXISTS (SELECT 1 FROM refused) ORDER BY n
 ), queued AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
@@ -142,15 +142,15 @@ WITH current_rules AS MATERIALIZED (
     SELECT * FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
         n integer, id text, task text, queue text, partition_key text, priority integer, args jsonb,
         tags jsonb, concurrency_key text, max_attempts integer, retry_backoff double precision,
-        timeout double precision, delay double precision, deadline double precision)
+        timeout double precision, delay double precision, deadline double precision, trace_context text)
     WHERE (SELECT same FROM current_rules)
 ), stored AS (
     INSERT INTO tidegate_runs (
         id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
-        retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at)
+        retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at, trace_context)
     SELECT id, task, queue, partition_key, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
            retry_backoff, timeout, tidegate_now(), tidegate_now(), tidegate_now() + make_interval(secs => delay),
-           tidegate_now() + make_interval(secs => deadline)
+           tidegate_now() + make_interval(secs => deadline), trace_context
     FROM new ORDER BY n
 ), queued AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)

@@ -91,7 +91,7 @@ UPDATE tidegate_runs SET
     resumed = 0  -- a resumed parent goes first once: the claim that takes it ends that
 WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'queued'
 RETURNING id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect,
-          max(0, :now - scheduled_at) AS queued_seconds, parent_id IS NOT NULL AS has_parent;
+          max(0, :now - scheduled_at) AS queued_seconds, parent_id IS NOT NULL AS has_parent, trace_context;
 
 -- name: next_due
 -- Only runs not yet due: a due run that is blocked waits for a release (a wake-up), not a timer.
