@@ -39,7 +39,7 @@ from tidegate.api.metrics import ServerMetrics
 from tidegate.api.refusals import Refusals
 from tidegate.api.security import Tokens, can_read
 from tidegate.api.stream import EventStreams
-from tidegate.api.submission import store_each
+from tidegate.api.submission import Known, store_each
 from tidegate.api.timing import RequestTiming
 from tidegate.app import App
 
@@ -65,7 +65,7 @@ def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False
     api.state.tidegate = app
     api.state.tokens = tokens if tokens is not None else Tokens.from_environment()
     api.state.metrics = ServerMetrics(lambda: app.store)
-    api.state.refusals = Refusals()
+    api.state.refusals = Refusals[Known]()
     api.state.group_commit = GroupCommit(partial(store_each, app, api.state.metrics))
     api.state.event_streams = EventStreams(lambda: app.store)
     api.add_middleware(BodyLimit, max_bytes=app.max_payload + OPTIONS_ROOM)
