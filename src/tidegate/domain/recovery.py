@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tidegate.domain.integers import grown
 from tidegate.domain.transitions import attempts_left, lost_attempt_error
 
 
@@ -84,7 +85,7 @@ def rescue(lost: LostAttempt) -> Rescue:
         else:
             others = "other run" if lost.beside == 1 else "other runs"
             why = f"{cause} while it ran beside {lost.beside} {others}: not charged; it runs alone next"
-        return Rescue(lost.run_id, lost.attempt, "queued", False, True, lost.max_attempts + 1, None, why)
+        return Rescue(lost.run_id, lost.attempt, "queued", False, True, grown(lost.max_attempts), None, why)
     alone = "alone as a suspect" if lost.suspect else "alone"
     counted = f"attempt {lost.attempt} of {lost.max_attempts} charged"
     if not attempts_left(lost.attempt, lost.max_attempts):
