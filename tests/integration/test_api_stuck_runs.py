@@ -88,6 +88,7 @@ def test_sweep_re_queues_a_stuck_run_and_a_read_token_may_not(app: App, clock) -
         "resumed": [],
         "leaks_repaired": 0,
         "step_slots_expired": 0,
+        "unapplied": {},
     }
     assert app.store.get_run(dead).status is RunStatus.QUEUED
     read = {"Authorization": "Bearer read-token"}

@@ -33,10 +33,10 @@ def one_error_line(result) -> str:
 @pytest.mark.parametrize(
     ("pool", "limit", "lease", "error"),
     [
-        ("db", -1, "5m", "pool limit must be an integer >= 0, got -1"),
-        ("db", 2.5, "5m", "pool limit must be an integer >= 0"),
-        ("db", True, "5m", "pool limit must be an integer >= 0"),
-        ("db", "3", "5m", "pool limit must be an integer >= 0"),
+        ("db", -1, "5m", "pool limit must be an integer from 0 to 2147483647, got -1"),
+        ("db", 2.5, "5m", "pool limit must be an integer from 0 to 2147483647"),
+        ("db", True, "5m", "pool limit must be an integer from 0 to 2147483647"),
+        ("db", "3", "5m", "pool limit must be an integer from 0 to 2147483647"),
         ("bad name", 1, "5m", "pool name 'bad name' is not valid"),
         ("", 1, "5m", "pool name '' is not valid"),
         ("db", 1, "soon", "cannot read 'soon' as a duration"),

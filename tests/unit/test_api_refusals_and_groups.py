@@ -21,14 +21,16 @@ from tidegate.domain.errors import AdmissionRejected, InvalidArgument
 
 def test_a_refusal_is_repeated_for_less_than_the_staleness_bound_and_as_a_fresh_exception() -> None:
     now = [0.0]  # times are set, not summed, so each bound is exact
-    refusals = Refusals(clock=lambda: now[0])
+    refusals: Refusals[str] = Refusals(clock=lambda: now[0])
     key = ("ingest", None)
     refused = AdmissionRejected("queue ingest", 15, 15, 7)
     assert refusals.recent(key) is None
-    refusals.remember(key, refused)
+    refusals.remember(key, refused, "checked against")
     now[0] = STALENESS * 0.999
-    again = refusals.recent(key)
-    assert again is not None and again is not refused
+    recent = refusals.recent(key)
+    assert recent is not None
+    again, known = recent
+    assert again is not refused and known == "checked against"  # a repeat is checked as the refused one was
     assert (again.scope, again.active, again.limit, again.retry_after) == ("queue ingest", 15, 15, 7)
     assert refusals.recent(("ingest", "other")) is None  # another request key asks the store
     now[0] = STALENESS
@@ -37,9 +39,9 @@ def test_a_refusal_is_repeated_for_less_than_the_staleness_bound_and_as_a_fresh_
 
 def test_past_the_staleness_one_request_asks_the_store_while_the_others_are_refused_within_the_grace() -> None:
     now = [0.0]
-    refusals = Refusals(clock=lambda: now[0])
+    refusals: Refusals[None] = Refusals(clock=lambda: now[0])
     key = ("ingest", None)
-    refusals.remember(key, AdmissionRejected("queue ingest", 15, 15, 7))
+    refusals.remember(key, AdmissionRejected("queue ingest", 15, 15, 7), None)
     now[0] = STALENESS
     assert refusals.recent(key) is None, "the first request past the staleness asks the store"
     with refusals.asking(key):
@@ -48,7 +50,7 @@ def test_past_the_staleness_one_request_asks_the_store_while_the_others_are_refu
         assert refusals.recent(key) is not None
         now[0] = STALENESS + GRACE
         assert refusals.recent(key) is None, "never past staleness + grace, however long the store takes"
-    refusals.remember(key, AdmissionRejected("queue ingest", 15, 15, 7))
+    refusals.remember(key, AdmissionRejected("queue ingest", 15, 15, 7), None)
     refusals.forget(key)  # the store admitted one: there is room
     assert refusals.recent(key) is None
 

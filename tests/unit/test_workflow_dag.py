@@ -171,7 +171,7 @@ def test_bad_declarations_fail_at_import(app):
     with pytest.raises(InvalidArgument, match="step key"):
         app.step(lambda: None)  # '<lambda>' cannot be a step key: give name=
     assert app.step(name="named")(lambda: None).name == "named"
-    with pytest.raises(InvalidArgument, match="slots must be an integer >= 1"):
+    with pytest.raises(InvalidArgument, match="slots must be an integer from 1 to 2147483647"):
         app.step(pool="a", pool_slots=0)(noop)
     with pytest.raises(ConfigurationError, match="':' and '\\[' are kept"):
         app.step(name="a:2")(noop)

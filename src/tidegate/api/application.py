@@ -40,7 +40,7 @@ from tidegate.api.origins import SameOrigin
 from tidegate.api.refusals import Refusals
 from tidegate.api.security import Tokens, can_read
 from tidegate.api.stream import EventStreams
-from tidegate.api.submission import store_each
+from tidegate.api.submission import Known, store_each
 from tidegate.api.throttle import FailureThrottle
 from tidegate.api.timing import RequestTiming
 from tidegate.app import App
@@ -68,7 +68,7 @@ def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False
     api.state.tokens = tokens if tokens is not None else Tokens.from_environment()
     api.state.throttle = FailureThrottle(app.clock.monotonic)
     api.state.metrics = ServerMetrics(lambda: app.store)
-    api.state.refusals = Refusals()
+    api.state.refusals = Refusals[Known]()
     api.state.group_commit = GroupCommit(partial(store_each, app, api.state.metrics))
     api.state.event_streams = EventStreams.from_environment(lambda: app.store)
     api.add_middleware(BodyLimit, max_bytes=app.max_payload + OPTIONS_ROOM)

@@ -90,7 +90,7 @@ def _submitted(request: Request, run: NewRun) -> dict[str, Any]:
 )  # fmt: skip
 async def submit_run(body: schemas.SubmitRequest, request: Request) -> dict[str, Any]:
     state = request.app.state
-    run = await submit_one(body, state.refusals, server_metrics(request), state.group_commit)
+    run = await submit_one(_app(request), body, state.refusals, server_metrics(request), state.group_commit)
     return _submitted(request, run)
 
 

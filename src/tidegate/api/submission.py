@@ -13,6 +13,7 @@ its workers registered in the store (queue, priority, tags, retries, parameters)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -28,7 +29,7 @@ from tidegate.domain import names
 from tidegate.domain.clock import Clock
 from tidegate.domain.errors import AdmissionRejected, TidegateError
 from tidegate.domain.limits import QueueConfig
-from tidegate.domain.model import NewRun
+from tidegate.domain.model import NewRun, TaskDefinition
 from tidegate.engine import tracing
 
 # The 429 of a submit, and of anything that makes a run active again (an operator's retry).
@@ -41,18 +42,43 @@ REJECTED: dict[int | str, dict[str, Any]] = {
 }
 
 
-class _RequestTarget:
-    """The app as the `RunTarget` of one request's runs, reading each queue's declaration once.
+@dataclass(frozen=True)
+class Known:
+    """What a request's run was built from: its task's definition and its queue's declaration.
 
-    A bare app (a server without the user's module) reads a queue's declaration
-    from the store's rules, a round trip on PostgreSQL: a batch of a thousand runs
-    of one queue asks once, not a thousand times, and the check that names the
-    `queue` field reuses the answer the runs are built with.
+    Kept with a refusal (api/refusals.py), so that a request refused again on the
+    loop is first checked like any other, without the store.
     """
 
-    def __init__(self, app: App) -> None:
+    definition: TaskDefinition
+    queue: QueueConfig
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A request the store refused at its ceiling, with what it was checked against."""
+
+    rejected: AdmissionRejected
+    known: Known
+
+
+class _RequestTarget:
+    """The app as the `RunTarget` of one request's runs, reading each task and queue once.
+
+    A bare app (a server without the user's module) reads a task's definition and a
+    queue's declaration from the store, a round trip each on PostgreSQL: a batch of a
+    thousand runs of one task asks once, not a thousand times, and the check that
+    names the `queue` field reuses the answer the runs are built with. Given what a
+    refused request was built from (`known`), it checks a repeat of it without the store.
+    """
+
+    def __init__(self, app: App, known: Known | None = None) -> None:
         self._app = app
+        self._tasks: dict[str, TaskDefinition] = {}
         self._queues: dict[str, QueueConfig] = {}
+        if known is not None:
+            self._tasks[known.definition.name] = known.definition
+            self._queues[known.queue.name] = known.queue
 
     @property
     def max_payload(self) -> int:
@@ -62,46 +88,59 @@ class _RequestTarget:
     def clock(self) -> Clock:
         return self._app.clock
 
+    def definition(self, task: str) -> TaskDefinition:
+        if task not in self._tasks:
+            self._tasks[task] = self._app.definition_of(task)
+        return self._tasks[task]
+
     def queue_config(self, name: str) -> QueueConfig:
         if name not in self._queues:
             self._queues[name] = self._app.queue_config(name)
         return self._queues[name]
+
+    def known(self, run: NewRun) -> Known:
+        """What `run` was built from (both were read to build it)."""
+        return Known(self._tasks[run.task], self._queues[run.queue])
 
     def enqueue(self, runs: Sequence[NewRun]) -> list[RunHandle]:
         return self._app.enqueue(runs)
 
 
 async def submit_one(
+    app: App,
     request: SubmitRequest,
-    refusals: Refusals,
+    refusals: Refusals[Known],
     metrics: ServerMetrics,
-    group: GroupCommit[tuple[SubmitRequest, Context], NewRun],
+    group: GroupCommit[tuple[SubmitRequest, Context], NewRun | Refusal],
 ) -> NewRun:
     """One run, stored with the others that arrive meanwhile; a request just refused is refused at once.
 
     The repeat (api/refusals.py) answers a flood's 429s without a thread or a
-    store round trip; everything else is stored by `store_each`, in a group
-    (api/group_commit.py).
+    store round trip, but only once the request has passed every check a stored
+    one passes (against what the refused one was built from): a request that can
+    never succeed is answered 422, never told to retry. Everything else is stored
+    by `store_each`, in a group (api/group_commit.py).
     """
     key = (request.task, request.queue)
-    refused = refusals.recent(key)
-    if refused is not None:
+    recent = refusals.recent(key)
+    if recent is not None:
+        refused, known = recent
+        _build(_RequestTarget(app, known), request, "")  # pure: the task and queue are known
         metrics.count_rejection(refused)
         raise refused
     with refusals.asking(key):
-        try:
-            run = await group((request, tracing.current()))  # its span's parent: this request's
-        except AdmissionRejected as rejected:
-            refusals.remember(key, rejected)
-            raise
+        outcome = await group((request, tracing.current()))  # its span's parent: this request's
+        if isinstance(outcome, Refusal):
+            refusals.remember(key, outcome.rejected, outcome.known)
+            raise outcome.rejected
     refusals.forget(key)
-    return run
+    return outcome
 
 
 def store_each(
     app: App, metrics: ServerMetrics, requests: Sequence[tuple[SubmitRequest, Context]]
-) -> list[NewRun | Exception]:
-    """Each request's run, or its own error: built one by one, stored in one transaction if all fit.
+) -> list[NewRun | Refusal | Exception]:
+    """Each request's run, its refusal, or its own error: built one by one, stored in one transaction if all fit.
 
     A request that fails its checks fails alone. If the store refuses the group
     (a ceiling, or anything else), each run is stored on its own instead, so each
@@ -111,7 +150,7 @@ def store_each(
     built: list[NewRun | Exception] = []
     for request, _ in requests:
         try:
-            (run,) = _build(app, target, request, "")
+            (run,) = _build(target, request, "")
         except TidegateError as error:
             built.append(error)
         else:
@@ -119,13 +158,15 @@ def store_each(
     parents = [parent for (_, parent), outcome in zip(requests, built, strict=True) if isinstance(outcome, NewRun)]
     with tracing.submitting_each([run for run in built if isinstance(run, NewRun)], parents) as traced:
         spans = iter(traced)
-        outcomes = [next(spans) if isinstance(outcome, NewRun) else outcome for outcome in built]
+        outcomes: list[NewRun | Refusal | Exception] = [
+            next(spans) if isinstance(outcome, NewRun) else outcome for outcome in built
+        ]
         return _store_all(target, metrics, outcomes)
 
 
 def _store_all(
-    target: _RequestTarget, metrics: ServerMetrics, outcomes: list[NewRun | Exception]
-) -> list[NewRun | Exception]:
+    target: _RequestTarget, metrics: ServerMetrics, outcomes: list[NewRun | Refusal | Exception]
+) -> list[NewRun | Refusal | Exception]:
     runs = [outcome for outcome in outcomes if isinstance(outcome, NewRun)]
     if len(runs) > 1:
         try:
@@ -139,13 +180,13 @@ def _store_all(
 
 
 def _one_by_one(
-    target: _RequestTarget, metrics: ServerMetrics, outcomes: list[NewRun | Exception]
-) -> list[NewRun | Exception]:
+    target: _RequestTarget, metrics: ServerMetrics, outcomes: list[NewRun | Refusal | Exception]
+) -> list[NewRun | Refusal | Exception]:
     """Each run stored alone, in arrival order. Once a ceiling refused one, the later runs it
     covers are refused with the same figures without asking again: the store has just said
     it is full (api/refusals.py repeats a refusal across requests for longer)."""
     refused: list[AdmissionRejected] = []
-    answers: list[NewRun | Exception] = []
+    answers: list[NewRun | Refusal | Exception] = []
     for outcome in outcomes:
         if not isinstance(outcome, NewRun):
             answers.append(outcome)
@@ -153,13 +194,14 @@ def _one_by_one(
         known = next((found for found in refused if ceiling_queue(found) in (ALL_QUEUES, outcome.queue)), None)
         if known is not None:
             metrics.count_rejection(known)
-            answers.append(AdmissionRejected(known.scope, known.active, known.limit, known.retry_after))
+            again = AdmissionRejected(known.scope, known.active, known.limit, known.retry_after)
+            answers.append(Refusal(again, target.known(outcome)))
             continue
         try:
             metrics.counting_submits(partial(_stored, target, [outcome]))
         except AdmissionRejected as rejected:
             refused.append(rejected)
-            answers.append(rejected)
+            answers.append(Refusal(rejected, target.known(outcome)))
         except TidegateError as error:
             answers.append(error)
         else:
@@ -177,16 +219,17 @@ def submit(app: App, requests: Sequence[SubmitRequest], *, prefix: str = "") -> 
     target = _RequestTarget(app)
     runs: list[NewRun] = []
     for index, request in enumerate(requests):
-        runs.extend(_build(app, target, request, f"{prefix}{index}." if prefix else ""))
+        runs.extend(_build(target, request, f"{prefix}{index}." if prefix else ""))
     # One transaction for the whole batch, after this process's task and limit declarations
     # are registered (so the ceilings of a loaded module are in force), as every submit does.
     target.enqueue(runs)
     return runs
 
 
-def _build(app: App, target: _RequestTarget, request: SubmitRequest, at: str) -> list[NewRun]:
+def _build(target: _RequestTarget, request: SubmitRequest, at: str) -> list[NewRun]:
+    """The request's run, checked field by field (an error names the field at fault)."""
     with blame(f"{at}task"):
-        definition = app.definition_of(request.task)
+        definition = target.definition(request.task)
     queue = definition.queue if request.queue is None else request.queue
     with blame(f"{at}queue"):
         target.queue_config(names.check_name("queue", queue))  # an undeclared queue is refused here

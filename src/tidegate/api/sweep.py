@@ -34,6 +34,7 @@ def sweep(request: Request) -> dict[str, Any]:
             "resumed": [],
             "leaks_repaired": 0,
             "step_slots_expired": 0,
+            "unapplied": {},
         }
     return {
         "swept": True,
@@ -42,4 +43,5 @@ def sweep(request: Request) -> dict[str, Any]:
         "resumed": report.resumed,
         "leaks_repaired": report.leaks_repaired,
         "step_slots_expired": report.step_slots_expired,
+        "unapplied": report.unapplied,
     }

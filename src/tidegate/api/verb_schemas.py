@@ -114,3 +114,7 @@ class SweepResult(BaseModel):
     resumed: list[str] = Field(description="Waiting parents whose children had all ended.")
     leaks_repaired: int = Field(description="Slot holders of runs no longer running, freed.")
     step_slots_expired: int = Field(description="Step slot holders whose pool lease lapsed, freed.")
+    unapplied: dict[str, str] = Field(
+        description="Lost runs whose verdict the database refused (run id: its error), left as they were; "
+        "the others were recovered."
+    )

@@ -35,5 +35,8 @@ def sweep(database: Database = DEFAULT_DATABASE, json_output: JsonOutput = False
         parts.append(f"freed {report.leaks_repaired} leaked slot holder(s)")
     if report.step_slots_expired:
         parts.append(f"freed {report.step_slots_expired} expired step slot(s)")
+    parts.extend(
+        f"could not recover run {run_id} (left as it is): {error}" for run_id, error in report.unapplied.items()
+    )
     for part in parts:
         stdout.print(Text(part), soft_wrap=True)  # run ids are to be copied: never wrapped

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tidegate.domain.errors import ConfigurationError
+from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.names import check_name, text_problem
 
 Ordering = Literal["priority", "fair"]
-MAX_LIMIT = 2**31 - 1  # stored in a 32-bit column
 
 
 def check_limit(what: str, value: object, *, allow_unlimited: bool = False) -> int | None:
@@ -29,8 +29,8 @@ def check_limit(what: str, value: object, *, allow_unlimited: bool = False) -> i
         return None
     if value < 1:
         raise ConfigurationError(f"{what}: a limit must be at least 1, got {value}")
-    if value > MAX_LIMIT:
-        raise ConfigurationError(f"{what}: a limit must be at most {MAX_LIMIT}, got {value}")
+    if value > STORED_INT_MAX:
+        raise ConfigurationError(f"{what}: a limit must be at most {STORED_INT_MAX}, got {value}")
     return value
 
 

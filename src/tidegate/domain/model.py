@@ -300,6 +300,15 @@ class SweepReport:
     leaks_repaired: int = 0
     step_slots_expired: int = 0  # step holders whose pool lease lapsed (freed, all of a step's at once)
     resumed: list[str] = field(default_factory=list)  # waiting parents whose children had all ended (a backstop)
+    # lost runs whose verdict the database refused (id -> its error): left as they were, the others recovered
+    unapplied: dict[str, str] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.requeued or self.failed or self.leaks_repaired or self.step_slots_expired or self.resumed)
+        return bool(
+            self.requeued
+            or self.failed
+            or self.leaks_repaired
+            or self.step_slots_expired
+            or self.resumed
+            or self.unapplied
+        )

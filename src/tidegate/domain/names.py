@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 from tidegate.domain.errors import InvalidArgument
+from tidegate.domain.integers import MAX_ATTEMPTS, STORED_INT_MIN, check_whole
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:\-/]{0,199}")
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:\-]{0,199}")  # '/' separates the partition in scope keys
@@ -76,15 +77,11 @@ def check_tags(value: Any) -> dict[str, str]:
 
 
 def check_priority(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
-        raise InvalidArgument(f"priority must be an integer, got {value!r}")
-    return value
+    return check_whole("priority", value, STORED_INT_MIN)
 
 
 def check_max_attempts(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgument(f"max_attempts must be an integer >= 1, got {value!r}")
-    return value
+    return check_whole("max_attempts", value, 1, MAX_ATTEMPTS)
 
 
 def check_concurrency_key(value: Any) -> str | None:

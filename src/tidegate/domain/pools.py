@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from tidegate.domain.errors import InvalidArgument, PoolRequestTooLarge
+from tidegate.domain.integers import check_whole
 from tidegate.domain.names import check_name
 from tidegate.domain.steps import FANOUT_PREFIX, POOL_PREFIX, ScopeUse
 
 # Lease of the slots of a pool that was never configured (it is unlimited, but
 # its holders still expire so that a crash cannot pin them).
 UNCONFIGURED_LEASE_SECONDS = 300.0
-MAX_SLOTS = 2**31 - 1
 
 _STEP_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:\-]{0,199}(?:\[(?:0|[1-9][0-9]{0,9})\])?")
 
@@ -29,15 +29,11 @@ def check_pool_name(name: Any) -> str:
 
 def check_pool_limit(limit: Any) -> int:
     """A pool limit: an int >= 0 (0 pauses the pool: its steps wait until it is raised)."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_SLOTS:
-        raise InvalidArgument(f"pool limit must be an integer >= 0, got {limit!r}")
-    return limit
+    return check_whole("pool limit", limit, 0)
 
 
 def check_slots(pool: str, slots: Any) -> int:
-    if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= MAX_SLOTS:
-        raise InvalidArgument(f"pool {pool!r}: slots must be an integer >= 1, got {slots!r}")
-    return slots
+    return check_whole(f"pool {pool!r}: slots", slots, 1)
 
 
 def pool_needs(pools: Mapping[str, int]) -> dict[str, int]:

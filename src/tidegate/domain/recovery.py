@@ -42,6 +42,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tidegate.domain.integers import grown
 from tidegate.domain.transitions import attempts_left, lost_attempt_error
 
 
@@ -154,7 +155,7 @@ def _verdict(lost: LostAttempt, charged: bool, alone: bool, group: str | None, s
         else:
             others = "other run" if lost.beside == 1 else "other runs"
             why = f"{cause} while it ran beside {lost.beside} {others}: not charged; {next_round}"
-        return Rescue(lost.run_id, lost.attempt, "queued", False, True, lost.max_attempts + 1, None, why, group)
+        return Rescue(lost.run_id, lost.attempt, "queued", False, True, grown(lost.max_attempts), None, why, group)
     if alone:
         how = "alone as a suspect" if lost.suspect else "alone"
     else:

@@ -15,6 +15,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from tidegate.domain.backpressure import Pace, retry_after
 from tidegate.domain.errors import AdmissionRejected
+from tidegate.domain.integers import grown
 from tidegate.domain.scopes import Rules
 
 QUEUED = "queued"
@@ -52,7 +53,7 @@ def may_retry(status: str) -> bool:
 def retried_max_attempts(max_attempts: int) -> int:
     """The attempts budget after a manual retry: one more than before, so the run can run
     again even when its failure used up every attempt it had."""
-    return max_attempts + 1
+    return grown(max_attempts)
 
 
 def attempts_left(attempt: int, max_attempts: int) -> bool:

@@ -9,11 +9,17 @@ The store reads the lost attempts (locked, in the sweep's transaction), the
 pure rule `domain.recovery.rescue_lost` decides them, one crash per worker, and the store writes
 the verdicts as one batch with their events. The rule exists once; the two
 dialects only read and write.
+
+A verdict the database refuses (any error writing that one run's row) must
+not hold up the others, or one bad row would stop recovery for the whole
+store on every pass: `write_isolated` writes them all at once, and only if
+that fails, each on its own; the ones still refused are reported by run id
+(`SweepReport.unapplied`) and left as they were, to be tried at the next pass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -73,6 +79,35 @@ def payload(decided: Sequence[tuple[LostAttempt, Rescue]]) -> list[dict[str, Any
             }
         )
     return rows
+
+
+def write_isolated(
+    verdicts: list[dict[str, Any]],
+    write: Callable[[list[dict[str, Any]]], Mapping[str, str]],
+    refused: tuple[type[Exception], ...],
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Write `verdicts` with `write` (all or none of those it is given, in a savepoint of its own, raising
+    one of `refused` when the database refuses them): the runs written (id -> status), and the runs
+    whose verdict the database refused on its own (id -> the error's first line)."""
+    if not verdicts:
+        return {}, {}
+    try:
+        return dict(write(verdicts)), {}
+    except refused:
+        pass  # some verdict is refused: find which, writing each alone
+    written: dict[str, str] = {}
+    unapplied: dict[str, str] = {}
+    for verdict in verdicts:
+        try:
+            written.update(write([verdict]))
+        except refused as error:
+            unapplied[verdict["id"]] = _first_line(error)
+    return written, unapplied
+
+
+def _first_line(error: Exception) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
 def add_to_report(report: SweepReport, written: Mapping[str, str]) -> None:

@@ -74,6 +74,7 @@ class Maintenance:
         self._lease = lease_duration
         self._sweep_every = sweep_interval
         self._retention = retention  # the sweeper deletes finished runs older than this
+        self._unapplied: set[str] = set()  # runs the last sweep could not recover, already logged
         self._clock = clock
         self._stop = threading.Event()
         self._nudged = threading.Event()  # renew now: the worker holds its claims back until it is alive
@@ -175,21 +176,31 @@ class Maintenance:
         except Exception:
             log.exception("sweep failed; will retry")
             return
-        if report:
+        if report is None:
+            return  # another worker holds the sweeper's turn
+        self._log_unapplied(report.unapplied)
+        if report.requeued or report.failed:
             requeued, failed = len(report.requeued), len(report.failed)
             log.warning("sweeper: re-queued %d and failed %d runs whose lease expired", requeued, failed)
             try:
                 attempt_log.swept(self._store, report)
             except Exception:
                 log.exception("could not read the swept runs to log them")
-        if report is not None:  # this worker holds the sweeper's turn: retention is its job too
-            try:
-                pruned = retention.prune(self._store, self._retention, max_batches=PRUNE_BATCHES_PER_SWEEP)
-            except Exception:
-                log.exception("retention failed; will retry")
-                return
-            if pruned.runs:
-                log.info("retention: deleted %d finished runs and %d events", pruned.runs, pruned.events)
+        # This worker holds the sweeper's turn: retention is its job too.
+        try:
+            pruned = retention.prune(self._store, self._retention, max_batches=PRUNE_BATCHES_PER_SWEEP)
+        except Exception:
+            log.exception("retention failed; will retry")
+            return
+        if pruned.runs:
+            log.info("retention: deleted %d finished runs and %d events", pruned.runs, pruned.events)
+
+    def _log_unapplied(self, unapplied: dict[str, str]) -> None:
+        """One error per run the sweep could not recover, when it first could not (not at every pass)."""
+        for run_id, error in sorted(unapplied.items()):
+            if run_id not in self._unapplied:
+                log.error("sweeper: could not recover run %s, left as it is (the others were): %s", run_id, error)
+        self._unapplied = set(unapplied)
 
     def _fire_schedules(self) -> None:
         try:

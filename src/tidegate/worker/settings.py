@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tidegate.domain.errors import ConfigurationError
+from tidegate.domain.integers import check_whole
 from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD
 from tidegate.domain.tunables import DEFAULT_MAX_WORKERS, MIN_LEASE, default_seconds, sweep_interval_for
 from tidegate.engine.pools import ClaimPolicy
@@ -44,7 +45,6 @@ class WorkerSettings:
             raise ConfigurationError("a worker needs at least one queue (no task is registered and none was given)")
         if self.drain not in (True, False, "due"):
             raise ConfigurationError(f"drain must be True, False or 'due', got {self.drain!r}")
-        if self.max_workers < 1:
-            raise ConfigurationError(f"max_workers must be >= 1, got {self.max_workers}")
+        check_whole("max_workers", self.max_workers, 1, error=ConfigurationError)  # the registry's capacity
         if self.lease_duration < MIN_LEASE:
             raise ConfigurationError(f"lease duration must be at least 300ms, got {self.lease_duration}s")

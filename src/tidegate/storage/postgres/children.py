@@ -41,6 +41,7 @@ from psycopg.rows import dict_row
 from tidegate.domain import events as history
 from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
 from tidegate.domain.errors import AttemptFencedOut, RunNotFound
+from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import RunStatus
 from tidegate.domain.scopes import Rules
@@ -221,6 +222,7 @@ class Children(Aggregate):
                 "kept": dumps(kept),
                 "released": dumps(sorted(released)),
                 "remaining": remaining,
+                "most_attempts": STORED_INT_MAX,
             },
         )
         connection.execute(self._q("trigger_children_release"), {"id": parent["id"], "kept": kept})

@@ -90,9 +90,11 @@ SELECT EXISTS (SELECT 1 FROM tidegate_runs WHERE status = 'waiting' AND wait_kep
 
 -- name: trigger_children_wait
 -- The attempt ends waiting: no worker, no lease. A wait is not an attempt: max_attempts grows by
--- one as the next claim's attempt does (the hand-back's rule), so the budget is untouched.
+-- one as the next claim's attempt does (the hand-back's rule, domain.integers.grown), so the
+-- budget is untouched.
 UPDATE tidegate_runs SET
-    status = 'waiting', worker_id = NULL, lease_expires_at = NULL, max_attempts = max_attempts + 1,
+    status = 'waiting', worker_id = NULL, lease_expires_at = NULL,
+    max_attempts = least(max_attempts, %(most_attempts)s::integer - 1) + 1,
     wait_kept = %(kept)s::jsonb, wait_released = %(released)s::jsonb, wait_remaining = %(remaining)s::integer,
     waiting_since = tidegate_now()
 WHERE id = %(id)s::text AND attempt = %(attempt)s::integer AND status = 'running';

@@ -9,10 +9,14 @@ the next time.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
+from typing import Any
 
+import psycopg
 from psycopg.rows import dict_row
 
 from tidegate.domain import events as history
+from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import SweepReport
 from tidegate.storage import rescue
 from tidegate.storage.port import Fence
@@ -21,6 +25,17 @@ from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.payloads import fence_arrays, payload_json
 from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.postgres.steps import PostgresStepVerbs
+
+# What the database answers a verdict it will not write (a value out of range, a constraint, a
+# trigger's refusal): that run's verdict is isolated. A lost connection, a deadlock or a timeout
+# (OperationalError) fails the whole sweep instead, to be run again at the next pass.
+_REFUSED: tuple[type[Exception], ...] = (
+    psycopg.DataError,
+    psycopg.IntegrityError,
+    psycopg.InternalError,
+    psycopg.ProgrammingError,
+    psycopg.NotSupportedError,
+)
 
 
 class Leases(Aggregate):
@@ -50,7 +65,12 @@ class Leases(Aggregate):
             with transaction(connection):
                 back = connection.execute(
                     self._q("hand_back"),
-                    {**fence_arrays(held), "worker": worker_id, "reason": history.WORKER_SHUTTING_DOWN},
+                    {
+                        **fence_arrays(held),
+                        "worker": worker_id,
+                        "reason": history.WORKER_SHUTTING_DOWN,
+                        "most_attempts": STORED_INT_MAX,
+                    },
                 )
                 connection.execute(self._q("notify"))
             return [row[0] for row in back.fetchall()]
@@ -64,7 +84,7 @@ class Leases(Aggregate):
                 return None
             lost = connection.cursor(row_factory=dict_row).execute(self._q("sweep_lost")).fetchall()
             verdicts = rescue.payload(rescue.decide(lost))
-            recovered = connection.execute(self._q("sweep_recover"), {"verdicts": payload_json(verdicts)})
+            recovered, unapplied = rescue.write_isolated(verdicts, partial(self._recover, connection), _REFUSED)
             connection.execute(self._q("forget_dead_workers"))
             leaks = connection.execute(self._q("sweep_leaks"))
             expired_steps = self._steps.sweep_step_holders(connection)
@@ -79,7 +99,21 @@ class Leases(Aggregate):
             )
             report.failed.extend(row[0] for row in late.fetchall())
             report.resumed.extend(row[0] for row in resumed.fetchall())
-            rescue.add_to_report(report, dict(recovered.fetchall()))
+            rescue.add_to_report(report, recovered)
+            report.unapplied.update(unapplied)
             if report:
                 connection.execute(self._q("notify"))  # freed slots and requeued runs: claim again now
         return report
+
+    def _recover(self, connection: psycopg.Connection[Any], verdicts: list[dict[str, Any]]) -> dict[str, str]:
+        """`verdicts` written in a savepoint of the sweep's transaction, synced at once (the inner
+        pipeline), so that a refusal surfaces here and is rolled back to the savepoint alone."""
+        connection.execute(b"SAVEPOINT sweep_recover")
+        try:
+            with connection.pipeline():
+                written = connection.execute(self._q("sweep_recover"), {"verdicts": payload_json(verdicts)})
+        except _REFUSED:
+            connection.execute(b"ROLLBACK TO SAVEPOINT sweep_recover")
+            raise
+        connection.execute(b"RELEASE SAVEPOINT sweep_recover")
+        return dict(written.fetchall())

@@ -39,7 +39,7 @@ WITH locked AS (
     UPDATE tidegate_runs AS r SET
         status = CASE WHEN r.cancel_requested THEN 'canceled' ELSE 'queued' END,
         finished_at = CASE WHEN r.cancel_requested THEN tidegate_now() ELSE NULL END,
-        max_attempts = r.max_attempts + 1,
+        max_attempts = least(r.max_attempts, %(most_attempts)s::integer - 1) + 1,  -- domain.integers.grown
         worker_id = NULL, lease_expires_at = NULL
     FROM unnest(%(ids)s::text[], %(attempts)s::integer[]) WITH ORDINALITY AS f(id, attempt, n), locked AS l
     WHERE r.id = f.id AND l.id = f.id AND r.attempt = f.attempt

@@ -16,6 +16,7 @@ from typing import Any
 from tidegate.domain import events as history
 from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
 from tidegate.domain.errors import AttemptFencedOut, RunNotFound
+from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import RunStatus
 from tidegate.storage import records, waiting
@@ -139,6 +140,7 @@ class Children(Aggregate):
                 "released": json.dumps(sorted(plan.released)),
                 "remaining": remaining,
                 "now": now,
+                "most_attempts": STORED_INT_MAX,
             },
         )
         connection.execute(self._q("trigger_children_release"), {"id": parent["id"], "kept": kept})

@@ -46,9 +46,11 @@ SELECT scope FROM tidegate_holders WHERE run_id = :id AND holder = :id;
 
 -- name: trigger_children_wait
 -- The attempt ends waiting: no worker, no lease. A wait is not an attempt: max_attempts grows by
--- one as the next claim's attempt does (the hand-back's rule), so the budget is untouched.
+-- one as the next claim's attempt does (the hand-back's rule, domain.integers.grown), so the
+-- budget is untouched.
 UPDATE tidegate_runs SET
-    status = 'waiting', worker_id = NULL, lease_expires_at = NULL, max_attempts = max_attempts + 1,
+    status = 'waiting', worker_id = NULL, lease_expires_at = NULL,
+    max_attempts = min(max_attempts, :most_attempts - 1) + 1,
     wait_kept = :kept, wait_released = :released, wait_remaining = :remaining, waiting_since = :now
 WHERE id = :id AND attempt = :attempt AND status = 'running'
 RETURNING id;

@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from tidegate.domain import events as history
 from tidegate.domain import transitions
 from tidegate.domain.events import Event
+from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import SweepReport
 from tidegate.storage import rescue
 from tidegate.storage.port import Fence
@@ -23,6 +25,17 @@ from tidegate.storage.sqlite.children import Children
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row
 from tidegate.storage.sqlite.steps import SQLiteStepVerbs
+
+# What SQLite answers a verdict it will not write (a constraint, a trigger's RAISE, a value it
+# cannot take): that run's verdict is isolated. OperationalError (locked, I/O) fails the sweep.
+_REFUSED: tuple[type[Exception], ...] = (
+    sqlite3.IntegrityError,
+    sqlite3.DataError,
+    sqlite3.InternalError,
+    sqlite3.ProgrammingError,
+    sqlite3.NotSupportedError,
+    OverflowError,
+)
 
 
 class Leases(Aggregate):
@@ -67,6 +80,7 @@ class Leases(Aggregate):
                     "worker": worker_id,
                     "now": now,
                     "if_canceled": transitions.settle(transitions.QUEUED, cancel_requested=True),
+                    "most_attempts": STORED_INT_MAX,
                 },
             ).fetchall()
             connection.execute(self._q("release_holders"), {"ids": json.dumps([row[0] for row in rows])})
@@ -87,13 +101,9 @@ class Leases(Aggregate):
             if turn is None:
                 return None
             verdicts = rescue.payload(rescue.decide(connection.execute(self._q("sweep_lost"), {"now": now}).fetchall()))
-            recovered: dict[str, str] = {}
-            if verdicts:
-                recovered = dict(
-                    connection.execute(
-                        self._q("sweep_recover"), {"verdicts": json.dumps(verdicts), "now": now}
-                    ).fetchall()
-                )
+            recover = partial(self._recover, connection, now)
+            recovered, unapplied = rescue.write_isolated(verdicts, recover, _REFUSED)
+            if recovered:
                 connection.execute(self._q("release_holders"), {"ids": json.dumps(list(recovered))})
             connection.execute(self._q("forget_dead_workers"), {"now": now})
             events = self._repair_leaks(connection, now)
@@ -104,6 +114,7 @@ class Leases(Aggregate):
             # Backstop: a waiting parent whose children all ended (by this sweep, or any path) resumes.
             report.resumed.extend(self._children.resume_parents(connection, None, events, now))
             rescue.add_to_report(report, recovered)
+            report.unapplied.update(unapplied)
             events += [
                 event_row(verdict["id"], Event(verdict["event"], verdict["metadata"]), now)
                 for verdict in verdicts
@@ -113,6 +124,19 @@ class Leases(Aggregate):
         if report:
             self._notifier.notify()
         return report
+
+    def _recover(self, connection: sqlite3.Connection, now: float, verdicts: list[dict[str, Any]]) -> dict[str, str]:
+        """`verdicts` written in a savepoint of the sweep's transaction, rolled back to it alone if refused."""
+        connection.execute("SAVEPOINT sweep_recover")
+        try:
+            written = connection.execute(self._q("sweep_recover"), {"verdicts": json.dumps(verdicts), "now": now})
+            recovered = dict(written.fetchall())
+        except _REFUSED:
+            connection.execute("ROLLBACK TO SAVEPOINT sweep_recover")
+            raise
+        finally:
+            connection.execute("RELEASE SAVEPOINT sweep_recover")
+        return recovered
 
     def _fail_missed_deadlines(
         self, connection: sqlite3.Connection, report: SweepReport, now: float

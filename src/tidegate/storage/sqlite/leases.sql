@@ -17,7 +17,7 @@ RETURNING tidegate_runs.id, tidegate_runs.attempt;
 UPDATE tidegate_runs SET
     status = iif(cancel_requested, :if_canceled, 'queued'),
     finished_at = iif(iif(cancel_requested, :if_canceled, 'queued') = 'queued', NULL, :now),
-    max_attempts = max_attempts + 1,
+    max_attempts = min(max_attempts, :most_attempts - 1) + 1,  -- domain.integers.grown
     worker_id = NULL, lease_expires_at = NULL
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
       FROM json_each(:fences)) AS f
