@@ -20,11 +20,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
-from tidegate.cli.scopes import blocking_text, natural_key, scope_limit, slot_cells, usage_text
+from tidegate.cli.scopes import blocking_text, scope_limit, slot_cells, usage_text
 from tidegate.domain.blocking import tally
 from tidegate.domain.model import FINISHED_STATUSES, RunStatus
 from tidegate.domain.scopes import GLOBAL, Rules
 from tidegate.engine import queues
+from tidegate.engine.limit_table import natural_key
 from tidegate.engine.why import explain
 from tidegate.storage.port import Store
 
