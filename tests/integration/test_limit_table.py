@@ -84,3 +84,41 @@ def test_the_cli_the_api_and_the_dashboard_show_one_table_with_the_ceilings(data
         assert shown == [row["target"] for row in from_api.json()["limits"]]
     finally:
         app.close()
+
+
+def _signed_in(app: App) -> tuple[TestClient, str]:
+    browser = TestClient(create_api(app, tokens=Tokens()), base_url="http://127.0.0.1")
+    token = re.search(r'name="form_token" value="([0-9a-f]+)"', browser.get("/limits").text)
+    assert token is not None
+    return browser, token.group(1)
+
+
+def test_the_dashboard_reads_a_limit_as_the_cli_does_a_number_never_lifts_it(database_url: str) -> None:
+    with App(database_url, run_queue=RunQueueConfig(max_concurrent_runs=4)) as app:
+        app.enqueue([])
+        browser, token = _signed_in(app)
+        for typed in ("-1", "", "2.5"):
+            refused = browser.post("/limits/set", data={"form_token": token, "target": "global", "limit": typed})
+            assert refused.status_code == 422, typed
+            assert app.store.rules().global_limit() == 4  # nothing changed
+        assert "is not valid: use a whole number" in refused.text
+        lifted = browser.post("/limits/set", data={"form_token": token, "target": "global", "limit": "unlimited"})
+        assert lifted.status_code in (200, 303) and app.store.rules().global_limit() is None
+
+
+def test_a_pool_change_without_a_lease_keeps_the_pool_s_own_at_every_door(database_url: str) -> None:
+    with App(database_url) as app:
+        app.set_pool_limit("gpu", 2, lease_duration="45s")
+        app.enqueue([])
+        browser, token = _signed_in(app)
+        done = browser.post("/pools/gpu", data={"form_token": token, "limit": "5", "lease": ""}, follow_redirects=False)
+        assert done.status_code == 303, done.text
+        (gpu,) = [pool for pool in app.store.pools() if pool.name == "gpu"]
+        assert (gpu.limit, gpu.lease_seconds) == (5, 45.0)
+        assert invoke("pools", "set", "gpu", "6", "--database", database_url).exit_code == 0
+        api = TestClient(create_api(app, tokens=Tokens()), base_url="http://127.0.0.1")
+        assert api.put("/api/v1/pools/gpu", json={"limit": 7}).json()["lease_seconds"] == 45.0
+        refused = api.put("/api/v1/pools/gpu", json={"limit": 7, "lease_duration": "1ms"})
+        assert refused.status_code == 422 and refused.json()["field"] == "lease_duration"
+        (gpu,) = [pool for pool in app.store.pools() if pool.name == "gpu"]
+        assert (gpu.limit, gpu.lease_seconds) == (7, 45.0)

@@ -32,6 +32,7 @@ from tidegate.domain.errors import (
     TidegateError,
     UnknownTask,
 )
+from tidegate.engine.pool_config import InvalidField
 from tidegate.storage.urls import masked
 
 log = logging.getLogger("tidegate.api")
@@ -127,7 +128,7 @@ async def _on_tidegate(request: Request, error: Exception) -> JSONResponse:
         return error_response(error.status, error.code, str(error), field=error.field)
     assert isinstance(error, TidegateError)
     status, code = _classify(error)
-    return error_response(status, code, str(error))
+    return error_response(status, code, str(error), field=error.field if isinstance(error, InvalidField) else None)
 
 
 async def _on_http(request: Request, error: Exception) -> JSONResponse:
