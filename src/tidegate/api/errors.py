@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from tidegate.bootstrap import masked
 from tidegate.domain.errors import (
     AdmissionRejected,
     ConfigurationError,
@@ -33,7 +34,6 @@ from tidegate.domain.errors import (
     UnknownTask,
 )
 from tidegate.engine.pool_config import InvalidField
-from tidegate.storage.urls import masked
 
 log = logging.getLogger("tidegate.api")
 

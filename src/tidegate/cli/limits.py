@@ -18,6 +18,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from tidegate.bootstrap import DEFAULT_DATABASE
 from tidegate.cli.connect import existing_store
 from tidegate.cli.options import Database, JsonOutput
 from tidegate.cli.queues_view import queues_table
@@ -28,7 +29,6 @@ from tidegate.domain.model import LimitOverride
 from tidegate.domain.scopes import Rules, check_override_target, effective_limit
 from tidegate.engine.limit_table import CeilingRow, LimitRow, code_limit, limit_table, natural_key
 from tidegate.engine.limits import PREVIEW_RUNS, LimitPreview, parse_limit, preview, reset_limit, set_limit
-from tidegate.storage.urls import DEFAULT_DATABASE
 
 app = typer.Typer(help="Show run-level limits; change them live (persisted until reset).", no_args_is_help=True)
 

@@ -17,6 +17,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from tidegate.bootstrap import DEFAULT_DATABASE
 from tidegate.cli.connect import existing_store
 from tidegate.cli.errors import CommandError
 from tidegate.cli.options import Database, JsonOutput
@@ -27,7 +28,6 @@ from tidegate.domain.steps import PoolStatus
 from tidegate.domain.tunables import DEFAULT_POOL_LEASE
 from tidegate.engine import pool_config
 from tidegate.engine.pool_config import change_pool, find_pool, parse_pool_limit, pool_holders, reset_pool_limit
-from tidegate.storage.urls import DEFAULT_DATABASE
 
 app = typer.Typer(
     help="Show pools and their slot holders; override a pool's limit live, or reset it to the code's.",
