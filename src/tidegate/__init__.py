@@ -6,6 +6,7 @@ Every type a user passes to or receives from the public API is exported here
 """
 
 from tidegate.app import App, RunHandle, Task, TaskOptions
+from tidegate.app.keywords import StepKeywords, TaskKeywords, WorkflowKeywords
 from tidegate.app.steps import WorkflowTask
 from tidegate.domain.backpressure import Pace
 from tidegate.domain.blocking import QueuedShape
@@ -151,6 +152,7 @@ __all__ = [
     "SlotRequest",
     "Step",
     "StepFinish",
+    "StepKeywords",
     "StepRecord",
     "StepRef",
     "StepStatus",
@@ -163,6 +165,7 @@ __all__ = [
     "Task",
     "TaskDefinition",
     "TaskFunction",
+    "TaskKeywords",
     "TaskOptions",
     "TaskParameter",
     "TaskParameters",
@@ -182,5 +185,6 @@ __all__ = [
     "Workflow",
     "WorkflowDefinition",
     "WorkflowError",
+    "WorkflowKeywords",
     "WorkflowTask",
 ]

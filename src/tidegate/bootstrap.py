@@ -1,14 +1,20 @@
 """Composition root: the one place that picks a concrete storage adapter.
 
 Everything above talks to the `Store` port; keeping the choice here means a
-third adapter would touch this file and nothing else.
+third adapter would touch this file and nothing else. The faces (CLI, API,
+dashboard, demo) take what they need to open a store from here (the URL's
+default, its environment variable, its parsing and its password mask, the
+handle `open_store` returns) and import nothing of `storage` themselves: what
+they read and change goes through the engine's services.
 """
 
 from __future__ import annotations
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
-from tidegate.storage.port import Store
-from tidegate.storage.urls import parse_database_url
+from tidegate.storage.port import Listener, Store
+from tidegate.storage.urls import DATABASE_ENV, DEFAULT_DATABASE, masked, parse_database_url
+
+__all__ = ["DATABASE_ENV", "DEFAULT_DATABASE", "Listener", "Store", "masked", "open_store", "parse_database_url"]
 
 
 def open_store(

@@ -15,6 +15,7 @@ import random
 import sys
 import time
 
+from tests.support.pool_guard import holding
 from tidegate.bootstrap import open_store
 from tidegate.domain.pools import pool_needs
 from tidegate.engine.pools import ClaimPolicy, PoolGuard
@@ -33,7 +34,7 @@ def main(argv: list[str]) -> int:
             for index in range(int(iterations)):
                 wanted = REQUESTS[(index + int(offset)) % len(REQUESTS)]
                 key = f"{'-'.join(sorted(wanted))}.{index}"
-                with guard.holding(fence, worker, key, pool_needs(wanted)):
+                with holding(guard, fence, worker, key, pool_needs(wanted)):
                     start = time.monotonic()
                     time.sleep(random.uniform(0, 0.003))
                     end = time.monotonic()

@@ -46,14 +46,20 @@ def test_a_dry_run_counts_what_a_change_would_unblock_and_changes_nothing(app: A
 
 def test_a_change_is_in_force_versioned_audited_and_reset_to_the_code(app: App, database_url: str) -> None:
     client = _scene(app)
-    assert _limit(client, "queue:api") == {"target": "queue:api", "limit": 1, "code_limit": 1, "used": 1, "live": False}
+    assert _limit(client, "queue:api") == {
+        "target": "queue:api", "limit": 1, "code_limit": 1, "used": 1, "live": False,
+        "version": None, "parent": None, "declared": "code", "note": "",
+    }  # fmt: skip
     _, events = store_size(database_url)
     changed = client.put("/api/v1/limits", json={"target": "queue:api", "limit": 3})
     assert changed.status_code == 200, changed.text
     assert {key: changed.json()[key] for key in ("old", "new", "version", "dry_run")} == {
         "old": 1, "new": 3, "version": 1, "dry_run": False,
     }  # fmt: skip
-    assert _limit(client, "queue:api") == {"target": "queue:api", "limit": 3, "code_limit": 1, "used": 1, "live": True}
+    assert _limit(client, "queue:api") == {
+        "target": "queue:api", "limit": 3, "code_limit": 1, "used": 1, "live": True,
+        "version": 1, "parent": None, "declared": "code", "note": "",
+    }  # fmt: skip
     [override] = client.get("/api/v1/limits").json()["overrides"]
     assert (override["target"], override["limit"], override["version"]) == ("queue:api", 3, 1)
     assert app.store.rules().queue_limit("api", "") == 3

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from tests.support.pool_guard import holding
 from tidegate import PoolClaimTimeout, PoolRequestTooLarge
 from tidegate.domain.errors import StepFencedOut
 from tidegate.domain.pools import pool_needs
@@ -131,7 +132,7 @@ def test_renewal_keeps_a_long_step_slots_past_the_lease(app, job, guard):
     store = app.store
     store.set_pool_limit("db", 1, 1.5)  # renewed every 0.5 s: a loaded machine may be late, not 1.5 s late
     fence, other = claim(store, job), claim(store, job)
-    with guard().holding(fence, "w1", "long", pool_needs({"db": 1})) as held:
+    with holding(guard(), fence, "w1", "long", pool_needs({"db": 1})) as held:
         deadline = time.monotonic() + 4.5  # three leases
         while time.monotonic() < deadline:
             store.sweep("sweeper", 0.05)
@@ -158,7 +159,7 @@ def test_the_context_manager_releases_on_error(app, job, guard):
     store = app.store
     store.set_pool_limit("db", 1, 300)
     fence = claim(store, job)
-    with pytest.raises(RuntimeError, match="boom"), guard().holding(fence, "w1", "s", pool_needs({"db": 1})):
+    with pytest.raises(RuntimeError, match="boom"), holding(guard(), fence, "w1", "s", pool_needs({"db": 1})):
         raise RuntimeError("boom")
     assert store.pool_holders("db") == []
 

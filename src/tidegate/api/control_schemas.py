@@ -112,18 +112,34 @@ class LimitOverride(BaseModel):
 
 
 class LimitInForce(BaseModel):
-    """One limit target: the limit in force, the code's, and the slots in use (null for a family
-    like `tag:KEY`, whose values are scopes of their own)."""
+    """One limit target, a row of the table `tidegate limits list` and the dashboard show: the limit
+    in force, the code's, and the slots in use."""
 
     target: str
     limit: int | None
     code_limit: int | None
-    used: int | None
+    used: int | None = Field(
+        description="Slots held now; null where nothing is counted: a family (`tag:KEY`) or a partitioned "
+        "queue, whose members are scopes of their own."
+    )
     live: bool = Field(description="A live override sets `limit`.")
+    version: int | None = Field(description="The live override's version; null when the code's limit is in force.")
+    parent: str | None = Field(description="The row this one belongs to: a partition's queue, a tag value's `tag:KEY`.")
+    declared: str = Field(description="Where the code declares it: `code`, `code override` (a partition's own), or ''.")
+    note: str = Field(description="What the row covers, as the CLI's `set by` column says it.")
+
+
+class Ceiling(BaseModel):
+    """An admission ceiling (`max_active`): a submit past it is refused (429)."""
+
+    queue: str | None = Field(description="The queue it counts; null: all queues.")
+    max_active: int
+    active: int = Field(description="Runs counted now: queued, running and waiting.")
 
 
 class Limits(BaseModel):
     limits: list[LimitInForce]
+    ceilings: list[Ceiling]
     overrides: list[LimitOverride]
 
 

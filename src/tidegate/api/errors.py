@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from tidegate.bootstrap import masked
 from tidegate.domain.errors import (
     AdmissionRejected,
     ConfigurationError,
@@ -32,7 +33,7 @@ from tidegate.domain.errors import (
     TidegateError,
     UnknownTask,
 )
-from tidegate.storage.urls import masked
+from tidegate.engine.pool_config import InvalidField
 
 log = logging.getLogger("tidegate.api")
 
@@ -127,7 +128,7 @@ async def _on_tidegate(request: Request, error: Exception) -> JSONResponse:
         return error_response(error.status, error.code, str(error), field=error.field)
     assert isinstance(error, TidegateError)
     status, code = _classify(error)
-    return error_response(status, code, str(error))
+    return error_response(status, code, str(error), field=error.field if isinstance(error, InvalidField) else None)
 
 
 async def _on_http(request: Request, error: Exception) -> JSONResponse:

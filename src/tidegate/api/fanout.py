@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 from tidegate.api.gaps import InOrder
 from tidegate.api.wakeups import Wakeups
+from tidegate.bootstrap import Store
 from tidegate.domain.model import EventRecord
-from tidegate.storage.port import Store
 
 log = logging.getLogger("tidegate.api")
 

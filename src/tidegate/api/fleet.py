@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from tidegate.bootstrap import Store
 from tidegate.domain.scopes import GLOBAL, Rules, effective_limit, queue_scope
 from tidegate.engine import queues
-from tidegate.storage.port import Store
 
 
 class FleetCollector(Collector):

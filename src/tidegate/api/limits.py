@@ -20,6 +20,7 @@ from tidegate.api.security import can_read, can_write, json_body
 from tidegate.domain.model import LimitChange
 from tidegate.domain.scopes import check_override_target, check_override_value
 from tidegate.engine import limits
+from tidegate.engine.limit_table import limit_table
 
 router = APIRouter(prefix=PREFIX, tags=["limits"])
 
@@ -39,14 +40,14 @@ def _changed(change: LimitChange) -> dict[str, Any]:
 
 @router.get(
     "/limits", response_model=schemas.Limits, responses=ERRORS, dependencies=[can_read],
-    summary="The run-level limits in force, and the live overrides",
+    summary="The run-level limits in force, the admission ceilings, and the live overrides",
 )  # fmt: skip
 def show_limits(request: Request) -> dict[str, Any]:
-    store = declared_store(request)
-    rules = store.rules()
+    table = limit_table(declared_store(request))
     return {
-        "limits": [asdict(target) for target in limits.limits_in_force(rules, store.scope_usage())],
-        "overrides": [asdict(override) for override in store.limit_overrides()],
+        "limits": [asdict(row) for row in table.limits],
+        "ceilings": [asdict(ceiling) for ceiling in table.ceilings],
+        "overrides": [asdict(override) for override in table.overrides],
     }
 
 

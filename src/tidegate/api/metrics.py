@@ -22,9 +22,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from tidegate.api.documented import READ_ERRORS
 from tidegate.api.fleet import FleetCollector
 from tidegate.api.security import can_read
+from tidegate.bootstrap import Store
 from tidegate.domain.errors import AdmissionRejected
 from tidegate.domain.model import NewRun
-from tidegate.storage.port import Store
 from tidegate.worker import metrics as worker_metrics
 
 # A rejection or a submit takes milliseconds; a slow store or a stream far more.

@@ -14,10 +14,10 @@ from fastapi import Path, Request
 from tidegate.api import schemas
 from tidegate.api.errors import blame
 from tidegate.app import App
+from tidegate.bootstrap import Store
 from tidegate.domain import names
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import RunRecord
-from tidegate.storage.port import Store
 
 PREFIX = "/api/v1"
 MAX_PAGE = 500  # the most rows one page of any listing returns

@@ -17,10 +17,10 @@ from tidegate.api import verb_schemas as schemas
 from tidegate.api.errors import blame
 from tidegate.api.routing import ERRORS, PREFIX, app_of, not_found
 from tidegate.api.security import can_read, can_write
+from tidegate.bootstrap import Store
 from tidegate.domain.errors import ScheduleNotFound
 from tidegate.domain.schedules import ScheduleRecord, check_schedule_name
 from tidegate.engine.schedules import set_paused, wall_now
-from tidegate.storage.port import Store
 
 router = APIRouter(prefix=PREFIX, tags=["schedules"])
 ScheduleName = Annotated[str, Path(description="A stored schedule's name.", max_length=200)]

@@ -34,8 +34,8 @@ from tidegate.api.security import Tokens, can_read
 from tidegate.api.sse import EventStream, StreamSettings, StreamStats
 from tidegate.api.wakeups import Wakeups
 from tidegate.app import settings as tunables
+from tidegate.bootstrap import Store
 from tidegate.dashboard.access import presented
-from tidegate.storage.port import Store
 
 MAX_EVENT_ID = 2**63 - 1  # the events table's bigint
 MAX_CLOSE_AFTER = 86_400.0

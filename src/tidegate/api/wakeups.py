@@ -14,7 +14,7 @@ import contextlib
 import threading
 from collections.abc import Callable
 
-from tidegate.storage.port import Listener, Store
+from tidegate.bootstrap import Listener, Store
 
 
 class Wakeups:

@@ -5,11 +5,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, overload
+from typing import Any, Unpack, overload
 
 from tidegate.app import settings
-from tidegate.app.definitions import queue_declaration, task_definition
+from tidegate.app.definitions import queue_declaration
 from tidegate.app.handle import RunHandle
+from tidegate.app.keywords import (
+    STEP_DEFAULTS,
+    StepKeywords,
+    TaskKeywords,
+    WorkflowKeywords,
+    check_keywords,
+    definition_of,
+)
 from tidegate.app.registry import Registry
 from tidegate.app.schedules import Schedules
 from tidegate.app.steps import WorkflowTask, make_step
@@ -25,7 +33,6 @@ from tidegate.domain.model import NewRun, TaskDefinition
 from tidegate.domain.schedules import MissedTicks
 from tidegate.domain.steps import PoolConfig
 from tidegate.domain.tunables import DEFAULT_MAX_WORKERS, DEFAULT_POOL_LEASE
-from tidegate.domain.unique import Unique
 from tidegate.engine import pool_config
 from tidegate.storage.port import Store
 from tidegate.storage.urls import parse_database_url, resolve_database_url
@@ -83,43 +90,19 @@ class App:
     def task(self, fn: Callable[..., Any]) -> Task: ...
 
     @overload
-    def task(
-        self,
-        fn: None = None,
-        *,
-        name: str | None = None,
-        queue: str = "default",
-        priority: int = 0,
-        tags: Mapping[str, str] | None = None,
-        max_attempts: int = 1,
-        retry_backoff: str | float = "1s",
-        timeout: str | float | None = None,
-        dispatch_deadline: str | float | None = None,
-        unique: Unique | None = None,
-    ) -> Callable[[Callable[..., Any]], Task]: ...
+    def task(self, fn: None = None, **options: Unpack[TaskKeywords]) -> Callable[[Callable[..., Any]], Task]: ...
 
     def task(
-        self,
-        fn: Callable[..., Any] | None = None,
-        *,
-        name: str | None = None,
-        queue: str = "default",
-        priority: int = 0,
-        tags: Mapping[str, str] | None = None,
-        max_attempts: int = 1,
-        retry_backoff: str | float = "1s",
-        timeout: str | float | None = None,
-        dispatch_deadline: str | float | None = None,
-        unique: Unique | None = None,
+        self, fn: Callable[..., Any] | None = None, **options: Unpack[TaskKeywords]
     ) -> Task | Callable[[Callable[..., Any]], Task]:
-        """Register a sync or async function as a task (usable with or without arguments).
-        `unique`: once per key for its runs (`tidegate.Unique`)."""
+        """Register a sync or async function as a task (usable with or without arguments); its
+        keywords are `TaskKeywords` (name, queue, priority, tags, max_attempts, retry_backoff,
+        timeout, dispatch_deadline; `unique`: once per key for its runs, `tidegate.Unique`)."""
+        check_keywords("task", options, TaskKeywords)
 
         def register(function: Callable[..., Any]) -> Task:
-            definition = task_definition(
-                function, name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline
-            )
-            return self._registry.add(Task(self._submitter, function, definition, unique))
+            definition = definition_of(function, options)
+            return self._registry.add(Task(self._submitter, function, definition, options.get("unique")))
 
         return register(fn) if fn is not None else register
 
@@ -127,42 +110,26 @@ class App:
     def step(self, fn: Callable[..., Any]) -> Step: ...
 
     @overload
-    def step(
-        self,
-        fn: None = None,
-        *,
-        name: str | None = None,
-        pool: str | None = None,
-        pool_slots: int | None = None,
-        pools: Mapping[str, int] | None = None,
-        max_attempts: int = 1,
-        retry_backoff: str | float = "1s",
-    ) -> Callable[[Callable[..., Any]], Step]: ...
+    def step(self, fn: None = None, **options: Unpack[StepKeywords]) -> Callable[[Callable[..., Any]], Step]: ...
 
     def step(
-        self,
-        fn: Callable[..., Any] | None = None,
-        *,
-        name: str | None = None,
-        pool: str | None = None,
-        pool_slots: int | None = None,
-        pools: Mapping[str, int] | None = None,
-        max_attempts: int = 1,
-        retry_backoff: str | float = "1s",
+        self, fn: Callable[..., Any] | None = None, **options: Unpack[StepKeywords]
     ) -> Step | Callable[[Callable[..., Any]], Step]:
         """Mark a function as a workflow step: its pool slots (`pool` + `pool_slots`, or `pools` with
         weights, claimed all or none) and its own retries. Its key in a run is `name` (default: the
         function's name), `name:2` for a second use, `name[3]` for item 3 of a map."""
+        check_keywords("step", options, StepKeywords)
+        merged: dict[str, Any] = {**STEP_DEFAULTS, **options}
 
         def register(function: Callable[..., Any]) -> Step:
             return make_step(
                 function,
-                name=name,
-                pool=pool,
-                pool_slots=pool_slots,
-                pools=pools,
-                max_attempts=max_attempts,
-                retry_backoff=retry_backoff,
+                name=merged.get("name"),
+                pool=merged.get("pool"),
+                pool_slots=merged.get("pool_slots"),
+                pools=merged.get("pools"),
+                max_attempts=merged["max_attempts"],
+                retry_backoff=merged["retry_backoff"],
             )
 
         return register(fn) if fn is not None else register
@@ -172,46 +139,24 @@ class App:
 
     @overload
     def workflow(
-        self,
-        fn: None = None,
-        *,
-        name: str | None = None,
-        queue: str = "default",
-        priority: int = 0,
-        tags: Mapping[str, str] | None = None,
-        max_attempts: int = 1,
-        retry_backoff: str | float = "1s",
-        timeout: str | float | None = None,
-        dispatch_deadline: str | float | None = None,
-        executor: Executor | None = None,
+        self, fn: None = None, **options: Unpack[WorkflowKeywords]
     ) -> Callable[[Callable[..., Any]], WorkflowTask]: ...
 
     def workflow(
-        self,
-        fn: Callable[..., Any] | None = None,
-        *,
-        name: str | None = None,
-        queue: str = "default",
-        priority: int = 0,
-        tags: Mapping[str, str] | None = None,
-        max_attempts: int = 1,
-        retry_backoff: str | float = "1s",
-        timeout: str | float | None = None,
-        dispatch_deadline: str | float | None = None,
-        executor: Executor | None = None,
+        self, fn: Callable[..., Any] | None = None, **options: Unpack[WorkflowKeywords]
     ) -> WorkflowTask | Callable[[Callable[..., Any]], WorkflowTask]:
         """Register a workflow: `fn(wf, **args)` builds its DAG with `wf.step` / `wf.map`.
 
-        It is a task (submit, limits, retries and recovery as for any run); its
+        It is a task (submit, limits, retries and recovery as for any run: `TaskKeywords`); its
         steps run under `executor` (default: the app's).
         """
+        check_keywords("workflow", options, WorkflowKeywords)
+        executor = options.pop("executor", None)
         if executor is not None and not isinstance(executor, Executor):
             raise ConfigurationError(f"executor must be a tidegate.Executor, got {executor!r}")
 
         def register(function: Callable[..., Any]) -> WorkflowTask:
-            definition = task_definition(
-                function, name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline
-            )
+            definition = definition_of(function, options)
             task = WorkflowTask(self._submitter, function, definition, executor or self.executor)
             self._registry.add(task)
             return task

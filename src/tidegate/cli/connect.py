@@ -12,10 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from tidegate.bootstrap import open_store
+from tidegate.bootstrap import Store, open_store, parse_database_url
 from tidegate.cli.errors import CommandError
-from tidegate.storage.port import Store
-from tidegate.storage.urls import parse_database_url
 
 
 def check_exists(url: str) -> None:

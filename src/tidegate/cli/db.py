@@ -15,7 +15,7 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from tidegate.bootstrap import open_store
+from tidegate.bootstrap import DEFAULT_DATABASE, masked, open_store
 from tidegate.cli.connect import existing_store
 from tidegate.cli.options import Database
 from tidegate.cli.render import stderr, stdout
@@ -23,7 +23,6 @@ from tidegate.domain.durations import format_duration, parse_duration
 from tidegate.domain.retention import PruneReport
 from tidegate.domain.tunables import TUNABLES
 from tidegate.engine.retention import prune as prune_runs
-from tidegate.storage.urls import DEFAULT_DATABASE, masked
 
 RETENTION = TUNABLES["TIDEGATE_RETENTION"]
 

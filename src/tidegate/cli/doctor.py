@@ -12,7 +12,7 @@ import typer
 from rich.text import Text
 
 from tidegate.app import settings
-from tidegate.bootstrap import open_store
+from tidegate.bootstrap import DEFAULT_DATABASE, Store, open_store
 from tidegate.cli.connect import check_exists
 from tidegate.cli.errors import CommandError
 from tidegate.cli.options import Database, JsonOutput
@@ -21,8 +21,6 @@ from tidegate.domain import doctor
 from tidegate.domain.clock import SYSTEM_CLOCK
 from tidegate.domain.doctor import Diagnosis, Level
 from tidegate.engine.doctor import diagnose
-from tidegate.storage.port import Store
-from tidegate.storage.urls import DEFAULT_DATABASE
 
 STYLES = {Level.PASS: "green", Level.WARN: "yellow", Level.FAIL: "bold red"}
 

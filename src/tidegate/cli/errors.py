@@ -15,9 +15,9 @@ import typer
 from rich.text import Text
 from typer.core import TyperGroup
 
+from tidegate.bootstrap import masked
 from tidegate.cli.render import stderr
 from tidegate.domain.errors import AdmissionRejected, RunCanceled, RunFailed, TidegateError
-from tidegate.storage.urls import masked
 
 EX_TEMPFAIL = 75  # sysexits.h: temporary failure, the caller should retry
 

@@ -13,9 +13,9 @@ import os
 import sys
 
 from tidegate.app import App
+from tidegate.bootstrap import DATABASE_ENV, masked
 from tidegate.cli.errors import CommandError
 from tidegate.domain.errors import TidegateError
-from tidegate.storage.urls import DATABASE_ENV, masked
 
 
 def load_app(target: str) -> App:

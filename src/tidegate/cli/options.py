@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
+from tidegate.bootstrap import DATABASE_ENV, DEFAULT_DATABASE
 from tidegate.domain import names
-from tidegate.storage.urls import DATABASE_ENV, DEFAULT_DATABASE
 
 DATABASE_HELP = "Database URL: sqlite:///path/to/file.db or postgresql://host/dbname."
 

@@ -17,17 +17,17 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from tidegate.bootstrap import DEFAULT_DATABASE
 from tidegate.cli.connect import existing_store
 from tidegate.cli.errors import CommandError
 from tidegate.cli.options import Database, JsonOutput
 from tidegate.cli.render import print_json, short_time, stdout
 from tidegate.domain.durations import format_duration
 from tidegate.domain.model import HolderRecord
-from tidegate.domain.pools import check_pool_name
 from tidegate.domain.steps import PoolStatus
 from tidegate.domain.tunables import DEFAULT_POOL_LEASE
-from tidegate.engine.pool_config import reset_pool_limit, set_pool_limit
-from tidegate.storage.urls import DEFAULT_DATABASE
+from tidegate.engine import pool_config
+from tidegate.engine.pool_config import change_pool, find_pool, parse_pool_limit, pool_holders, reset_pool_limit
 
 app = typer.Typer(
     help="Show pools and their slot holders; override a pool's limit live, or reset it to the code's.",
@@ -68,7 +68,7 @@ def list_pools(database: Database = DEFAULT_DATABASE, json_output: JsonOutput = 
     """Every pool a step asked for or someone configured: the limit in force and where it comes from,
     slots claimed, steps waiting for it, and its lease duration."""
     with existing_store(database) as store:
-        pools = store.pools()
+        pools = pool_config.list_pools(store)
     if json_output:
         print_json({"pools": [pool.document() for pool in pools]})
         return
@@ -99,13 +99,11 @@ def list_pools(database: Database = DEFAULT_DATABASE, json_output: JsonOutput = 
 @app.command("info")
 def info(pool: PoolName, database: Database = DEFAULT_DATABASE, json_output: JsonOutput = False) -> None:
     """One pool: its limit and usage, and every holder of its slots (run, step, slots, lease)."""
-    check_pool_name(pool)  # a name no pool can have is refused before it reaches SQL
     with existing_store(database) as store:
-        found = {status.name: status for status in store.pools()}
-        holders = store.pool_holders(pool)
-    status = found.get(pool)
+        status = find_pool(store, pool)  # a name no pool can have is refused before it reaches SQL
+        holders = pool_holders(store, pool) if status is not None else []
+        known = ", ".join(sorted(each.name for each in pool_config.list_pools(store))) or "none yet"
     if status is None:
-        known = ", ".join(sorted(found)) or "none yet"
         raise CommandError(f"no pool named {pool!r} (pools: {known})")
     if json_output:
         print_json({**status.document(), "holders": [holder.document() for holder in holders]})
@@ -168,25 +166,13 @@ def set_limit(
 ) -> None:
     """Override a pool's limit (and lease), live: it wins over the code's value until 'tidegate pools reset';
     waiting steps are woken at once."""
-    check_pool_name(pool)
-    try:
-        slots = int(limit.strip())
-    except ValueError:
-        slots = -1
-    if slots < 0:
-        raise CommandError(f"LIMIT {limit!r} is not valid: use a whole number >= 0 (0 pauses the pool)")
+    slots = parse_pool_limit(limit)
     with existing_store(database) as store:
-        known = {status.name: status for status in store.pools()}
-        before = known.get(pool)
-        if before is None and not create:
-            names = ", ".join(sorted(known)) or "none yet"
+        if not create and find_pool(store, pool) is None:
+            names = ", ".join(sorted(status.name for status in pool_config.list_pools(store))) or "none yet"
             raise CommandError(f"no pool named {pool!r} (pools: {names}); to create it, add --create")
-        lease: str | float = DEFAULT_POOL_LEASE
-        if lease_duration is not None:
-            lease = lease_duration
-        elif before is not None and before.lease_seconds is not None:
-            lease = before.lease_seconds  # keep the pool's own lease
-        config = set_pool_limit(store, pool, slots, lease)
+        change = change_pool(store, pool, slots, lease_duration)  # no --lease-duration: the pool's own
+    before, config = change.before, change.config
     was = "" if before is None or before.limit is None else f" (was {before.limit})"
     stdout.print(
         Text.assemble(

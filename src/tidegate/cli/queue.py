@@ -18,6 +18,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from tidegate.bootstrap import DEFAULT_DATABASE, masked
 from tidegate.cli.connect import existing_store
 from tidegate.cli.errors import CommandError
 from tidegate.cli.fit import Cell, Column, fitted_table
@@ -36,7 +37,6 @@ from tidegate.domain.model import RunStatus
 from tidegate.engine import queues
 from tidegate.engine.queues import Waiting
 from tidegate.engine.why import explain
-from tidegate.storage.urls import DEFAULT_DATABASE, masked
 
 app = typer.Typer(
     help="Look at queued runs: claim order, what blocks them; cancel one; pause or resume a queue.",

@@ -11,20 +11,9 @@ from rich.text import Text
 
 from tidegate.cli.fit import Cell, Column, fitted_table
 from tidegate.cli.render import stdout
-from tidegate.cli.scopes import limit_text, natural_key
-from tidegate.domain.limits import QueueConfig
+from tidegate.cli.scopes import limit_text
 from tidegate.domain.scopes import Rules
-
-
-def partition_text(config: QueueConfig) -> str:
-    partition = config.concurrency.partition
-    parts = []
-    if partition.by_kind:
-        parts.append("kind")
-    if partition.by_args is not None:
-        parts.append(", ".join(partition.by_args) if partition.by_args else "all args")
-    return " + ".join(parts)
-
+from tidegate.engine.limit_table import natural_key, partition_text
 
 QUEUE_COLUMNS = [
     Column("queue", identifier=True, options={"style": "bold"}),
@@ -44,7 +33,10 @@ def queues_table(rules: Rules) -> Table:
         rows.append(
             [
                 Text(name, style="bold"),
-                Text(partition_text(config) or "-", style="" if config.concurrency.partition.enabled else "dim"),
+                Text(
+                    partition_text(config.concurrency.partition) or "-",
+                    style="" if config.concurrency.partition.enabled else "dim",
+                ),
                 Text(
                     limit_text(limit) + (" (live)" if live else ""),
                     style="magenta" if live else ("dim" if limit is None else ""),

@@ -19,6 +19,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from tidegate.bootstrap import DEFAULT_DATABASE
 from tidegate.cli.connect import existing_store
 from tidegate.cli.fit import Cell, Column, fitted_table
 from tidegate.cli.options import Database, JsonOutput, check_queue_filter
@@ -29,7 +30,6 @@ from tidegate.domain.model import RunRecord, RunStatus, WorkerRecord
 from tidegate.engine import queues
 from tidegate.engine.queues import Live
 from tidegate.engine.runs import heartbeat_lost_s, is_stuck, matching_runs, workers_of_running
-from tidegate.storage.urls import DEFAULT_DATABASE
 
 _STATUSES = ", ".join(status.value for status in RunStatus)
 STUCK_HINT = "stuck: running past its lease (its worker stopped renewing it); recover with 'tidegate sweep'"

@@ -17,6 +17,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from tidegate.bootstrap import DEFAULT_DATABASE, masked
 from tidegate.cli import run_list
 from tidegate.cli.children import children_table
 from tidegate.cli.connect import existing_store
@@ -39,7 +40,6 @@ from tidegate.domain.model import EventRecord, RunRecord, RunStatus, WorkerRecor
 from tidegate.domain.steps import StepRecord, StepStatus
 from tidegate.engine import queues
 from tidegate.engine.runs import heartbeat_lost_s, is_stuck, workers_of_running
-from tidegate.storage.urls import DEFAULT_DATABASE, masked
 
 app = typer.Typer(help="List, inspect, cancel and retry runs.", no_args_is_help=True)
 

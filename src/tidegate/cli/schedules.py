@@ -16,12 +16,12 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from tidegate.bootstrap import DEFAULT_DATABASE
 from tidegate.cli.connect import existing_store
 from tidegate.cli.options import Database, JsonOutput
 from tidegate.cli.render import print_json, short_time, stdout
 from tidegate.domain.schedules import check_schedule_name
 from tidegate.engine.schedules import set_paused
-from tidegate.storage.urls import DEFAULT_DATABASE
 
 app = typer.Typer(help="Show the schedules and when they fire; pause, resume or remove one.", no_args_is_help=True)
 

@@ -10,7 +10,6 @@ sentences of `queue why`. Nothing here decides anything: limits come from
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -25,9 +24,9 @@ from tidegate.domain.children import resume_rule
 from tidegate.domain.leases import stuck
 from tidegate.domain.model import HolderRecord, RunRecord, RunStatus
 from tidegate.domain.scopes import Rules, effective_limit
+from tidegate.engine.limits import UNLIMITED
 from tidegate.engine.why import Explanation, ScopeCheck, label_of
 
-UNLIMITED = "unlimited"
 HOLDERS_SHOWN = 8  # `queue why` lists this many holders of a blocking scope, then "and N more"
 
 
@@ -103,11 +102,6 @@ def age_text(seconds: float) -> str:
 def waiting_seconds(run: RunRecord, now: datetime) -> float:
     """How long a queued run has been claimable: since it fell due (its submit, or its retry)."""
     return (now - run.scheduled_at).total_seconds()
-
-
-def natural_key(text: str) -> list[Any]:
-    """Sort `customer_id=2` before `customer_id=10`."""
-    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text) if part]
 
 
 # --- `queue why` ---------------------------------------------------------------------------------

@@ -15,10 +15,10 @@ from typing import Annotated
 import typer
 
 from tidegate.app import settings
+from tidegate.bootstrap import DATABASE_ENV, masked
 from tidegate.cli.errors import CommandError
 from tidegate.cli.loading import load_app_for
 from tidegate.cli.options import DATABASE_HELP
-from tidegate.storage.urls import DATABASE_ENV, masked
 
 # Seconds a stopping server lets requests finish: an event stream never does, so past this it is cut
 # (its client reconnects elsewhere with Last-Event-ID) instead of holding the shutdown forever.

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from tidegate.app import App, RunHandle
+from tidegate.bootstrap import DEFAULT_DATABASE
 from tidegate.cli.connect import check_exists
 from tidegate.cli.errors import CommandError
 from tidegate.cli.options import Database
@@ -20,7 +21,6 @@ from tidegate.cli.parsing import parse_args, parse_tags
 from tidegate.cli.render import pretty_json, stderr
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import WaitTimeout
-from tidegate.storage.urls import DEFAULT_DATABASE
 
 _WAIT_SLICE = 0.25  # how often the spinner re-reads the status while waiting
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from tidegate.bootstrap import DEFAULT_DATABASE
 from tidegate.cli.connect import existing_store
 from tidegate.cli.options import Database, JsonOutput
 from tidegate.cli.render import print_json, stdout
 from tidegate.engine.sweep import sweep_now
-from tidegate.storage.urls import DEFAULT_DATABASE
 
 
 def sweep(database: Database = DEFAULT_DATABASE, json_output: JsonOutput = False) -> None:

@@ -16,11 +16,11 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from tidegate.bootstrap import DEFAULT_DATABASE
 from tidegate.cli.connect import existing_store
 from tidegate.cli.options import Database, JsonOutput, check_queue_filter
 from tidegate.cli.render import print_json, short_time, stdout
 from tidegate.engine.tasks import TaskView, task_views
-from tidegate.storage.urls import DEFAULT_DATABASE
 
 app = typer.Typer(help="Show the tasks registered in the database.", no_args_is_help=True)
 

@@ -16,13 +16,13 @@ import typer
 from rich.text import Text
 
 from tidegate.app.settings import log_format as chosen_log_format
+from tidegate.bootstrap import DATABASE_ENV, masked
 from tidegate.cli.errors import CommandError
 from tidegate.cli.loading import load_app_for
 from tidegate.cli.logs import configure_logging
 from tidegate.cli.options import DATABASE_HELP
 from tidegate.cli.render import stdout
 from tidegate.domain.tunables import DEFAULT_MAX_WORKERS
-from tidegate.storage.urls import DATABASE_ENV, masked
 from tidegate.worker.metrics import serve_metrics
 
 

@@ -12,13 +12,13 @@ from typing import Any
 import typer
 from rich.text import Text
 
+from tidegate.bootstrap import DEFAULT_DATABASE
 from tidegate.cli.connect import existing_store
 from tidegate.cli.fit import Cell, Column, fitted_table
 from tidegate.cli.options import Database, JsonOutput
 from tidegate.cli.render import print_json, stdout
 from tidegate.cli.scopes import age_text
 from tidegate.domain.model import WorkerRecord, host_and_pid
-from tidegate.storage.urls import DEFAULT_DATABASE
 
 app = typer.Typer(help="The workers in the registry: where they run, how busy, their heartbeat.", no_args_is_help=True)
 

@@ -12,12 +12,12 @@ from datetime import datetime
 from typing import Any
 
 from tidegate.app import App
+from tidegate.bootstrap import Store
 from tidegate.domain import names
 from tidegate.domain.blocking import Verdict, paused_text
 from tidegate.domain.model import EventRecord, RunRecord, RunStatus
 from tidegate.engine import queues
 from tidegate.engine.queues import QueueSummary
-from tidegate.storage.port import Store
 
 QUEUE_PAGE = 200  # queued runs one /queue page lists, from the head
 

@@ -19,32 +19,22 @@ from tidegate.dashboard.render import app_of, page, redirect
 from tidegate.domain.errors import InvalidArgument, TidegateError
 from tidegate.domain.model import EventType
 from tidegate.engine import limits, queues
+from tidegate.engine.limit_table import limit_table
 from tidegate.engine.limits import LimitPreview
 
 router = APIRouter()
 HISTORY = 50  # audit rows shown
 
 
-def _limit_value(text: str) -> int | None:
-    """The form's limit: a whole number, or empty / 'none' for unlimited."""
-    text = text.strip().lower()
-    if text in ("", "none", "unlimited"):
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise InvalidArgument(f"limit must be a whole number or 'none', got {text!r}") from None
-
-
 def _render(request: Request, viewer: Any, status: int = 200, **extra: Any) -> Response:
     store = data.declared(app_of(request))
-    usage = store.scope_usage()
-    targets = limits.limits_in_force(store.rules(), usage)
-    holders = {target.target: store.scope_holders(target.target) for target in targets if target.used}
+    table = limit_table(store)
+    holders = {row.target: store.scope_holders(row.target) for row in table.limits if row.used}
     context = {"preview": None, "resetting": False, "error": None, "target": "", "limit": "", **extra}
     return page(
-        request, "limits.html", viewer, status, targets=targets, holders=holders, queues=data.queue_summaries(store),
-        history=store.latest_events(EventType.LIMIT_CHANGED.value, HISTORY), **context,
+        request, "limits.html", viewer, status, targets=table.limits, ceilings=table.ceilings, holders=holders,
+        queues=data.queue_summaries(store), history=store.latest_events(EventType.LIMIT_CHANGED.value, HISTORY),
+        **context,
     )  # fmt: skip
 
 
@@ -60,7 +50,7 @@ async def preview(request: Request, viewer: ViewerDep, form: FormDep) -> Respons
     store = data.declared(app_of(request))
 
     def work() -> LimitPreview:
-        return limits.preview(store, target, None if reset else _limit_value(text), reset=reset)
+        return limits.preview(store, target, None if reset else limits.parse_limit(text, "limit"), reset=reset)
 
     try:
         shown = await run_in_threadpool(work)
@@ -76,7 +66,7 @@ async def set_limit(request: Request, viewer: ViewerDep, form: FormDep) -> Respo
     target, text = form.get("target", "").strip(), form.get("limit", "")
     store = data.declared(app_of(request))
     try:
-        await run_in_threadpool(lambda: limits.set_limit(store, target, _limit_value(text)))
+        await run_in_threadpool(lambda: limits.set_limit(store, target, limits.parse_limit(text, "limit")))
     except TidegateError as error:
         return await run_in_threadpool(_render, request, viewer, 422, error=str(error), target=target, limit=text)
     return redirect(request, "/limits")

@@ -18,10 +18,8 @@ from tidegate.dashboard.access import FormDep, Viewer, ViewerDep
 from tidegate.dashboard.render import app_of, now_of, page, redirect
 from tidegate.domain.errors import TidegateError
 from tidegate.domain.model import HolderRecord
-from tidegate.domain.pools import check_pool_limit, check_pool_name
 from tidegate.domain.steps import PoolStatus
-from tidegate.domain.tunables import DEFAULT_POOL_LEASE
-from tidegate.engine.pool_config import check_lease, set_pool_limit
+from tidegate.engine import pool_config
 
 router = APIRouter()
 NEAR_EXPIRY = 1 / 3  # a lease with less than this share of its duration left is marked near expiry
@@ -49,7 +47,7 @@ def pools_page(request: Request, viewer: ViewerDep) -> Response:
 
 def _render(request: Request, viewer: Viewer, error: str | None = None) -> Response:
     store = app_of(request).store
-    cards = [PoolCard(status, store.pool_holders(status.name)) for status in store.pools()]
+    cards = [PoolCard(status, pool_config.pool_holders(store, status.name)) for status in pool_config.list_pools(store)]
     configured = [card.status for card in cards if card.status.limit is not None]
     summary = {
         "pools": len(cards),
@@ -69,15 +67,11 @@ async def edit_pool(name: str, request: Request, viewer: ViewerDep, form: FormDe
     store = app_of(request).store
 
     def work() -> None:
-        check_pool_name(name)
-        limit = int(form.get("limit", "").strip())
-        check_pool_limit(limit)
-        lease = check_lease(form.get("lease", "").strip() or DEFAULT_POOL_LEASE)
-        set_pool_limit(store, name, limit, lease)
+        limit = pool_config.parse_pool_limit(form.get("limit", ""), "limit")
+        pool_config.change_pool(store, name, limit, form.get("lease", "").strip() or None)
 
     try:
         await run_in_threadpool(work)
-    except (TidegateError, ValueError) as error:
-        message = f"pool {name}: {error}" if isinstance(error, TidegateError) else f"pool {name}: limit is not a number"
-        return await run_in_threadpool(_render, request, viewer, message)
+    except TidegateError as error:
+        return await run_in_threadpool(_render, request, viewer, f"pool {name}: {error}")
     return redirect(request, "/pools")

@@ -24,9 +24,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tidegate.cli.scopes import natural_key
 from tidegate.domain.model import EventRecord, RunRecord
 from tidegate.domain.scopes import GLOBAL, Rules, ScopeNeed
+from tidegate.engine.limit_table import natural_key
 
 CLAIM = "RunDequeued"
 RELEASES = frozenset({"RunCompleted", "RunFailed", "RunRetried", "RunCanceled", "RunRequeued"})

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from tidegate.bootstrap import DATABASE_ENV
 from tidegate.domain.errors import TidegateError
-from tidegate.storage.urls import DATABASE_ENV
 
 TASKS = "tidegate.demo.tasks:app"
 

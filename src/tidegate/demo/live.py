@@ -20,13 +20,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
-from tidegate.cli.scopes import blocking_text, natural_key, scope_limit, slot_cells, usage_text
+from tidegate.bootstrap import Store
+from tidegate.cli.scopes import blocking_text, scope_limit, slot_cells, usage_text
 from tidegate.domain.blocking import tally
 from tidegate.domain.model import FINISHED_STATUSES, RunStatus
 from tidegate.domain.scopes import GLOBAL, Rules
 from tidegate.engine import queues
+from tidegate.engine.limit_table import natural_key
 from tidegate.engine.why import explain
-from tidegate.storage.port import Store
 
 MAX_ROWS = 14
 WHY_EVERY = 1.0  # seconds between two `queue why` samples: often enough to follow, calm enough to read

@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from tidegate.bootstrap import DATABASE_ENV, Store, masked, parse_database_url
 from tidegate.demo import DEMO_DATABASE
 from tidegate.demo.commands import tidegate_command
 from tidegate.demo.concurrency import pool_tally, tally
@@ -34,8 +35,6 @@ from tidegate.demo.fleet import DemoError, Fleet
 from tidegate.demo.live import LiveView, read_sample
 from tidegate.demo.summary import Summary, limits_table, tasks_table, totals_table
 from tidegate.domain.model import RunStatus
-from tidegate.storage.port import Store
-from tidegate.storage.urls import DATABASE_ENV, masked, parse_database_url
 
 POLL_SECONDS = 0.2
 STALL_SECONDS = 60.0  # no run finished for this long: something is wrong, stop rather than hang

@@ -1,4 +1,6 @@
-"""Live limits: the targets in force, validate a change, preview its effect, apply it.
+"""Live limits: read a limit as said, validate a change, preview its effect, apply it.
+
+The table of limits in force is `engine.limit_table`.
 
 A change is previewed by running the claim policy over the queued runs with
 the limits before and after (as if every worker had room), so `--dry-run`
@@ -7,15 +9,38 @@ counts exactly the runs the new limit would let through or hold back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from tidegate.domain.admission import Candidate, LocalUsage, admit
+from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.model import LimitChange, RunRecord
-from tidegate.domain.scopes import GLOBAL, Rules, check_override_target, check_override_value, effective_limit
+from tidegate.domain.scopes import Rules, check_override_target, check_override_value, effective_limit
 from tidegate.storage.port import Store
 
 PREVIEW_RUNS = 10_000
+UNLIMITED = "unlimited"
+UNLIMITED_WORDS = (UNLIMITED, "none")  # the words for "no limit"; a number never means it
+
+
+def parse_limit(text: str, name: str = "LIMIT") -> int | None:
+    """A limit as an operator types it (the CLI's LIMIT, the dashboard's form): a whole number
+    (checked >= 1 by `check_override_value`) or `unlimited` (also `none`).
+
+    Only a word lifts a limit: a negative number or an empty field is refused with that hint
+    (-1 means unlimited only in Python's config and in the API's JSON), so a typo or an empty
+    variable never lifts a cap silently."""
+    cleaned = text.strip().lower()
+    if cleaned in UNLIMITED_WORDS:
+        return None
+    try:
+        value = int(cleaned)
+    except ValueError:
+        raise InvalidArgument(f"{name} {text!r} is not valid: use a whole number >= 1 or {UNLIMITED!r}") from None
+    if value < 0:
+        raise InvalidArgument(
+            f"{name} {text!r} is not valid: to lift the limit say {UNLIMITED!r}; else a whole number >= 1"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -49,47 +74,6 @@ def preview(store: Store, target: str, limit: int | None, *, reset: bool = False
         blocked=len(before_ids - after_ids),
         considered=len(queued),
     )
-
-
-@dataclass(frozen=True)
-class TargetLimit:
-    """One live-limit target as `GET /limits` shows it."""
-
-    target: str
-    limit: int | None  # in force
-    code_limit: int | None  # the code's: without any live override
-    used: int | None  # slots held now; None for a family (`tag:KEY`: each value is its own scope)
-    live: bool
-
-
-def limits_in_force(rules: Rules, usage: Mapping[str, int]) -> list[TargetLimit]:
-    """Every target that has a limit or holds slots: global, each declared queue and its known
-    partitions, declared tag limits, live overrides and any other scope held now."""
-    targets = {GLOBAL, *(f"queue:{name}" for name in rules.queues), *rules.overrides, *usage}
-    for name, config in rules.queues.items():
-        targets.update(f"queue:{name}/{partition}" for partition in config.concurrency.overrides or {})
-    for declared in rules.run_queue.tag_concurrency_limits:
-        targets.add(f"tag:{declared.key}" if declared.per_unique_value else f"tag:{declared.key}={declared.value}")
-    return [
-        TargetLimit(
-            target,
-            effective_limit(rules, target),
-            code_limit(rules, target),
-            None if _family(target) else usage.get(target, 0),
-            target in rules.overrides,
-        )
-        for target in sorted(targets, key=lambda target: (target != GLOBAL, target))
-    ]
-
-
-def code_limit(rules: Rules, target: str) -> int | None:
-    """The code's limit for the target: without any live override, its own or one it inherits
-    (a per-value tag limit overridden as `tag:KEY`, a queue overridden as a whole)."""
-    return effective_limit(replace(rules, overrides={}), target)
-
-
-def _family(target: str) -> bool:
-    return target.startswith("tag:") and "=" not in target
 
 
 def set_limit(store: Store, target: str, limit: int | None) -> LimitChange:

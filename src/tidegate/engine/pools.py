@@ -20,8 +20,8 @@ import contextlib
 import logging
 import random
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -252,22 +252,6 @@ class PoolGuard:
         self._renewer.discard(claim)
         await asyncio.to_thread(self._store.release_slots, claim.fence, claim.step_key)
 
-    @contextmanager
-    def holding(
-        self,
-        fence: Fence,
-        worker_id: str,
-        step_key: str,
-        needs: Mapping[str, int],
-        fixed_limits: Mapping[str, int] | None = None,
-    ) -> Iterator[SlotClaim]:
-        """`with guard.holding(...)`: the slots are held for the block and released after it."""
-        claim = self.acquire_sync(fence, worker_id, step_key, needs, fixed_limits)
-        try:
-            yield claim
-        finally:
-            self.release(claim)
-
     @asynccontextmanager
     async def holding_async(
         self,
@@ -277,7 +261,7 @@ class PoolGuard:
         needs: Mapping[str, int],
         fixed_limits: Mapping[str, int] | None = None,
     ) -> AsyncIterator[SlotClaim]:
-        """`async with guard.holding_async(...)`: as `holding`, without blocking the loop."""
+        """`async with guard.holding_async(...)`: the slots are held for the block and released after it."""
         claim = await self.acquire(fence, worker_id, step_key, needs, fixed_limits)
         try:
             yield claim

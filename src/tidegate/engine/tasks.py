@@ -16,6 +16,7 @@ from tidegate.domain.limits import Partition
 from tidegate.domain.model import TaskDefinition, TaskRegistration
 from tidegate.domain.scopes import Rules, queue_scope
 from tidegate.domain.transitions import ceilings_met
+from tidegate.engine.limit_table import partition_text
 from tidegate.engine.why import label_of
 from tidegate.storage.port import Store
 
@@ -81,7 +82,7 @@ def limits_met(rules: Rules, task: TaskDefinition) -> list[LimitMet]:
     """The limits a run of `task` meets when submitted with its defaults (live overrides included)."""
     config = rules.queues.get(task.queue)
     partition = config.concurrency.partition if config is not None else Partition()
-    per = _partition_text(partition) if partition.enabled else None
+    per = partition_text(partition, kind="task", sep=", ") if partition.enabled else None
     met = []
     for need in rules.scopes_for(task.queue, "", task.tags):  # "" stands for any partition of the queue
         is_queue = need.key == queue_scope(task.queue, "")
@@ -99,10 +100,3 @@ def limits_met(rules: Rules, task: TaskDefinition) -> list[LimitMet]:
         label = f"local_limit of queue {task.queue}, per worker"
         met.append(LimitMet(f"local_limit({task.queue})", label, local, "worker", per))
     return met
-
-
-def _partition_text(partition: Partition) -> str:
-    parts = ["task"] if partition.by_kind else []
-    if partition.by_args is not None:
-        parts.extend(partition.by_args or ["all args"])
-    return ", ".join(parts)
