@@ -53,7 +53,7 @@ def test_a_diamond_runs_steps_tab_draws_its_nodes_states_and_dependencies(served
     assert served.store.record_steps((run.id, 1), updates)
     page = steps_tab(served, run.id)
 
-    assert re.search(r'<svg class="dag" role="img" aria-labelledby="dag-title"', page)
+    assert re.search(r'<svg class="dag" role="group" aria-labelledby="dag-title"', page)
     assert '<title id="dag-title">Steps of workflow etl.diamond: 4 nodes, 4 dependencies</title>' in page
     edges = set(re.findall(r'class="dag-edge" data-source="([^"]+)" data-target="([^"]+)"', page))
     assert edges == {("extract", "shard"), ("extract", "audit"), ("shard", "load"), ("audit", "load")}
