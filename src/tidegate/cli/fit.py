@@ -77,8 +77,10 @@ def fitted_table(
         if column.identifier:
             result.add_column(column.header, no_wrap=True, min_width=minimums[index], **column.options)
         else:
-            most = {"max_width": minimums[index] + gap} if index in narrowed else {}  # the padding counts in
-            result.add_column(column.header, overflow="fold", min_width=minimums[index], **most, **column.options)
+            most = minimums[index] + gap if index in narrowed else None  # the padding counts in
+            result.add_column(
+                column.header, overflow="fold", min_width=minimums[index], max_width=most, **column.options
+            )
     for row in rows:
         result.add_row(*(row[index] for index in kept))
     return result

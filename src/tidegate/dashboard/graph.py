@@ -135,9 +135,7 @@ def _share(states: Sequence[str], total: int | None) -> float | None:
     return states.count("completed") / of if of else None
 
 
-def _summary(
-    states: Sequence[str], many: bool, total: int | None = None, window: int | None = None
-) -> tuple[str, str]:
+def _summary(states: Sequence[str], many: bool, total: int | None = None, window: int | None = None) -> tuple[str, str]:
     """One state for a group (a map's items, a node's children): failed if any failed, else
     running while any is under way, completed when all are, else pending; and its words: done of
     the total (the items not started yet counted), and the window when it holds some back."""

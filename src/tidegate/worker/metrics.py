@@ -25,7 +25,7 @@ from tidegate.domain.model import ClaimedRun
 
 # A `_created` series per counter and histogram doubles a scrape to say when this process started counting,
 # which Prometheus reads from the process's own start time anyway: tidegate's exports never carry one.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # From a few milliseconds to an hour: short API calls and long batch jobs both land in a bucket.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, float("inf"))
