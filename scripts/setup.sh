@@ -15,3 +15,20 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get > /dev
   export DEBIAN_FRONTEND=noninteractive
   apt-get install -y -q chromium > /dev/null || { apt-get update -q > /dev/null && apt-get install -y -q chromium > /dev/null; }
 fi
+# The browser tests check every page with axe-core (accessibility rules), from its npm package:
+# fetched here into the venv (test-only, never committed), with node's npm (apt-get'd as root when missing).
+AXE_VERSION=4.14.1
+AXE=".venv/axe-core-$AXE_VERSION/axe.min.js"
+if [ ! -f "$AXE" ]; then
+  if ! command -v npm > /dev/null && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q nodejs npm > /dev/null || { apt-get update -q > /dev/null && apt-get install -y -q nodejs npm > /dev/null; }
+  fi
+  if command -v npm > /dev/null; then
+    packed="$(mktemp -d)"
+    (cd "$packed" && npm pack --silent "axe-core@$AXE_VERSION" > /dev/null) \
+      && tar -xzf "$packed/axe-core-$AXE_VERSION.tgz" -C "$packed" package/axe.min.js \
+      && mkdir -p "$(dirname "$AXE")" && mv "$packed/package/axe.min.js" "$AXE"
+    rm -rf "$packed"
+  fi
+fi

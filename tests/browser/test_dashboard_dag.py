@@ -33,7 +33,7 @@ def test_a_workflow_runs_steps_tab_draws_its_dag_and_follows_the_run(operator: A
     wait_until(lambda: _items(site, run.id, StepStatus.COMPLETED) == 7, message="7 of 10 items done")
     operator.goto(f"{site.base}/runs/{run.id}?tab=steps")
 
-    dag = operator.get_by_role("img", name=re.compile(r"Steps of workflow etl\.diamond: 4 nodes, 4 dependencies"))
+    dag = operator.get_by_role("group", name=re.compile(r"Steps of workflow etl\.diamond: 4 nodes, 4 dependencies"))
     expect(dag).to_be_visible()
     expect(dag.locator("g.dag-node")).to_have_count(4)
     expect(dag.locator("path.dag-edge")).to_have_count(4)

@@ -11,6 +11,8 @@ queue whose ceiling refused) and each request's latency by route and status.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -19,7 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.apps.api import local_client
-from tests.conftest import wait_until
+from tests.conftest import REPO_ROOT, wait_until
 from tidegate import App, Concurrency, RunQueueConfig, RunStatus, TagConcurrencyLimit
 from tidegate.domain.scopes import effective_limit
 from tidegate.engine.why import explain
@@ -159,3 +161,26 @@ def test_metrics_include_the_counters_of_a_worker_running_in_the_api_s_process(a
     for handle in handles:
         handle.wait(timeout=30)
     wait_until(lambda: seen() == (before[0] + 3, before[1] + 3), message="the worker's metrics on /metrics")
+
+
+SCRAPE = """
+import sys
+from tests.apps.api import local_client
+from tidegate import App
+app = App(sys.argv[1])
+print(local_client(app.asgi()).get("/metrics").text)
+app.close()
+"""
+
+
+def test_a_server_running_no_worker_exports_no_empty_family_and_no_created_series(database_url: str) -> None:
+    """A fresh process, as `tidegate serve` is (this test process's counters may hold other tests' counts):
+    no per-worker family is exported empty, and no counter doubles itself with a `_created` series."""
+    scraped = subprocess.run(
+        [sys.executable, "-c", SCRAPE, database_url], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    families = {family.name: family for family in text_string_to_metric_families(scraped)}
+    per_worker = ("tidegate_claimed_runs", "tidegate_run_duration_seconds", "tidegate_queue_wait_seconds")
+    assert [name for name in per_worker if name in families] == []  # were there with a HELP and no sample
+    assert families["tidegate_capacity_overflow"].samples[0].value == 0  # a counter of this process: kept
+    assert [s.name for family in families.values() for s in family.samples if s.name.endswith("_created")] == []

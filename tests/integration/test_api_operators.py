@@ -226,7 +226,7 @@ def test_queue_lists_queued_runs_in_claim_order_with_positions_and_reasons(app: 
     page = client.get("/api/v1/queue").json()
     assert page["total"] == 2
     listed = [(run["position"], run["id"], run["queue"]) for run in page["runs"]]
-    assert listed == [(1, blocked, "api"), (1, low, "default")]  # priority, then age, across queues
+    assert listed == [(1, blocked, "api"), (2, low, "default")]  # priority, then age: one rank across queues
     reasons = {run["id"]: run["block_reason"] for run in page["runs"]}
     assert reasons[blocked][0]["scope"] == "queue:api/customer_id=3" and reasons[low] is None
 

@@ -64,7 +64,7 @@ def test_tasks_are_listed_as_the_cli_lists_them_with_their_limits_and_last_worke
     assert printed.exit_code == 0, printed.output
     listed = client.get("/api/v1/tasks").json()["tasks"]
     assert next(limit for limit in listed[1]["limits"] if limit["name"] == "queue:api")["limit"] == 7
-    assert _same_times(listed) == _same_times(json.loads(printed.stdout))
+    assert _same_times(listed) == _same_times(json.loads(printed.stdout)["tasks"])
 
     only = client.get("/api/v1/tasks", params={"queue": "api"}).json()["tasks"]
     assert [task["name"] for task in only] == ["tasks.sync_customer"]

@@ -82,7 +82,7 @@ def test_json_has_the_parameters_limits_and_worker(code, database_url):
     _, worker_id = code
     result = invoke("tasks", "list", "--json", "--database", database_url)
     assert result.exit_code == 0, result.output
-    listed = {task["name"]: task for task in json.loads(result.stdout)}
+    listed = {task["name"]: task for task in json.loads(result.stdout)["tasks"]}  # an object, as every list
     assert set(listed) == {"tasks.add", "tasks.sync_customer"}
     sync = listed["tasks.sync_customer"]
     assert (sync["queue"], sync["signature"], sync["worker"]) == (
@@ -113,7 +113,8 @@ def test_a_live_limit_is_the_one_shown(code, database_url):
     app, _ = code
     set_limit(app.store, "queue:api", 5)
     set_limit(app.store, "global", None)
-    listed = {task["name"]: task for task in json.loads(invoke("tasks", "list", "--json", "-d", database_url).stdout)}
+    printed = json.loads(invoke("tasks", "list", "--json", "-d", database_url).stdout)
+    listed = {task["name"]: task for task in printed["tasks"]}
     names = {limit["name"]: limit["limit"] for limit in listed["tasks.sync_customer"]["limits"]}
     assert names["queue:api"] == 5
     assert "global" not in names
@@ -131,6 +132,7 @@ def test_a_task_no_worker_registered_says_so_and_the_queue_filter_narrows(databa
         assert result.exit_code == 0, result.output
         [row] = [line for line in result.stdout.splitlines() if "jobs.only_submitted" in line]
         assert row.split()[1:] == ["q", "-", "none", "none", "yet"]
-        assert json.loads(invoke("tasks", "list", "--json", "-q", "q", "-d", database_url).stdout)[0]["worker"] is None
-        assert json.loads(invoke("tasks", "list", "--json", "-q", "other", "-d", database_url).stdout) == []
+        only_q = json.loads(invoke("tasks", "list", "--json", "-q", "q", "-d", database_url).stdout)
+        assert only_q["tasks"][0]["worker"] is None
+        assert json.loads(invoke("tasks", "list", "--json", "-q", "other", "-d", database_url).stdout) == {"tasks": []}
         assert "no tasks registered in queue other" in invoke("tasks", "list", "-q", "other", "-d", database_url).stdout

@@ -53,7 +53,7 @@ def test_a_diamond_runs_steps_tab_draws_its_nodes_states_and_dependencies(served
     assert served.store.record_steps((run.id, 1), updates)
     page = steps_tab(served, run.id)
 
-    assert re.search(r'<svg class="dag" role="img" aria-labelledby="dag-title"', page)
+    assert re.search(r'<svg class="dag" role="group" aria-labelledby="dag-title"', page)
     assert '<title id="dag-title">Steps of workflow etl.diamond: 4 nodes, 4 dependencies</title>' in page
     edges = set(re.findall(r'class="dag-edge" data-source="([^"]+)" data-target="([^"]+)"', page))
     assert edges == {("extract", "shard"), ("extract", "audit"), ("shard", "load"), ("audit", "load")}
@@ -109,3 +109,35 @@ def test_a_map_item_taken_into_its_window_but_not_started_shows_queued_not_runni
     cells = [line.split() for line in result.stdout.splitlines() if line.strip().startswith("shard[")]
     rows = {cell[0]: cell[1] for cell in cells}
     assert rows == {"shard[0]": "running", "shard[1]": "queued", "shard[2]": "pending"}
+
+
+def test_a_map_of_children_shows_done_of_its_total_and_its_window(database_url: str) -> None:
+    """`wf.map_children` starts only its window of children: the node counts the map's items, not
+    the children started so far, and says how many run at once."""
+    from tests.apps.child_window import make_app as window_app
+
+    app = window_app(database_url)
+    try:
+        run = app.tasks["window.flow"].submit(items=6, concurrency=3, log="-", gate="-", seconds=0.0)
+        page = steps_tab(app, run.id)
+        drawn = node(page, "child.window.item")
+        assert "0/6 done · 3 at once" in drawn, drawn  # was "no items yet", then "0/3 done" once 3 started
+    finally:
+        app.close()
+
+
+def test_a_server_without_the_runs_task_says_so_rather_than_calling_it_a_plain_function(database_url: str) -> None:
+    """A server started before a workflow was added (or without MODULE:APP): a `wf.map_children`
+    run has children but no step row, and the page must not call its task a plain function."""
+    from tests.apps.child_window import make_app as window_app
+
+    code = window_app(database_url)
+    bare = App(database_url)
+    try:
+        run = code.tasks["window.flow"].submit(items=2, concurrency=1, log="-", gate="-", seconds=0.0)
+        page = steps_tab(bare, run.id)
+        assert "The served app does not define window.flow" in page
+        assert "plain function" not in page
+    finally:
+        bare.close()
+        code.close()

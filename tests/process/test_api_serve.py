@@ -115,6 +115,20 @@ def test_a_non_loopback_bind_without_a_token_is_refused_in_one_line(sqlite_url: 
     assert "TIDEGATE_API_TOKEN" in lines[0] and "Traceback" not in finished.stderr
 
 
+def test_a_busy_port_is_refused_in_one_line_with_no_banner(sqlite_url: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        finished = subprocess.run(
+            [sys.executable, "-m", "tidegate", "serve", "--port", str(port)],
+            cwd=REPO_ROOT, env=_environment(sqlite_url), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert finished.returncode == 1
+    lines = (finished.stdout + finished.stderr).strip().splitlines()
+    assert lines == [f"error: cannot listen on 127.0.0.1:{port}: Address already in use"], lines
+
+
 @pytest.mark.parametrize(
     ("token", "message"),
     [

@@ -106,7 +106,7 @@ def test_row_ids_keep_keys_apart_and_out_of_html_syntax() -> None:
     assert len(set(ids)) == len(ids) and all(":" not in i and "[" not in i for i in ids)
 
 
-def test_a_run_the_served_app_cannot_rebuild_says_why_and_a_plain_tasks_run_draws_nothing() -> None:
+def test_a_run_the_served_app_cannot_rebuild_or_lacks_says_why_and_a_plain_tasks_run_draws_nothing() -> None:
     def broken(wf: object, n: int) -> None:
         raise ValueError(f"no rows for {n}")
 
@@ -120,5 +120,10 @@ def test_a_run_the_served_app_cannot_rebuild_says_why_and_a_plain_tasks_run_draw
     assert (
         graph("etl.broken", row) == "Workflow etl.broken could not be rebuilt to draw it (ValueError: no rows for 3)."
     )
-    assert graph("gone", row) == "The served app does not define workflow gone: its DAG cannot be drawn."
-    assert graph("gone", []) is None and graph("plain", row) is None
+    lacking = (
+        "The served app does not define gone (served without MODULE:APP, or started before that code): "
+        "a workflow's DAG cannot be drawn; restart the server with the current code."
+    )
+    assert graph("gone", row) == lacking
+    assert graph("gone", []) == lacking  # a map of children has no step row: still not "a plain function"
+    assert graph("plain", row) is None

@@ -23,6 +23,7 @@ from tidegate.cli.terminal import visible
 
 Cell = str | Text
 LONGEST_KEPT = 60  # a longer word in a descriptive column (a URL in an error) may fold rather than drop columns
+NARROWEST_FOLD = 12  # a descriptive column still too wide is narrowed to this at least, and folds inside words
 
 
 @dataclass(frozen=True)
@@ -69,13 +70,33 @@ def fitted_table(
         if needed() <= width:
             break
         kept.remove(index)
+    narrowed = _narrow_descriptive(columns, minimums, kept, needed() - width)
     result = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, gap, 0, 0), **table)
     for index in kept:
         column = columns[index]
         if column.identifier:
             result.add_column(column.header, no_wrap=True, min_width=minimums[index], **column.options)
         else:
-            result.add_column(column.header, overflow="fold", min_width=minimums[index], **column.options)
+            most = minimums[index] + gap if index in narrowed else None  # the padding counts in
+            result.add_column(
+                column.header, overflow="fold", min_width=minimums[index], max_width=most, **column.options
+            )
     for row in rows:
         result.add_row(*(row[index] for index in kept))
     return result
+
+
+def _narrow_descriptive(columns: Sequence[Column], minimums: list[int], kept: list[int], excess: int) -> set[int]:
+    """Narrow the kept descriptive columns (widest first) by `excess` in all, so they fit the width;
+    the columns narrowed. Rich measures a cell at least as wide as its longest word and crops what the
+    table cannot give it, which silently drops characters from the middle of a folded cell: a column
+    narrowed here is capped (max_width), so its cell folds inside the word and prints every character."""
+    narrowed = set()
+    for index in sorted((i for i in kept if not columns[i].identifier), key=lambda i: -minimums[i]):
+        if excess <= 0:
+            break
+        cut = min(excess, max(0, minimums[index] - NARROWEST_FOLD))
+        minimums[index] -= cut
+        excess -= cut
+        narrowed.add(index)
+    return narrowed

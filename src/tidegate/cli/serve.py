@@ -5,11 +5,14 @@ the store; with it, the module's declarations (queues, limits, ceilings) are
 in force and args are checked against the tasks' signatures too. It binds to
 loopback by default and refuses a wider bind unless a token is set. A
 connection must send each request's headers within TIDEGATE_HEADER_TIMEOUT
-(`api/header_deadline.py`): a slow client is closed, not waited on.
+(`api/header_deadline.py`): a slow client is closed, not waited on. The port
+is bound before anything is printed, so a busy port is one error line, never
+a banner followed by uvicorn's own failure.
 """
 
 from __future__ import annotations
 
+import socket
 from typing import Annotated
 
 import typer
@@ -51,10 +54,26 @@ def serve(
     tokens = Tokens.from_environment()
     check_bind(host, tokens)
     protocol = header_deadline_protocol(settings.duration_setting("TIDEGATE_HEADER_TIMEOUT"))
-    app = load_app_for(target, database)
-    api = create_api(app, tokens=tokens, owns_app=True)  # its shutdown closes the store
-    typer.echo(f"tidegate API and dashboard on http://{host}:{port}/ (database {masked(app.database)})", err=True)
-    uvicorn.run(
-        api, host=host, port=port, log_level="info", server_header=False, timeout_graceful_shutdown=SHUTDOWN_GRACE,
-        http=protocol,  # uvicorn's HTTP/1.1 with a deadline on each request's headers (TIDEGATE_HEADER_TIMEOUT)
-    )  # fmt: skip
+    with _listening(host, port) as listener:
+        app = load_app_for(target, database)
+        api = create_api(app, tokens=tokens, owns_app=True)  # its shutdown closes the store
+        typer.echo(f"tidegate API and dashboard on http://{host}:{port}/ (database {masked(app.database)})", err=True)
+        config = uvicorn.Config(
+            api, host=host, port=port, log_level="info", server_header=False,
+            timeout_graceful_shutdown=SHUTDOWN_GRACE,
+            http=protocol,  # uvicorn's HTTP/1.1 with a deadline on each request's headers (TIDEGATE_HEADER_TIMEOUT)
+        )  # fmt: skip
+        uvicorn.Server(config).run(sockets=[listener])
+
+
+def _listening(host: str, port: int) -> socket.socket:
+    """A socket bound to HOST:PORT (uvicorn listens on it), or one CommandError naming why not."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn binds a host itself
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart need not wait out TIME_WAIT
+    try:
+        listener.bind((host, port))
+    except OSError as error:
+        listener.close()
+        raise CommandError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
+    return listener

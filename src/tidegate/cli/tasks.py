@@ -38,7 +38,7 @@ def list_tasks(
     with existing_store(database) as store:
         views = task_views(store, queue)
     if json:
-        print_json([view.document() for view in views])
+        print_json({"tasks": [view.document() for view in views]})
         return
     if not views:
         where = "" if queue is None else f" in queue {queue}"

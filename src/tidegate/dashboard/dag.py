@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-NODE_WIDTH = 184
+NODE_WIDTH = 204  # room for "children · 10/10 done · 3 at once"
 NODE_HEIGHT = 58
 LAYER_GAP = 72  # horizontal room between layers, where edges run
 ROW_GAP = 22

@@ -10,7 +10,6 @@ the resume instead of being turned away.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -39,24 +38,21 @@ class QueueSummary:
 
 @dataclass(frozen=True)
 class Waiting:
-    position: int  # 1-based, in its own queue's claim order
+    position: int  # 1-based rank in the list's claim order (priority, then age), one count across its queues
     run: RunRecord
     verdict: Verdict  # why it waits now, as `queue why` says
 
 
 def claim_order(store: Store, queue: str | None, limit: int) -> tuple[list[Waiting], int]:
     """The first `limit` queued runs in claim order (of `queue`, or of every queue), each with its
-    position in its own queue and why it waits now, and how many are queued there: `queue list`,
-    `GET /api/v1/queue` and `/queue`."""
+    rank in that order and why it waits now, and how many are queued there: `queue list`,
+    `GET /api/v1/queue` and `/queue`. A mixed list ranks its runs once across queues (a per-queue
+    count would read 1, 1, 2, 1, 2 down a list sorted by priority); `queue why` gives a run's place
+    in its own queue."""
     runs = store.list_queued(queue=queue, limit=limit)
     total = store.status_counts(queue=queue)[RunStatus.QUEUED]
     now = live(store)
-    positions: Counter[str] = Counter()  # per queue: the first N of any queue are all in the list
-    waiting = []
-    for run in runs:
-        positions[run.queue] += 1
-        waiting.append(Waiting(positions[run.queue], run, now.verdict(run)))
-    return waiting, total
+    return [Waiting(rank, run, now.verdict(run)) for rank, run in enumerate(runs, start=1)], total
 
 
 def summaries(store: Store) -> list[QueueSummary]:

@@ -14,12 +14,18 @@ had been due, so no two machines' clocks are compared.
 from __future__ import annotations
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, start_http_server
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from tidegate.domain.model import ClaimedRun
+
+# A `_created` series per counter and histogram doubles a scrape to say when this process started counting,
+# which Prometheus reads from the process's own start time anyway: tidegate's exports never carry one.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # From a few milliseconds to an hour: short API calls and long batch jobs both land in a bucket.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, float("inf"))
@@ -47,10 +53,18 @@ QUEUE_WAIT = Histogram(
 COLLECTORS = (OVERFLOW_SIGNALS, CLAIMED_RUNS, RUN_DURATION, QUEUE_WAIT)
 
 
+class _Counted(Collector):
+    """This process's worker metrics that have a sample: a server that runs no worker (`tidegate serve`)
+    exports no empty per-worker family (a HELP and TYPE with no series reads as a broken exporter)."""
+
+    def collect(self) -> Iterator[Metric]:
+        for collector in COLLECTORS:
+            yield from (family for family in collector.collect() if family.samples)
+
+
 def include_in(registry: CollectorRegistry) -> None:
     """Expose this process's worker metrics through `registry` too (the same objects: no copy to drift)."""
-    for collector in COLLECTORS:
-        registry.register(collector)
+    registry.register(_Counted())
 
 
 def record_claims(runs: Sequence[ClaimedRun]) -> None:

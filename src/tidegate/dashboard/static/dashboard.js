@@ -24,6 +24,17 @@
   const target = window.location.hash && document.getElementById(window.location.hash.slice(1));
   if (target) target.querySelectorAll("details").forEach((details) => { details.open = true; });
 
+  // A box that scrolls sideways (a wide table or argument on a phone) takes the keyboard's focus,
+  // so arrow keys can scroll it; one that fits is no tab stop.
+  function scrollers() {
+    document.querySelectorAll(".table-wrap, pre.code, .dag-wrap").forEach((box) => {
+      if (box.scrollWidth > box.clientWidth) box.tabIndex = 0; else box.removeAttribute("tabindex");
+    });
+  }
+  scrollers();
+  window.addEventListener("resize", scrollers);
+  document.addEventListener("tidegate:refreshed", scrollers);
+
   if (!live || !state) return;
 
   // A page answering a form (a refused retry) names its own address: reloads and refreshes use it.
