@@ -167,7 +167,7 @@ def test_drain_refuses_bad_input(tidegate_app, tidegate_drain):
     app = make_app(tidegate_app.database_url)
     with pytest.raises(tidegate.ConfigurationError, match="cap must be at least 1 attempt, got 0"):
         tidegate_drain(app, cap=0)
-    with pytest.raises(tidegate.ConfigurationError, match="max_workers must be >= 1"):
+    with pytest.raises(tidegate.ConfigurationError, match="max_workers must be an integer from 1"):
         tidegate_drain(app, max_workers=0)
     with pytest.raises(TypeError, match=r"tidegate_drain takes a tidegate\.App"):
         tidegate_drain(tidegate_app.database_url)
