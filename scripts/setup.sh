@@ -10,8 +10,8 @@ cd "$(dirname "$0")/.."
 PURPOSE="${1:-test}"
 PYTHON="${PYTHON:-python3}"
 case "$PURPOSE" in
-  test) TARGET=".[test]" ;;
-  demo) TARGET="." ;;
+  test) TARGET=".[test]"; PIP_OPTIONS=() ;;
+  demo) TARGET="."; PIP_OPTIONS=(--no-compile) ;;  # byte-compile on first import: only what the demo runs
   *) echo "setup.sh: unknown purpose '$PURPOSE' (use test or demo)" >&2; exit 2 ;;
 esac
 
@@ -19,7 +19,7 @@ install() {
   if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
   fi
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$TARGET"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check "${PIP_OPTIONS[@]}" -e "$TARGET"
 }
 
 if [ "$PURPOSE" = demo ]; then

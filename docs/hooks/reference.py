@@ -132,7 +132,7 @@ def http_page(spec: dict[str, Any]) -> str:
         "",
         "Generated from the server's own OpenAPI document ([download it](openapi.json); a running",
         "`tidegate serve` serves it at `/api/v1/openapi.json` and renders it at `/api/docs`, offline).",
-        "Errors are `{\"error\", \"detail\", \"field\"}`; see [the HTTP service](../how-to/http-service.md)",
+        'Errors are `{"error", "detail", "field"}`; see [the HTTP service](../how-to/http-service.md)',
         "for tokens, origins, streams and the walk-through.",
         "",
     ]
@@ -176,4 +176,3 @@ def _schema_name(schema: dict[str, Any]) -> str:
     if "$ref" in schema:
         return str(schema["$ref"]).rsplit("/", 1)[-1]
     return str(schema.get("title") or schema.get("type") or "object")
-

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.getcwd())  # a page's files (tasks.py) import as top-level modules
-from examples import PRELUDES, REPO_ROOT, Block, python_blocks  # noqa: E402
+from examples import PRELUDES, REPO_ROOT, Block, python_blocks
 
 
 def run(block: Block) -> None:

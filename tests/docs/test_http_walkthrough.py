@@ -22,7 +22,7 @@ import pytest
 from tests.docs.examples import REPO_ROOT, python_blocks
 
 pytest.importorskip("fastapi")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
 PAGE = REPO_ROOT / "docs" / "how-to" / "http-service.md"
 PLACEHOLDER = "01M85BWQ6Z..."

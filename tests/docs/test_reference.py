@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 from tests.docs.examples import REPO_ROOT
 from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD
@@ -28,7 +27,9 @@ def documented_settings() -> dict[str, str]:
 
 def settings_in_code() -> set[str]:
     names: set[str] = set()
-    for source in [*(REPO_ROOT / "src").rglob("*.py"), *(REPO_ROOT / "scripts").glob("*.sh"), REPO_ROOT / "tests" / "conftest.py"]:
+    scripts = (REPO_ROOT / "scripts").glob("*.sh")
+    sources = [*(REPO_ROOT / "src").rglob("*.py"), *scripts, REPO_ROOT / "tests" / "conftest.py"]
+    for source in sources:
         names |= set(re.findall(r"\bTIDEGATE_[A-Z][A-Z0-9_]*[A-Z0-9]\b", source.read_text()))
     return names
 
