@@ -11,8 +11,10 @@ An HTML comment on the line just before a block says otherwise:
 - `<!-- not-run: REASON -->`: shown, not run (the reason is required: a console session, a
   cluster the tests cannot reach, ...).
 
-Every other fenced block (console, text, yaml) is not Python and is not run; a ```python block
-with `>>>` prompts is refused: write the session as a script, or mark it not-run with a reason.
+Every other fenced block (console, text, yaml) is not Python and is not run here; a ```python
+block with `>>>` prompts is refused: write the session as a script, or mark it not-run with a
+reason. Two console sessions are replayed by their own tests: the HTTP walk-through
+(test_http_walkthrough.py) and the first task's CLI session (test_cli_session.py).
 """
 
 from __future__ import annotations
