@@ -2,7 +2,7 @@
 # Create .venv (if needed) and install tidegate with what a purpose needs.
 # Usage: scripts/setup.sh [test|demo]   (default: test)
 #   test: the package with its test tools ([test], which brings [service], [kubernetes] and [docs]),
-#         and Debian's chromium for the browser tests (as root).
+#         Debian's chromium (as root) and axe-core for the browser tests.
 #   demo: the package alone (the demo needs no extra), quietly, with one line saying so; no browser.
 # Idempotent: re-running only installs what changed.
 set -euo pipefail

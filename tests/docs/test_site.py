@@ -37,7 +37,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_site_builds_strict_with_every_reference_page(site: Path) -> None:
-    for page in ("reference/cli", "reference/http", "reference/python", "reference/settings", "reference/events"):
+    for page in ("reference/cli", "reference/http", "reference/python", "settings", "reference/events"):
         assert (site / page / "index.html").is_file(), page
     assert (site / "reference" / "openapi.json").is_file()
 
