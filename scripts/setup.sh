@@ -1,14 +1,44 @@
 #!/usr/bin/env bash
-# Create .venv (if needed) and install tidegate with its test tools.
+# Create .venv (if needed) and install tidegate with what a purpose needs.
+# Usage: scripts/setup.sh [test|demo]   (default: test)
+#   test: the package with its test tools ([test], which brings [service], [kubernetes] and [docs]),
+#         Debian's chromium (as root) and axe-core for the browser tests.
+#   demo: the package alone (the demo needs no extra), quietly, with one line saying so; no browser.
 # Idempotent: re-running only installs what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+PURPOSE="${1:-test}"
 PYTHON="${PYTHON:-python3}"
-if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
-  .venv/bin/python -m pip install --quiet --upgrade pip
+case "$PURPOSE" in
+  test) TARGET=".[test]"; PIP_OPTIONS=() ;;
+  demo) TARGET="."; PIP_OPTIONS=(--no-compile) ;;  # byte-compile on first import: only what the demo runs
+  *) echo "setup.sh: unknown purpose '$PURPOSE' (use test or demo)" >&2; exit 2 ;;
+esac
+
+install() {
+  if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+  fi
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check "${PIP_OPTIONS[@]}" -e "$TARGET"
+}
+
+if [ "$PURPOSE" = demo ]; then
+  # pip's own output (and its warnings) only if it fails: the demo's first screen is the demo.
+  if ! .venv/bin/python -c "import tidegate" 2>/dev/null || [ pyproject.toml -nt .venv/.tidegate-demo ]; then
+    echo "Setting up .venv with tidegate (the package only; ./scripts/test.sh adds the test tools)..."
+    log="$(mktemp)"
+    if ! install > "$log" 2>&1; then
+      cat "$log" >&2
+      rm -f "$log"
+      exit 1
+    fi
+    rm -f "$log"
+    touch .venv/.tidegate-demo
+  fi
+  exit 0
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+
+install
 # The browser tests (tests/browser/) drive Debian's chromium through Playwright: never a downloaded browser.
 # (Its recommended packages bring the fonts pages are drawn with.)
 if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then

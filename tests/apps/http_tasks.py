@@ -1,4 +1,4 @@
-"""The app `tidegate serve` loads in the process tests (and the README's HTTP examples).
+"""The app `tidegate serve` loads in the process tests (the HTTP walk-through's calls, over a socket).
 
 `App()` takes its database from $TIDEGATE_DATABASE, which `serve --database`
 and the worker processes set.

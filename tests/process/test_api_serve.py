@@ -1,7 +1,8 @@
 """`tidegate serve` as an operator runs it: a process on a loopback port, driven with curl.
 
-These are the README's HTTP examples, verified: submit with curl, a worker
-process runs the run, curl shows its result; past the queue's ceiling curl
+The calls of the HTTP walk-through (docs/how-to/http-service.md, whose own tasks.py
+tests/docs/test_http_walkthrough.py checks it against), here over a real socket: submit
+with curl, a worker process runs the run, curl shows its result; past the queue's ceiling curl
 gets 429 with Retry-After. A non-loopback bind without a token is refused
 with one line before anything listens.
 """

@@ -61,8 +61,8 @@ class Context:
 
         While the child runs this run waits holding no worker: its attempt ends `waiting`,
         and once the child has ended the run is queued again and runs its function again
-        from the top, each earlier trigger answered from the store (see README, "Child runs
-        and waits"). `release="all"` releases every run-level slot while waiting.
+        from the top, each earlier trigger answered from the store (see docs/concepts/waits.md,
+        the replay contract). `release="all"` releases every run-level slot while waiting.
         """
         return self.batch_trigger_and_wait(task, [args], release=release, on_parent_cancel=on_parent_cancel)[0]
 
