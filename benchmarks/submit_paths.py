@@ -1,19 +1,25 @@
 """Submit paths (issue 26), as ratios to the plain single submit measured in the same run.
 
 Measured: the plain single submit (one after another), a unique submit with a new key each time,
-a unique submit meeting its key's holder (a duplicate), and the plain submit from 16 threads.
-Aims: unique >= 0.8 of plain. (Transactional and async submits are not built yet.)
+a unique submit meeting its key's holder (a duplicate), a submit in the caller's transaction (its
+own connection, one commit per submit), the plain submit from 16 threads, and the async submit
+from one event loop with 16 concurrent tasks. Aims: unique and transactional >= 0.8 of plain;
+async from 16 tasks >= 1.0 of sync from 16 threads.
 
     .venv/bin/python benchmarks/submit_paths.py --runs 300 --repeat 3
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sqlite3
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
+import psycopg
 from rich.console import Console
 
 import tidegate
@@ -41,11 +47,45 @@ def measure(backend: str, runs: int) -> dict[str, float]:
             "unique_new": _rate(lambda i: unique.submit(n=i), runs),
             "unique_duplicate": _rate(lambda i: unique.submit(n=0), runs),
         }
+        connection = _connect(url)
+        try:
+            figures["transactional"] = _rate(lambda i: _in_transaction(connection, plain, i), runs)
+        finally:
+            connection.close()
         with ThreadPoolExecutor(THREADS) as pool:
             started = time.perf_counter()
             list(pool.map(lambda i: plain.submit(n=i), range(runs)))
             figures["plain_16_threads"] = runs / (time.perf_counter() - started)
+        figures["async_16_tasks"] = asyncio.run(_async_rate(app, plain, runs))
         return figures
+
+
+def _connect(url: str) -> Any:
+    """The caller's own connection, as an application opens it."""
+    if url.startswith("sqlite"):
+        return sqlite3.connect(url[len("sqlite:///") :], timeout=30)
+    return psycopg.connect(url)
+
+
+def _in_transaction(connection: Any, task: tidegate.Task, index: int) -> None:
+    task.options(connection=connection).submit(n=index)
+    connection.commit()
+
+
+async def _async_rate(app: tidegate.App, task: tidegate.Task, runs: int) -> float:
+    """`runs` async submits from 16 tasks of one loop (the pool opened before the clock starts)."""
+    await task.submit_async(n=-1)
+    counter = iter(range(runs))
+
+    async def submitter() -> None:
+        for index in counter:
+            await task.submit_async(n=index)
+
+    started = time.perf_counter()
+    await asyncio.gather(*[submitter() for _ in range(THREADS)])
+    rate = runs / (time.perf_counter() - started)
+    await app.aclose()
+    return rate
 
 
 def _rate(submit: Callable[[int], object], runs: int) -> float:
@@ -65,6 +105,10 @@ def main() -> None:
         figures = medians(backend_samples)
         for label, rate in figures.items():
             rows.append([backend, label, f"{rate:,.0f}", f"{rate / figures['plain']:.2f}"])
+    for backend, backend_samples in samples.items():
+        figures = medians(backend_samples)
+        ratio = figures["async_16_tasks"] / figures["plain_16_threads"]
+        rows.append([backend, "async_16_tasks / plain_16_threads", "", f"{ratio:.2f}"])
     notes = [
         measured_with("python benchmarks/submit_paths.py"),
         f"Load average before the run: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (shared machine: provisional).",

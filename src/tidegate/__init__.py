@@ -76,6 +76,7 @@ from tidegate.domain.unique import Admission, DuplicateRun, Unique
 from tidegate.engine.children import RunsBuilder, Triggerable
 from tidegate.engine.pools import ClaimPolicy
 from tidegate.storage.port import Listener, Store
+from tidegate.storage.submits import Submits
 from tidegate.worker.context import Cancelled, Context
 from tidegate.worker.execution import TaskFunction
 from tidegate.worker.loop import Worker
@@ -159,6 +160,7 @@ __all__ = [
     "StepUpdate",
     "Store",
     "StoreUnavailable",
+    "Submits",
     "SweepReport",
     "SystemClock",
     "TagConcurrencyLimit",

@@ -24,6 +24,7 @@ DIALECTS = ("sqlite", "postgres")
 MECHANISMS = {
     "sqlite": {
         "release_holders": "PostgreSQL deletes an ended attempt's holders inside the statement that ends it",
+        "submit_in_lock": "makes the caller's open transaction the one writer; PostgreSQL locks per ceiling and key",
     },
     "postgres": {
         "notify": "wake-ups by NOTIFY at commit; SQLite's are datagrams sent by the adapter",
@@ -34,6 +35,8 @@ MECHANISMS = {
         "claim_turn": "one claimer at a time per limited queue; SQLite has one writer",
         "due_now": "a pipelined 'look again at once'; SQLite answers it in Python",
         "unique_lock": "one keyed submitter at a time per key; SQLite has one writer",
+        "submit_identity": "the store's database and schema; SQLite compares the caller's file (PRAGMA database_list)",
+        "submit_in_check": "the caller's database, schema, isolation and clock offset; SQLite: its file, one writer",
     },
 }
 

@@ -102,8 +102,11 @@ class _RequestTarget:
         """What `run` was built from (both were read to build it)."""
         return Known(self._tasks[run.task], self._queues[run.queue])
 
-    def enqueue(self, runs: Sequence[NewRun]) -> list[RunHandle]:
-        return self._app.enqueue(runs)
+    def enqueue(self, runs: Sequence[NewRun], connection: Any = None) -> list[RunHandle]:
+        return self._app.enqueue(runs)  # a request's runs are stored in a transaction of the store's own
+
+    async def enqueue_async(self, runs: Sequence[NewRun], connection: Any = None) -> list[RunHandle]:
+        return await self._app.enqueue_async(runs)
 
 
 async def submit_one(

@@ -259,6 +259,14 @@ class App:
 
         return create_api(self)
 
+    async def aclose(self) -> None:
+        """Release what the calling event loop holds (PostgreSQL: its async connection pool);
+        `close` still closes the store."""
+        with self._lock:
+            store = self._store
+        if store is not None:
+            await store.submits.aclose()
+
     def __enter__(self) -> App:
         return self
 
@@ -280,20 +288,52 @@ class App:
         unique_key: str | None = None,
         idempotency_key: str | None = None,
         idempotency_ttl: str | float | None = None,
+        connection: Any = None,
     ) -> RunHandle:
-        """Submit by task name: the code need not be importable here. The keys are `Task.options`'s."""
-        options = self.options_for(
+        """Submit by task name: the code need not be importable here. The keys and `connection` are
+        `Task.options`'s."""
+        keys = SubmitKeys(unique_key, idempotency_key, idempotency_ttl)
+        options = self._submitter.options_for(
             task,
             priority=priority,
             tags=tags,
             queue=queue,
             run_at=run_at,
             concurrency_key=concurrency_key,
-            unique_key=unique_key,
-            idempotency_key=idempotency_key,
-            idempotency_ttl=idempotency_ttl,
+            keys=keys,
+            connection=connection,
         )
         return options.submit_many([{} if args is None else args])[0]
+
+    async def submit_async(
+        self,
+        task: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        priority: int | None = None,
+        tags: Mapping[str, str] | None = None,
+        queue: str | None = None,
+        run_at: datetime | timedelta | None = None,
+        concurrency_key: str | None = None,
+        unique_key: str | None = None,
+        idempotency_key: str | None = None,
+        idempotency_ttl: str | float | None = None,
+        connection: Any = None,
+    ) -> RunHandle:
+        """`submit` from an event loop: the same checks and admission, awaited (PostgreSQL: no thread)."""
+        keys = SubmitKeys(unique_key, idempotency_key, idempotency_ttl)
+        options = self._submitter.options_for(
+            task,
+            priority=priority,
+            tags=tags,
+            queue=queue,
+            run_at=run_at,
+            concurrency_key=concurrency_key,
+            keys=keys,
+            connection=connection,
+            definition=await self._submitter.definition_async(task),
+        )
+        return (await options.submit_many_async([{} if args is None else args]))[0]
 
     def options_for(
         self,
@@ -319,6 +359,12 @@ class App:
             keys=SubmitKeys(unique_key, idempotency_key, idempotency_ttl),
         )
 
+    def declare(self) -> None:
+        """Write this app's task and limit declarations now (every submit and worker does on first
+        use). Needed before `connection=` on SQLite when your transaction opens before this app's
+        first use: SQLite has one writer."""
+        self._registry.persist()
+
     def definition_of(self, task: str) -> TaskDefinition:
         """A task's defaults and parameters by name (this app's code, else the store), or `UnknownTask`
         naming the closest registered names."""
@@ -332,6 +378,10 @@ class App:
         so the ceilings and limits its code declares are in force for these runs.
         """
         return self._submitter.enqueue(runs)
+
+    async def enqueue_async(self, runs: Sequence[NewRun]) -> list[RunHandle]:
+        """`enqueue` from an event loop."""
+        return await self._submitter.enqueue_async(runs)
 
     def run(self, run_id: str) -> RunHandle:
         """A handle on an existing run."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -42,23 +43,68 @@ class RunHandle:
 
         Raises WaitTimeout after `timeout` (seconds or a duration like '30s'; the run itself goes on).
         """
-        if timeout is not None:
-            timeout = parse_duration(timeout, name="timeout")
-        deadline = None if timeout is None else self._clock.monotonic() + timeout
-        pause = _FIRST_POLL
+        waiting = _Wait(self.id, self._clock, timeout)
         while True:
             record = self.info()
-            if record.status is RunStatus.COMPLETED:
+            if waiting.ended(record):
                 return record.result
-            if record.status is RunStatus.FAILED:
-                raise RunFailed(self.id, record.error)
-            if record.status is RunStatus.CANCELED:
-                raise RunCanceled(self.id, record.error)
-            if deadline is not None and self._clock.monotonic() >= deadline:
-                raise WaitTimeout(f"run {self.id} is still {record.status.value} after {timeout:g}s")
-            remaining = pause if deadline is None else min(pause, max(0.0, deadline - self._clock.monotonic()))
-            time.sleep(remaining)
-            pause = min(_MAX_POLL, pause * 2)
+            time.sleep(waiting.pause())
+
+    # --- from an event loop (PostgreSQL: the store's async pool, no thread; SQLite: a thread hop) ---
+
+    async def info_async(self) -> RunRecord:
+        record = await self._store.submits.get_run_async(self.id)
+        if record is None:
+            raise RunNotFound(f"no run with id {self.id!r}")
+        return record
+
+    async def status_async(self) -> RunStatus:
+        return (await self.info_async()).status
+
+    async def cancel_async(self) -> RunStatus:
+        """`cancel` from an event loop."""
+        return await self._store.submits.cancel_run_async(self.id)
+
+    async def wait_async(self, timeout: str | float | None = None) -> Any:  # noqa: ASYNC109 - `wait`'s own argument
+        """`wait` from an event loop: the same outcomes and timeout, its pauses `asyncio.sleep`.
+        Canceling the awaiting task leaves the run alone and no connection held."""
+        waiting = _Wait(self.id, self._clock, timeout)
+        while True:
+            record = await self.info_async()
+            if waiting.ended(record):
+                return record.result
+            await asyncio.sleep(waiting.pause())
 
     def __repr__(self) -> str:
         return f"RunHandle({self.id!r})"
+
+
+class _Wait:
+    """One wait's deadline and pauses (growing to `_MAX_POLL`), shared by `wait` and `wait_async`."""
+
+    def __init__(self, run_id: str, clock: Clock, timeout: str | float | None) -> None:
+        self._run_id = run_id
+        self._clock = clock
+        self._timeout = None if timeout is None else parse_duration(timeout, name="timeout")
+        self._deadline = None if self._timeout is None else clock.monotonic() + self._timeout
+        self._pause = _FIRST_POLL
+
+    def ended(self, record: RunRecord) -> bool:
+        """True once the run completed; raises if it failed, was canceled, or the time is up."""
+        if record.status is RunStatus.COMPLETED:
+            return True
+        if record.status is RunStatus.FAILED:
+            raise RunFailed(self._run_id, record.error)
+        if record.status is RunStatus.CANCELED:
+            raise RunCanceled(self._run_id, record.error)
+        if self._deadline is not None and self._clock.monotonic() >= self._deadline:
+            raise WaitTimeout(f"run {self._run_id} is still {record.status.value} after {self._timeout:g}s")
+        return False
+
+    def pause(self) -> float:
+        """How long to sleep before the next read (never past the deadline)."""
+        pause = self._pause
+        self._pause = min(_MAX_POLL, pause * 2)
+        if self._deadline is None:
+            return pause
+        return min(pause, max(0.0, self._deadline - self._clock.monotonic()))

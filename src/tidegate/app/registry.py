@@ -102,6 +102,11 @@ class Registry(Generic[T]):
                 store.register_limits(self.run_queue, list(self._queues.values()), implied)
                 self._limits_registered = True
 
+    def pending(self) -> bool:
+        """Whether `persist` has anything to write."""
+        with self._lock:
+            return not self._limits_registered or any(name not in self._registered for name in self._tasks)
+
     def forget_persisted(self) -> None:
         """The store was closed: the next one (perhaps another database) is told everything again."""
         with self._lock:

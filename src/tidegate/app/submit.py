@@ -28,7 +28,7 @@ from tidegate.domain.model import NewRun, TaskDefinition
 from tidegate.domain.parameters import check_args
 from tidegate.domain.scopes import partition_of
 from tidegate.domain.suggest import unknown_task
-from tidegate.domain.unique import DEFAULT_UNIQUE, DuplicateRun, check_key, idempotency_claim
+from tidegate.domain.unique import DEFAULT_UNIQUE, Admission, DuplicateRun, check_key, idempotency_claim
 from tidegate.engine import tracing
 from tidegate.storage.port import Store
 from tidegate.storage.urls import masked
@@ -48,7 +48,9 @@ class RunTarget(Protocol):
 
     def queue_config(self, name: str) -> QueueConfig: ...
 
-    def enqueue(self, runs: Sequence[NewRun]) -> list[RunHandle]: ...
+    def enqueue(self, runs: Sequence[NewRun], connection: Any = None) -> list[RunHandle]: ...
+
+    async def enqueue_async(self, runs: Sequence[NewRun], connection: Any = None) -> list[RunHandle]: ...
 
 
 class TaskOptions:
@@ -64,9 +66,11 @@ class TaskOptions:
         run_at: datetime | timedelta | None,
         concurrency_key: str | None,
         keys: SubmitKeys | None = None,
+        connection: Any = None,
     ) -> None:
         """`definition.parameters` checks every run's args: described from the code here, or as the
-        app that has the code registered them (a task registered without them is not checked)."""
+        app that has the code registered them (a task registered without them is not checked).
+        `connection`: the caller's own, whose open transaction the runs are written in (see `Task.options`)."""
         self._target = target
         self._definition = definition
         self._priority = definition.priority if priority is UNSET else names.check_priority(priority)
@@ -75,12 +79,20 @@ class TaskOptions:
         self._run_at = _check_run_at(run_at)
         self._concurrency_key = names.check_concurrency_key(concurrency_key)
         self._keys = (keys or SubmitKeys()).checked(definition)
+        self._connection = connection
 
     def submit(self, **args: Any) -> RunHandle:
         return self.submit_many([args])[0]
 
     def submit_many(self, many_args: Iterable[Mapping[str, Any]]) -> list[RunHandle]:
-        return self._target.enqueue(self.new_runs(many_args))
+        return self._target.enqueue(self.new_runs(many_args), self._connection)
+
+    async def submit_async(self, **args: Any) -> RunHandle:
+        """`submit` from an event loop: the same checks and admission, awaited."""
+        return (await self.submit_many_async([args]))[0]
+
+    async def submit_many_async(self, many_args: Iterable[Mapping[str, Any]]) -> list[RunHandle]:
+        return await self._target.enqueue_async(self.new_runs(many_args), self._connection)
 
     def new_runs(self, many_args: Iterable[Mapping[str, Any]]) -> list[NewRun]:
         """The runs `submit_many` would store, built and checked but not stored.
@@ -154,28 +166,67 @@ class Submitter:
     def queue_config(self, name: str) -> QueueConfig:
         return self._registry.queue_config(name)
 
-    def enqueue(self, runs: Sequence[NewRun]) -> list[RunHandle]:
+    def enqueue(self, runs: Sequence[NewRun], connection: Any = None) -> list[RunHandle]:
         """Store the runs (all or none); a batch with a unique or idempotency key goes the keyed way,
-        and a run that met its key's holder is answered with the holder's handle (`duplicate`)."""
-        self._registry.persist()
+        and a run that met its key's holder is answered with the holder's handle (`duplicate`).
+        With `connection`, in the caller's open transaction, left for the caller to commit."""
+        store = self._ready(connection)
         if not runs:
             return []
         with tracing.submitting(runs) as traced:
-            if not any(run.unique is not None for run in traced):
-                self._store().enqueue(traced)
-                answers = [(run.id, False) for run in traced]
+            if connection is not None:
+                admitted = self._admitted(lambda: store.submits.enqueue_in(connection, traced))
+            elif not any(run.unique is not None for run in traced):
+                store.enqueue(traced)
+                admitted = [Admission(run.id) for run in traced]
             else:
-                try:
-                    answers = [(answer.run_id, answer.duplicate) for answer in self._store().enqueue_unique(traced)]
-                except DuplicateRun as error:
-                    error.handle = self.handle(error.run_id, duplicate=True)
-                    raise
+                admitted = self._admitted(lambda: store.enqueue_unique(traced))
+        return self._answered(runs, admitted)
+
+    async def enqueue_async(self, runs: Sequence[NewRun], connection: Any = None) -> list[RunHandle]:
+        """`enqueue` from an event loop, by the same statements and decisions."""
+        submits = self._ready(connection).submits
+        if not runs:
+            return []
+        with tracing.submitting(runs) as traced:
+            try:
+                if connection is None:
+                    admitted = await submits.enqueue_async(traced)
+                else:
+                    admitted = await submits.enqueue_in_async(connection, traced)
+            except DuplicateRun as error:
+                error.handle = self.handle(error.run_id, duplicate=True)
+                raise
+        return self._answered(runs, admitted)
+
+    def _admitted(self, admit: Callable[[], list[Admission]]) -> list[Admission]:
+        try:
+            return admit()
+        except DuplicateRun as error:
+            error.handle = self.handle(error.run_id, duplicate=True)
+            raise
+
+    def _answered(self, runs: Sequence[NewRun], admitted: list[Admission]) -> list[RunHandle]:
+        """Each run's handle (the holder's for a duplicate); a DEBUG line per run stored."""
         if log.isEnabledFor(logging.DEBUG):
             stored = {run.id: run for run in runs}
-            for run in (stored[run_id] for run_id, duplicate in answers if not duplicate and run_id in stored):
+            for run in (
+                stored[answer.run_id] for answer in admitted if not answer.duplicate and answer.run_id in stored
+            ):
                 fields = {"event": "run.submitted", "run_id": run.id, "task": run.task, "queue": run.queue}
                 log.debug("run %s task=%s submitted to queue %s", run.id, run.task, run.queue, extra=fields)
-        return [self.handle(run_id, duplicate=duplicate) for run_id, duplicate in answers]
+        return [self.handle(answer.run_id, duplicate=answer.duplicate) for answer in admitted]
+
+    def _ready(self, connection: Any) -> Store:
+        """The store, with this app's declarations written (its ceilings must be there to be counted)."""
+        store = self._store()
+        if connection is not None and self._registry.pending() and store.submits.shares_writer(connection):
+            raise InvalidArgument(
+                "this app's task and limit declarations are not stored yet, and SQLite has one writer, which "
+                "connection='s open transaction may hold: call app.declare() before opening it"
+            )
+        self._registry.persist()
+        return store
 
     def handle(self, run_id: str, *, duplicate: bool = False) -> RunHandle:
         return RunHandle(self._store(), run_id, clock=self.clock, duplicate=duplicate)
@@ -190,9 +241,12 @@ class Submitter:
         run_at: datetime | timedelta | None,
         concurrency_key: str | None,
         keys: SubmitKeys | None = None,
+        connection: Any = None,
+        definition: TaskDefinition | None = None,
     ) -> TaskOptions:
-        """Submit options for a task known by name (registered here, or by any worker before)."""
-        definition = self.definition(task)
+        """Submit options for a task known by name (registered here, or by any worker before);
+        `definition`: the task's, when the caller already read it (`definition_async`)."""
+        definition = self.definition(task) if definition is None else definition
         return TaskOptions(
             self,
             definition,
@@ -202,7 +256,16 @@ class Submitter:
             run_at,
             concurrency_key,
             keys=keys,
+            connection=connection,
         )
+
+    async def definition_async(self, task: str) -> TaskDefinition:
+        """`definition` from an event loop: this app's code, else the store read asynchronously."""
+        known: Registered | None = self._registry.get(task)
+        if known is not None:
+            return known.definition
+        definition = await self._store().submits.get_task_async(names.check_name("task", task))
+        return self.definition(task) if definition is None else definition  # unknown: the sync answer names
 
     def definition(self, task: str) -> TaskDefinition:
         """A task's defaults and parameters by name: from this app's code, else as registered in the store.

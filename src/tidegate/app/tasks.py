@@ -69,6 +69,13 @@ class Task:
         """Submit many runs in one transaction (all stored, or none)."""
         return self.options().submit_many(many_args)
 
+    async def submit_async(self, **args: Any) -> RunHandle:
+        """`submit` from an event loop (on PostgreSQL no thread: the store's async pool)."""
+        return await self.options().submit_async(**args)
+
+    async def submit_many_async(self, many_args: Iterable[Mapping[str, Any]]) -> list[RunHandle]:
+        return await self.options().submit_many_async(many_args)
+
     def options(
         self,
         *,
@@ -80,14 +87,17 @@ class Task:
         unique_key: str | None = None,
         idempotency_key: str | None = None,
         idempotency_ttl: str | float | None = None,
+        connection: Any = None,
     ) -> TaskOptions:
         """Per-submit options. `unique_key`: the key of the task's `Unique` rule (or of the default one:
         a run queued, running or waiting holds it) instead of its args; `idempotency_key`: every
         submit with it within `idempotency_ttl` (default a day) of the first returns that run, unless
-        it failed or was canceled."""
+        it failed or was canceled. `connection`: your own open transaction's connection (psycopg
+        `Connection` / `AsyncConnection` on PostgreSQL, `sqlite3.Connection` on SQLite): the runs are
+        written in it and reach workers only if you commit it."""
         options = (priority, tags, queue, run_at, concurrency_key)
         keys = SubmitKeys(unique_key, idempotency_key, idempotency_ttl)
-        return TaskOptions(self._target, self.definition, *options, keys=keys)
+        return TaskOptions(self._target, self.definition, *options, keys=keys, connection=connection)
 
     def check_args(self, args: Mapping[str, Any]) -> None:
         """Raise `ArgumentMismatch` unless `args` fit this task's parameters (what every submit checks)."""

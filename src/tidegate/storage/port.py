@@ -38,6 +38,7 @@ from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.domain.scopes import Rules
 from tidegate.domain.steps import PoolConfig, PoolStatus, SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
 from tidegate.domain.unique import Admission
+from tidegate.storage.submits import Submits
 
 Fence = tuple[str, int]  # (run id, attempt)
 
@@ -50,6 +51,10 @@ class Listener(Protocol):
 
 class Store(Protocol):
     url: str
+
+    @property
+    def submits(self) -> Submits:
+        """Async submits and those in the caller's transaction (storage/submits.py)."""
 
     # --- schema -----------------------------------------------------------
     def migrate(self) -> list[int]:

@@ -7,7 +7,7 @@ measured on the server's clock (`tidegate_now()`), never this process's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -62,14 +62,30 @@ def read_pace(
     within: float = RATE_WINDOW_SECONDS,
 ) -> Pace:
     """`run_pace` on `connection`: also read by a refused submit, trigger or retry for its hint."""
-    params = {
+    params = pace_params(queue=queue, partition=partition, tags=tags, within=within)
+    row = named_cursor(connection, "run_pace", tuple_row).execute(query("run_pace"), params).fetchone()
+    assert row is not None  # an aggregate always returns its one row
+    return pace_of(row)
+
+
+def pace_params(
+    *,
+    queue: str | None,
+    partition: str | None = None,
+    tags: Mapping[str, str] | None = None,
+    within: float = RATE_WINDOW_SECONDS,
+) -> dict[str, Any]:
+    """`run_pace`'s parameters (also sent by a submit's script, storage/postgres/submit_script.py)."""
+    return {
         "within": within,
         "queue": queue,
         "partition": partition,
         "tags": dumps(dict(tags or {})),
         "history": HISTORY_RUNS,
     }
-    row = named_cursor(connection, "run_pace", tuple_row).execute(query("run_pace"), params).fetchone()
-    assert row is not None  # an aggregate always returns its one row
+
+
+def pace_of(row: Sequence[Any]) -> Pace:
+    """A `run_pace` row as the domain's `Pace`."""
     ended, ended_seconds, running, running_seconds, earlier = row
     return Pace(ended, ended_seconds, running, running_seconds, earlier)

@@ -157,11 +157,20 @@ def _configure(connection: psycopg.Connection[Any]) -> None:
     has no BEGIN to say so."""
     set_json_loads(_sorted_loads, connection)
     connection.prepare_threshold = PREPARE_THRESHOLD
-    connection.execute(
-        "SELECT set_config('jit', 'off', false), set_config('plan_cache_mode', %(mode)s, false),"
-        " set_config('default_transaction_isolation', 'read committed', false)",
-        {"mode": PLAN_CACHE_MODE},
-    )
+    connection.execute(CONFIGURE, {"mode": PLAN_CACHE_MODE})
+
+
+async def configure_async(connection: psycopg.AsyncConnection[Any]) -> None:
+    """`_configure` for a connection of the async pool (async_connections.py): the same settings."""
+    set_json_loads(_sorted_loads, connection)
+    connection.prepare_threshold = PREPARE_THRESHOLD
+    await connection.execute(CONFIGURE, {"mode": PLAN_CACHE_MODE})
+
+
+CONFIGURE = (
+    "SELECT set_config('jit', 'off', false), set_config('plan_cache_mode', %(mode)s, false),"
+    " set_config('default_transaction_isolation', 'read committed', false)"
+)
 
 
 def _describe(url: str) -> str:

@@ -42,6 +42,7 @@ from tidegate.storage.postgres.runs import Runs
 from tidegate.storage.postgres.schedules import Schedules
 from tidegate.storage.postgres.schema import Schema
 from tidegate.storage.postgres.steps import PostgresStepVerbs
+from tidegate.storage.postgres.submits import PostgresSubmits
 from tidegate.storage.postgres.telemetry import Telemetry
 from tidegate.storage.postgres.unique import Unique
 from tidegate.storage.postgres.workers import Workers
@@ -82,6 +83,8 @@ class PostgresStore(AggregateStore):
         self._schedules = Schedules(self._db)
         self._retention = Retention(self._db)
         self._health = Health(self._db, per_process=max_size + 1)
+        where = self._db.connections.where
+        self.submits = PostgresSubmits(self._db, url, where=where, max_size=max_size, children=self._children)
 
     # --- wake-ups ----------------------------------------------------------------
 
@@ -96,4 +99,5 @@ class PostgresStore(AggregateStore):
         )
 
     def close(self) -> None:
+        self.submits.close()
         self._db.connections.close()

@@ -30,6 +30,7 @@ from tidegate.storage.sqlite.runs import Runs
 from tidegate.storage.sqlite.schedules import Schedules
 from tidegate.storage.sqlite.schema import Schema
 from tidegate.storage.sqlite.steps import SQLiteStepVerbs
+from tidegate.storage.sqlite.submits import SQLiteSubmits
 from tidegate.storage.sqlite.telemetry import Telemetry
 from tidegate.storage.sqlite.unique import Unique
 from tidegate.storage.sqlite.wakeups import DatagramListener
@@ -59,6 +60,7 @@ class SQLiteStore(AggregateStore):
         self._schedules = Schedules(self._db, self._runs)
         self._retention = Retention(self._db)
         self._health = Health(self._db)
+        self.submits = SQLiteSubmits(self._db, self._runs, self._unique, self._children)
 
     # --- wake-ups ----------------------------------------------------------------
 

@@ -8,6 +8,7 @@ A refusal, a `DuplicateRun` or any error rolls the whole batch back.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 
 from tidegate.domain.jsonvalue import dumps
@@ -27,14 +28,19 @@ class Unique(Aggregate):
 
     def enqueue_unique(self, runs: Sequence[NewRun]) -> list[Admission]:
         with self._write() as (connection, now):
-            held = connection.execute(self._q("unique_holders"), {"keys": dumps(batch_keys(runs)), "now": now})
-            decided = plan(runs, holders_of(held.fetchall()))
-            for holder_id, run in decided.replace:
-                # read under the write lock: the holder is still queued, the update finds it
-                params = {**replace_params(holder_id, run), "args": dumps(run.args), "now": now}
-                connection.execute(self._q("unique_replace"), params).fetchall()
-            if decided.store:
-                self._runs.insert_runs(connection, decided.store, now)
-                connection.executemany(self._q("unique_take"), [{**row, "now": now} for row in key_rows(decided.store)])
+            answers = self.admit(connection, runs, now)
         self._notifier.notify()
+        return answers
+
+    def admit(self, connection: sqlite3.Connection, runs: Sequence[NewRun], now: float) -> list[Admission]:
+        """`enqueue_unique` inside a write transaction the caller holds (its own, or a user's: submits.py)."""
+        held = connection.execute(self._q("unique_holders"), {"keys": dumps(batch_keys(runs)), "now": now})
+        decided = plan(runs, holders_of(held.fetchall()))
+        for holder_id, run in decided.replace:
+            # read under the write lock: the holder is still queued, the update finds it
+            params = {**replace_params(holder_id, run), "args": dumps(run.args), "now": now}
+            connection.execute(self._q("unique_replace"), params).fetchall()
+        if decided.store:
+            self._runs.insert_runs(connection, decided.store, now)
+            connection.executemany(self._q("unique_take"), [{**row, "now": now} for row in key_rows(decided.store)])
         return decided.answers

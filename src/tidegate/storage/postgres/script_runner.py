@@ -1,0 +1,135 @@
+"""Running a submit's script (submit_script.py) over a sync or an async psycopg connection.
+
+Both runners send the script's statements in a pipeline: a statement whose rows the script
+does not read travels with the next one that it does, so a submit costs about as many round
+trips as it has decisions to make. Where the transaction is the store's own, it is
+BEGIN ... COMMIT around the script; where it is the caller's, a savepoint, so that a refused
+submit leaves the caller's transaction as it was (nothing of the batch, no failed state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import Any, TypeVar, cast
+
+import psycopg
+from psycopg.pq import TransactionStatus
+from psycopg.rows import tuple_row
+
+from tidegate.storage.postgres.database import PLANNED_PER_CALL, named_cursor
+from tidegate.storage.postgres.submit_script import Rows, Script, Step
+
+T = TypeVar("T")
+Queries = dict[str, str]
+
+SAVEPOINT = b"SAVEPOINT tidegate_submit"
+RELEASE = b"RELEASE SAVEPOINT tidegate_submit"
+UNDO = (b"ROLLBACK TO SAVEPOINT tidegate_submit", RELEASE)
+_START: Rows = cast(Rows, None)  # what starts a generator: `send(None)` is its `next()`
+
+
+def run(connection: psycopg.Connection[Any], queries: Queries, script: Script[T]) -> T:
+    """Drive `script` on `connection`, in whatever transaction it holds."""
+    rows = _START
+    while True:
+        try:
+            step = script.send(rows)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        rows = _execute(connection, queries, step)
+
+
+def run_in_savepoint(connection: psycopg.Connection[Any], queries: Queries, script: Script[T]) -> T:
+    """`run` inside the caller's open transaction, under a savepoint undone if the script raises."""
+    try:
+        with connection.pipeline():
+            connection.execute(SAVEPOINT)
+            result = run(connection, queries, script)
+            connection.execute(RELEASE)
+        return result
+    except BaseException:
+        if not connection.closed and connection.info.transaction_status != TransactionStatus.IDLE:
+            with suppress(psycopg.Error):
+                for statement in UNDO:
+                    connection.execute(statement)
+        raise
+
+
+async def run_async(connection: psycopg.AsyncConnection[Any], queries: Queries, script: Script[T]) -> T:
+    """`run` over an async connection: the same statements, each awaited, no thread."""
+    rows = _START
+    while True:
+        try:
+            step = script.send(rows)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        rows = await _execute_async(connection, queries, step)
+
+
+async def run_in_savepoint_async(connection: psycopg.AsyncConnection[Any], queries: Queries, script: Script[T]) -> T:
+    """`run_in_savepoint` over the caller's async connection."""
+    try:
+        async with connection.pipeline():
+            await connection.execute(SAVEPOINT)
+            result = await run_async(connection, queries, script)
+            await connection.execute(RELEASE)
+        return result
+    except BaseException:
+        if not connection.closed and connection.info.transaction_status != TransactionStatus.IDLE:
+            with suppress(psycopg.Error):
+                for statement in UNDO:
+                    await connection.execute(statement)
+        raise
+
+
+@asynccontextmanager
+async def transaction_async(connection: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
+    """pipeline.transaction's shape on an async pooled connection: BEGIN ... COMMIT pipelined.
+
+    A failure (or the awaiting task's cancellation) rolls back when it can; a connection left
+    mid-statement goes back to the pool, which discards it rather than hand it out again.
+    """
+    try:
+        async with connection.pipeline():
+            await connection.execute(b"BEGIN")
+            yield
+            await connection.execute(b"COMMIT")
+    except BaseException:
+        if not connection.closed and connection.info.transaction_status in (
+            TransactionStatus.INTRANS,
+            TransactionStatus.INERROR,
+        ):
+            with suppress(psycopg.Error):
+                await connection.rollback()
+        raise
+
+
+def _execute(connection: psycopg.Connection[Any], queries: Queries, step: Step) -> Rows:
+    cursor = named_cursor(connection, step.name, tuple_row).execute(queries[step.name], step.params)
+    return cursor.fetchall() if step.read else []
+
+
+async def _execute_async(connection: psycopg.AsyncConnection[Any], queries: Queries, step: Step) -> Rows:
+    cursor: psycopg.AsyncCursor[tuple[Any, ...]]
+    if step.name in PLANNED_PER_CALL:  # as named_cursor: inlined values, planned for them
+        cursor = psycopg.AsyncClientCursor(connection, row_factory=tuple_row)
+    else:
+        cursor = connection.cursor(row_factory=tuple_row)
+    await cursor.execute(queries[step.name], step.params)
+    return await cursor.fetchall() if step.read else []
+
+
+@asynccontextmanager
+async def implicit_transaction_async(connection: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
+    """pipeline.implicit_transaction on an async pooled connection: the statements up to the
+    pipeline's Sync are one implicit transaction; a failure sends a ROLLBACK before that Sync."""
+    async with connection.pipeline():
+        try:
+            yield
+        except BaseException:
+            with suppress(psycopg.Error):  # a pipeline a statement already broke rolls back by itself
+                await connection.execute(b"ROLLBACK")
+            raise
