@@ -247,7 +247,7 @@ def test_a_claim_reads_its_margin_only_while_the_last_one_held_something_back_or
     process) then takes 4: the next claim of 2 reads 2 rows, both blocked: it takes nothing and
     records why, and the claim after it reads the margin again, explaining the runs behind."""
     from tidegate.bootstrap import open_store
-    from tidegate.storage import claiming
+    from tidegate.domain.claim_plan import QueuePlan
 
     with App(database_url) as app:
         app.queue("m", concurrency=Concurrency(global_limit=6))
@@ -256,13 +256,13 @@ def test_a_claim_reads_its_margin_only_while_the_last_one_held_something_back_or
             work.submit(n=n)  # one by one: a strict claim order
         app.store.rules()
         sizes: list[int] = []
-        real = claiming.window_size
+        real = QueuePlan.window
 
-        def window_size(queue: str, limit: int, rules: Any, margin: bool = True) -> int:
-            sizes.append(real(queue, limit, rules, margin))
+        def window(self: QueuePlan, limit: int, margin: bool = True) -> int:
+            sizes.append(real(self, limit, margin))
             return sizes[-1]
 
-        monkeypatch.setattr(claiming, "window_size", window_size)
+        monkeypatch.setattr(QueuePlan, "window", window)
         assert len(_cycle(app, "w1", "m", 2).claimed) == 2
         assert len(_cycle(app, "w1", "m", 2).claimed) == 2
         other = open_store(database_url)

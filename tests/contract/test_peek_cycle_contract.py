@@ -27,7 +27,7 @@ from tidegate.storage.port import Store
 from .conftest import QUEUE, claim, completed, enqueue_one
 
 PARTITIONED = QueueConfig(QUEUE, Concurrency(global_limit=1, partition=Partition(by_args=["p"])))
-WINDOW_OF_TWO = 10  # a claim of 2 on a limited queue reads 2 + MIN_MARGIN rows (storage/claiming.py)
+WINDOW_OF_TWO = 10  # a claim of 2 on a limited queue reads 2 + MIN_MARGIN rows (domain/claim_plan.py)
 
 
 def fill(store: Store, count: int, **options) -> list[str]:

@@ -32,9 +32,10 @@ from tidegate import (
     RunStatus,
     TagConcurrencyLimit,
 )
+from tidegate.domain import claim_plan
 from tidegate.domain.pools import pool_needs
 from tidegate.engine import limits as live
-from tidegate.storage import claiming, slots
+from tidegate.storage import slots
 
 from .conftest import execute_sql
 
@@ -132,7 +133,7 @@ def test_a_second_claimer_of_a_limited_queue_waits_its_turn_instead_of_finding_n
         app.queue("lq", concurrency=Concurrency(global_limit=5))
         work = app.task(name="turn.work", queue="lq")(lambda n: n)
         work.submit_many([])
-        window = claiming.window_size("lq", 1, app.store.rules())
+        window = claim_plan.plan(["lq"], app.store.rules()).open[0].window(1)
         assert window > 1
         handles = [work.submit(n=n) for n in range(window)]  # one by one: a strict claim order
         _arm(app, backend, monkeypatch, removed, "claim_turn")

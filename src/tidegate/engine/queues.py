@@ -4,7 +4,7 @@ each queued run waits now (`Live`, `blocked`: `domain.blocking` on one read of t
 A pause is a rule like a limit (stored with the rules, under their version,
 audited as a LimitChanged): the claim decision refuses a paused queue's runs
 (`domain.admission.admit`) and the claim does not even read them
-(`storage.claiming.open_queues`). Submits still queue: the backlog waits for
+(`domain.claim_plan`: a claim plans only open queues). Submits still queue: the backlog waits for
 the resume instead of being turned away.
 """
 

@@ -6,7 +6,8 @@ large backlog is blocked: a window in claim order per queue, and, when that
 window is full of runs whose partition is saturated, the heads of the other
 partitions found by skip-scan (one index seek per partition) instead of
 walking the blocked backlog. Fair queues are always read per partition.
-Paused queues are not read at all.
+Which queues are read, and how much of each first, is the claim plan's
+(`domain.claim_plan`): paused queues are not read at all.
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tidegate.domain.admission import Admission, Candidate, LocalUsage, Saturation
+from tidegate.domain.claim_plan import ClaimPlan
 from tidegate.domain.scopes import GLOBAL, Rules, queue_scope
 from tidegate.domain.transitions import has_room
 
-WINDOW_MARGIN = 32  # at most this many rows read past the claim limit where limits apply
-MIN_MARGIN = 8  # at least this many, so that a claim of one still sees (and explains) the runs behind it
 MAX_PARTITIONS = 1000
 
 Row = Mapping[str, Any]
@@ -55,9 +55,8 @@ class Candidates:
 
 
 def candidate_rows(
-    queues: Sequence[str],
+    plan: ClaimPlan,
     claim_limit: int,
-    rules: Rules,
     usage: Mapping[str, int],
     read: CandidateReader,
     local: LocalUsage | None = None,
@@ -69,8 +68,10 @@ def candidate_rows(
     Otherwise it is wider, and when its head is all waiting, runs of full tags
     are skipped in a second read and partitions that are full (shared limit,
     or this worker's local limit) are stepped over by reading the other
-    partitions' heads. `margin`: see `window_size`.
+    partitions' heads. The queues read and the size of each first read are
+    the plan's (`QueuePlan.window`, which says what `margin` does).
     """
+    rules = plan.rules
     local = local or LocalUsage()
     if claim_limit <= 0:
         return Candidates([], False)
@@ -78,18 +79,18 @@ def candidate_rows(
     excluded = saturated_tags(usage, rules)
     rows: dict[str, Row] = {}
     exhausted = False
-    for queue in open_queues(queues, rules):
+    for queue_plan in plan.open:
+        queue = queue_plan.name
         max_workers = rules.max_workers(queue)
         if max_workers is not None and local.per_queue.get(queue, 0) >= max_workers:
             continue  # this worker may take no more of this queue
-        config = rules.queues.get(queue)
         saturated = saturated_partitions(queue, usage, rules) | locally_full_partitions(queue, local, rules)
-        if config is not None and config.ordering == "fair":
+        if queue_plan.fair:
             found = _partition_heads(queue, claim_limit, saturated, excluded, read)
         else:
             # Where no limit applies nothing can be skipped, so reading past the claim limit
             # would be waste; where one does, the wider window also records block reasons.
-            window = window_size(queue, claim_limit, rules, margin)
+            window = queue_plan.window(claim_limit, margin)
             # The head of the queue as it is (its blocked runs get their block reasons) ...
             found = list(read.window(queue, window, (), True))
             exhausted |= len(found) == window
@@ -111,31 +112,6 @@ def candidate_rows(
     return Candidates(list(rows.values()), exhausted)
 
 
-def open_queues(queues: Sequence[str], rules: Rules) -> list[str]:
-    """The queues a claim reads: a paused queue's runs are not even looked at (they stay queued,
-    and `admit` would refuse them anyway), so a paused backlog costs a claim nothing."""
-    return [queue for queue in queues if not rules.is_paused(queue)]
-
-
-def window_size(queue: str, claim_limit: int, rules: Rules, margin: bool = True) -> int:
-    """How many rows of a queue's head one claim reads.
-
-    Every row read is decided on (its scopes, its block reason), so reading
-    more than can matter costs throughput, most of all in the small claims a
-    busy worker makes as slots free one by one. Where no limit applies nothing
-    can be skipped: the claim limit. Where one does, up to twice it (between
-    MIN_MARGIN and WINDOW_MARGIN more), so that a few blocked runs at the head
-    do not leave the claim short and get their block reasons; a head that is
-    all blocked is stepped over by the second read, not by a wider first one.
-    `margin=False` (an adapter that knows the last claim of these queues held
-    nothing back and left every scope it used room for this one: `room_after`)
-    reads the claim limit: where no limit binds, the margin is only cost.
-    """
-    if not (margin and limited(queue, rules)):
-        return claim_limit
-    return claim_limit + min(WINDOW_MARGIN, max(MIN_MARGIN, claim_limit))
-
-
 def room_after(decision: Admission, usage: Mapping[str, int], read: int, claim_limit: int) -> int | None:
     """The fewest free slots any scope of the admitted runs has left once they run; None when the
     claim held a run back (a full scope, a local cap, another group's suspect) while it had room for it.
@@ -154,33 +130,11 @@ def room_after(decision: Admission, usage: Mapping[str, int], read: int, claim_l
     return min((limit - in_use[key] for key, limit in limits.items()), default=None)
 
 
-def scope_keys(rows: Sequence[Row], rules: Rules) -> list[str]:
-    """Every scope the rows' runs need, in key order (the order scope rows are locked in).
-
-    Rows of one partition with the same tags need the same scopes, so each
-    shape is resolved once."""
-    shapes = {(row["queue"], row["partition_key"], tuple(sorted((row["tags"] or {}).items()))) for row in rows}
-    return sorted(
-        {need.key for queue, partition, tags in shapes for need in rules.scopes_for(queue, partition, dict(tags))}
-    )
-
-
-def limited(queue: str, rules: Rules) -> bool:
-    """Whether any run-level limit can hold back a run of this queue."""
-    config = rules.queues.get(queue)
-    return bool(
-        rules.global_limit() is not None
-        or rules.run_queue.tag_concurrency_limits
-        or rules.overrides
-        or (
-            config is not None
-            and (
-                config.concurrency.global_limit is not None
-                or config.concurrency.local_limit is not None
-                or config.max_workers is not None
-            )
-        )
-    )
+def shapes(rows: Sequence[Row]) -> list[tuple[str, str, Mapping[str, str]]]:
+    """The (queue, partition, tags) of the rows' runs (tags parsed), each once: runs of one shape
+    need the same scopes (`ClaimPlan.needed_keys`)."""
+    found = {(row["queue"], row["partition_key"], tuple(sorted((row["tags"] or {}).items()))) for row in rows}
+    return [(queue, partition, dict(tags)) for queue, partition, tags in sorted(found)]
 
 
 def _partition_heads(
@@ -225,12 +179,6 @@ def saturated_tags(usage: Mapping[str, int], rules: Rules) -> list[tuple[str, st
             if _full(usage, scope, rules.tag_limit(key, value)):
                 full.append((key, value))
     return sorted(full)
-
-
-def fair_lanes(queues: Sequence[str], rules: Rules) -> list[str]:
-    """The queues whose claims need per-partition running counts (lane_load)."""
-    open_ = open_queues(queues, rules)
-    return [queue for queue in open_ if queue in rules.queues and rules.queues[queue].ordering == "fair"]
 
 
 def saturated_partitions(queue: str, usage: Mapping[str, int], rules: Rules) -> set[str]:

@@ -158,7 +158,7 @@ class Store(Protocol):
     def peek_cycle(self, worker_id: str, queues: Sequence[str]) -> CycleResult | None:
         """Before a cycle that reports nothing: its answer (nothing claimed, the cancel requests),
         when a read without the claim's locks proves no run of `queues` can be admitted now (every
-        open queue closed by a full scope all its runs need: storage/closure.py); None when it
+        open queue closed by a full scope all its runs need: domain/claim_plan.py); None when it
         cannot, and the caller cycles. Every change that could admit a run wakes listeners after
         it commits, so a worker that cleared its wake-up before asking loses none."""
 

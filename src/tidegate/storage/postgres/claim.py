@@ -28,8 +28,8 @@ from typing import Any
 import psycopg
 
 from tidegate.domain.admission import Admission, admit
-from tidegate.domain.scopes import Rules
-from tidegate.storage import claiming, closure
+from tidegate.domain.claim_plan import ClaimPlan, plan
+from tidegate.storage import claiming
 from tidegate.storage.postgres.claim_reads import ClaimReads
 from tidegate.storage.postgres.claim_scopes import ScopeForecast, ScopeLocks
 from tidegate.storage.postgres.limits import Limits
@@ -68,14 +68,12 @@ class Claim:
         """Queue the claim: the cursors of the claim and of the next-due probe (None when not
         sent; their rows arrive with the commit), and whether to claim again at once: the
         read came back full, not all of it could be taken, and no full limit that binds every
-        run of the queues (`storage.closure`) makes a second claim futile."""
+        run of the queues makes a second claim futile (`ClaimPlan.nothing_more`)."""
         if not self._read_rules():
             return None, self.connection.execute(self.query("due_now")), False
         reads = self.reads
         rules = reads.rules
-        found = claiming.candidate_rows(
-            self.queues, self.limit, rules, reads.hint, reads.reader(), reads.local, reads.margin
-        )
+        found = claiming.candidate_rows(reads.plan, self.limit, reads.hint, reads.reader(), reads.local, reads.margin)
         self.forecast.settle_partitions(self.queues, reads.partitioned)
         rows = found.rows
         if not rows:
@@ -104,39 +102,41 @@ class Claim:
             return None, self._next_due(), False
         claim = self._send_claim(decision)
         short = len(decision.admitted) < self.limit  # every admitted run is locked, so all are claimed
-        more = short and found.exhausted and not closure.nothing_more(self.queues, rules, usage, reads.local, decision)
+        more = short and found.exhausted and not reads.plan.nothing_more(usage, reads.local, decision)
         return claim, self._next_due() if short else None, more
 
     def _read_rules(self) -> bool:
-        """Read the rules into `reads.rules`, take the claim turns they ask for and the reads sent
-        ahead for them (in the first batch when the cached rules still hold). False, having
-        read nothing more, when a turn would be taken out of order."""
+        """Read the rules and plan the claim on them (`reads.plan`), take the claim turns it asks
+        for and send the reads it calls for (in the first batch when the cached rules still
+        hold). False, having read nothing more, when a turn would be taken out of order."""
         connection, limits = self.connection, self.limits
         cached = limits.cached
         rules_cursor = connection.execute(self.query("load_rules"), {"known": None if cached is None else cached[0]})
-        sent = None
-        if cached is not None:
-            self._take_turns(cached[1])
-            sent = self._send_reads(cached[1])
+        ahead, sent = None, None
+        if cached is not None:  # plan on the cached rules, and send what it asks for ahead
+            ahead = plan(self.queues, cached[1])
+            self._take_turns(ahead)
+            sent = self._send_reads(ahead)
         rules = limits.rules_from_row(rules_cursor.fetchone())  # ends the first batch
         if rules is None:  # the cache moved meanwhile (another thread): read the rules whole
             rules = limits.parse_rules(connection.execute(self.query("load_rules"), {"known": None}).fetchone())
-        self.reads.rules = rules
-        if sent is None or cached is None or rules is not cached[1]:
-            if not self._take_turns(rules):
+        if ahead is None or sent is None or rules is not ahead.rules:
+            ahead = plan(self.queues, rules)
+            if not self._take_turns(ahead):
                 # A queue these rules serialize came after one already held: taking its turn
                 # now could deadlock with a claimer that waits the other way. Look again at once.
                 return False
-            sent = self._send_reads(rules)
+            sent = self._send_reads(ahead)
+        self.reads.plan = ahead
         self.reads.receive(sent)
         self.locks.held(sent.get("ahead", []), self.reads.hint)
         return True
 
-    def _send_reads(self, rules: Rules) -> dict[str, Any]:
+    def _send_reads(self, claim: ClaimPlan) -> dict[str, Any]:
         """The first reads, with the locks of the scopes and the partition reads the forecast names."""
         return self.reads.send(
-            rules,
-            lambda: self.locks.lock_ahead(self.forecast.keys(self.queues, rules, self.turns)),
+            claim,
+            lambda: self.locks.lock_ahead(self.forecast.keys(self.queues, claim, self.turns)),
             self.forecast.partitioned(self.queues),
         )
 
@@ -146,12 +146,10 @@ class Claim:
         """The usage of the scopes the candidates need, each locked before it was read, and the
         running load of fair lanes: a batch of their own for what was not read ahead. None when
         a scope could not be locked without breaking the key order (claim_scopes.py)."""
-        connection, rules = self.connection, self.reads.rules
-        keys: list[str] = []
-        if any(claiming.limited(queue, rules) for queue in self.queues):
-            keys = claiming.scope_keys(rows, rules)
+        connection, claim = self.connection, self.reads.plan
+        keys = claim.needed_keys(claiming.shapes(rows))
         lanes_cursor = None
-        fair = claiming.fair_lanes(self.queues, rules)
+        fair = claim.fair_lanes
         if fair and self.reads.lanes is None:
             lanes_cursor = connection.execute(self.query("lane_load"), {"queues": fair})
         if keys:
@@ -188,8 +186,9 @@ class Claim:
             },
         )
 
-    def _take_turns(self, rules: Rules) -> bool:
-        """Wait for this claimer's turn at every queue these rules serialize, in name order.
+    def _take_turns(self, claim: ClaimPlan) -> bool:
+        """Wait for this claimer's turn at every queue the plan serializes (`ClaimPlan.turns`, in
+        name order).
 
         A queue some limit applies to, or a fair queue, is claimed by one
         claimer at a time, as on SQLite: concurrent claimers would each lock
@@ -199,18 +198,12 @@ class Claim:
         judged on running counts that change underneath. Queues no limit
         applies to keep claiming in parallel. Returns False, taking nothing, if
         a turn would be taken out of order (the rules changed mid-claim): after
-        a queue's turn already held, or after scope rows locked ahead.
+        a queue's turn already held, or after scope rows locked ahead
+        (`ClaimPlan.take_turns`).
         """
-        needed = sorted(
-            {
-                queue
-                for queue in claiming.open_queues(self.queues, rules)
-                if claiming.limited(queue, rules) or queue in claiming.fair_lanes([queue], rules)
-            }
-            - self.turns
-        )
-        if needed and (self.locks.locked or (self.turns and needed[0] < max(self.turns))):
-            return False  # turns come before scope rows, and in name order
+        needed = claim.take_turns(self.turns, bool(self.locks.locked))
+        if needed is None:
+            return False
         for queue in needed:
             self.connection.execute(self.query("claim_turn"), {"queue": queue})
         self.turns.update(needed)

@@ -18,6 +18,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from tidegate.domain.admission import LocalUsage
+from tidegate.domain.claim_plan import ClaimPlan, plan
 from tidegate.domain.scopes import Rules
 from tidegate.storage import claiming
 from tidegate.storage.postgres.payloads import claim_order, excluded_json, lane_load, local_usage, uses_tags
@@ -46,8 +47,8 @@ class ClaimReads:
         self.worker_id = worker_id
         self.queues = queues
         self.limit = limit
-        self.margin = margin  # read past the claim limit (claiming.window_size)
-        self.rules = Rules()
+        self.margin = margin  # read past the claim limit (QueuePlan.window)
+        self.plan = plan(queues, Rules())  # the claim's plan, on the rules it read (claim.py)
         self.hint: dict[str, int] = {}  # slots in use when read: what to read; exact only for scopes locked ahead
         self.local = LocalUsage()
         self.lanes: dict[tuple[str, str], int] | None = None
@@ -57,29 +58,39 @@ class ClaimReads:
         self.partition_lists: dict[tuple[str, Full, Excluded], list[str]] = {}
         self.partitioned: dict[str, Partitioned] = {}  # queue -> how `claiming` asked for its partitions
 
+    @property
+    def rules(self) -> Rules:
+        return self.plan.rules
+
     def reader(self) -> claiming.CandidateReader:
         return claiming.CandidateReader(self.window, self.partitions, self.partition_head)
 
     def send(
-        self, rules: Rules, lock_ahead: Callable[[], list[str]], partitioned: dict[str, Partitioned]
+        self, claim: ClaimPlan, lock_ahead: Callable[[], list[str]], partitioned: dict[str, Partitioned]
     ) -> dict[str, Any]:
-        """Queue (without waiting) the reads these rules will ask for first: the head of each
+        """Queue (without waiting) the reads this plan will ask for first: the head of each
         queue as `claiming` reads it first, the partitions of the queues whose last claim read
         them past a head all waiting (`partitioned`, as it asked), the scope locks sent ahead
         (`lock_ahead`, after the runs: run rows come first in the lock order) and usage, this
         worker's counts, fair lanes."""
-        connection = self.connection
+        connection, rules = self.connection, claim.rules
         sent: dict[str, Any] = {"windows": []}
-        queues = claiming.open_queues(self.queues, rules)
-        limited = [queue for queue in queues if claiming.limited(queue, rules)]
-        plain = [queue for queue in queues if queue not in rules.queues or rules.queues[queue].ordering != "fair"]
+        limited = [queue.name for queue in claim.open if queue.limited]
+        plain = [queue for queue in claim.open if not queue.fair]
+        sent_plain = {queue.name for queue in plain}
         if plain:
-            sizes = [claiming.window_size(queue, self.limit, rules, self.margin) for queue in plain]
+            sizes = [queue.window(self.limit, self.margin) for queue in plain]
             cursor = connection.cursor(row_factory=dict_row).execute(
                 self.query("claim_window"),
-                {"queues": plain, "sizes": sizes, "tags": uses_tags(rules), "excluded": "[]", "suspects": True},
+                {
+                    "queues": [queue.name for queue in plain],
+                    "sizes": sizes,
+                    "tags": uses_tags(rules),
+                    "excluded": "[]",
+                    "suspects": True,
+                },
             )
-            sent["windows"] = [(queue, size, cursor) for queue, size in zip(plain, sizes, strict=True)]
+            sent["windows"] = [(queue.name, size, cursor) for queue, size in zip(plain, sizes, strict=True)]
         sent["partitions"] = [
             (
                 queue,
@@ -88,13 +99,14 @@ class ClaimReads:
                 self._send_partitions(queue, claiming.MAX_PARTITIONS, saturated, excluded, rules),
             )
             for queue, (saturated, excluded) in partitioned.items()
-            if queue in limited and queue in plain
+            if queue in limited and queue in sent_plain
         ]
         if limited:
             sent["ahead"] = lock_ahead()
             sent["hint"] = connection.execute(self.query("scope_usage_held"), {"held": sent["ahead"]})
+        if claim.local_counts:
             sent["local"] = connection.execute(self.query("local_usage"), {"worker": self.worker_id})
-        fair = claiming.fair_lanes(self.queues, rules)
+        fair = claim.fair_lanes
         if fair:
             sent["lanes"] = connection.execute(self.query("lane_load"), {"queues": fair})
         return sent

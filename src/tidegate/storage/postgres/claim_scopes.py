@@ -7,7 +7,7 @@ its own, sent after the lock. The usage `admit` decides on then cannot
 change before the claim commits.
 
 Sent ahead. Where the keys are known before the candidates are read (the
-global cap and an unpartitioned queue's limit, from the cached rules;
+global cap and an unpartitioned queue's limit, from the plan on the cached rules;
 partitions and tags, from the keys the last claims of the same queues needed:
 `ScopeForecast`), they are locked in the claim's first batch, after its
 window, and the usage read there (`scope_usage_held`) is exact for them: a
@@ -20,15 +20,11 @@ write, and a claim of an empty queue writes nothing else, so it commits
 without waiting for a WAL flush (an idle worker's poll: 0.5 ms against 0.9
 ms with the locks, blocked_backlog's empty case).
 
-The order. Scope rows are locked in key order, after the claim's turns, the
-one order every claimer keeps (postgres/children.py), so that no two claimers
-wait on each other in a circle. A key needed after a greater one was locked
-ahead would break it, except a queue's own key (`queue:NAME[/PARTITION]`):
-only a claimer holding that queue's claim turn ever locks one, so nobody can
-hold it while waiting for this claimer. A shared key (`global`, `tag:...`)
-below one already held is tried, never waited for (`try_lock_scopes`, SKIP
-LOCKED); when it is held elsewhere or not created yet, the claim takes
-nothing and looks again at once. By then the forecast has it, and the next
+The order is the plan's (`domain.claim_plan.lock_steps`, after the turns of
+`ClaimPlan.take_turns`; postgres/children.py places it among the other locks).
+A shared key (`global`, `tag:...`) below one already held is tried, never
+waited for (`try_lock_scopes`, SKIP LOCKED); when it is held elsewhere or not
+created yet, the claim takes nothing and looks again at once. By then the forecast has it, and the next
 claim locks it ahead, in order.
 """
 
@@ -39,18 +35,10 @@ from typing import Any
 
 import psycopg
 
-from tidegate.domain.scopes import GLOBAL, Rules, queue_scope
+from tidegate.domain.claim_plan import ClaimPlan, lock_steps, own_queue
 from tidegate.storage.postgres.claim_reads import Partitioned
 
 MAX_FORECAST = 64  # keys locked ahead at most, per set of queues
-QUEUE_PREFIX = "queue:"
-
-
-def own_queue(key: str) -> str | None:
-    """The queue a queue scope belongs to (a queue name holds no '/'); None for a shared scope."""
-    if not key.startswith(QUEUE_PREFIX):
-        return None
-    return key[len(QUEUE_PREFIX) :].partition("/")[0]
 
 
 class ScopeForecast:
@@ -68,7 +56,7 @@ class ScopeForecast:
         self._busy: dict[tuple[str, ...], bool] = {}  # the last claim found runs to decide on
 
     def margin(self, queues: Sequence[str], claim_limit: int) -> bool:
-        """Whether a claim of `queues` reads its window's margin (claiming.window_size): unless
+        """Whether a claim of `queues` reads its window's margin (QueuePlan.window): unless
         the last one held nothing back and left room for this one in every scope it used."""
         room = self._room.get(tuple(queues))
         return room is None or room < claim_limit
@@ -93,23 +81,17 @@ class ScopeForecast:
     def settle_partitions(self, queues: Sequence[str], partitioned: dict[str, Partitioned]) -> None:
         self._partitioned[tuple(queues)] = partitioned
 
-    def keys(self, queues: Sequence[str], rules: Rules, turns: Collection[str]) -> list[str]:
+    def keys(self, queues: Sequence[str], claim: ClaimPlan, turns: Collection[str]) -> list[str]:
         """The keys a claim of `queues` holding the claim turns `turns` locks ahead, in key order:
-        those the rules name before any run is read, and those needed lately. A queue's own key
+        those its plan names before any run is read (`ClaimPlan.ahead_keys`), and those needed
+        lately. A queue's own key
         only when its turn is held (the exception to the key order rests on it). None after a
         claim that found no run, unless a look found room since (`expect_runs`): a lock is a
         write, and a claim of an empty queue writes nothing else, so it commits without waiting
         for a WAL flush (an idle worker's poll)."""
         if not self._busy.get(tuple(queues), False):
             return []
-        keys = set(self._seen.get(tuple(queues), ()))
-        if rules.global_limit() is not None:
-            keys.add(GLOBAL)
-        for queue in turns:
-            config = rules.queues.get(queue)
-            partitioned = config is not None and config.concurrency.partition.enabled
-            if not partitioned and rules.queue_limit(queue, "") is not None:
-                keys.add(queue_scope(queue, ""))
+        keys = set(self._seen.get(tuple(queues), ())) | set(claim.ahead_keys(turns))
         return sorted(key for key in keys if own_queue(key) is None or own_queue(key) in turns)
 
     def learn(self, queues: Sequence[str], needed: Sequence[str]) -> None:
@@ -164,14 +146,8 @@ class ScopeLocks:
 
     def _split(self, keys: Sequence[str]) -> tuple[list[str], list[str]]:
         """The keys not held yet, in key order: those this claim may wait for, and those it may only
-        try (a shared key below a shared key it holds)."""
-        top = max((key for key in self.locked if own_queue(key) is None), default=None)
-        wait: list[str] = []
-        tried: list[str] = []
-        for key in sorted(set(keys) - self.locked):
-            may_wait = top is None or key > top or own_queue(key) in self.turns
-            (wait if may_wait else tried).append(key)
-        return wait, tried
+        try (`claim_plan.lock_steps`: a shared key below a shared key it holds)."""
+        return lock_steps(keys, self.locked, self.turns)
 
     def _lock(self, keys: list[str]) -> None:
         if keys:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tidegate.domain import claim_plan
 from tidegate.domain.model import CycleResult, Outcome
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres import free_claims
@@ -80,7 +81,7 @@ class Claims(Aggregate):
         reported, outcome_json = outcome_payload(outcomes)
         chosen = None  # a one-statement claim: (rules version, queues)
         if free and claim_limit > 0 and queue_list and not self._workers.fill_order.member(worker_id):
-            chosen = free_claims.free_queues(self._limits.cached, queue_list)  # a member's full claim notifies
+            chosen = self._free_choice(queue_list)  # a member's full claim notifies: not here
         with self._connection() as connection:
             # A cycle that reads nothing before it commits is one batch: an implicit transaction.
             one_batch = chosen is not None or claim_limit <= 0 or not queue_list
@@ -141,3 +142,12 @@ class Claims(Aggregate):
                 next_due_in = None if due is None else due.fetchone()[0]  # type: ignore[index]
         fenced_out = [fence for fence in reported if fence not in applied_fences]
         return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more), refused
+
+    def _free_choice(self, queues: list[str]) -> tuple[str, list[str]] | None:
+        """The cached rules version and the open queues to claim from in one statement, when the
+        plan on those rules is free (no rules cached yet: the general claim reads them)."""
+        cached = self._limits.cached
+        if cached is None:
+            return None
+        plan = claim_plan.plan(queues, cached[1])
+        return (cached[0], plan.open_names) if plan.free else None

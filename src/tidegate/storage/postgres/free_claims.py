@@ -7,7 +7,7 @@ one statement (`claim_runs_free`) that travels with the cycle's reports and
 its COMMIT: a whole cycle in one round trip, where the general claim needs
 two (its window read, then its write).
 
-It is chosen on the rules this store has cached; the statement itself checks,
+It is chosen on the rules this store has cached (`ClaimPlan.free`); the statement itself checks,
 under the claim fence, that they are still in force (the rules version), so a
 limit set live is never claimed past: the statement then claims nothing and
 the cycle claims again the general way, under the new rules. The same happens
@@ -17,15 +17,12 @@ here that SQL does not (a worker runs one group of suspects at a time).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
 from tidegate.domain.model import ClaimedRun
-from tidegate.domain.scopes import Rules
-from tidegate.storage import claiming
 from tidegate.storage.postgres.payloads import claimed_run
 
 
@@ -34,21 +31,6 @@ class FreeClaim:
     claimed: list[ClaimedRun]
     refused: bool  # the rules moved, or a suspect was among the runs: claim again the general way
     next_due_in: float | None
-
-
-def free_queues(cached: tuple[str, Rules] | None, queues: Sequence[str]) -> tuple[str, list[str]] | None:
-    """The cached rules version and the open queues to claim from in one statement, or None when
-    the general claim is needed: no rules cached yet, nothing open, or some queue that a limit (of
-    any kind) applies to or that is fair."""
-    if cached is None:
-        return None
-    version, rules = cached
-    open_queues = claiming.open_queues(queues, rules)
-    if not open_queues or claiming.fair_lanes(open_queues, rules):
-        return None
-    if any(claiming.limited(queue, rules) for queue in open_queues):
-        return None
-    return version, open_queues
 
 
 def send(

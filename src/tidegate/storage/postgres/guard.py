@@ -9,7 +9,7 @@ also made the worker that did free it queue behind it.
 
 Here one statement (`peek_cycle`, no lock, no transaction of its own) reads
 the rules version, the usage of the scopes that could close the worker's
-queues (`storage.closure`), whether a queue holds keyed runs or none at
+queues (the claim plan's `closing_scopes`), whether a queue holds keyed runs or none at
 all, and the worker's cancel requests. When the cached rules are the ones in force and
 every open queue is closed, the answer is a cycle that claimed nothing; else
 None, and the worker claims as before. No read at all when some open queue
@@ -36,8 +36,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tidegate.domain import claim_plan
 from tidegate.domain.model import CycleResult
-from tidegate.storage import claiming, closure
 from tidegate.storage.postgres.claim_scopes import ScopeForecast
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
@@ -58,18 +58,18 @@ class Guard(Aggregate):
         if cached is None:
             return None
         version, rules = cached
-        open_queues = claiming.open_queues(queues, rules)
-        keys = closure.closing_scopes(open_queues, rules)
+        plan = claim_plan.plan(queues, rules)
+        keys = plan.closing_scopes
         if keys is None:
             return None
-        probed = [queue for queue in open_queues if closure.shared_limit_binds_all(queue, rules)]
-        params = {"keys": keys, "queues": probed, "open": open_queues, "worker": worker_id}
+        probed = plan.probed
+        params = {"keys": keys, "queues": probed, "open": plan.open_names, "worker": worker_id}
         row = self._fetchone("peek_cycle", params)
         if row is None or row[0] != version:  # rules changed since cached: the claim reads them
             return None
         _, used, keyed, empty, cancels = row
         usage = dict(zip(keys, used, strict=True))
-        if not closure.all_closed(open_queues, rules, usage, {}, set(probed) - set(keyed), set(empty)):
+        if not plan.all_closed(usage, {}, set(probed) - set(keyed), set(empty)):
             self._forecast.expect_runs(queues)  # a run and room: the claim next locks its scopes ahead
             return None
         return CycleResult([], [], [(run_id, attempt) for run_id, attempt in cancels], None, False)

@@ -11,12 +11,12 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from tidegate.domain import claim_plan, transitions
 from tidegate.domain import events as history
-from tidegate.domain import transitions
 from tidegate.domain.admission import LocalUsage, admit
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import ClaimedRun, CycleResult, Outcome
-from tidegate.storage import claiming, closure
+from tidegate.storage import claiming
 from tidegate.storage.port import Fence
 from tidegate.storage.sqlite.children import Children
 from tidegate.storage.sqlite.database import Aggregate, Database
@@ -131,16 +131,17 @@ class Claims(Aggregate):
 
         Returns the claimed runs and whether to claim again at once: the read
         was full, not everything in it could be taken this time, and no full
-        limit that binds every run of the queues (`storage.closure`) makes a
-        second claim futile.
+        limit that binds every run of the queues makes a second claim futile
+        (`ClaimPlan.nothing_more`).
 
         BEGIN IMMEDIATE already serializes every claimer on SQLite, so the
         usage read here cannot change before the holders are written.
         """
         rules = self._limits.load_rules(connection)
+        plan = claim_plan.plan(queues, rules)
         usage = dict(connection.execute(self._q("scope_usage")))
         local = LocalUsage()
-        if any(rules.local_limit(queue) is not None or rules.max_workers(queue) is not None for queue in queues):
+        if plan.local_counts:
             # Only per-worker caps read this worker's own counts; skip the query on the hot path otherwise.
             local = self._local_usage(connection, worker_id)
         reader = claiming.CandidateReader(
@@ -156,7 +157,7 @@ class Claims(Aggregate):
                 {"queue": queue, "partition": partition, "now": now, "limit": size, "excluded": json.dumps(excluded)},
             ).fetchall(),
         )
-        found = claiming.candidate_rows(queues, limit, rules, usage, reader, local)
+        found = claiming.candidate_rows(plan, limit, usage, reader, local)
         rows = found.rows
         if not rows:
             return [], False
@@ -167,7 +168,7 @@ class Claims(Aggregate):
             groups = dict(connection.execute(self._q("suspect_groups"), {"ids": json.dumps(suspects)}).fetchall())
         lane_load = {
             (queue, partition): count
-            for queue in claiming.fair_lanes(queues, rules)
+            for queue in plan.fair_lanes
             for partition, count in connection.execute(self._q("lane_load"), {"queue": queue})
         }
         candidates = [
@@ -204,7 +205,7 @@ class Claims(Aggregate):
         for run in claimed:
             events.append(event_row(run.id, history.run_dequeued(run.attempt, worker_id), now))
         short = len(claimed) < limit
-        return claimed, short and found.exhausted and not closure.nothing_more(queues, rules, usage, local, decision)
+        return claimed, short and found.exhausted and not plan.nothing_more(usage, local, decision)
 
     def _local_usage(self, connection: sqlite3.Connection, worker_id: str) -> LocalUsage:
         """What this worker runs, per queue and per (queue, partition), and its group of suspects."""

@@ -2,7 +2,7 @@
 
 The same rule as PostgreSQL's (storage/postgres/guard.py, where the reason
 and the wake-up argument are written out): when every open queue of the
-worker is closed by a full scope that binds all its runs (`storage.closure`),
+worker is closed by a full scope that binds all its runs (`ClaimPlan.closures`),
 answer a cycle that claimed nothing, read without the write lock. A claim
 here takes `BEGIN IMMEDIATE`, the one write lock every writer waits for,
 so a futile claim delays every other worker's completion.
@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from tidegate.domain import claim_plan
 from tidegate.domain.model import CycleResult
-from tidegate.storage import claiming, closure
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
 
@@ -35,16 +35,16 @@ class Guard(Aggregate):
         """What a cycle of this worker, reporting nothing, would answer, when the store can tell
         without claiming that it would claim nothing; None when it cannot (cycle as usual)."""
         connection = self._connection()
-        rules = self._limits.load_rules(connection)
-        open_queues = claiming.open_queues(queues, rules)
-        keys = closure.closing_scopes(open_queues, rules)
+        plan = claim_plan.plan(queues, self._limits.load_rules(connection))
+        keys = plan.closing_scopes
         if keys is None:
             return None
         usage = dict(connection.execute(self._q("peek_cycle"), {"keys": json.dumps(keys)}).fetchall())
-        probed = [queue for queue in open_queues if closure.shared_limit_binds_all(queue, rules)]
+        probed = plan.probed
         keyed = {row[0] for row in connection.execute(self._q("peek_cycle_keyed"), {"queues": json.dumps(probed)})}
-        empty = {row[0] for row in connection.execute(self._q("peek_cycle_empty"), {"queues": json.dumps(open_queues)})}
-        if not closure.all_closed(open_queues, rules, usage, {}, set(probed) - keyed, empty):
+        opened = json.dumps(plan.open_names)
+        empty = {row[0] for row in connection.execute(self._q("peek_cycle_empty"), {"queues": opened})}
+        if not plan.all_closed(usage, {}, set(probed) - keyed, empty):
             return None
         cancels = [(row[0], row[1]) for row in connection.execute(self._q("cancel_requests"), {"worker": worker_id})]
         return CycleResult([], [], cancels, None, False)
