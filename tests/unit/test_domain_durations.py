@@ -3,11 +3,11 @@
 import math
 
 import pytest
-from hypothesis import example, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from tidegate import ConfigurationError
-from tidegate.domain.durations import format_duration, parse_duration
+from tidegate.domain.durations import MAX_DURATION, format_duration, parse_duration
 
 UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -36,9 +36,15 @@ def test_format_then_parse_round_trips_whole_seconds(seconds):
 def test_a_sum_of_unit_parts_is_the_sum_of_its_values(chunks):
     text = "".join(f"{value}{unit}" for value, unit in chunks)
     expected = sum(value * UNITS[unit] for value, unit in chunks)
+    assume(expected <= MAX_DURATION)  # past it is refused (the test below)
     assert math.isclose(parse_duration(text), expected, rel_tol=1e-12, abs_tol=1e-9)
     assert math.isclose(parse_duration(text.upper()), expected, rel_tol=1e-12, abs_tol=1e-9)
     assert math.isclose(parse_duration(f"  {text} "), expected, rel_tol=1e-12, abs_tol=1e-9)
+
+
+def test_a_duration_past_a_hundred_years_is_refused():
+    with pytest.raises(ConfigurationError, match="out of range"):
+        parse_duration("36501d")
 
 
 @given(st.floats(min_value=0, max_value=1e9, allow_nan=False) | st.integers(min_value=0, max_value=10**9))
