@@ -76,6 +76,7 @@ def test_the_executor_compares_and_hashes_by_value_and_needs_no_cluster_to_decla
 def test_a_run_id_that_is_no_label_value_is_hashed():
     assert run_label(RUN) == RUN
     assert re.fullmatch(r"h-[0-9a-f]{40}", run_label("run/with:odd chars"))
+    assert re.fullmatch(r"h-[0-9a-f]{40}", run_label(RUN + "\n"))  # `$` would let a trailing newline pass
 
 
 @pytest.mark.parametrize(
@@ -83,6 +84,7 @@ def test_a_run_id_that_is_no_label_value_is_hashed():
     [
         ({"max_concurrent_steps": 0}, "max_concurrent_steps"),
         ({"namespace": "Not_A_Name"}, "namespace"),
+        ({"namespace": "default\n"}, "namespace"),  # `$` would let a trailing newline pass
         ({"active_deadline_seconds": 0}, "active_deadline_seconds"),
         ({"resources": {"cpu": 1}}, "resources"),
         # a plain-text URL would win over the Secret's and be readable by anyone who can get Jobs

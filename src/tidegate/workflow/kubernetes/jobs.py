@@ -24,7 +24,7 @@ ANNOTATION_STEP_KEY = "tidegate.dev/step-key"
 CONTAINER = "step"
 POD_ENTRY = "tidegate.steppod"
 FINISHED_JOB_TTL = 3600  # seconds the cluster keeps a finished Job that tidegate did not delete
-_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 
 def _digest(text: str, length: int) -> str:
@@ -33,7 +33,7 @@ def _digest(text: str, length: int) -> str:
 
 def run_label(run_id: str) -> str:
     """The run's label value: its id when that is a valid label value, else a hash of it."""
-    return run_id if _LABEL_VALUE.match(run_id) else "h-" + _digest(run_id, 40)
+    return run_id if _LABEL_VALUE.fullmatch(run_id) else "h-" + _digest(run_id, 40)
 
 
 def step_label(step_key: str) -> str:

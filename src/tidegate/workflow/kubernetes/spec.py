@@ -14,7 +14,7 @@ from types import MappingProxyType
 from tidegate.domain.errors import ConfigurationError
 from tidegate.storage.urls import DATABASE_ENV
 
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DEFAULT_SECRET_KEY = "url"
 WATCH_SECONDS = 60  # a watch request ends after this long (server side), then resumes from its resource version
 BACKSTOP_POLL_SECONDS = 30.0  # a full re-list this often, in case a watch missed something
@@ -54,7 +54,7 @@ class KubernetesSpec:
             if not isinstance(value, str) or not value:
                 raise ConfigurationError(f"Executor.kubernetes: {name} must be a non-empty string, got {value!r}")
         for name in ("namespace", "store_secret"):
-            if not DNS_LABEL.match(getattr(self, name)):
+            if not DNS_LABEL.fullmatch(getattr(self, name)):
                 raise ConfigurationError(
                     f"Executor.kubernetes: {name} {getattr(self, name)!r} is not a valid Kubernetes name"
                 )
