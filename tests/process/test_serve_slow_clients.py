@@ -1,4 +1,5 @@
-"""`tidegate serve` under slow clients: a request's headers have a deadline (TIDEGATE_HEADER_TIMEOUT).
+"""`tidegate serve` under slow clients: a request's headers have a deadline (TIDEGATE_HEADER_TIMEOUT),
+and so has its body (TIDEGATE_BODY_TIMEOUT).
 
 uvicorn alone never closes a connection that trickles header lines (each byte
 resets its keep-alive timer) or one that sends nothing at all. Here 50 slow
@@ -7,7 +8,8 @@ timeout is 1 s, one does so for its second request on a kept-alive
 connection, and one client sends nothing: each is closed within the
 timeout plus slack, while an ordinary request is answered meanwhile and an
 event stream is not cut by the deadline (it applies to headers, not to
-responses).
+responses). A client that sends its headers and then trickles the body it
+declared is answered 408 at the body's deadline.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, int]]:
     port = _free_port()
     path = os.pathsep.join(filter(None, [str(REPO_ROOT / "src"), str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     environment = {key: value for key, value in os.environ.items() if not key.startswith("TIDEGATE_")}
-    environment.update(PYTHONPATH=path, TIDEGATE_HEADER_TIMEOUT=f"{TIMEOUT}s")
+    environment.update(PYTHONPATH=path, TIDEGATE_HEADER_TIMEOUT=f"{TIMEOUT}s", TIDEGATE_BODY_TIMEOUT=f"{TIMEOUT}s")
     database = f"sqlite:///{tmp_path / 'slow.db'}"
     log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115 - closed below
     process = subprocess.Popen(
@@ -135,3 +137,32 @@ def test_slow_clients_are_closed_at_the_header_deadline_while_requests_are_answe
     assert all(said.startswith(b"HTTP/1.1 408 ") for _, said in closed[:-1])  # a partial request is told
     assert closed[-1][1] == b""  # one that sent nothing is closed without an answer
     assert streamed >= 2.5  # a response is not cut by the deadline
+
+
+async def _slow_body(host: str, port: int) -> tuple[float, bytes]:
+    """Seconds until the server answered a submit whose declared body trickles a byte every 0.3 s."""
+    reader, writer = await asyncio.open_connection(host, port)
+    started = time.monotonic()
+    writer.write(
+        b"POST /api/v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 200\r\n\r\n{"
+    )
+    try:
+        while time.monotonic() - started < TRICKLE:
+            try:
+                said = await asyncio.wait_for(reader.read(4096), 0.3)
+            except TimeoutError:
+                writer.write(b" ")
+                await writer.drain()
+                continue
+            return time.monotonic() - started, said
+        return float("inf"), b""
+    finally:
+        writer.close()
+
+
+def test_a_body_that_trickles_is_answered_408_at_its_deadline(served: tuple[str, int]) -> None:
+    seconds, said = asyncio.run(_slow_body(*served))
+    assert seconds <= TIMEOUT + SLACK, f"the trickled body was still read after {seconds}s"
+    assert said.startswith(b"HTTP/1.1 408 "), said[:200]
+    assert b"TIDEGATE_BODY_TIMEOUT" in said

@@ -43,7 +43,7 @@ from tidegate.api.stream import EventStreams
 from tidegate.api.submission import Known, store_each
 from tidegate.api.throttle import FailureThrottle
 from tidegate.api.timing import RequestTiming
-from tidegate.app import App
+from tidegate.app import App, settings
 
 OPENAPI_URL = f"{routing.PREFIX}/openapi.json"
 DOCS_URL = "/api/docs"
@@ -71,7 +71,8 @@ def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False
     api.state.refusals = Refusals[Known]()
     api.state.group_commit = GroupCommit(partial(store_each, app, api.state.metrics))
     api.state.event_streams = EventStreams.from_environment(lambda: app.store)
-    api.add_middleware(BodyLimit, max_bytes=app.max_payload + OPTIONS_ROOM)
+    body_timeout = settings.duration_setting("TIDEGATE_BODY_TIMEOUT")
+    api.add_middleware(BodyLimit, max_bytes=app.max_payload + OPTIONS_ROOM, timeout=body_timeout)
     api.add_middleware(SameOrigin)  # every change, the API's and the dashboard's forms: from its own pages only
     api.add_middleware(RequestTiming, histogram=api.state.metrics.latency)  # a 413 is timed too
     _trace_routes(api)  # outermost: a request's span covers everything it cost

@@ -81,6 +81,13 @@ TUNABLES = {
         meaning="`serve`: a request's headers must arrive within this of the connection"
         " opening (or of a later request's first byte)",
     ),
+    # the same attack on the body: a client trickling a declared body held a request open for good
+    "TIDEGATE_BODY_TIMEOUT": Tunable(
+        "30s",
+        1.0,
+        600.0,
+        meaning="the HTTP API: a request's body must arrive within this of the app's first read of it (else 408)",
+    ),
 }
 
 
