@@ -8,6 +8,7 @@ Every type a user passes to or receives from the public API is exported here
 from tidegate.app import App, RunHandle, Task, TaskOptions
 from tidegate.app.keywords import StepKeywords, TaskKeywords, WorkflowKeywords
 from tidegate.app.steps import WorkflowTask
+from tidegate.domain.attempts import AttemptCount
 from tidegate.domain.backpressure import Pace
 from tidegate.domain.blocking import QueuedShape
 from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
@@ -64,6 +65,7 @@ from tidegate.domain.scopes import Rules, ScopeNeed
 from tidegate.domain.steps import (
     PoolConfig,
     PoolStatus,
+    PoolWaiter,
     ScopeUse,
     SlotGrant,
     SlotRequest,
@@ -90,6 +92,7 @@ __all__ = [
     "AdmissionRejected",
     "App",
     "ArgumentMismatch",
+    "AttemptCount",
     "AttemptFencedOut",
     "Cancelled",
     "CheckedUnique",
@@ -126,6 +129,7 @@ __all__ = [
     "PoolNotFound",
     "PoolRequestTooLarge",
     "PoolStatus",
+    "PoolWaiter",
     "PruneReport",
     "QueueConfig",
     "QueueCounts",

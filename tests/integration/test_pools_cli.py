@@ -100,19 +100,23 @@ def test_pools_list_shows_limits_usage_pending_and_unconfigured_pools(busy, url)
     assert lines[0].index("claimed") + len("claimed") == lines[2].index("4/5") + len("4/5")
 
 
-def test_pools_info_shows_the_header_and_every_holder(busy, url):
+def test_pools_info_shows_the_header_every_holder_and_every_waiting_step(busy, url):
     _, run_ids = busy
     result = invoke("pools", "info", "database", "--database", url)
     assert result.exit_code == 0, result.output
     lines = [line.rstrip() for line in result.stdout.splitlines() if line.strip()]
     assert lines[0] == "Pool: database   limit 5   lease 5m   claimed 4/5   pending 1"
     assert re.split(r"\s{2,}", lines[1].strip()) == ["RUN", "STEP", "SLOTS", "CLAIMED", "LEASE EXPIRES"]
-    rows = [re.split(r"\s+", line.strip()) for line in lines[3:]]
+    rows = [re.split(r"\s+", line.strip()) for line in lines[3:5]]
     assert [(row[0], row[1], row[2]) for row in rows] == [
         (run_ids[0], "heavy_query[3]", "2"),
         (run_ids[1], "heavy_query[4]", "2"),
     ]
     assert all(re.fullmatch(r"\d\d:\d\d:\d\d", cell) for row in rows for cell in row[3:5])
+    assert lines[5].strip() == "waiting for slots"
+    assert re.split(r"\s{2,}", lines[6].strip()) == ["RUN", "STEP", "SLOTS", "WAITING SINCE"]
+    [waiting] = [re.split(r"\s+", line.strip()) for line in lines[8:]]
+    assert waiting[:3] == [run_ids[2], "publish", "2"] and re.fullmatch(r"\d\d:\d\d:\d\d", waiting[3])
 
 
 def test_pools_set_and_its_one_line_errors(busy, url):

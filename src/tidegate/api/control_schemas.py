@@ -86,8 +86,19 @@ class PoolHolder(BaseModel):
     lease_expires_at: datetime
 
 
+class PoolWaiting(BaseModel):
+    """A step of a running run waiting for slots of the pool (one of those `pending` counts)."""
+
+    run_id: str
+    step_key: str
+    attempt: int
+    slots: int = Field(description="The slots it asks of this pool.")
+    waiting_since: datetime | None = Field(description="When its wait began; null if its event was pruned.")
+
+
 class PoolDetail(Pool):
     holders: list[PoolHolder]
+    waiting: list[PoolWaiting] = Field(description="The steps waiting for its slots, longest waiting first.")
 
 
 class PoolUpdate(_Strict):

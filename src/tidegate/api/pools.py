@@ -38,7 +38,9 @@ def show_pool(name: PoolName, request: Request) -> dict[str, Any]:
     status = pool_config.find_pool(store, name)
     if status is None:
         raise PoolNotFound(f"no pool named {name!r}: configure it with PUT /api/v1/pools/{name}")
-    return {**status.document(), "holders": [holder.document() for holder in pool_config.pool_holders(store, name)]}
+    holders = [holder.document() for holder in pool_config.pool_holders(store, name)]
+    waiting = [waiter.document() for waiter in pool_config.pool_waiters(store, name)]
+    return {**status.document(), "holders": holders, "waiting": waiting}
 
 
 @router.put(

@@ -101,7 +101,16 @@ class Run(BaseModel):
     tags: dict[str, str]
     concurrency_key: str | None
     attempt: int
-    max_attempts: int
+    max_attempts: int = Field(
+        description="The budget in force: `declared_max_attempts` plus every uncharged attempt and manual retry."
+    )
+    declared_max_attempts: int = Field(description="The `max_attempts` the task or the submit gave the run.")
+    uncharged_attempts: dict[str, int] = Field(
+        description="Attempts that did not count against the budget, by cause: `child_wait` (it ended waiting "
+        "on children), `worker_shutdown` (handed back by a worker shutting down), `lost_worker` (lost with its "
+        "worker and not charged to it)."
+    )
+    manual_retries: int = Field(description="Retries by an operator (`POST /runs/{id}/retry`), one attempt each.")
     submitted_at: datetime
     scheduled_at: datetime
     started_at: datetime | None

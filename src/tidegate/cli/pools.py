@@ -24,7 +24,7 @@ from tidegate.cli.options import Database, JsonOutput
 from tidegate.cli.render import print_json, short_time, stdout
 from tidegate.domain.durations import format_duration
 from tidegate.domain.model import HolderRecord
-from tidegate.domain.steps import PoolStatus
+from tidegate.domain.steps import PoolStatus, PoolWaiter
 from tidegate.domain.tunables import DEFAULT_POOL_LEASE
 from tidegate.engine import pool_config
 from tidegate.engine.pool_config import change_pool, find_pool, parse_pool_limit, pool_holders, reset_pool_limit
@@ -102,17 +102,21 @@ def info(pool: PoolName, database: Database = DEFAULT_DATABASE, json_output: Jso
     with existing_store(database) as store:
         status = find_pool(store, pool)  # a name no pool can have is refused before it reaches SQL
         holders = pool_holders(store, pool) if status is not None else []
+        waiting = pool_config.pool_waiters(store, pool) if status is not None else []
         known = ", ".join(sorted(each.name for each in pool_config.list_pools(store))) or "none yet"
     if status is None:
         raise CommandError(f"no pool named {pool!r} (pools: {known})")
     if json_output:
-        print_json({**status.document(), "holders": [holder.document() for holder in holders]})
+        documents = {"holders": [holder.document() for holder in holders], "waiting": [w.document() for w in waiting]}
+        print_json({**status.document(), **documents})
         return
     stdout.print(header(status))
     if holders:
         stdout.print(holders_table(holders))
     else:
         stdout.print(Text("no step holds slots of this pool", style="dim"))
+    if waiting:
+        stdout.print(waiting_table(waiting))
 
 
 def header(pool: PoolStatus) -> Text:
@@ -127,6 +131,19 @@ def header(pool: PoolStatus) -> Text:
         f"   pending {pool.pending}",
         *(("   source ", source_text(pool)) if pool.source == "override" else ()),
     )
+
+
+def waiting_table(waiting: list[PoolWaiter]) -> Table:
+    """The steps the header's `pending` counts: what each asks and since when it waits."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0), title="waiting for slots")
+    table.add_column("RUN", no_wrap=True, style="bold")
+    table.add_column("STEP", no_wrap=True)
+    table.add_column("SLOTS", justify="right", no_wrap=True)
+    table.add_column("WAITING SINCE", no_wrap=True)
+    for waiter in waiting:
+        since = "-" if waiter.since is None else short_time(waiter.since)
+        table.add_row(waiter.run_id, Text(waiter.step_key), str(waiter.slots), since)
+    return table
 
 
 def holders_table(holders: list[HolderRecord]) -> Table:

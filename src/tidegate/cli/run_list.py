@@ -25,6 +25,7 @@ from tidegate.cli.fit import Cell, Column, fitted_table
 from tidegate.cli.options import Database, JsonOutput, check_queue_filter
 from tidegate.cli.render import print_json, short_time, status_text, stdout
 from tidegate.cli.scopes import age_text
+from tidegate.domain import attempts
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.model import RunRecord, RunStatus, WorkerRecord
 from tidegate.engine import queues
@@ -68,6 +69,8 @@ def run_json(
     worker = (workers or {}).get(run.worker_id or "") if stuck else None
     return {
         **{name: getattr(run, name) for name in RunRecord.__dataclass_fields__},
+        "declared_max_attempts": run.declared_max_attempts,
+        "uncharged_attempts": run.uncharged_attempts,
         "block_reason": blocks.reason(run),
         "stuck": stuck,
         "last_heartbeat": None if worker is None else worker.heartbeat_at,
@@ -144,7 +147,7 @@ RUN_COLUMNS = [
     Column("task"),  # names wrap only between words: never inside one
     Column("queue"),
     Column("status", identifier=True),
-    Column("try", drop=4, identifier=True, options={"justify": "right"}),  # attempt/max_attempts
+    Column("try", drop=4, identifier=True, options={"justify": "right"}),  # attempts.compact: attempt/declared +added
     Column("prio", drop=2, options={"justify": "right"}),
     Column("submitted", drop=3, identifier=True),
     Column("finished", drop=1, identifier=True),
@@ -169,7 +172,7 @@ def runs_table(
             Text(run.task),
             Text(run.queue),
             run_status_text(run, now, workers),
-            f"{run.attempt}/{run.max_attempts}",
+            attempts.compact(run.attempts),
             str(run.priority),
             short_time(run.submitted_at, local_now),
             short_time(run.finished_at, local_now),
@@ -197,7 +200,7 @@ def stuck_table(runs: list[RunRecord], workers: dict[str, WorkerRecord], now: da
             [
                 run.id,
                 Text(run.task),
-                f"{run.attempt}/{run.max_attempts}",
+                attempts.compact(run.attempts),
                 age_text(expired) + " ago",
                 heartbeat_text(run, workers, now),
             ]

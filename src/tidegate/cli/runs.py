@@ -35,6 +35,7 @@ from tidegate.cli.render import (
     stdout,
 )
 from tidegate.cli.scopes import age_text, reason_text
+from tidegate.domain import attempts
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import EventRecord, RunRecord, RunStatus, WorkerRecord
 from tidegate.domain.steps import StepRecord, StepStatus
@@ -100,7 +101,7 @@ def run_details(
     if run.parent_id is not None:
         fields.add_row("parent", Text(f"{run.parent_id} (root {run.root_id}, depth {run.depth})"))
     fields.add_row("priority", str(run.priority))
-    fields.add_row("attempt", f"{run.attempt} of {run.max_attempts}")
+    fields.add_row("attempt", attempts.describe(run.attempts))
     fields.add_row("args", _json(run.args))
     if run.tags:
         fields.add_row("tags", Text(" ".join(f"{key}={value}" for key, value in sorted(run.tags.items()))))
@@ -287,7 +288,7 @@ def retry(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
             (run.id, "bold"),
             f" ({run.task}): ",
             status_text(run.status),
-            (f"  (attempt {run.attempt + 1} of {run.max_attempts} next; its history is kept)", "dim"),
+            (f"  (attempt {attempts.describe(attempts.following(run.attempts))} next; its history is kept)", "dim"),
         ),
         soft_wrap=True,
     )

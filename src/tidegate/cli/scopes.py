@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tidegate.cli.render import short_time, status_text
+from tidegate.domain import attempts
 from tidegate.domain.blocking import Verdict, paused_text
 from tidegate.domain.children import resume_rule
 from tidegate.domain.leases import stuck
@@ -143,7 +144,7 @@ def _not_queued_detail(run: RunRecord, now: datetime) -> str:
         since = f", started {age_text((now - run.started_at).total_seconds())} ago" if run.started_at else ""
         worker = f" on worker {run.worker_id}" if run.worker_id else ""
         cancel = " (cancel requested)" if run.cancel_requested else ""
-        return f"attempt {run.attempt} of {run.max_attempts}{worker}{since}{cancel}"
+        return f"attempt {attempts.describe(run.attempts)}{worker}{since}{cancel}"
     finished = f"finished {age_text((now - run.finished_at).total_seconds())} ago" if run.finished_at else "finished"
     if run.status is RunStatus.FAILED:
         return f"{finished} (details: tidegate runs show {run.id})"

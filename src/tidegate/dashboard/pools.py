@@ -18,7 +18,7 @@ from tidegate.dashboard.access import FormDep, Viewer, ViewerDep
 from tidegate.dashboard.render import app_of, now_of, page, redirect
 from tidegate.domain.errors import TidegateError
 from tidegate.domain.model import HolderRecord
-from tidegate.domain.steps import PoolStatus
+from tidegate.domain.steps import PoolStatus, PoolWaiter
 from tidegate.engine import pool_config
 
 router = APIRouter()
@@ -29,6 +29,7 @@ NEAR_EXPIRY = 1 / 3  # a lease with less than this share of its duration left is
 class PoolCard:
     status: PoolStatus
     holders: list[HolderRecord]
+    waiting: list[PoolWaiter]  # the steps its `pending` counts
 
 
 def expiry_class(holder: HolderRecord, lease_seconds: float | None, now: datetime) -> str:
@@ -47,7 +48,10 @@ def pools_page(request: Request, viewer: ViewerDep) -> Response:
 
 def _render(request: Request, viewer: Viewer, error: str | None = None) -> Response:
     store = app_of(request).store
-    cards = [PoolCard(status, pool_config.pool_holders(store, status.name)) for status in pool_config.list_pools(store)]
+    cards = [
+        PoolCard(status, pool_config.pool_holders(store, status.name), pool_config.pool_waiters(store, status.name))
+        for status in pool_config.list_pools(store)
+    ]
     configured = [card.status for card in cards if card.status.limit is not None]
     summary = {
         "pools": len(cards),

@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse, RedirectResponse
 from tidegate.app import App
 from tidegate.dashboard.access import Viewer
 from tidegate.dashboard.graph import row_id
+from tidegate.domain import attempts
 from tidegate.domain.durations import format_duration
 from tidegate.domain.model import EventType
 
@@ -95,6 +96,8 @@ def scope_id(scope: str) -> str:
 
 
 _env.filters.update(clock=clock, duration=duration, chips=chips, scope_id=scope_id, exact=exact, row_id=row_id)
+# A run's attempts in words (a page) or in a cell, as the CLI says them (domain/attempts.py).
+_env.filters.update(attempts=attempts.describe, attempts_cell=attempts.compact)
 _env.globals.update(
     level=level,
     percent=percent,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from tidegate.domain.attempts import AttemptCount
 from tidegate.domain.jsonvalue import JSONValue
 from tidegate.domain.keys import CheckedUnique, UniqueClaim
 from tidegate.domain.parameters import TaskParameters
@@ -196,6 +197,28 @@ class RunRecord:
     wait_released: list[str] | None = None  # while waiting: the run-level scopes it released
     wait_kept: list[str] | None = None  # while waiting: the run-level scopes it keeps
     wait_any: bool = False  # while waiting: queued again when any awaited child ends (map_children's window)
+    # What grew `max_attempts` beyond the declared budget, by cause (domain/attempts.py).
+    child_waits: int = 0
+    worker_shutdowns: int = 0
+    lost_workers: int = 0
+    manual_retries: int = 0
+
+    @property
+    def attempts(self) -> AttemptCount:
+        """Its attempt, budget and uncharged attempts, as every face words them (`attempts.describe`)."""
+        return AttemptCount(
+            self.attempt, self.max_attempts, self.child_waits, self.worker_shutdowns, self.lost_workers,
+            self.manual_retries,
+        )  # fmt: skip
+
+    @property
+    def declared_max_attempts(self) -> int:
+        """The `max_attempts` the run was given, before any uncharged attempt or manual retry grew it."""
+        return self.attempts.declared
+
+    @property
+    def uncharged_attempts(self) -> dict[str, int]:
+        return self.attempts.uncharged_by_cause()
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,6 +78,7 @@ class Rescue:
     error: str | None  # set when the rescue fails the run
     why: str
     group: str | None = None  # the suspects' group it runs in next (None when it does not go back)
+    uncharged: bool = False  # it goes back with its budget grown: counted as a lost worker's (domain/attempts.py)
 
     def metadata(self, lost: LostAttempt) -> dict[str, object]:
         return {
@@ -155,7 +156,9 @@ def _verdict(lost: LostAttempt, charged: bool, alone: bool, group: str | None, s
         else:
             others = "other run" if lost.beside == 1 else "other runs"
             why = f"{cause} while it ran beside {lost.beside} {others}: not charged; {next_round}"
-        return Rescue(lost.run_id, lost.attempt, "queued", False, True, grown(lost.max_attempts), None, why, group)
+        return Rescue(
+            lost.run_id, lost.attempt, "queued", False, True, grown(lost.max_attempts), None, why, group, uncharged=True
+        )
     if alone:
         how = "alone as a suspect" if lost.suspect else "alone"
     else:

@@ -33,6 +33,27 @@ class StepStatus(str, enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class PoolWaiter:
+    """A step waiting for slots of a pool: one of the steps its `pending` counts."""
+
+    run_id: str
+    step_key: str
+    attempt: int  # the run's attempt the step waits in
+    slots: int  # what it asks of this pool
+    since: datetime | None  # when this wait began (its StepSlotWaiting event); None if that event is gone
+
+    def document(self) -> dict[str, Any]:
+        """A waiting step as `pools info --json` and `GET /api/v1/pools/{name}` show it."""
+        return {
+            "run_id": self.run_id,
+            "step_key": self.step_key,
+            "attempt": self.attempt,
+            "slots": self.slots,
+            "waiting_since": self.since,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class PoolConfig:
     """A configured pool: at most `limit` slots held at once, each claim leased for `lease_seconds`."""
 

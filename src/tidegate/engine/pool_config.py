@@ -17,7 +17,7 @@ from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError, InvalidArgument
 from tidegate.domain.model import HolderRecord
 from tidegate.domain.pools import check_pool_limit, check_pool_name
-from tidegate.domain.steps import PoolConfig, PoolStatus
+from tidegate.domain.steps import PoolConfig, PoolStatus, PoolWaiter
 from tidegate.domain.tunables import DEFAULT_POOL_LEASE, MIN_LEASE
 from tidegate.storage.port import Store
 
@@ -70,6 +70,11 @@ def find_pool(store: Store, pool: Any) -> PoolStatus | None:
 
 def pool_holders(store: Store, pool: str) -> list[HolderRecord]:
     return store.pool_holders(pool)
+
+
+def pool_waiters(store: Store, pool: str) -> list[PoolWaiter]:
+    """The steps a pool's `pending` counts: what the CLI, the API and the dashboard list."""
+    return store.pool_waiters(pool)
 
 
 def change_pool(store: Store, pool: Any, limit: Any, lease_duration: Any = None) -> PoolChange:

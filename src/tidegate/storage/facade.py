@@ -38,7 +38,16 @@ from tidegate.domain.model import (
 from tidegate.domain.retention import PruneReport
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.domain.scopes import Rules
-from tidegate.domain.steps import PoolConfig, PoolStatus, SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
+from tidegate.domain.steps import (
+    PoolConfig,
+    PoolStatus,
+    PoolWaiter,
+    SlotGrant,
+    SlotRequest,
+    StepFinish,
+    StepRecord,
+    StepUpdate,
+)
 from tidegate.domain.unique import Admission
 from tidegate.storage.port import Fence
 
@@ -298,6 +307,9 @@ class AggregateStore:
 
     def pool_holders(self, pool: str) -> list[HolderRecord]:
         return self._pools.pool_holders(pool)
+
+    def pool_waiters(self, pool: str) -> list[PoolWaiter]:
+        return self._pools.pool_waiters(pool)
 
     def acquire_slots(
         self, fence: Fence, worker_id: str, step_key: str, needs: Mapping[str, int], fixed_limits: Mapping[str, int]

@@ -36,7 +36,16 @@ from tidegate.domain.model import (
 from tidegate.domain.retention import PruneReport
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.domain.scopes import Rules
-from tidegate.domain.steps import PoolConfig, PoolStatus, SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
+from tidegate.domain.steps import (
+    PoolConfig,
+    PoolStatus,
+    PoolWaiter,
+    SlotGrant,
+    SlotRequest,
+    StepFinish,
+    StepRecord,
+    StepUpdate,
+)
 from tidegate.domain.unique import Admission
 from tidegate.storage.submits import Submits
 
@@ -298,6 +307,9 @@ class Store(Protocol):
 
     def pool_holders(self, pool: str) -> list[HolderRecord]:
         """The holders of a pool's slots, oldest claim first."""
+
+    def pool_waiters(self, pool: str) -> list[PoolWaiter]:
+        """The steps waiting for a pool's slots (those `pools` counts pending), longest waiting first."""
 
     def acquire_slots(
         self,

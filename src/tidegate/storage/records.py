@@ -60,6 +60,10 @@ def run_record(row: Mapping[str, Any], to_time: ToTime, to_json: ToJSON) -> RunR
         wait_released=to_json(_optional(row, "wait_released")),
         wait_kept=to_json(_optional(row, "wait_kept")),
         wait_any=_optional(row, "wait_remaining") is not None,  # NULL: a wait on all of them
+        child_waits=row["child_waits"],
+        worker_shutdowns=row["worker_shutdowns"],
+        lost_workers=row["lost_workers"],
+        manual_retries=row["manual_retries"],
     )
 
 

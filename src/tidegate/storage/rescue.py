@@ -71,6 +71,7 @@ def payload(decided: Sequence[tuple[LostAttempt, Rescue]]) -> list[dict[str, Any
                 "status": verdict.status,
                 "error": verdict.error,
                 "max_attempts": verdict.max_attempts,
+                "uncharged": int(verdict.uncharged),
                 "suspect": verdict.suspect,
                 "group": verdict.group,
                 "worker": lost.worker,

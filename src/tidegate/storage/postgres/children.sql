@@ -94,7 +94,7 @@ SELECT EXISTS (SELECT 1 FROM tidegate_runs WHERE status = 'waiting' AND wait_kep
 -- budget is untouched.
 UPDATE tidegate_runs SET
     status = 'waiting', worker_id = NULL, lease_expires_at = NULL,
-    max_attempts = least(max_attempts, %(most_attempts)s::integer - 1) + 1,
+    max_attempts = least(max_attempts, %(most_attempts)s::integer - 1) + 1, child_waits = child_waits + 1,
     wait_kept = %(kept)s::jsonb, wait_released = %(released)s::jsonb, wait_remaining = %(remaining)s::integer,
     waiting_since = tidegate_now()
 WHERE id = %(id)s::text AND attempt = %(attempt)s::integer AND status = 'running';

@@ -40,6 +40,7 @@ WITH locked AS (
         status = CASE WHEN r.cancel_requested THEN 'canceled' ELSE 'queued' END,
         finished_at = CASE WHEN r.cancel_requested THEN tidegate_now() ELSE NULL END,
         max_attempts = least(r.max_attempts, %(most_attempts)s::integer - 1) + 1,  -- domain.integers.grown
+        worker_shutdowns = r.worker_shutdowns + 1,
         worker_id = NULL, lease_expires_at = NULL
     FROM unnest(%(ids)s::text[], %(attempts)s::integer[]) WITH ORDINALITY AS f(id, attempt, n), locked AS l
     WHERE r.id = f.id AND l.id = f.id AND r.attempt = f.attempt
@@ -99,19 +100,19 @@ FROM lost AS l LEFT JOIN tidegate_workers AS w ON w.id = l.worker_id ORDER BY l.
 -- name: sweep_recover
 -- Writes the rescue's verdicts (locked by sweep_lost in this transaction):
 -- re-queued (keeping its place: scheduled_at is not moved), failed or
--- canceled, with `max_attempts` grown when the attempt was not charged, the
+-- canceled, with `max_attempts` grown (counted in lost_workers) when the attempt was not charged, the
 -- suspect flag and group, the worker it was rescued from; frees its holders and
 -- records its event. submitted_at and deadline_at are kept: a recovered
 -- run's dispatch deadline still counts from submission.
 WITH verdicts AS (
     SELECT * FROM jsonb_to_recordset(%(verdicts)s::jsonb) AS v(
-        id text, attempt integer, status text, error text, max_attempts integer, suspect boolean,
+        id text, attempt integer, status text, error text, max_attempts integer, uncharged integer, suspect boolean,
         "group" text, worker text, event text, metadata jsonb)
 ), recovered AS (
     UPDATE tidegate_runs AS r SET
         status = v.status, error = coalesce(v.error, r.error),
         finished_at = CASE WHEN v.status = 'queued' THEN NULL ELSE tidegate_now() END,
-        max_attempts = v.max_attempts, suspect = v.suspect, suspect_group = v."group", rescued_from = v.worker,
+        max_attempts = v.max_attempts, lost_workers = r.lost_workers + v.uncharged, suspect = v.suspect, suspect_group = v."group", rescued_from = v.worker,
         worker_id = NULL, lease_expires_at = NULL
     FROM verdicts AS v
     WHERE r.id = v.id AND r.attempt = v.attempt AND r.status = 'running'

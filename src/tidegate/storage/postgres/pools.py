@@ -12,7 +12,7 @@ from collections.abc import Callable
 from tidegate.domain import pool_settings
 from tidegate.domain.model import HolderRecord
 from tidegate.domain.pool_settings import PoolRow
-from tidegate.domain.steps import PoolConfig, PoolStatus
+from tidegate.domain.steps import PoolConfig, PoolStatus, PoolWaiter
 from tidegate.storage import pool_rows, records
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import event_params, to_time
@@ -48,3 +48,7 @@ class Pools(pool_rows.PoolSettingVerbs, Aggregate):
 
     def pool_holders(self, pool: str) -> list[HolderRecord]:
         return [records.holder_record(row, to_time) for row in self._fetch_dicts("pool_holders", {"pool": pool})]
+
+    def pool_waiters(self, pool: str) -> list[PoolWaiter]:
+        rows = self._fetch_dicts("pool_waiters", {"pool": pool})
+        return [PoolWaiter(r["run_id"], r["step_key"], r["attempt"], r["slots"], to_time(r["since"])) for r in rows]

@@ -52,6 +52,17 @@ LEFT JOIN claimed AS c ON c.name = n.name
 LEFT JOIN pending AS w ON w.name = n.name
 ORDER BY n.name COLLATE "C";
 
+-- name: pool_waiters
+-- The steps `pools` counts pending for one pool, longest waiting first: since is the event their
+-- wait recorded (acquire_slots_waiting: the first wait of this attempt for these slots).
+SELECT s.run_id, s.step_key, s.attempt, (s.waiting_for ->> ('pool:' || %(pool)s::text))::integer AS slots,
+       (SELECT max(e.at) FROM tidegate_events AS e
+        WHERE e.run_id = s.run_id AND e.step_key = s.step_key AND e.type = 'StepSlotWaiting') AS since
+FROM tidegate_steps AS s
+JOIN tidegate_runs AS r ON r.id = s.run_id AND r.status = 'running' AND r.attempt = s.attempt
+WHERE s.waiting_for IS NOT NULL AND s.waiting_for ? ('pool:' || %(pool)s::text)
+ORDER BY since NULLS LAST, s.run_id, s.step_key;
+
 -- name: pool_holders
 SELECT scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at FROM tidegate_holders
 WHERE scope = 'pool:' || %(pool)s::text ORDER BY claimed_at, holder;

@@ -50,7 +50,7 @@ SELECT scope FROM tidegate_holders WHERE run_id = :id AND holder = :id;
 -- budget is untouched.
 UPDATE tidegate_runs SET
     status = 'waiting', worker_id = NULL, lease_expires_at = NULL,
-    max_attempts = min(max_attempts, :most_attempts - 1) + 1,
+    max_attempts = min(max_attempts, :most_attempts - 1) + 1, child_waits = child_waits + 1,
     wait_kept = :kept, wait_released = :released, wait_remaining = :remaining, waiting_since = :now
 WHERE id = :id AND attempt = :attempt AND status = 'running'
 RETURNING id;

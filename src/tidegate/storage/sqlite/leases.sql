@@ -18,6 +18,7 @@ UPDATE tidegate_runs SET
     status = iif(cancel_requested, :if_canceled, 'queued'),
     finished_at = iif(iif(cancel_requested, :if_canceled, 'queued') = 'queued', NULL, :now),
     max_attempts = min(max_attempts, :most_attempts - 1) + 1,  -- domain.integers.grown
+    worker_shutdowns = worker_shutdowns + 1,
     worker_id = NULL, lease_expires_at = NULL
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
       FROM json_each(:fences)) AS f
@@ -55,16 +56,17 @@ ORDER BY r.id;
 
 -- name: sweep_recover
 -- Writes the rescue's verdicts: re-queued (keeping its place: scheduled_at is
--- not moved), failed or canceled, with max_attempts grown when the attempt was
--- not charged, the suspect flag and group, and the worker it was rescued from.
+-- not moved), failed or canceled, with max_attempts grown (and counted in
+-- lost_workers) when the attempt was not charged, the suspect flag and group, and the worker it was rescued from.
 UPDATE tidegate_runs SET
     status = v.status, error = coalesce(v.error, tidegate_runs.error),
     finished_at = CASE WHEN v.status = 'queued' THEN NULL ELSE :now END,
-    max_attempts = v.max_attempts, suspect = v.suspect, suspect_group = v.suspect_group, rescued_from = v.worker,
+    max_attempts = v.max_attempts, lost_workers = lost_workers + v.uncharged, suspect = v.suspect, suspect_group = v.suspect_group, rescued_from = v.worker,
     worker_id = NULL, lease_expires_at = NULL
 FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.attempt') AS attempt,
              json_extract(value, '$.status') AS status, json_extract(value, '$.error') AS error,
-             json_extract(value, '$.max_attempts') AS max_attempts, json_extract(value, '$.suspect') AS suspect,
+             json_extract(value, '$.max_attempts') AS max_attempts, json_extract(value, '$.uncharged') AS uncharged,
+             json_extract(value, '$.suspect') AS suspect,
              json_extract(value, '$.group') AS suspect_group, json_extract(value, '$.worker') AS worker
       FROM json_each(:verdicts)) AS v
 WHERE tidegate_runs.id = v.id AND tidegate_runs.attempt = v.attempt AND +tidegate_runs.status = 'running'

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from tidegate.domain import pool_settings
 from tidegate.domain.model import HolderRecord
 from tidegate.domain.pool_settings import PoolRow
-from tidegate.domain.steps import PoolConfig, PoolStatus
+from tidegate.domain.steps import PoolConfig, PoolStatus, PoolWaiter
 from tidegate.storage import pool_rows, records
 from tidegate.storage.sqlite.database import Aggregate
 from tidegate.storage.sqlite.payloads import event_row, to_time
@@ -44,3 +44,7 @@ class Pools(pool_rows.PoolSettingVerbs, Aggregate):
     def pool_holders(self, pool: str) -> list[HolderRecord]:
         rows = self._connection().execute(self._q("pool_holders"), {"pool": pool})
         return [records.holder_record(row, to_time) for row in rows]
+
+    def pool_waiters(self, pool: str) -> list[PoolWaiter]:
+        rows = self._connection().execute(self._q("pool_waiters"), {"pool": pool})
+        return [PoolWaiter(run_id, key, attempt, slots, to_time(since)) for run_id, key, attempt, slots, since in rows]
