@@ -28,7 +28,8 @@ POOL_SIZE = 20  # server sessions per (alias, user): more than a test's clients 
 class PgBouncer:
     """A running pgbouncer process; `url` reaches `schema` of `server` through it."""
 
-    def __init__(self, server_host: str, server_port: int, dbname: str, schema: str) -> None:
+    def __init__(self, server_host: str, server_port: int, dbname: str, schema: str, settings: str = "") -> None:
+        """`settings`: more `SET ...;` statements each server session runs first (the alias's connect_query)."""
         self.folder = Path(tempfile.mkdtemp(prefix="tidegate-pgbouncer-"))
         self.folder.chmod(0o755)  # readable by `nobody` after it drops root
         self.port = _free_port()
@@ -38,7 +39,7 @@ class PgBouncer:
         config.write_text(
             "[databases]\n"
             f"{ALIAS} = host={server_host} port={server_port} dbname={dbname}"
-            f" connect_query='SET search_path = {schema}; SET jit = off'\n"
+            f" connect_query='SET search_path = {schema}; SET jit = off; {settings}'\n"
             "[pgbouncer]\n"
             f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
             f"auth_type = trust\nauth_file = {users}\n"
