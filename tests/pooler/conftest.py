@@ -11,6 +11,7 @@ tests/contract/conftest.py (PgBouncer is the PostgreSQL adapter, so the
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,15 +47,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def pgbouncer(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[PgBouncer]:
     """A private PgBouncer in transaction mode for this test's schema; LISTEN goes direct."""
-    import os
-
     if not os.path.exists(BINARY):
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"pgbouncer is not installed ({BINARY}): scripts/setup.sh installs it", pytrace=False)
         pytest.skip(f"pgbouncer is not installed ({BINARY})")
-    base, _, query = postgres_url.partition("?")
     params = conninfo_to_dict(postgres_url)
-    schema = query.removeprefix("options=-csearch_path%3D")
+    schema = postgres_url.partition("?")[2].removeprefix("options=-csearch_path%3D")
     bouncer = PgBouncer(params.get("host", "127.0.0.1"), int(params.get("port", 5432)), params["dbname"], schema)
     monkeypatch.setenv("TIDEGATE_DATABASE_DIRECT", postgres_url)
     try:

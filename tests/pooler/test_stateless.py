@@ -83,7 +83,9 @@ def test_without_a_direct_url_wake_ups_are_left_to_the_polls_said_once(
         with caplog.at_level(logging.WARNING):
             listeners = [store.listen(lambda: None), store.listen(lambda: None)]
         assert all(isinstance(listener, PollOnly) for listener in listeners)
-        warnings = [record.getMessage() for record in caplog.records if "TIDEGATE_DATABASE_DIRECT" in record.getMessage()]
+        warnings = [
+            message for record in caplog.records if "TIDEGATE_DATABASE_DIRECT" in (message := record.getMessage())
+        ]
         assert len(warnings) == 1, warnings
     finally:
         store.close()
@@ -99,15 +101,17 @@ def test_a_bad_pooler_declaration_is_one_line_naming_it(query: str):
 
 
 def test_a_direct_url_that_is_not_postgresql_is_refused():
-    with pytest.raises(ConfigurationError, match="TIDEGATE_DATABASE_DIRECT 'sqlite:///x.db' is not a postgresql"):
+    with pytest.raises(ConfigurationError, match=r"TIDEGATE_DATABASE_DIRECT 'sqlite:///x\.db' is not a postgresql"):
         endpoint("postgresql://h/db?tidegate_pooler=transaction", {"TIDEGATE_DATABASE_DIRECT": "sqlite:///x.db"})
 
 
 def test_the_pooler_parameter_is_removed_and_the_rest_kept():
     found = endpoint("postgresql://h/db?sslmode=disable&tidegate_pooler=transaction&application_name=a", {})
-    assert (found.url, found.pooled, found.listen_url) == ("postgresql://h/db?sslmode=disable&application_name=a", True, None)
-    direct = endpoint("postgresql://h/db?sslmode=disable", {"TIDEGATE_DATABASE_DIRECT": "postgresql://d/db"})
-    assert (direct.url, direct.pooled, direct.listen_url) == ("postgresql://h/db?sslmode=disable", False, "postgresql://h/db?sslmode=disable")
+    kept = "postgresql://h/db?sslmode=disable&application_name=a"
+    assert (found.url, found.pooled, found.listen_url) == (kept, True, None)
+    plain = "postgresql://h/db?sslmode=disable"
+    direct = endpoint(plain, {"TIDEGATE_DATABASE_DIRECT": "postgresql://d/db"})
+    assert (direct.url, direct.pooled, direct.listen_url) == (plain, False, plain)
 
 
 def test_the_offset_is_written_where_the_clock_is_read():
