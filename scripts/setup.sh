@@ -62,3 +62,8 @@ if [ ! -f "$AXE" ]; then
     rm -rf "$packed"
   fi
 fi
+# The PgBouncer suite (tests/pooler/) starts Debian's pgbouncer in transaction mode in front of the test PostgreSQL.
+if ! command -v pgbouncer > /dev/null && [ ! -x /usr/sbin/pgbouncer ] && [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q pgbouncer > /dev/null || { apt-get update -q > /dev/null && apt-get install -y -q pgbouncer > /dev/null; }
+fi

@@ -105,7 +105,9 @@ def execute_sql(database_url: str, statement: str, params: tuple[Any, ...] = ())
             connection.close()
     import psycopg
 
-    with psycopg.connect(database_url, autocommit=True) as connection:
+    from tidegate.storage.postgres.pooler import endpoint
+
+    with psycopg.connect(endpoint(database_url).url, autocommit=True) as connection:  # a pooled URL's too
         cursor = connection.execute(statement.replace("?", "%s"), params)  # type: ignore[arg-type]
         return cursor.fetchall() if cursor.description else []
 

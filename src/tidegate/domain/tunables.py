@@ -132,7 +132,15 @@ OTHERS = {
     "TIDEGATE_DATABASE": Other(
         "sqlite:///.tidegate/tidegate.db",
         "`sqlite:///PATH` or `postgresql://...`",
-        "the store of an `App()` built without a URL, and of every command's `--database`",
+        "the store of an `App()` built without a URL, and of every command's `--database`;"
+        " `?tidegate_pooler=transaction` on a PostgreSQL URL declares a transaction-mode pooler"
+        " (docs/postgres-pooler.md)",
+    ),
+    "TIDEGATE_DATABASE_DIRECT": Other(
+        "unset",
+        "`postgresql://...`",
+        "PostgreSQL behind a transaction-mode pooler: a URL of the same database that bypasses the pooler,"
+        " where wake-ups LISTEN (unset: workers find work by polling, and say so once)",
     ),
     PAYLOAD_SETTING: Other(
         format_size(DEFAULT_MAX_PAYLOAD),

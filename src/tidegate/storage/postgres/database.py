@@ -24,6 +24,7 @@ from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.errors import ConfigurationError
 from tidegate.storage.postgres.connections import Connections
 from tidegate.storage.postgres.connections import first_line as _first_line
+from tidegate.storage.postgres.pooler import check_session_defaults, clocked_sql, endpoint
 from tidegate.storage.sqlfile import load_queries
 from tidegate.storage.urls import masked
 
@@ -34,16 +35,43 @@ SET_CLOCK_OFFSET = "SELECT set_config('tidegate.clock_offset', %(offset)s::text,
 
 
 class Database:
-    """The pool (in autocommit mode) and the named queries of one store."""
+    """The pool (in autocommit mode) and the named queries of one store.
+
+    Through a transaction-mode pooler (`?tidegate_pooler=transaction`, pooler.py)
+    its connections keep no session state: the clock's offset is written into
+    the statements (`query`), nothing is prepared or set per session, and
+    `listen_url` is the direct URL, if any.
+    """
 
     def __init__(self, url: str, *, min_size: int, max_size: int, clock: Clock = SYSTEM_CLOCK) -> None:
         self.clock = clock  # the server's clock is the time; only this clock's offset is applied to it
         self.queries = load_queries("tidegate.storage.postgres")
+        found = endpoint(url)
+        self.pooled = found.pooled
+        self.listen_url = found.listen_url
         self.connections = Connections(
-            url, where=_describe(url), min_size=min_size, max_size=max_size, configure=_configure
+            found.url,
+            where=_describe(found.url),
+            min_size=min_size,
+            max_size=max_size,
+            configure=_configure_pooled if found.pooled else _configure,
         )
         self._offsets: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = weakref.WeakKeyDictionary()
-        self.connection: Callable[[], AbstractContextManager[psycopg.Connection[Any]]] = self._clocked_connection
+        self.connection: Callable[[], AbstractContextManager[psycopg.Connection[Any]]] = (
+            self.connections.connection if found.pooled else self._clocked_connection
+        )
+        if found.pooled:
+            try:
+                with self.connections.connection() as connection:
+                    check_session_defaults(connection, self.connections.where)
+            except BaseException:
+                self.connections.close()
+                raise
+
+    def query(self, name: str) -> str:
+        """The named statement; through a pooler, with the clock's offset written in (no session setting)."""
+        text = self.queries[name]
+        return clocked_sql(text, self.clock.offset) if self.pooled else text
 
     @contextmanager
     def _clocked_connection(self) -> Iterator[psycopg.Connection[Any]]:
@@ -74,7 +102,7 @@ class Aggregate:
         return self._db.connection()
 
     def _q(self, name: str) -> str:
-        return self._db.queries[name]
+        return self._db.query(name)
 
     def _lock_scopes(self, connection: psycopg.Connection[Any], keys: Sequence[str]) -> None:
         """Create (on first use) and lock the scope rows, in key order."""
@@ -171,6 +199,18 @@ CONFIGURE = (
     "SELECT set_config('jit', 'off', false), set_config('plan_cache_mode', %(mode)s, false),"
     " set_config('default_transaction_isolation', 'read committed', false)"
 )
+
+
+def _configure_pooled(connection: psycopg.Connection[Any]) -> None:
+    """Set up a connection to a transaction-mode pooler: nothing that lives in the server's session.
+
+    No prepared statements (the next transaction may run on another server
+    session, which never saw them) and no session settings (they would stay
+    with the server session for whichever client it serves next): JIT and the
+    isolation level come from the role or database (pooler.check_session_defaults).
+    """
+    set_json_loads(_sorted_loads, connection)
+    connection.prepare_threshold = None
 
 
 def _describe(url: str) -> str:

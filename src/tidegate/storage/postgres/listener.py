@@ -50,6 +50,7 @@ from psycopg.pq import ExecStatus
 
 from tidegate.domain.tunables import default_seconds
 from tidegate.storage.postgres.connections import first_line
+from tidegate.storage.postgres.pooler import DIRECT_SETTING, warn_once
 from tidegate.storage.urls import masked
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,41 @@ class _Keepalives(TypedDict):
 
 KEEPALIVES = _Keepalives(keepalives=1, keepalives_idle=10, keepalives_interval=5, keepalives_count=3)
 APPLICATION_NAME = "tidegate-listener"  # tells this connection apart in pg_stat_activity
+
+
+def wake_ups(
+    url: str | None,
+    channel_sql: str,
+    callback: Callable[[], None],
+    connect_timeout: float = 5.0,
+    check_interval: float = CHECK_INTERVAL,
+    own: str | None = None,
+) -> NotifyListener | PollOnly:
+    """A LISTEN on `url`, or, with no URL to listen on (a pooled store without
+    TIDEGATE_DATABASE_DIRECT), nothing: work is then found by the backstop polls."""
+    if url is None:
+        warn_once(
+            "poll-only",
+            "no wake-ups through a transaction-mode pooler: workers find work by polling"
+            " (TIDEGATE_POLL_INTERVAL); set %s to a URL that reaches PostgreSQL directly to listen there",
+            DIRECT_SETTING,
+        )
+        return PollOnly()
+    return NotifyListener(url, channel_sql, callback, connect_timeout, check_interval, own)
+
+
+class PollOnly:
+    """The subscription of a store that cannot LISTEN: no callbacks, no connection.
+
+    A LISTEN through a transaction-mode pooler would sit on whichever server
+    session the pooler lent for it, and hear nothing afterwards. Every waiter
+    of a wake-up also polls (a worker every TIDEGATE_POLL_INTERVAL, a step
+    waiting for pool slots every TIDEGATE_CLAIM_POLL_INTERVAL, the event
+    stream's reader), so without them work is found late, never lost.
+    """
+
+    def close(self) -> None:
+        """Nothing to stop."""
 
 
 class NotifyListener:

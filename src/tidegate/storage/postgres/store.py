@@ -33,7 +33,7 @@ from tidegate.storage.postgres.guard import Guard
 from tidegate.storage.postgres.health import Health
 from tidegate.storage.postgres.leases import Leases
 from tidegate.storage.postgres.limits import Limits
-from tidegate.storage.postgres.listener import CHECK_INTERVAL, NotifyListener
+from tidegate.storage.postgres.listener import CHECK_INTERVAL, NotifyListener, PollOnly, wake_ups
 from tidegate.storage.postgres.pools import Pools
 from tidegate.storage.postgres.queues import Queues
 from tidegate.storage.postgres.retention import Retention
@@ -88,9 +88,9 @@ class PostgresStore(AggregateStore):
 
     # --- wake-ups ----------------------------------------------------------------
 
-    def listen(self, callback: Callable[[], None], own: str | None = None) -> NotifyListener:
-        return NotifyListener(
-            self.url,
+    def listen(self, callback: Callable[[], None], own: str | None = None) -> NotifyListener | PollOnly:
+        return wake_ups(
+            self._db.listen_url,
             self._db.queries["listen_channel"],
             callback,
             connect_timeout=CONNECT_TIMEOUT,
