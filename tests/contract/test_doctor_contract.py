@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tidegate.storage.postgres.connections import POOL_MAX_SIZE, worker_process_bound
+
 from .conftest import claim, completed, enqueue_one, start
 
 DAY = 86400.0
@@ -23,7 +25,10 @@ def test_the_facts_of_a_fresh_store(store, clock, backend):
         assert abs((facts.server_now - facts.now).total_seconds()) < 5
         assert facts.max_connections > facts.reserved_connections >= 0
         assert 1 <= facts.connections <= facts.max_connections
-        assert facts.per_process >= 2  # its pool and a wake-up connection
+        # The one bound (storage/postgres/connections.py): the pool, the worker loop's async pool and
+        # both wake-up connections, the worker's and its pool guard's.
+        assert facts.per_process == worker_process_bound().total == 2 * POOL_MAX_SIZE + 2
+        assert facts.per_process_parts == "a pool of 8, 8 for async calls, 2 for wake-ups"
 
 
 def test_the_database_clock_is_read_without_the_test_clocks_offset(store, clock, backend):
