@@ -4,10 +4,11 @@ limits, and the finished runs the retention sweep would delete that are still st
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
-from tidegate.storage.postgres.connections import POOL_MAX_SIZE, worker_process_bound
+from tidegate.storage.postgres.connections import POOL_MAX_SIZE, serve_bound, worker_process_bound
 
 from .conftest import claim, completed, enqueue_one, start
 
@@ -52,3 +53,10 @@ def test_finished_runs_past_the_retention_are_counted_until_pruned(store, clock)
     assert facts.oldest_prunable_at == store.get_run(run_id).finished_at
     store.prune_runs(DAY, 100)
     assert store.doctor_facts(DAY).prunable == 0
+
+
+def test_the_pooler_page_states_the_bounds_doctor_counts():
+    """docs/postgres-pooler.md says the figures of the one bound (connections.py), not its own."""
+    page = (Path(__file__).parents[2] / "docs" / "postgres-pooler.md").read_text()
+    worker, serve = worker_process_bound().total, serve_bound().total
+    assert f"a worker process holds at most {worker} connections and `serve` {serve}" in page
