@@ -11,7 +11,7 @@ async calls, 2 wake-ups); this workload (sync tasks, no workflow steps, no async
 pool and the worker's wake-up connection), and each process is held to that too. Twenty times 9 is
 more than a default server's max_connections (100, of which 3 reserved, and shared with the tests
 that run beside this one), so the test runs twenty processes only where the server can take twenty
-times 9 beside `HEADROOM` connections for the others, and otherwise the most it can (8 on such a
+times 9 beside `HEADROOM` connections for the others, and otherwise the most it can (7-8 on such a
 server). Measured: twenty processes of this workload held at most 3 connections each, 59 together.
 """
 
