@@ -59,7 +59,8 @@ class DatabaseFacts:
     max_connections: int | None = None  # PostgreSQL: the server's max_connections
     reserved_connections: int | None = None  # ... of which only superusers may use these
     connections: int | None = None  # ... open now, on the whole server
-    per_process: int | None = None  # connections one tidegate process opens at most (its pool and wake-ups)
+    per_process: int | None = None  # connections one worker process opens at most (the adapter's bound)
+    per_process_parts: str = ""  # ... and of which kinds, as the message names them
 
 
 @dataclass(frozen=True)
@@ -221,7 +222,8 @@ def connections(database: DatabaseFacts, records: Sequence[WorkerRecord]) -> Fin
     needed = len(processes) * database.per_process
     said = (
         f"max_connections {database.max_connections} ({usable} usable), {database.connections} open;"
-        f" {len(processes)} worker process(es) may open {needed} ({database.per_process} each)"
+        f" {len(processes)} worker process(es) may open {needed} ({database.per_process} each"
+        f"{': ' + database.per_process_parts if database.per_process_parts else ''})"
     )
     if needed > usable:
         return Finding("connections", Level.FAIL, f"{said}: more than the server allows; raise max_connections")

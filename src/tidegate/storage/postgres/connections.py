@@ -26,6 +26,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -39,6 +40,53 @@ from tidegate.storage.urls import masked
 CONNECT_TIMEOUT = 5.0
 RECONNECT_DELAY = 0.5  # longest wait between two attempts to replace a lost pooled connection
 POOL_NAME = "tidegate"
+POOL_MIN_SIZE = 1
+POOL_MAX_SIZE = 8  # a store's pool at its largest; an async pool (one per event loop that awaits it) too
+WORKER_WAKE_UPS = 2  # a worker process's LISTEN connections: the worker's, and its pool guard's
+SERVE_WAKE_UPS = 1  # `serve`'s: the event streams' reader, one however many streams
+
+
+@dataclass(frozen=True)
+class ConnectionBound:
+    """The most connections one tidegate process holds open to PostgreSQL at once, by kind.
+
+    Written once so that `tidegate doctor` (which compares the live worker processes'
+    sum with max_connections) and the documentation (docs/postgres-pooler.md) say the same
+    number; the multi-process test (tests/process/test_connection_bound.py) checks it
+    against pg_stat_activity. Behind a transaction-mode pooler the pools go to the
+    pooler and only the wake-ups reach PostgreSQL (on TIDEGATE_DATABASE_DIRECT).
+    """
+
+    pool: int  # the store's pool: every sync verb, from any thread
+    async_pool: int  # the async pool of the one event loop that may await the store (submit_async, wait_async)
+    wake_ups: int  # LISTEN connections, always direct to PostgreSQL
+
+    @property
+    def total(self) -> int:
+        return self.pool + self.async_pool + self.wake_ups
+
+    def parts(self) -> str:
+        """E.g. "a pool of 8, 8 for async calls, 2 for wake-ups" (doctor's message names them)."""
+        said = [f"a pool of {self.pool}"]
+        if self.async_pool:
+            said.append(f"{self.async_pool} for async calls")
+        said.append(f"{self.wake_ups} for wake-up{'s' if self.wake_ups != 1 else ''}")
+        return ", ".join(said)
+
+
+def worker_process_bound(pool_size: int = POOL_MAX_SIZE) -> ConnectionBound:
+    """A worker process: its store's pool; the async pool of the worker's event loop, which its async
+    tasks' `submit_async`/`wait_async` open (none while they make no such call); the worker's
+    wake-up connection, and the pool guard's, opened when a workflow step first asks for pool slots.
+    Every worker of the process shares its store, hence this bound (but each worker of it listens
+    on its own: a process running several workers adds `wake_ups` per extra worker)."""
+    return ConnectionBound(pool=pool_size, async_pool=pool_size, wake_ups=WORKER_WAKE_UPS)
+
+
+def serve_bound(pool_size: int = POOL_MAX_SIZE) -> ConnectionBound:
+    """`tidegate serve`: its store's pool (requests call the store from threads, never async) and
+    the event streams' one wake-up connection."""
+    return ConnectionBound(pool=pool_size, async_pool=0, wake_ups=SERVE_WAKE_UPS)
 
 
 class Connections:

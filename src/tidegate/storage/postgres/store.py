@@ -27,7 +27,7 @@ from tidegate.storage.postgres.activity import Activity
 from tidegate.storage.postgres.browse import Browse
 from tidegate.storage.postgres.children import Children
 from tidegate.storage.postgres.claims import Claims
-from tidegate.storage.postgres.connections import CONNECT_TIMEOUT
+from tidegate.storage.postgres.connections import CONNECT_TIMEOUT, POOL_MAX_SIZE, POOL_MIN_SIZE, worker_process_bound
 from tidegate.storage.postgres.database import Database
 from tidegate.storage.postgres.guard import Guard
 from tidegate.storage.postgres.health import Health
@@ -46,9 +46,6 @@ from tidegate.storage.postgres.submits import PostgresSubmits
 from tidegate.storage.postgres.telemetry import Telemetry
 from tidegate.storage.postgres.unique import Unique
 from tidegate.storage.postgres.workers import Workers
-
-POOL_MIN_SIZE = 1
-POOL_MAX_SIZE = 8
 
 
 class PostgresStore(AggregateStore):
@@ -82,7 +79,7 @@ class PostgresStore(AggregateStore):
         self._leases = Leases(self._db, self._steps, self._children)
         self._schedules = Schedules(self._db)
         self._retention = Retention(self._db)
-        self._health = Health(self._db, per_process=max_size + 1)
+        self._health = Health(self._db, per_process=worker_process_bound(max_size))
         where = self._db.connections.where
         self.submits = PostgresSubmits(self._db, url, where=where, max_size=max_size, children=self._children)
 
