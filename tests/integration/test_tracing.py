@@ -22,6 +22,7 @@ import tidegate
 from tests.apps.api import local_client
 from tests.conftest import wait_status, wait_until
 from tidegate import App, Concurrency, RunStatus
+from tidegate.api import create_api
 from tidegate.cli.logs import JsonLines, TraceIds
 
 
@@ -184,3 +185,30 @@ def test_json_log_lines_carry_the_fields_and_the_active_span(
     assert completed["trace_id"] == format(attempt.context.trace_id, "032x")
     assert completed["span_id"] == format(attempt.context.span_id, "016x")
     assert mine["run.started"]["span_id"] == mine["run.claimed"]["span_id"] == completed["span_id"]
+
+
+def test_a_requests_access_line_carries_its_span(app: App, spans: InMemorySpanExporter) -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonLines())
+    handler.addFilter(TraceIds())
+    logger = logging.getLogger("tidegate.access")
+    previous = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        client = local_client(create_api(app, access_log=True))
+        assert client.get("/api/v1/nowhere").status_code == 404
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
+    (line,) = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert (line["method"], line["path"], line["status"], line["logger"]) == (
+        "GET",
+        "/api/v1/nowhere",
+        404,
+        "tidegate.access",
+    )
+    (request,) = [span for span in spans.get_finished_spans() if span.kind == SpanKind.SERVER]
+    assert line["trace_id"] == format(request.context.trace_id, "032x")
+    assert line["span_id"] == format(request.context.span_id, "016x")

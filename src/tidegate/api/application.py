@@ -33,6 +33,7 @@ from tidegate.api import (
     sweep,
     tasks,
 )
+from tidegate.api.access_log import AccessLog
 from tidegate.api.bodies import OPTIONS_ROOM, BodyLimit
 from tidegate.api.group_commit import GroupCommit
 from tidegate.api.metrics import ServerMetrics
@@ -49,11 +50,13 @@ OPENAPI_URL = f"{routing.PREFIX}/openapi.json"
 DOCS_URL = "/api/docs"
 
 
-def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False) -> FastAPI:
+def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False, access_log: bool = False) -> FastAPI:
     """The HTTP API over `app`; tokens default to TIDEGATE_API_TOKEN / TIDEGATE_API_READ_TOKEN.
 
     `owns_app`: the server's shutdown closes the app (its store's connections), as `serve`
-    wants; an API mounted in another service leaves the app to whoever made it.
+    wants; an API mounted in another service leaves the app to whoever made it. `access_log`:
+    a line per request on `tidegate.access` (api/access_log.py), as `serve` writes; a host
+    service has its own.
     """
     api = FastAPI(
         lifespan=_closing(app) if owns_app else None,
@@ -75,6 +78,8 @@ def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False
     api.add_middleware(BodyLimit, max_bytes=app.max_payload + OPTIONS_ROOM, timeout=body_timeout)
     api.add_middleware(SameOrigin)  # every change, the API's and the dashboard's forms: from its own pages only
     api.add_middleware(RequestTiming, histogram=api.state.metrics.latency)  # a 413 is timed too
+    if access_log:
+        api.add_middleware(AccessLog)  # inside the request's span, so its line has the span's ids
     _trace_routes(api)  # outermost: a request's span covers everything it cost
     errors.install(api)
     api.include_router(probes.router)

@@ -7,11 +7,16 @@ loopback by default and refuses a wider bind unless a token is set. A
 connection must send each request's headers within TIDEGATE_HEADER_TIMEOUT
 (`api/header_deadline.py`): a slow client is closed, not waited on. The port
 is bound before anything is printed, so a busy port is one error line, never
-a banner followed by uvicorn's own failure.
+a banner followed by uvicorn's own failure. Every line the running server
+writes goes through cli/logs.py: uvicorn's configuration of logging is off
+(`log_config=None`) and its loggers reach the one handler there, its access
+line is replaced by tidegate's (api/access_log.py, with a duration), and the
+banner is a log line too; so `--log-format json` gives one object a line.
 """
 
 from __future__ import annotations
 
+import logging
 import socket
 from typing import Annotated
 
@@ -21,6 +26,7 @@ from tidegate.app import settings
 from tidegate.bootstrap import DATABASE_ENV, masked
 from tidegate.cli.errors import CommandError
 from tidegate.cli.loading import load_app_for
+from tidegate.cli.logs import configure_logging
 from tidegate.cli.options import DATABASE_HELP
 
 # Seconds a stopping server lets requests finish: an event stream never does, so past this it is cut
@@ -41,6 +47,18 @@ def serve(
         str | None,
         typer.Option("--database", "-d", envvar=DATABASE_ENV, metavar="URL", help=DATABASE_HELP),
     ] = None,
+    log_level: Annotated[
+        str, typer.Option(metavar="LEVEL", help="Log level (debug, info, warning, error) of the server.")
+    ] = "info",
+    log_format: Annotated[
+        str | None,
+        typer.Option(
+            "--log-format",
+            metavar="FORMAT",
+            help="text, or json: one JSON object a line with stable fields (env TIDEGATE_LOG_FORMAT).",
+            show_default="text",
+        ),
+    ] = None,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /api/v1/openapi.json, docs at /api/docs) and the dashboard at /."""
     try:
@@ -51,15 +69,19 @@ def serve(
     except ImportError as error:
         raise CommandError(f"the HTTP service needs its extra: pip install 'tidegate[service]' ({error})") from None
     settings.check_environment()
+    configure_logging(log_level, log_format=settings.log_format(log_format))
     tokens = Tokens.from_environment()
     check_bind(host, tokens)
     protocol = header_deadline_protocol(settings.duration_setting("TIDEGATE_HEADER_TIMEOUT"))
     with _listening(host, port) as listener:
         app = load_app_for(target, database)
-        api = create_api(app, tokens=tokens, owns_app=True)  # its shutdown closes the store
-        typer.echo(f"tidegate API and dashboard on http://{host}:{port}/ (database {masked(app.database)})", err=True)
+        api = create_api(app, tokens=tokens, owns_app=True, access_log=True)  # its shutdown closes the store
+        logging.getLogger("tidegate.serve").info(
+            "tidegate API and dashboard on http://%s:%d/ (database %s)", host, port, masked(app.database)
+        )
         config = uvicorn.Config(
-            api, host=host, port=port, log_level="info", server_header=False,
+            api, host=host, port=port, server_header=False,
+            log_config=None, log_level=None, access_log=False,  # its loggers take the root's handler and level
             timeout_graceful_shutdown=SHUTDOWN_GRACE,
             http=protocol,  # uvicorn's HTTP/1.1 with a deadline on each request's headers (TIDEGATE_HEADER_TIMEOUT)
         )  # fmt: skip

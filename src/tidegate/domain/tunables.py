@@ -150,7 +150,7 @@ OTHERS = {
     "TIDEGATE_LOG_FORMAT": Other(
         "text",
         " or ".join(f"`{name}`" for name in LOG_FORMATS),
-        "`worker`: `json` writes each log line as one JSON object (as `--log-format json`)",
+        "`worker` and `serve`: `json` writes each log line as one JSON object (as `--log-format json`)",
     ),
     "TIDEGATE_API_TOKEN": Other(
         "unset",
