@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from tidegate.domain.keys import CheckedUnique
 from tidegate.domain.model import (
     EventRecord,
     HolderRecord,
@@ -21,7 +22,6 @@ from tidegate.domain.model import (
     TaskRegistration,
     WorkerRecord,
 )
-from tidegate.domain.keys import CheckedUnique
 from tidegate.domain.parameters import TaskParameters
 from tidegate.domain.steps import StepRecord, StepStatus
 
