@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from tidegate import App, DuplicateRun, Unique
 from tidegate.cli.main import app as cli
 from tidegate.domain.keys import CheckedUnique
+from tidegate.engine.schedules import fire_due
 
 
 def _declared(app: App) -> None:
@@ -50,3 +51,38 @@ def test_a_submit_by_name_without_the_code_applies_the_tasks_rule(app: App, data
     result: Any = CliRunner().invoke(cli, ["submit", "u.named", "-a", "customer_id=3", "--database", database_url])
     assert result.exit_code == 0 and result.stdout.strip() == first.id and "duplicate" in result.stderr
     assert len(app.store.list_runs()) == 3
+
+
+def _skips(app: App) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (event.run_id, event.metadata)
+        for event in app.store.events_after(0, 10_000)
+        if event.type == "ScheduleTickSkipped"
+    ]
+
+
+def _to_next_tick(app: App, clock: Any, name: str) -> None:
+    [record] = [found for found in app.store.list_schedules() if found.name == name]
+    clock.advance(max(0.0, record.next_fire_at.timestamp() - app.clock.wall()) + 0.5)
+
+
+def test_a_tick_that_meets_a_held_key_is_recorded_as_skipped(app: App, clock: Any) -> None:
+    @app.schedule("* * * * *", name="every-minute", args={"x": 1})
+    @app.task(name="u.ticked", unique=Unique(on_conflict="raise"))  # a tick never raises: it is skipped
+    def ticked(x: int) -> None:
+        return None
+
+    app.worker()  # made, not run: it stores the schedule (ticks are fired here, by fire_due)
+    _to_next_tick(app, clock, "every-minute")
+    assert fire_due(app.store) == 1
+    [holder] = app.store.list_runs()
+    _to_next_tick(app, clock, "every-minute")
+    assert fire_due(app.store) == 0  # the first run is still queued: it holds the key
+    [(run_id, skipped)] = _skips(app)
+    assert run_id == holder.id and skipped["schedule"] == "every-minute" and len(skipped["key"]) == 64
+    [record] = app.store.list_schedules()
+    assert record.last_run_id == holder.id and record.last_fire_at is not None
+    assert [run.id for run in app.store.list_runs()] == [holder.id]
+    app.run(holder.id).cancel()  # a canceled run frees its key: the next tick stores a run
+    _to_next_tick(app, clock, "every-minute")
+    assert fire_due(app.store) == 1 and len(app.store.list_runs()) == 2 and len(_skips(app)) == 1
