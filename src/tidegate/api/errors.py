@@ -33,6 +33,7 @@ from tidegate.domain.errors import (
     TidegateError,
     UnknownTask,
 )
+from tidegate.domain.unique import DuplicateRun
 from tidegate.engine.pool_config import InvalidField
 
 log = logging.getLogger("tidegate.api")
@@ -41,6 +42,7 @@ log = logging.getLogger("tidegate.api")
 _TIDEGATE_STATUS: Sequence[tuple[type[TidegateError], int, str]] = (
     (RunNotFound, 404, "run_not_found"),
     (RunNotRetryable, 409, "run_not_retryable"),
+    (DuplicateRun, 409, "duplicate_run"),
     (QueueNotFound, 404, "queue_not_found"),
     (PoolNotFound, 404, "pool_not_found"),
     (ScheduleNotFound, 404, "schedule_not_found"),

@@ -13,7 +13,7 @@ every other read, and its store reads run in the thread pool.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import PlainTextResponse
@@ -26,6 +26,8 @@ from tidegate.bootstrap import Store
 from tidegate.domain.errors import AdmissionRejected
 from tidegate.domain.model import NewRun
 from tidegate.worker import metrics as worker_metrics
+
+Answer = TypeVar("Answer")
 
 # A rejection or a submit takes milliseconds; a slow store or a stream far more.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, float("inf"))
@@ -56,15 +58,16 @@ class ServerMetrics:
             registry=self.registry,
         )
 
-    def counting_submits(self, submit: Callable[[], list[NewRun]]) -> list[NewRun]:
-        """Call `submit`, counting the runs it stores or the ceiling that refuses them."""
+    def counting_submits(self, submit: Callable[[], list[Answer]]) -> list[Answer]:
+        """Call `submit`, counting the runs it stores (its answers that are a `NewRun`: not a
+        duplicate of a run holding a key) or the ceiling that refuses them."""
         try:
-            runs = submit()
+            answers = submit()
         except AdmissionRejected as rejected:
             self.count_rejection(rejected)
             raise
-        self.count_stored(runs)
-        return runs
+        self.count_stored([answer for answer in answers if isinstance(answer, NewRun)])
+        return answers
 
     def count_stored(self, runs: list[NewRun]) -> None:
         for run in runs:

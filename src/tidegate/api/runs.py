@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from itertools import islice
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, status
+from fastapi import APIRouter, Query, Request, Response, status
 
 from tidegate.api import schemas
 from tidegate.api.errors import FieldError, blame
@@ -24,12 +24,12 @@ from tidegate.api.metrics import server_metrics
 from tidegate.api.routing import ERRORS, MAX_PAGE, PREFIX, RUN_ERRORS, RunId, find_run
 from tidegate.api.routing import app_of as _app
 from tidegate.api.security import can_read, can_write, json_body
-from tidegate.api.submission import REJECTED, submit, submit_one, submitted_fields
+from tidegate.api.submission import REJECTED, Duplicate, Stored, submit, submit_one, submitted_fields
 from tidegate.app import App
 from tidegate.domain import names
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import InvalidArgument
-from tidegate.domain.model import NewRun, RunRecord, RunStatus, WorkerRecord
+from tidegate.domain.model import RunRecord, RunStatus, WorkerRecord
 from tidegate.engine.queues import Live, live
 from tidegate.engine.runs import heartbeat_lost_s, is_stuck, matching_runs, workers_of_running
 from tidegate.engine.schedules import wall_now
@@ -80,23 +80,45 @@ def _run(request: Request, record: RunRecord, now: _Now) -> dict[str, Any]:
     }
 
 
-def _submitted(request: Request, run: NewRun) -> dict[str, Any]:
-    return {**submitted_fields(run), "status": RunStatus.QUEUED, "links": _links(request, run.id)}
+def _submitted(request: Request, answer: Stored) -> dict[str, Any]:
+    """A stored run (queued), or the run that held the submit's key as it is now (`duplicate`)."""
+    if isinstance(answer, Duplicate):
+        fields = {**submitted_fields(answer.run), "status": answer.run.status, "duplicate": True}
+        return {**fields, "links": _links(request, answer.run.id)}
+    return {**submitted_fields(answer), "status": RunStatus.QUEUED, "links": _links(request, answer.id)}
+
+
+_DUPLICATE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "model": schemas.SubmittedRun,
+        "description": "A run already holds the submit's `unique_key` or `idempotency_key` (or its task's "
+        "`Unique` key): that run, with `duplicate: true`. Nothing was stored.",
+    },
+    409: {
+        "model": schemas.Error,
+        "description": 'The task\'s `Unique` rule says `on_conflict="raise"` and a run holds the key '
+        "(`duplicate_run`, naming it). Nothing was stored.",
+    },
+}
 
 
 @router.post(
     "/runs", status_code=status.HTTP_201_CREATED, response_model=schemas.SubmittedRun,
-    responses=_SUBMIT_ERRORS, dependencies=[can_write, json_body], summary="Submit a run",
+    responses={**_SUBMIT_ERRORS, **_DUPLICATE}, dependencies=[can_write, json_body], summary="Submit a run",
 )  # fmt: skip
-async def submit_run(body: schemas.SubmitRequest, request: Request) -> dict[str, Any]:
+async def submit_run(body: schemas.SubmitRequest, request: Request, response: Response) -> dict[str, Any]:
     state = request.app.state
-    run = await submit_one(_app(request), body, state.refusals, server_metrics(request), state.group_commit)
-    return _submitted(request, run)
+    answer = await submit_one(_app(request), body, state.refusals, server_metrics(request), state.group_commit)
+    if isinstance(answer, Duplicate):
+        response.status_code = status.HTTP_200_OK
+    return _submitted(request, answer)
 
 
 @router.post(
     "/runs/batch", status_code=status.HTTP_201_CREATED, response_model=schemas.SubmittedBatch,
-    responses=_SUBMIT_ERRORS, dependencies=[can_write, json_body], summary="Submit runs: all or none",
+    responses={**_SUBMIT_ERRORS, 409: _DUPLICATE[409]}, dependencies=[can_write, json_body],
+    summary="Submit runs: all or none", description="An item that met a run holding its key is answered by that run "
+    "(`duplicate: true`); the others are stored.",
 )  # fmt: skip
 def submit_batch(body: schemas.BatchRequest, request: Request) -> dict[str, Any]:
     runs = server_metrics(request).counting_submits(lambda: submit(_app(request), body.runs, prefix="runs."))

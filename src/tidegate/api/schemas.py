@@ -32,6 +32,19 @@ class SubmitRequest(_Strict):
     tags: dict[str, StrictStr] | None = Field(default=None, description="Tags, added to the task's.")
     concurrency_key: StrictStr | None = Field(default=None, description="Partition key for concurrency limits.")
     run_at: datetime | None = Field(default=None, strict=False, description="Run no sooner than this time (RFC 3339).")
+    unique_key: StrictStr | None = Field(
+        default=None,
+        description="The key of the task's `Unique` rule (or of the default one): a run holding it is answered "
+        "`200` with `duplicate: true` instead of a new run.",
+    )
+    idempotency_key: StrictStr | None = Field(
+        default=None,
+        description="Every submit with this key gets the run the first one made, for `idempotency_ttl` after it "
+        "(unless that run failed or was canceled): `200` with `duplicate: true`.",
+    )
+    idempotency_ttl: StrictStr | None = Field(
+        default=None, description="How long an idempotency key is kept (`24h`, `7d`; default a day, at most 30 days)."
+    )
 
     @field_validator("run_at", mode="before")
     @classmethod
@@ -57,7 +70,8 @@ class RunLinks(BaseModel):
 
 
 class SubmittedRun(BaseModel):
-    """A run just stored: queued (or due later)."""
+    """A run just stored: queued (or due later); or, with `duplicate`, the run that already held the
+    submit's unique or idempotency key (as it is now: its own fields and status)."""
 
     id: str
     task: str
@@ -67,6 +81,9 @@ class SubmittedRun(BaseModel):
     tags: dict[str, str]
     status: RunStatus
     links: RunLinks
+    duplicate: bool = Field(
+        default=False, description="The submit met a run holding its key: this is that run, nothing was stored."
+    )
 
 
 class SubmittedBatch(BaseModel):

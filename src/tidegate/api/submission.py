@@ -25,11 +25,13 @@ from tidegate.api.metrics import ALL_QUEUES, ServerMetrics, ceiling_queue
 from tidegate.api.refusals import Refusals
 from tidegate.api.schemas import AdmissionError, SubmitRequest
 from tidegate.app import App, RunHandle, TaskOptions
+from tidegate.app.submit import SubmitKeys
 from tidegate.domain import names
 from tidegate.domain.clock import Clock
 from tidegate.domain.errors import AdmissionRejected, TidegateError
 from tidegate.domain.limits import QueueConfig
-from tidegate.domain.model import NewRun, TaskDefinition
+from tidegate.domain.model import NewRun, RunRecord, TaskDefinition
+from tidegate.domain.unique import check_key
 from tidegate.engine import tracing
 
 # The 429 of a submit, and of anything that makes a run active again (an operator's retry).
@@ -52,6 +54,17 @@ class Known:
 
     definition: TaskDefinition
     queue: QueueConfig
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """A request whose run met a run holding its unique or idempotency key: that run, as stored now.
+    Nothing was stored for the request; it is answered 200 with the run and `duplicate`."""
+
+    run: RunRecord
+
+
+Stored = NewRun | Duplicate  # a request's answer from the store: its run, or the run holding its key
 
 
 @dataclass(frozen=True)
@@ -105,6 +118,15 @@ class _RequestTarget:
     def enqueue(self, runs: Sequence[NewRun], connection: Any = None) -> list[RunHandle]:
         return self._app.enqueue(runs)  # a request's runs are stored in a transaction of the store's own
 
+    def store(self, runs: Sequence[NewRun]) -> list[Stored]:
+        """Store `runs` together; each is answered by itself, or by the run holding its key (read now,
+        so the answer shows that run's own fields and status)."""
+        handles = self.enqueue(runs)
+        return [
+            _duplicate(self._app, handle.id) if handle.duplicate else run
+            for run, handle in zip(runs, handles, strict=True)
+        ]
+
     async def enqueue_async(self, runs: Sequence[NewRun], connection: Any = None) -> list[RunHandle]:
         return await self._app.enqueue_async(runs)
 
@@ -114,8 +136,8 @@ async def submit_one(
     request: SubmitRequest,
     refusals: Refusals[Known],
     metrics: ServerMetrics,
-    group: GroupCommit[tuple[SubmitRequest, Context], NewRun | Refusal],
-) -> NewRun:
+    group: GroupCommit[tuple[SubmitRequest, Context], Stored | Refusal],
+) -> Stored:
     """One run, stored with the others that arrive meanwhile; a request just refused is refused at once.
 
     The repeat (api/refusals.py) answers a flood's 429s without a thread or a
@@ -142,7 +164,7 @@ async def submit_one(
 
 def store_each(
     app: App, metrics: ServerMetrics, requests: Sequence[tuple[SubmitRequest, Context]]
-) -> list[NewRun | Refusal | Exception]:
+) -> list[Stored | Refusal | Exception]:
     """Each request's run, its refusal, or its own error: built one by one, stored in one transaction if all fit.
 
     A request that fails its checks fails alone. If the store refuses the group
@@ -161,35 +183,34 @@ def store_each(
     parents = [parent for (_, parent), outcome in zip(requests, built, strict=True) if isinstance(outcome, NewRun)]
     with tracing.submitting_each([run for run in built if isinstance(run, NewRun)], parents) as traced:
         spans = iter(traced)
-        outcomes: list[NewRun | Refusal | Exception] = [
+        outcomes: list[Stored | Refusal | Exception] = [
             next(spans) if isinstance(outcome, NewRun) else outcome for outcome in built
         ]
         return _store_all(target, metrics, outcomes)
 
 
 def _store_all(
-    target: _RequestTarget, metrics: ServerMetrics, outcomes: list[NewRun | Refusal | Exception]
-) -> list[NewRun | Refusal | Exception]:
+    target: _RequestTarget, metrics: ServerMetrics, outcomes: list[Stored | Refusal | Exception]
+) -> list[Stored | Refusal | Exception]:
     runs = [outcome for outcome in outcomes if isinstance(outcome, NewRun)]
     if len(runs) > 1:
         try:
-            target.enqueue(runs)
+            stored = iter(metrics.counting_submits(partial(target.store, runs)))
         except TidegateError:
-            pass  # each on its own below, for its own answer
+            pass  # each on its own below, for its own answer (a DuplicateRun for its own request)
         else:
-            metrics.count_stored(runs)
-            return outcomes
+            return [next(stored) if isinstance(outcome, NewRun) else outcome for outcome in outcomes]
     return _one_by_one(target, metrics, outcomes)
 
 
 def _one_by_one(
-    target: _RequestTarget, metrics: ServerMetrics, outcomes: list[NewRun | Refusal | Exception]
-) -> list[NewRun | Refusal | Exception]:
+    target: _RequestTarget, metrics: ServerMetrics, outcomes: list[Stored | Refusal | Exception]
+) -> list[Stored | Refusal | Exception]:
     """Each run stored alone, in arrival order. Once a ceiling refused one, the later runs it
     covers are refused with the same figures without asking again: the store has just said
     it is full (api/refusals.py repeats a refusal across requests for longer)."""
     refused: list[AdmissionRejected] = []
-    answers: list[NewRun | Refusal | Exception] = []
+    answers: list[Stored | Refusal | Exception] = []
     for outcome in outcomes:
         if not isinstance(outcome, NewRun):
             answers.append(outcome)
@@ -201,32 +222,34 @@ def _one_by_one(
             answers.append(Refusal(again, target.known(outcome)))
             continue
         try:
-            metrics.counting_submits(partial(_stored, target, [outcome]))
+            (stored,) = metrics.counting_submits(partial(target.store, [outcome]))
         except AdmissionRejected as rejected:
             refused.append(rejected)
             answers.append(Refusal(rejected, target.known(outcome)))
         except TidegateError as error:
             answers.append(error)
         else:
-            answers.append(outcome)
+            answers.append(stored)
     return answers
 
 
-def _stored(target: _RequestTarget, runs: list[NewRun]) -> list[NewRun]:
-    target.enqueue(runs)
-    return runs
+def _duplicate(app: App, run_id: str) -> Stored:
+    record = app.store.get_run(run_id)
+    if record is None:  # the holder was purged since: its key was free, but the submit read it held
+        raise TidegateError(f"the run holding this submit's key is gone: {run_id}; submit again")
+    return Duplicate(record)
 
 
-def submit(app: App, requests: Sequence[SubmitRequest], *, prefix: str = "") -> list[NewRun]:
-    """Validate and store `requests` together (all or none); `prefix` places a batch item's fields."""
+def submit(app: App, requests: Sequence[SubmitRequest], *, prefix: str = "") -> list[Stored]:
+    """Validate and store `requests` together (all or none); `prefix` places a batch item's fields.
+    A request that met a run holding its key is answered by that run (`Duplicate`)."""
     target = _RequestTarget(app)
     runs: list[NewRun] = []
     for index, request in enumerate(requests):
         runs.extend(_build(target, request, f"{prefix}{index}." if prefix else ""))
     # One transaction for the whole batch, after this process's task and limit declarations
     # are registered (so the ceilings of a loaded module are in force), as every submit does.
-    target.enqueue(runs)
-    return runs
+    return target.store(runs)
 
 
 def _build(target: _RequestTarget, request: SubmitRequest, at: str) -> list[NewRun]:
@@ -242,14 +265,29 @@ def _build(target: _RequestTarget, request: SubmitRequest, at: str) -> list[NewR
         tags = names.check_tags(request.tags)
     with blame(f"{at}concurrency_key"):
         key = names.check_concurrency_key(request.concurrency_key)
-    options = TaskOptions(target, definition, priority, tags or None, queue, request.run_at, key)
+    keys = _keys(definition, request, at)
+    options = TaskOptions(target, definition, priority, tags or None, queue, request.run_at, key, keys=keys)
     with blame(f"{at}run_at"):
         options.due_in()  # how far ahead a run may be: checked here to name the field
     with blame(f"{at}args"):
         return options.new_runs([request.args])
 
 
-def submitted_fields(run: NewRun) -> Mapping[str, Any]:
+def _keys(definition: TaskDefinition, request: SubmitRequest, at: str) -> SubmitKeys:
+    """The request's unique and idempotency keys, each checked under its own field's name."""
+    keys = SubmitKeys(request.unique_key, request.idempotency_key, request.idempotency_ttl)
+    with blame(f"{at}unique_key"):
+        if request.unique_key is not None:
+            check_key(request.unique_key, "unique_key")
+    with blame(f"{at}idempotency_key"):
+        if request.idempotency_key is not None:
+            check_key(request.idempotency_key, "idempotency_key")
+    field = "idempotency_ttl" if request.idempotency_ttl is not None else "idempotency_key"
+    with blame(f"{at}{field}"):
+        return keys.checked(definition)
+
+
+def submitted_fields(run: NewRun | RunRecord) -> Mapping[str, Any]:
     return {
         "id": run.id,
         "task": run.task,

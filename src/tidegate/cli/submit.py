@@ -47,13 +47,26 @@ def submit(
     concurrency_key: Annotated[
         str | None, typer.Option(metavar="KEY", help="Partition key for concurrency limits.")
     ] = None,
+    unique_key: Annotated[
+        str | None,
+        typer.Option(metavar="KEY", help="The key of the task's Unique rule: a run holding it is printed instead."),
+    ] = None,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(metavar="KEY", help="Every submit with KEY gets the run the first made (for --idempotency-ttl)."),
+    ] = None,
+    idempotency_ttl: Annotated[
+        str | None,
+        typer.Option(metavar="DURATION", help="How long --idempotency-key is kept, e.g. 24h (default a day)."),
+    ] = None,
     wait: Annotated[bool, typer.Option("--wait", "-w", help="Wait for the run and print its result as JSON.")] = False,
     timeout: Annotated[
         str | None, typer.Option(metavar="DURATION", help="With --wait: give up after this long (the run goes on).")
     ] = None,
     database: Database = DEFAULT_DATABASE,
 ) -> None:
-    """Submit a run of TASK and print its id."""
+    """Submit a run of TASK and print its id (or, when a run holds its unique or idempotency key, that run's id,
+    saying on stderr that it is a duplicate)."""
     run_args = parse_args(args, arg or [])
     tags = parse_tags(tag or [])
     run_at = None if delay is None else timedelta(seconds=parse_duration(delay, name="--delay"))
@@ -70,8 +83,13 @@ def submit(
             queue=queue,
             run_at=run_at,
             concurrency_key=concurrency_key,
+            unique_key=unique_key,
+            idempotency_key=idempotency_key,
+            idempotency_ttl=idempotency_ttl,
         )
         typer.echo(handle.id)
+        if handle.duplicate:
+            stderr.print(f"duplicate: run {handle.id} already holds this key; nothing was stored", highlight=False)
         if wait:
             typer.echo(pretty_json(_wait(handle, limit)))
 

@@ -122,6 +122,15 @@ def schedule_fired(schedule: str, tick: str, skipped_from: str | None) -> Event:
     return Event("ScheduleFired", metadata)
 
 
+def schedule_tick_skipped(schedule: str, tick: str, key: str, skipped_from: str | None) -> Event:
+    """A schedule's tick met a run holding its task's unique key (this run, the holder) and submitted
+    nothing; `key`: the computed key; `skipped_from` as for `schedule_fired`."""
+    metadata: Metadata = {"schedule": schedule, "tick": tick, "key": key}
+    if skipped_from is not None:
+        metadata["skipped_from"] = skipped_from
+    return Event("ScheduleTickSkipped", metadata)
+
+
 def pool_limit_changed(
     pool: str,
     old: int | None,

@@ -45,6 +45,35 @@ class CheckedUnique:
     debounce: float | None
     max_wait: float | None
 
+    def to_json(self) -> dict[str, Any]:
+        """The rule as the store keeps it with the task's definition (a submit by name reads it back)."""
+        by_args: bool | list[str] = self.by_args if isinstance(self.by_args, bool) else list(self.by_args)
+        return {
+            "by_args": by_args,
+            "by_queue": self.by_queue,
+            "period": self.period,
+            "states": list(self.states),
+            "on_conflict": self.on_conflict,
+            "debounce": self.debounce,
+            "max_wait": self.max_wait,
+        }
+
+    @classmethod
+    def from_json(cls, value: Any) -> CheckedUnique | None:
+        """`to_json`'s value back (None: the task has no rule)."""
+        if value is None:
+            return None
+        by_args = value["by_args"]
+        return cls(
+            by_args if isinstance(by_args, bool) else tuple(by_args),
+            bool(value["by_queue"]),
+            value["period"],
+            tuple(value["states"]),
+            value["on_conflict"],
+            value["debounce"],
+            value["max_wait"],
+        )
+
     def claim(self, task: str, queue: str, args: Mapping[str, Any], unique_key: str | None) -> UniqueClaim | None:
         """The run's claim: over `unique_key` when given, else over its args (None if by_args is False)."""
         if unique_key is not None:

@@ -13,7 +13,7 @@ tick fire once however many workers see it due.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -139,7 +139,14 @@ def ticks_to_fire(due: Sequence[datetime], missed: MissedTicks) -> list[datetime
 def scheduled_run(
     run_id: str, definition: TaskDefinition, queue: QueueConfig | None, args: dict[str, JSONValue]
 ) -> NewRun:
-    """The run a tick submits: the task's stored defaults, due at once (the tick is its time)."""
+    """The run a tick submits: the task's stored defaults, due at once (the tick is its time), or after
+    its debounce. Under the task's `Unique` rule a tick that meets the key's holder is skipped, never
+    raised (`on_conflict="raise"` would stop the schedule at every pass): the store records it."""
+    claim = (
+        None if definition.unique is None else definition.unique.claim(definition.name, definition.queue, args, None)
+    )
+    if claim is not None and claim.on_conflict == "raise":
+        claim = replace(claim, on_conflict="existing")
     return NewRun(
         id=run_id,
         task=definition.name,
@@ -152,7 +159,7 @@ def scheduled_run(
         max_attempts=definition.max_attempts,
         retry_backoff=definition.retry_backoff,
         timeout=definition.timeout,
-        delay=0.0,
+        delay=0.0 if claim is None or claim.debounce is None else claim.debounce,
         deadline=(
             definition.dispatch_deadline
             if definition.dispatch_deadline is not None
@@ -160,4 +167,5 @@ def scheduled_run(
             if queue is None
             else queue.dispatch_deadline
         ),
+        unique=claim,
     )

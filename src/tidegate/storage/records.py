@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from tidegate.domain.keys import CheckedUnique
 from tidegate.domain.model import (
     EventRecord,
     HolderRecord,
@@ -144,6 +145,7 @@ def task_definition(row: Mapping[str, Any], to_json: ToJSON) -> TaskDefinition:
         timeout=row["timeout"],
         dispatch_deadline=row["dispatch_deadline"],
         parameters=TaskParameters.from_json(to_json(row["parameters"])),
+        unique=CheckedUnique.from_json(to_json(row["unique_rule"])),
     )
 
 
@@ -154,7 +156,7 @@ def task_registration(row: Mapping[str, Any], to_time: ToTime, to_json: ToJSON) 
 
 
 def task_row(task: TaskDefinition, worker_id: str | None) -> dict[str, Any]:
-    """A task definition as `register_tasks` stores it (its tags and parameters still JSON values)."""
+    """A task definition as `register_tasks` stores it (its tags, parameters and unique rule still JSON values)."""
     return {
         "name": task.name,
         "queue": task.queue,
@@ -165,6 +167,7 @@ def task_row(task: TaskDefinition, worker_id: str | None) -> dict[str, Any]:
         "timeout": task.timeout,
         "dispatch_deadline": task.dispatch_deadline,
         "parameters": None if task.parameters is None else task.parameters.to_json(),
+        "unique_rule": None if task.unique is None else task.unique.to_json(),
         "worker_id": worker_id,
     }
 

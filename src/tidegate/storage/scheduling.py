@@ -6,7 +6,7 @@ PostgreSQL) through the two conversions `records.py` also takes, so the mapping 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +14,7 @@ from tidegate.domain import events as history
 from tidegate.domain.errors import ScheduleNotFound
 from tidegate.domain.events import Event
 from tidegate.domain.schedules import Firing, ScheduleDefinition, ScheduleRecord, check_missed
+from tidegate.domain.unique import Admission
 from tidegate.storage.records import ToJSON, ToTime
 
 
@@ -51,26 +52,43 @@ def definition_row(definition: ScheduleDefinition, next_fire_at: Any) -> dict[st
     }
 
 
-def tick_rows(firing: Firing, time_of: Callable[[datetime], Any]) -> list[dict[str, Any]]:
-    return [{"tick_at": time_of(tick.at), "run_id": tick.run.id} for tick in firing.ticks]
-
-
-def fired_events(firing: Firing) -> list[tuple[str, Event]]:
-    """Each fired run's ScheduleFired event (run id, event)."""
-    skipped = None if firing.skipped_from is None else firing.skipped_from.isoformat()
+def tick_rows(firing: Firing, answers: Sequence[Admission], time_of: Callable[[datetime], Any]) -> list[dict[str, Any]]:
+    """Each tick's row, naming the run that stands for it: its own, or the holder of its unique key."""
     return [
-        (tick.run.id, history.schedule_fired(firing.schedule, tick.at.isoformat(), skipped if index == 0 else None))
-        for index, tick in enumerate(firing.ticks)
+        {"tick_at": time_of(tick.at), "run_id": answer.run_id}
+        for tick, answer in zip(firing.ticks, answers, strict=True)
     ]
 
 
-def advance_params(firing: Firing, time_of: Callable[[datetime], Any]) -> dict[str, Any]:
+def fired_events(firing: Firing, answers: Sequence[Admission]) -> list[tuple[str, Event]]:
+    """(run id, event) for each tick: ScheduleFired on the run it stored, or ScheduleTickSkipped on the
+    run holding its unique key (the tick stored nothing: recorded, not lost)."""
+    skipped = None if firing.skipped_from is None else firing.skipped_from.isoformat()
+    events: list[tuple[str, Event]] = []
+    for index, (tick, answer) in enumerate(zip(firing.ticks, answers, strict=True)):
+        dropped = skipped if index == 0 else None
+        at = tick.at.isoformat()
+        if answer.duplicate and tick.run.unique is not None:
+            events.append(
+                (answer.run_id, history.schedule_tick_skipped(firing.schedule, at, tick.run.unique.key, dropped))
+            )
+        else:
+            events.append((answer.run_id, history.schedule_fired(firing.schedule, at, dropped)))
+    return events
+
+
+def stored_ids(answers: Sequence[Admission]) -> list[str]:
+    """The runs a firing stored (a skipped tick's holder is not one)."""
+    return [answer.run_id for answer in answers if not answer.duplicate]
+
+
+def advance_params(firing: Firing, answers: Sequence[Admission], time_of: Callable[[datetime], Any]) -> dict[str, Any]:
     last = firing.ticks[-1] if firing.ticks else None
     return {
         "name": firing.schedule,
         "next_fire_at": time_of(firing.next_fire_at),
         "last_fire_at": None if last is None else time_of(last.at),
-        "last_run_id": None if last is None else last.run.id,
+        "last_run_id": answers[-1].run_id if answers else None,
     }
 
 

@@ -6,28 +6,30 @@
 -- registering leaves the last worker as it was.
 INSERT INTO tidegate_tasks (
     name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters,
-    worker_id, worker_seen_at, updated_at)
+    unique_rule, worker_id, worker_seen_at, updated_at)
 SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters,
-       worker_id, CASE WHEN worker_id IS NULL THEN NULL ELSE tidegate_now() END, tidegate_now()
+       unique_rule, worker_id, CASE WHEN worker_id IS NULL THEN NULL ELSE tidegate_now() END, tidegate_now()
 FROM jsonb_to_recordset(%(tasks)s::jsonb) AS t(
     name text, queue text, priority integer, tags jsonb, max_attempts integer,
     retry_backoff double precision, timeout double precision, dispatch_deadline double precision,
-    parameters jsonb, worker_id text)
+    parameters jsonb, unique_rule jsonb, worker_id text)
 ON CONFLICT (name) DO UPDATE SET
     queue = excluded.queue, priority = excluded.priority, tags = excluded.tags,
     max_attempts = excluded.max_attempts, retry_backoff = excluded.retry_backoff,
     timeout = excluded.timeout, dispatch_deadline = excluded.dispatch_deadline, parameters = excluded.parameters,
+    unique_rule = excluded.unique_rule,
     worker_id = coalesce(excluded.worker_id, tidegate_tasks.worker_id),
     worker_seen_at = coalesce(excluded.worker_seen_at, tidegate_tasks.worker_seen_at),
     updated_at = excluded.updated_at;
 
 -- name: get_task
-SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters
+SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters,
+       unique_rule
 FROM tidegate_tasks WHERE name = %(name)s::text;
 
 -- name: list_tasks
 SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters,
-       worker_id, worker_seen_at, updated_at
+       unique_rule, worker_id, worker_seen_at, updated_at
 FROM tidegate_tasks ORDER BY name;
 
 -- name: enqueue_fence

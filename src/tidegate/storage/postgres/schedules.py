@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
-from tidegate.domain.transitions import Ceiling
 from tidegate.storage import scheduling
-from tidegate.storage.postgres.activity import read_pace
+from tidegate.storage.postgres import script_runner, submit_script
 from tidegate.storage.postgres.database import Aggregate
-from tidegate.storage.postgres.payloads import enqueue_payload, event_params, payload_json, to_json, to_time
+from tidegate.storage.postgres.payloads import event_params, payload_json, to_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
 
 
@@ -56,31 +54,24 @@ class Schedules(Aggregate):
                 found = connection.execute(self._q("fire_schedule"), {"name": firing.schedule}).fetchone()
                 if found is None or found[1] or found[0] != firing.expected_next:
                     return []  # removed, paused, or another worker fired this pass already
-                ticks = payload_json(scheduling.tick_rows(firing, _iso))
+                # the runs by a submit's own script (admission, each tick's unique key judged); a
+                # refusal raises AdmissionRejected and rolls the firing back: the tick fires at a later pass
+                script = submit_script.submit([tick.run for tick in firing.ticks])
+                answers = script_runner.run(connection, self._db.queries, script)
+                ticks = payload_json(scheduling.tick_rows(firing, answers, _iso))
                 inserted = connection.execute(
                     self._q("fire_schedule_ticks"), {"name": firing.schedule, "ticks": ticks}
                 ).fetchall()
                 if len(inserted) != len(firing.ticks):
                     raise scheduling.AlreadyFired  # rolls back: the run of a fired tick is stored once
-                self._insert_runs(connection, firing)
-                connection.execute(self._q("fire_schedule_advance"), scheduling.advance_params(firing, _iso))
+                for run_id, event in scheduling.fired_events(firing, answers):
+                    connection.execute(self._q("insert_event"), event_params(run_id, event))
+                advance = scheduling.advance_params(firing, answers, _iso)
+                connection.execute(self._q("fire_schedule_advance"), advance)
                 connection.execute(self._q("notify"))
         except scheduling.AlreadyFired:
             return []
-        return [tick.run.id for tick in firing.ticks]
-
-    def _insert_runs(self, connection: Any, firing: Firing) -> None:
-        """The runs as `Runs.enqueue` stores them (its statements, in this transaction); a refusal
-        raises AdmissionRejected and rolls the firing back, so the tick fires at a later pass."""
-        runs = [tick.run for tick in firing.ticks]
-        connection.execute(self._q("enqueue_fence"))
-        connection.execute(self._q("enqueue_lock"), {"queues": sorted({run.queue for run in runs})})
-        refused = connection.execute(self._q("enqueue"), {"runs": enqueue_payload(runs)}).fetchone()
-        if refused is not None:
-            queue, active, limit, incoming = refused
-            raise Ceiling(queue, limit, incoming).rejection(active, read_pace(connection, self._q, queue=queue))
-        for run_id, event in scheduling.fired_events(firing):
-            connection.execute(self._q("insert_event"), event_params(run_id, event))
+        return scheduling.stored_ids(answers)
 
     def set_schedule_paused(self, name: str, paused: bool, next_fire_at: datetime | None) -> bool:
         params = {"name": name, "paused": paused, "next_fire_at": None if next_fire_at is None else _iso(next_fire_at)}

@@ -126,4 +126,5 @@ def _task_row(task: TaskDefinition, worker_id: str | None) -> dict[str, object]:
         **row,
         "tags": dumps(row["tags"]),
         "parameters": None if task.parameters is None else dumps(row["parameters"]),
+        "unique_rule": None if task.unique is None else dumps(row["unique_rule"]),
     }

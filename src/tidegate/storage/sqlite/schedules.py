@@ -16,7 +16,7 @@ from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.storage import scheduling
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
-from tidegate.storage.sqlite.runs import Runs
+from tidegate.storage.sqlite.unique import Unique
 
 
 def _epoch(moment: datetime) -> float:
@@ -26,9 +26,9 @@ def _epoch(moment: datetime) -> float:
 class Schedules(Aggregate):
     """The schedule verbs of the storage port."""
 
-    def __init__(self, db: Database, runs: Runs) -> None:
+    def __init__(self, db: Database, unique: Unique) -> None:
         super().__init__(db)
-        self._runs = runs
+        self._unique = unique
 
     def register_schedules(self, schedules: Sequence[NewSchedule]) -> None:
         with self._write() as (connection, now):
@@ -57,21 +57,24 @@ class Schedules(Aggregate):
                 row = connection.execute(self._q("fire_schedule"), {"name": firing.schedule}).fetchone()
                 if row is None or row["paused"] or row["next_fire_at"] != _epoch(firing.expected_next):
                     return []  # removed, paused, or another worker fired this pass already
-                ticks = dumps(scheduling.tick_rows(firing, _epoch))
+                # as a submit stores them: admission, and each tick's unique key judged (domain/unique.py)
+                answers = self._unique.admit(connection, [tick.run for tick in firing.ticks], now)
+                ticks = dumps(scheduling.tick_rows(firing, answers, _epoch))
                 inserted = connection.execute(
                     self._q("fire_schedule_ticks"), {"name": firing.schedule, "ticks": ticks, "now": now}
                 ).fetchall()
                 if len(inserted) != len(firing.ticks):
                     raise scheduling.AlreadyFired  # rolls back: the run of a fired tick is stored once
-                self._runs.insert_runs(connection, [tick.run for tick in firing.ticks], now)
-                events = [event_row(run_id, event, now) for run_id, event in scheduling.fired_events(firing)]
-                connection.executemany(self._q("insert_event"), events)
-                connection.execute(self._q("fire_schedule_advance"), scheduling.advance_params(firing, _epoch))
+                fired = scheduling.fired_events(firing, answers)
+                connection.executemany(self._q("insert_event"), [event_row(run, event, now) for run, event in fired])
+                advance = scheduling.advance_params(firing, answers, _epoch)
+                connection.execute(self._q("fire_schedule_advance"), advance)
         except scheduling.AlreadyFired:
             return []
-        if firing.ticks:
+        stored = scheduling.stored_ids(answers)
+        if stored:
             self._notifier.notify()
-        return [tick.run.id for tick in firing.ticks]
+        return stored
 
     def set_schedule_paused(self, name: str, paused: bool, next_fire_at: datetime | None) -> bool:
         params = {

@@ -57,7 +57,7 @@ class SQLiteStore(AggregateStore):
         self._pools = Pools(self._db)
         self._steps = SQLiteStepVerbs(self._db)
         self._leases = Leases(self._db, self._steps, self._children)
-        self._schedules = Schedules(self._db, self._runs)
+        self._schedules = Schedules(self._db, self._unique)
         self._retention = Retention(self._db)
         self._health = Health(self._db)
         self.submits = SQLiteSubmits(self._db, self._runs, self._unique, self._children)
