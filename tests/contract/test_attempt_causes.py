@@ -1,4 +1,4 @@
-"""What grows a run's budget is counted by cause, on both backends (domain/attempts.py, migration 0019).
+"""What grows a run's budget is counted by cause, on both backends (domain/attempts.py, migration 0018).
 
 Every verb that grows `max_attempts` counts the growth, so the declared
 budget is always `max_attempts` less the counts; a database from before the
@@ -61,7 +61,7 @@ def test_a_database_from_before_the_counts_gets_them_from_the_events(store, cloc
     untouched = enqueue_one(store, max_attempts=3)
     for cause in CAUSES:
         execute_sql(database_url, f"ALTER TABLE tidegate_runs DROP COLUMN {cause}")
-    execute_sql(database_url, "DELETE FROM tidegate_schema_version WHERE version = 19")
+    execute_sql(database_url, "DELETE FROM tidegate_schema_version WHERE version = 18")
     migrated = open_store(database_url, clock=clock)
     try:
         assert _counts(migrated, run_id) == (5, 2, 0, 1, 1, 1)

@@ -90,6 +90,25 @@ def test_a_newer_schema_is_refused(database_url):
     assert rows[0][0] == 999
 
 
+def test_a_version_below_the_highest_applied_is_still_applied(database_url):
+    """Branches number their files apart: a database that took a higher version first (the other
+    branch landed later) still gets the lower one, and is refused as unmigrated until it has.
+    Here 17 (the tasks' `unique_rule`) is taken out of a database that has 18."""
+    open_store(database_url).close()
+    execute_sql(database_url, "ALTER TABLE tidegate_tasks DROP COLUMN unique_rule")
+    execute_sql(database_url, "DELETE FROM tidegate_schema_version WHERE version = 17")
+    with pytest.raises(SchemaError, match="missing 17"):
+        open_store(database_url, migrate=False)
+    store = raw_store(database_url)
+    try:
+        assert store.migrate() == [17]  # only the missing one, though 18 is recorded
+        store.check_schema()
+        assert store.migrate() == []
+    finally:
+        store.close()
+    assert execute_sql(database_url, "SELECT count(unique_rule) FROM tidegate_tasks") == [(0,)]
+
+
 def test_concurrent_migrations_apply_each_version_once(database_url):
     # open (and close) once first, so this test is about migrations racing, not first opens
     # racing (that is test_many_stores_opening_a_fresh_sqlite_file_at_once_all_succeed)

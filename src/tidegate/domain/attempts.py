@@ -6,7 +6,7 @@ that does not count (it ended waiting on children, its worker handed it back
 while shutting down, or a rescue did not charge it) grows the budget by one,
 and so does an operator's retry. Shown as it is, that budget misleads ("attempt
 2 of 2" for a task declared with `max_attempts=1`), so the run also counts each
-growth by its cause (migration 0019) and every face words a run's attempts
+growth by its cause (migration 0018) and every face words a run's attempts
 with `describe` (a page, `runs show`) or `compact` (a table cell), never from
 the budget alone.
 """

@@ -3,11 +3,17 @@
 Each adapter applies the files of its own dialect in one transaction per
 file and records the version, so re-running is a no-op and a database from
 a newer tidegate is recognised and refused instead of being misread.
+
+What is pending is every known version not recorded, not every version above
+the highest recorded: branches developed side by side number their files
+apart, and a database that took a higher one first must still get the lower
+one when both land.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from importlib import resources
 
@@ -34,21 +40,26 @@ def load_migrations(package: str) -> list[Migration]:
     return found
 
 
-def pending(migrations: list[Migration], current: int) -> list[Migration]:
+def pending(migrations: list[Migration], applied: Collection[int]) -> list[Migration]:
+    """The migrations not applied yet, in order; a database holding a version this code does not
+    know is from a newer tidegate and refused."""
     latest = migrations[-1].version if migrations else 0
-    if current > latest:
+    known = {migration.version for migration in migrations}
+    unknown = sorted(version for version in applied if version not in known)
+    if unknown:
         raise SchemaError(
-            f"the database schema is version {current}, newer than this tidegate knows ({latest}); "
+            f"the database schema is version {max(applied)}, newer than this tidegate knows ({latest}); "
             "upgrade tidegate before using this database"
         )
-    return [migration for migration in migrations if migration.version > current]
+    return [migration for migration in migrations if migration.version not in applied]
 
 
-def check_current(migrations: list[Migration], current: int) -> None:
+def check_current(migrations: list[Migration], applied: Collection[int]) -> None:
     """Refuse a database that is newer than the code, or not migrated yet."""
     latest = migrations[-1].version if migrations else 0
-    pending(migrations, current)
-    if current < latest:
+    missing = pending(migrations, applied)
+    if missing:
         raise SchemaError(
-            f"the database schema is version {current}, this tidegate needs {latest}: run 'tidegate db migrate'"
+            f"the database schema is version {max(applied, default=0)}, this tidegate needs {latest}"
+            f" (missing {', '.join(str(migration.version) for migration in missing)}): run 'tidegate db migrate'"
         )

@@ -18,9 +18,8 @@ class Schema(Aggregate):
         with self._connection() as connection, connection.transaction():
             connection.execute(self._q("migrate_lock"))
             connection.execute(self._q("migrate_version_table"))
-            # fetchone() is typed Optional; this statement always returns one row
-            current = connection.execute(self._q("schema_version")).fetchone()[0]  # type: ignore[index]
-            for migration in pending(self._migrations, current):
+            done = {row[0] for row in connection.execute(self._q("applied_versions"))}
+            for migration in pending(self._migrations, done):
                 connection.execute(migration.sql.encode())  # a script: no parameters, many statements
                 connection.execute(self._q("record_migration"), {"version": migration.version, "name": migration.name})
                 applied.append(migration.version)
@@ -36,4 +35,7 @@ class Schema(Aggregate):
             return version
 
     def check_schema(self) -> None:
-        check_current(self._migrations, self.schema_version())
+        with self._connection() as connection:
+            exists = connection.execute(self._q("schema_version_exists")).fetchone()
+            rows = connection.execute(self._q("applied_versions")) if exists and exists[0] else []
+            check_current(self._migrations, {row[0] for row in rows})

@@ -18,6 +18,9 @@ SELECT to_regclass('tidegate_schema_version') IS NOT NULL;
 -- name: schema_version
 SELECT coalesce(max(version), 0) FROM tidegate_schema_version;
 
+-- name: applied_versions
+SELECT version FROM tidegate_schema_version;
+
 -- name: record_migration
 INSERT INTO tidegate_schema_version (version, name, applied_at)
 VALUES (%(version)s::integer, %(name)s::text, now());

@@ -20,8 +20,8 @@ class Schema(Aggregate):
         applied = []
         with self._write() as (connection, now):
             connection.execute(self._q("migrate_version_table"))
-            current = connection.execute(self._q("schema_version")).fetchone()[0]
-            for migration in pending(self._migrations, current):
+            done = {row[0] for row in connection.execute(self._q("applied_versions"))}
+            for migration in pending(self._migrations, done):
                 for statement in _statements(migration.sql):
                     connection.execute(statement)
                 connection.execute(
@@ -40,7 +40,10 @@ class Schema(Aggregate):
         return version
 
     def check_schema(self) -> None:
-        check_current(self._migrations, self.schema_version())
+        connection = self._connection()
+        exists = connection.execute(self._q("schema_version_exists")).fetchone()
+        done = {row[0] for row in connection.execute(self._q("applied_versions"))} if exists else set()
+        check_current(self._migrations, done)
 
 
 def _statements(script: str) -> Iterator[str]:

@@ -11,5 +11,8 @@ SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tidegate_schema_ver
 -- name: schema_version
 SELECT coalesce(max(version), 0) FROM tidegate_schema_version;
 
+-- name: applied_versions
+SELECT version FROM tidegate_schema_version;
+
 -- name: record_migration
 INSERT INTO tidegate_schema_version (version, name, applied_at) VALUES (:version, :name, :now);
