@@ -27,7 +27,6 @@ MECHANISMS = {
         "submit_in_lock": "makes the caller's open transaction the one writer; PostgreSQL locks per ceiling and key",
     },
     "postgres": {
-        "notify": "wake-ups by NOTIFY at commit; SQLite's are datagrams sent by the adapter",
         "upsert_scopes": "scope lock rows; SQLite's single writer serializes every claimer",
         "lock_scopes": "scope row locks in key order; as above",
         "try_lock_scopes": "a scope row lock tried without waiting, below a key held; as above",

@@ -10,9 +10,10 @@ The typed contract is `storage/port.py`, which these methods follow.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from tidegate.domain.backpressure import Pace
 from tidegate.domain.blocking import QueuedShape
@@ -49,7 +50,10 @@ from tidegate.domain.steps import (
     StepUpdate,
 )
 from tidegate.domain.unique import Admission
-from tidegate.storage.port import Fence
+from tidegate.storage.port import WAKES, Fence
+from tidegate.storage.shared import wakes
+
+Verb = TypeVar("Verb", bound=Callable[..., Any])
 
 
 class AggregateStore:
@@ -93,6 +97,9 @@ class AggregateStore:
     @_queries.setter
     def _queries(self, queries: dict[str, str]) -> None:
         self._db.queries = queries
+
+    def _send_wake(self, wake: wakes.Wake) -> None:
+        """After a verb of `WAKES` returned: send what it still owes (PostgreSQL sent it at commit)."""
 
     # --- schema ----------------------------------------------------------------
 
@@ -329,7 +336,7 @@ class AggregateStore:
         return self._steps.release_slots(fence, step_key)
 
     def record_step(self, fence: Fence, step: StepUpdate) -> bool:
-        return self._steps.record_steps(fence, [step])
+        return self.record_steps(fence, [step])
 
     def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
         return self._steps.record_steps(fence, steps)
@@ -377,3 +384,21 @@ class AggregateStore:
 
     def doctor_facts(self, retention: float) -> DatabaseFacts:
         return self._health.doctor_facts(retention)
+
+
+def _waking(verb: str, method: Verb) -> Verb:
+    """`method` with the wake-up of `verb` opened around it and sent once it returns."""
+
+    @functools.wraps(method)
+    def call(self: AggregateStore, *args: Any, **kwargs: Any) -> Any:
+        with wakes.opened(verb) as wake:
+            result = method(self, *args, **kwargs)
+        self._send_wake(wake)
+        return result
+
+    return call  # type: ignore[return-value]
+
+
+# The one place the table's verbs get their wake-ups: being in `WAKES` is what makes a verb wake.
+for _verb in WAKES:
+    setattr(AggregateStore, _verb, _waking(_verb, getattr(AggregateStore, _verb)))

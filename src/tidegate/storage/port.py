@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from types import MappingProxyType
 from typing import Protocol
 
 from tidegate.domain.backpressure import Pace
@@ -50,6 +51,36 @@ from tidegate.domain.unique import Admission
 from tidegate.storage.submits import Submits
 
 Fence = tuple[str, int]  # (run id, attempt)
+
+# Every verb whose commit can let a run (or a waiting step) in, and what it lets in. The façade
+# opens the wake-up of each and the adapter sends it at the verb's commit (`storage/shared/wakes.py`),
+# so `peek_cycle`, the worker's gate and a worker's passing over of its own wake-ups lose none.
+# tests/contract/test_wake_table_contract.py wakes a listener on another store with each, and fails
+# for a verb outside this table that frees capacity.
+WAKES: Mapping[str, str] = MappingProxyType(
+    {
+        "enqueue": "new queued runs",
+        "cycle": "outcomes free their scopes and may end an awaited child; a full fill-order claim leaves work",
+        "hand_back": "handed-back runs are queued again and their scopes freed",
+        "sweep": "lost runs re-queued, leaked holders and expired step slots freed, waiting parents resumed",
+        "cancel_run": "a canceled run frees its scopes (a waiting one its held slots)",
+        "trigger_children": "children queued; a wait releases the parent's slots",
+        "retry_run": "a run queued again",
+        "deregister_worker": "higher-ranked workers of the fill order may claim",
+        "register_limits": "declared limits may be raised",
+        "set_limit": "a raised limit",
+        "reset_limit": "the code's limit, maybe higher than the override",
+        "set_queue_paused": "a resumed queue's runs",
+        "declare_pool": "a raised pool limit lets waiting steps in",
+        "set_pool_limit": "a raised pool limit lets waiting steps in",
+        "reset_pool_limit": "the code's pool limit, maybe higher than the override",
+        "release_slots": "a step's freed pool slots",
+        "record_steps": "a finished step frees the slots it held",
+        "finish_step": "a finished step's slots that stayed free",
+        "fire_schedule": "the runs of fired ticks",
+        "set_schedule_paused": "a resumed schedule is due",
+    }
+)
 
 
 class Listener(Protocol):

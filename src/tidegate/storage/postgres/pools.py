@@ -18,6 +18,7 @@ from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import event_params, to_time
 from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.postgres.steps import READ_COMMITTED
+from tidegate.storage.shared import wakes
 
 
 class Pools(pool_rows.PoolSettingVerbs, Aggregate):
@@ -38,7 +39,7 @@ class Pools(pool_rows.PoolSettingVerbs, Aggregate):
             event = pool_settings.change_event(pool, before, after, live=live)
             if event is not None:
                 connection.execute(self._q("insert_event"), event_params(None, event))
-                connection.execute(self._q("notify"))  # a raised limit lets waiting steps in
+            wakes.only_if(event is not None)  # a raised limit lets waiting steps in
         return pool_rows.pool_config(pool, after, at)
 
     def pools(self) -> list[PoolStatus]:

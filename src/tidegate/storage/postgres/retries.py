@@ -50,7 +50,6 @@ class Retries(Aggregate):
                 updated = connection.cursor(row_factory=dict_row).execute(self._q("retry_run"), params)
                 event = history.retried_by_operator(status, attempt, budget)
                 connection.execute(self._q("insert_event"), event_params(run_id, event))
-                connection.execute(self._q("notify"))
             row = updated.fetchone()
         assert row is not None  # the row was locked with this status
         return records.run_record(row, to_time, to_json)

@@ -31,6 +31,7 @@ from tidegate.storage.postgres.activity import read_pace
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.payloads import enqueue_payload, payload_json, to_json, to_time
 from tidegate.storage.postgres.pipeline import implicit_transaction, transaction
+from tidegate.storage.shared import wakes
 
 
 class _Ceilings:
@@ -80,6 +81,7 @@ class Runs(Aggregate):
         payload = enqueue_payload(runs)
         queues = sorted({run.queue for run in runs})
         known = self._ceilings.free_version(queues)
+        wakes.sent_in_statement()  # by `enqueue_free` or `enqueue`, even when refused: a spare one at worst
         if known is not None:
             with self._connection() as connection:
                 # One statement, its own transaction (autocommit): it reads the version FOR SHARE,

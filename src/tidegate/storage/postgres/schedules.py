@@ -20,6 +20,7 @@ from tidegate.storage.postgres.activity import read_pace
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import enqueue_payload, event_params, payload_json, to_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
+from tidegate.storage.shared import wakes
 
 
 def _iso(moment: datetime) -> str:
@@ -55,6 +56,7 @@ class Schedules(Aggregate):
             with self._connection() as connection, transaction(connection):
                 found = connection.execute(self._q("fire_schedule"), {"name": firing.schedule}).fetchone()
                 if found is None or found[1] or found[0] != firing.expected_next:
+                    wakes.only_if(False)
                     return []  # removed, paused, or another worker fired this pass already
                 ticks = payload_json(scheduling.tick_rows(firing, _iso))
                 inserted = connection.execute(
@@ -64,7 +66,6 @@ class Schedules(Aggregate):
                     raise scheduling.AlreadyFired  # rolls back: the run of a fired tick is stored once
                 self._insert_runs(connection, firing)
                 connection.execute(self._q("fire_schedule_advance"), scheduling.advance_params(firing, _iso))
-                connection.execute(self._q("notify"))
         except scheduling.AlreadyFired:
             return []
         return [tick.run.id for tick in firing.ticks]
@@ -88,7 +89,6 @@ class Schedules(Aggregate):
             with transaction(connection):
                 changed = connection.execute(self._q("set_schedule_paused"), params)
                 exists = connection.execute(self._q("set_schedule_paused_exists"), params)
-                connection.execute(self._q("notify"))
             if exists.fetchone() is None:
                 raise scheduling.not_found(name)
             return changed.fetchone() is not None

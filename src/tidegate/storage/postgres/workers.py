@@ -57,8 +57,7 @@ class Workers(Aggregate):
     def deregister_worker(self, worker_id: str) -> None:
         with self._connection() as connection, transaction(connection):
             connection.execute(self._q("deregister_worker"), {"id": worker_id})
-            connection.execute(self._q("release_locks"), {"id": worker_id})
-            connection.execute(self._q("notify"))  # higher-ranked workers may now claim
+            connection.execute(self._q("release_locks"), {"id": worker_id})  # higher ranks may claim: woken
         self.fill_order.left(worker_id)
 
     def check_overflow(self, worker_id: str, queues: Sequence[str], interval: float) -> int | None:

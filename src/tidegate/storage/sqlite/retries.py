@@ -40,5 +40,4 @@ class Retries(Aggregate):
             row = connection.execute(self._q("retry_run"), params).fetchone()
             event = history.retried_by_operator(status, attempt, budget)
             connection.execute(self._q("insert_event"), event_row(run_id, event, now))
-        self._notifier.notify()
         return records.run_record(row, to_time, to_json)

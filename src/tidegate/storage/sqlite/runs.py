@@ -48,7 +48,6 @@ class Runs(Aggregate):
     def enqueue(self, runs: Sequence[NewRun]) -> None:
         with self._write() as (connection, now):
             self.insert_runs(connection, runs, now)
-        self._notifier.notify()
 
     def insert_runs(self, connection: sqlite3.Connection, runs: Sequence[NewRun], now: float) -> None:
         """`enqueue` inside the caller's write transaction (a schedule's tick stores its run with its tick)."""

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.storage import scheduling
+from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
 from tidegate.storage.sqlite.runs import Runs
@@ -56,6 +57,7 @@ class Schedules(Aggregate):
             with self._write() as (connection, now):
                 row = connection.execute(self._q("fire_schedule"), {"name": firing.schedule}).fetchone()
                 if row is None or row["paused"] or row["next_fire_at"] != _epoch(firing.expected_next):
+                    wakes.only_if(False)
                     return []  # removed, paused, or another worker fired this pass already
                 ticks = dumps(scheduling.tick_rows(firing, _epoch))
                 inserted = connection.execute(
@@ -69,8 +71,7 @@ class Schedules(Aggregate):
                 connection.execute(self._q("fire_schedule_advance"), scheduling.advance_params(firing, _epoch))
         except scheduling.AlreadyFired:
             return []
-        if firing.ticks:
-            self._notifier.notify()
+        wakes.only_if(firing.ticks)
         return [tick.run.id for tick in firing.ticks]
 
     def set_schedule_paused(self, name: str, paused: bool, next_fire_at: datetime | None) -> bool:
@@ -83,8 +84,7 @@ class Schedules(Aggregate):
             changed = connection.execute(self._q("set_schedule_paused"), {**params, "now": now}).fetchone()
             if changed is None and connection.execute(self._q("set_schedule_paused_exists"), params).fetchone() is None:
                 raise scheduling.not_found(name)
-        if changed is not None and not paused:
-            self._notifier.notify()
+        wakes.only_if(changed is not None and not paused)
         return changed is not None
 
     def remove_schedule(self, name: str) -> None:

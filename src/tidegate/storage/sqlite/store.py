@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.storage.facade import AggregateStore
+from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.activity import Activity
 from tidegate.storage.sqlite.browse import Browse
 from tidegate.storage.sqlite.children import Children
@@ -63,6 +64,13 @@ class SQLiteStore(AggregateStore):
         self.submits = SQLiteSubmits(self._db, self._runs, self._unique, self._children)
 
     # --- wake-ups ----------------------------------------------------------------
+
+    def _send_wake(self, wake: wakes.Wake) -> None:
+        """Datagrams (and in-process calls) once the verb's write committed; a wake-up named after
+        a worker (its cycle that claims) passes over that worker's own listener."""
+        payloads = wake.take()
+        if wake.committed and payloads:
+            self._db.notifier.notify(sender=None if wakes.EVERYONE in payloads else payloads[0])
 
     def listen(self, callback: Callable[[], None], own: str | None = None) -> DatagramListener:
         return DatagramListener(self._db.wake_folder, self._db.path, callback, own)

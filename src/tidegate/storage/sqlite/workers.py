@@ -51,8 +51,7 @@ class Workers(Aggregate):
         with self._write() as (connection, _):
             connection.execute(self._q("deregister_worker"), {"id": worker_id})
             connection.execute(self._q("release_locks"), {"id": worker_id})
-        self.fill_order.left(worker_id)
-        self._notifier.notify()  # higher-ranked workers may now claim
+        self.fill_order.left(worker_id)  # higher-ranked workers may now claim: woken (`WAKES`)
 
     def check_overflow(self, worker_id: str, queues: Sequence[str], interval: float) -> int | None:
         """Raise the overflow signal (once per interval, across workers) when eligible runs wait for a worker.
