@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -31,11 +31,12 @@ from tests.races import TIMEOUT
 from tidegate.bootstrap import open_store
 from tidegate.domain.children import NewChild
 from tidegate.domain.clock import ShiftedClock
+from tidegate.domain.keys import ACTIVE_STATES, UniqueClaim
 from tidegate.domain.limits import Concurrency, QueueConfig
 from tidegate.domain.model import RunStatus
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleDefinition, Tick
 from tidegate.domain.steps import SlotRequest, StepStatus, StepUpdate
-from tidegate.storage.port import WAKES, Store
+from tidegate.storage.port import VERBS, WAKES, Store
 
 from .conftest import LEASE, QUEUE, claim, completed, enqueue_one, failed, new_run
 
@@ -110,6 +111,12 @@ def lost_run(world: World) -> None:
 # verb -> (set-up, the verb's call that frees something); the set-up and the call use the second store.
 SCENARIOS: dict[str, tuple[Callable[[World], None], Callable[[World], Any]]] = {
     "enqueue": (lambda w: None, lambda w: enqueue_one(w.store)),
+    "enqueue_unique": (
+        lambda w: None,
+        lambda w: w.store.enqueue_unique(
+            [replace(new_run(), unique=UniqueClaim("k", ACTIVE_STATES, None, "existing"))]
+        ),
+    ),
     "cycle": (held_run, lambda w: w.store.cycle("w1", [QUEUE], [], [completed(w.fence)], 0, LEASE)),
     "hand_back": (held_run, lambda w: w.store.hand_back("w1", [w.fence])),
     "sweep": (lost_run, lambda w: w.store.sweep("sweeper", 1.0)),
@@ -232,7 +239,6 @@ QUIET: dict[str, Callable[[World], Any]] = {
     "run_children": lambda w: w.store.run_children(w.run_id),
     "pending_count": lambda w: w.store.pending_count([QUEUE]),
     "get_run": lambda w: w.store.get_run(w.run_id),
-    "list_runs": lambda w: w.store.list_runs(),
     "page_runs": lambda w: w.store.page_runs(),
     "run_events": lambda w: w.store.run_events(w.run_id),
     "status_counts": lambda w: w.store.status_counts(),
@@ -246,10 +252,10 @@ QUIET: dict[str, Callable[[World], Any]] = {
     "run_counts": lambda w: w.store.run_counts(),
     "pools": lambda w: w.store.pools(),
     "pool_holders": lambda w: w.store.pool_holders("wake"),
+    "pool_waiters": lambda w: w.store.pool_waiters("wake"),
     "acquire_slots": lambda w: w.store.acquire_slots(w.fence, "w1", "s2", {POOL: 1}, {}),
     "acquire_many": lambda w: w.store.acquire_many(w.fence, "w1", [SlotRequest("s3", {POOL: 1})]),
     "renew_slots": lambda w: w.store.renew_slots(w.fence, "s1"),
-    "record_step": lambda w: w.store.record_step(w.fence, StepUpdate("s4", StepStatus.RUNNING)),
     "run_steps": lambda w: w.store.run_steps(w.run_id),
     "next_map_item": lambda w: w.store.next_map_item(w.fence, "w1", "m", 1),
     "register_schedules": lambda w: schedule(w),
@@ -264,7 +270,7 @@ UNDRIVEN = {"close"}  # ends the store: nothing after it could be read
 
 
 def port_verbs() -> set[str]:
-    return {name for name, member in vars(Store).items() if callable(member) and not name.startswith("_")}
+    return set(VERBS)
 
 
 def test_every_port_verb_either_wakes_or_is_driven_here_as_quiet():

@@ -45,7 +45,7 @@ from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import RunStatus
 from tidegate.domain.scopes import Rules
-from tidegate.storage import records, waiting
+from tidegate.storage import port, records, waiting
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres.admission import refuse_past_ceilings
 from tidegate.storage.postgres.database import Aggregate, Database
@@ -62,7 +62,7 @@ class _KeepsSlots(Exception):
     is rolled back and made again under that lock, which is taken before anything is read."""
 
 
-class Children(Aggregate):
+class Children(Aggregate, port.ChildVerbs):
     """The child verbs of the storage port, and the resume every end of a run may cause."""
 
     def __init__(self, db: Database, limits: Limits) -> None:

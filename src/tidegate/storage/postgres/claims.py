@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from tidegate.domain import claim_plan
 from tidegate.domain.model import CycleResult, Outcome
+from tidegate.storage import port
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres import free_claims
 from tidegate.storage.postgres.children import Children
@@ -25,7 +26,7 @@ from tidegate.storage.postgres.workers import Workers
 from tidegate.storage.shared import wakes
 
 
-class Claims(Aggregate):
+class Claims(Aggregate, port.ClaimVerbs):
     """The cycle verb of the storage port."""
 
     def __init__(self, db: Database, limits: Limits, workers: Workers, children: Children) -> None:

@@ -18,7 +18,7 @@ from psycopg.rows import dict_row
 from tidegate.domain import events as history
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import SweepReport
-from tidegate.storage import rescue
+from tidegate.storage import port, rescue
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres.children import Children
 from tidegate.storage.postgres.database import Aggregate, Database
@@ -39,7 +39,7 @@ _REFUSED: tuple[type[Exception], ...] = (
 )
 
 
-class Leases(Aggregate):
+class Leases(Aggregate, port.LeaseVerbs):
     """The lease and sweep verbs of the storage port."""
 
     def __init__(self, db: Database, steps: PostgresStepVerbs, children: Children) -> None:

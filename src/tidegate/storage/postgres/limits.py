@@ -16,7 +16,7 @@ from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.limits import QueueConfig, RunQueueConfig, queue_to_dict, run_queue_to_dict
 from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
 from tidegate.domain.scopes import Rules
-from tidegate.storage import records
+from tidegate.storage import port, records
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.payloads import event_params, payload_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
@@ -24,7 +24,7 @@ from tidegate.storage.rules import limit_change, stored_rules
 from tidegate.storage.shared import wakes
 
 
-class Limits(Aggregate):
+class Limits(Aggregate, port.LimitVerbs):
     """The rules and limit verbs, and the cache of the rules every claim uses."""
 
     def __init__(self, db: Database) -> None:

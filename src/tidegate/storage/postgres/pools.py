@@ -13,7 +13,7 @@ from tidegate.domain import pool_settings
 from tidegate.domain.model import HolderRecord
 from tidegate.domain.pool_settings import PoolRow
 from tidegate.domain.steps import PoolConfig, PoolStatus, PoolWaiter
-from tidegate.storage import pool_rows, records
+from tidegate.storage import pool_rows, port, records
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import event_params, to_time
 from tidegate.storage.postgres.pipeline import transaction
@@ -21,7 +21,7 @@ from tidegate.storage.postgres.steps import READ_COMMITTED
 from tidegate.storage.shared import wakes
 
 
-class Pools(pool_rows.PoolSettingVerbs, Aggregate):
+class Pools(pool_rows.PoolSettingVerbs, Aggregate, port.PoolVerbs):
     """The pool verbs of the storage port."""
 
     def _change(self, pool: str, step: Callable[[PoolRow], PoolRow], live: bool) -> PoolConfig | None:

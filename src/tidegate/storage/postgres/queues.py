@@ -18,13 +18,14 @@ from tidegate.domain import events as history
 from tidegate.domain.deadlines import resumed_deadline
 from tidegate.domain.errors import QueueNotFound
 from tidegate.domain.model import QueueCounts
+from tidegate.storage import port
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import event_params, payload_json
 from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.shared import wakes
 
 
-class Queues(Aggregate):
+class Queues(Aggregate, port.QueueVerbs):
     """The queue verbs of the storage port."""
 
     def queue_counts(self) -> dict[str, QueueCounts]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.domain.transitions import Ceiling
-from tidegate.storage import scheduling
+from tidegate.storage import port, scheduling
 from tidegate.storage.postgres.activity import read_pace
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import enqueue_payload, event_params, payload_json, to_json, to_time
@@ -27,7 +27,7 @@ def _iso(moment: datetime) -> str:
     return moment.isoformat()
 
 
-class Schedules(Aggregate):
+class Schedules(Aggregate, port.ScheduleVerbs):
     """The schedule verbs of the storage port."""
 
     def register_schedules(self, schedules: Sequence[NewSchedule]) -> None:
@@ -83,7 +83,7 @@ class Schedules(Aggregate):
         for run_id, event in scheduling.fired_events(firing):
             connection.execute(self._q("insert_event"), event_params(run_id, event))
 
-    def set_schedule_paused(self, name: str, paused: bool, next_fire_at: datetime | None) -> bool:
+    def set_schedule_paused(self, name: str, paused: bool, next_fire_at: datetime | None = None) -> bool:
         params = {"name": name, "paused": paused, "next_fire_at": None if next_fire_at is None else _iso(next_fire_at)}
         with self._connection() as connection:
             with transaction(connection):

@@ -21,17 +21,18 @@ from tidegate.domain import events as history
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, fanout_scope, holder_key, pool_of
 from tidegate.domain.steps import SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
-from tidegate.storage import records, slots
+from tidegate.storage import port, records, slots
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import to_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.shared import wakes
+from tidegate.storage.shared.steps import OneStepAcquire
 
 READ_COMMITTED = b"BEGIN ISOLATION LEVEL READ COMMITTED"  # each read after a lock sees every commit before it
 
 
-class PostgresStepVerbs(Aggregate):
+class PostgresStepVerbs(OneStepAcquire, Aggregate, port.StepVerbs):
     """The step verbs of the storage port."""
 
     # --- slots ----------------------------------------------------------------------

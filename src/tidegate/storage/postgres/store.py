@@ -49,6 +49,8 @@ from tidegate.storage.postgres.workers import Workers
 
 
 class PostgresStore(AggregateStore):
+    _db: Database  # the dialect's own, beyond what the façade reaches
+
     def __init__(
         self,
         url: str,

@@ -15,14 +15,14 @@ from psycopg.rows import dict_row
 
 from tidegate.domain import events as history
 from tidegate.domain.jsonvalue import dumps
-from tidegate.storage import registry
+from tidegate.storage import port, registry
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.payloads import event_params, to_json
 from tidegate.storage.postgres.pipeline import transaction
 
 
-class Workers(Aggregate):
+class Workers(Aggregate, port.WorkerVerbs):
     """The worker verbs of the storage port, and the fill order they set up."""
 
     def __init__(self, db: Database, limits: Limits) -> None:

@@ -19,7 +19,7 @@ from tidegate.domain.errors import AttemptFencedOut, RunNotFound
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import RunStatus
-from tidegate.storage import records, waiting
+from tidegate.storage import port, records, waiting
 from tidegate.storage.port import Fence
 from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.database import Aggregate, Database
@@ -31,7 +31,7 @@ from tidegate.storage.waiting import canceled_event
 FOREVER = 253402300799.0  # 9999-12-31: a kept slot lasts until its run resumes or ends, not a lease
 
 
-class Children(Aggregate):
+class Children(Aggregate, port.ChildVerbs):
     """The child verbs of the storage port, and the resume every end of a run may cause."""
 
     def __init__(self, db: Database, limits: Limits, runs: Runs) -> None:

@@ -16,7 +16,7 @@ from tidegate.domain import events as history
 from tidegate.domain.admission import LocalUsage, admit
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import ClaimedRun, CycleResult, Outcome
-from tidegate.storage import claiming
+from tidegate.storage import claiming, port
 from tidegate.storage.port import Fence
 from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.children import Children
@@ -26,7 +26,7 @@ from tidegate.storage.sqlite.payloads import claimed_run, event_row
 from tidegate.storage.sqlite.workers import Workers
 
 
-class Claims(Aggregate):
+class Claims(Aggregate, port.ClaimVerbs):
     """The cycle verb of the storage port."""
 
     def __init__(self, db: Database, limits: Limits, workers: Workers, children: Children) -> None:

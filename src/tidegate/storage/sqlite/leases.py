@@ -19,7 +19,7 @@ from tidegate.domain import transitions
 from tidegate.domain.events import Event
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import SweepReport
-from tidegate.storage import rescue
+from tidegate.storage import port, rescue
 from tidegate.storage.port import Fence
 from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.children import Children
@@ -39,7 +39,7 @@ _REFUSED: tuple[type[Exception], ...] = (
 )
 
 
-class Leases(Aggregate):
+class Leases(Aggregate, port.LeaseVerbs):
     """The lease and sweep verbs of the storage port."""
 
     def __init__(self, db: Database, steps: SQLiteStepVerbs, children: Children) -> None:

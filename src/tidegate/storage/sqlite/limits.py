@@ -14,14 +14,14 @@ from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.limits import QueueConfig, RunQueueConfig, queue_to_dict, run_queue_to_dict
 from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
 from tidegate.domain.scopes import Rules
-from tidegate.storage import records
+from tidegate.storage import port, records
 from tidegate.storage.rules import limit_change, stored_rules
 from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row, to_time
 
 
-class Limits(Aggregate):
+class Limits(Aggregate, port.LimitVerbs):
     """The rules and limit verbs, and the cache of the rules every claim uses."""
 
     def __init__(self, db: Database) -> None:

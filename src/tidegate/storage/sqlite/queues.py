@@ -15,12 +15,13 @@ from tidegate.domain import events as history
 from tidegate.domain.deadlines import resumed_deadline
 from tidegate.domain.errors import QueueNotFound
 from tidegate.domain.model import QueueCounts
+from tidegate.storage import port
 from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.database import Aggregate
 from tidegate.storage.sqlite.payloads import event_row
 
 
-class Queues(Aggregate):
+class Queues(Aggregate, port.QueueVerbs):
     """The queue verbs of the storage port."""
 
     def queue_counts(self) -> dict[str, QueueCounts]:

@@ -13,13 +13,13 @@ from tidegate.domain import events as history
 from tidegate.domain.errors import RunNotFound, RunNotRetryable
 from tidegate.domain.model import RunRecord
 from tidegate.domain.transitions import may_retry, retried_max_attempts
-from tidegate.storage import records
+from tidegate.storage import port, records
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
 from tidegate.storage.sqlite.runs import Runs
 
 
-class Retries(Aggregate):
+class Retries(Aggregate, port.RetryVerbs):
     """The retry verb of the storage port."""
 
     def __init__(self, db: Database, runs: Runs) -> None:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
-from tidegate.storage import scheduling
+from tidegate.storage import port, scheduling
 from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
@@ -24,7 +24,7 @@ def _epoch(moment: datetime) -> float:
     return moment.timestamp()
 
 
-class Schedules(Aggregate):
+class Schedules(Aggregate, port.ScheduleVerbs):
     """The schedule verbs of the storage port."""
 
     def __init__(self, db: Database, runs: Runs) -> None:
@@ -74,7 +74,7 @@ class Schedules(Aggregate):
         wakes.only_if(firing.ticks)
         return [tick.run.id for tick in firing.ticks]
 
-    def set_schedule_paused(self, name: str, paused: bool, next_fire_at: datetime | None) -> bool:
+    def set_schedule_paused(self, name: str, paused: bool, next_fire_at: datetime | None = None) -> bool:
         params = {
             "name": name,
             "paused": int(paused),

@@ -25,14 +25,15 @@ from tidegate.domain.steps import (
     StepUpdate,
 )
 from tidegate.domain.transitions import has_room
-from tidegate.storage import records, slots
+from tidegate.storage import port, records, slots
 from tidegate.storage.port import Fence
 from tidegate.storage.shared import wakes
+from tidegate.storage.shared.steps import OneStepAcquire
 from tidegate.storage.sqlite.database import Aggregate
 from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
 
 
-class SQLiteStepVerbs(Aggregate):
+class SQLiteStepVerbs(OneStepAcquire, Aggregate, port.StepVerbs):
     """The step verbs of the storage port."""
 
     # --- slots ----------------------------------------------------------------------

@@ -39,6 +39,8 @@ from tidegate.storage.sqlite.workers import Workers
 
 
 class SQLiteStore(AggregateStore):
+    _db: Database  # the dialect's own, beyond what the façade reaches
+
     def __init__(self, url: str, path: Path, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.url = url
         self._db = Database(path, clock)

@@ -7,13 +7,13 @@ import sqlite3
 from collections.abc import Sequence
 
 from tidegate.domain import events as history
-from tidegate.storage import registry
+from tidegate.storage import port, registry
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
 from tidegate.storage.sqlite.payloads import event_row, to_json
 
 
-class Workers(Aggregate):
+class Workers(Aggregate, port.WorkerVerbs):
     """The worker verbs of the storage port, and the fill order they set up."""
 
     def __init__(self, db: Database, limits: Limits) -> None:
