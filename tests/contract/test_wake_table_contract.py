@@ -19,6 +19,7 @@ façade opens their wake-ups and the adapter sends them at commit.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -40,6 +41,7 @@ from tidegate.storage.port import VERBS, WAKES, Store
 
 from .conftest import LEASE, QUEUE, claim, completed, enqueue_one, failed, new_run
 
+BACKSTOP_THREAD = "tidegate-sqlite-listener"  # SQLite's listener thread, whose data_version poll sees any commit
 POOL = "pool:wake"
 SCHEDULE = "wake-schedule"
 
@@ -68,6 +70,13 @@ def held_run(world: World) -> None:
     enqueue_one(world.store)
     [held] = claim(world.store, "w1")
     world.fence, world.run_id = held.fence, held.fence[0]
+
+
+def queued_behind(world: World) -> None:
+    """A run holds the queue's only slot; another waits behind it (the one a cancel ends)."""
+    limited(world)
+    held_run(world)
+    world.run_id = enqueue_one(world.store)
 
 
 def holding_step(world: World) -> None:
@@ -120,7 +129,7 @@ SCENARIOS: dict[str, tuple[Callable[[World], None], Callable[[World], Any]]] = {
     "cycle": (held_run, lambda w: w.store.cycle("w1", [QUEUE], [], [completed(w.fence)], 0, LEASE)),
     "hand_back": (held_run, lambda w: w.store.hand_back("w1", [w.fence])),
     "sweep": (lost_run, lambda w: w.store.sweep("sweeper", 1.0)),
-    "cancel_run": (held_run, lambda w: w.store.cancel_run(enqueue_one(w.store))),
+    "cancel_run": (queued_behind, lambda w: w.store.cancel_run(w.run_id)),
     "trigger_children": (
         held_run,
         lambda w: w.store.trigger_children(w.fence, "w1", [NewChild(new_run(), 0, False)], False, False),
@@ -172,11 +181,17 @@ def test_each_verb_of_the_table_wakes_a_listener_on_another_store(verb, store, o
     set_up, act = SCENARIOS[verb]
     world = World(other, clock)
     set_up(world)
-    calls: list[int] = []
+    assert_wakes(store, backend, verb, lambda: act(world))
+
+
+def assert_wakes(store: Store, backend: str, what: str, act: Callable[[], Any]) -> None:
+    """`act` wakes `store`'s listener: on PostgreSQL by a NOTIFY; on SQLite by the writer itself
+    (a call from a thread other than the listener's own, whose backstop sees every commit)."""
+    callers: list[str] = []
     woken = threading.Event()
 
     def callback() -> None:
-        calls.append(threading.get_ident())
+        callers.append(threading.current_thread().name)
         woken.set()
 
     listener = store.listen(callback)
@@ -184,14 +199,30 @@ def test_each_verb_of_the_table_wakes_a_listener_on_another_store(verb, store, o
         if backend == "postgres":  # the wake-up given when LISTEN starts
             assert woken.wait(TIMEOUT)
         woken.clear()
-        calls.clear()
-        act(world)
+        callers.clear()
+        act()
         if backend == "postgres":
-            assert woken.wait(TIMEOUT), f"{verb} did not wake a listener on another store"
+            assert woken.wait(TIMEOUT), f"{what} did not wake a listener on another store"
         else:
-            assert threading.get_ident() in calls, f"{verb} did not wake the listeners (only the backstop saw it)"
+            writers = [name for name in callers if name != BACKSTOP_THREAD]
+            assert writers, f"{what} did not wake the listeners (only the backstop saw it)"
     finally:
         listener.close()
+
+
+# The verbs of the `Submits` port that let runs in, from an event loop: the same wake-ups.
+ASYNC_SCENARIOS: dict[str, tuple[Callable[[World], None], Callable[[World], Any]]] = {
+    "enqueue_async": (lambda w: None, lambda w: asyncio.run(w.store.submits.enqueue_async([new_run()]))),
+    "cancel_run_async": (queued_behind, lambda w: asyncio.run(w.store.submits.cancel_run_async(w.run_id))),
+}
+
+
+@pytest.mark.parametrize("verb", sorted(ASYNC_SCENARIOS))
+def test_the_async_submits_wake_a_listener_on_another_store(verb, store, other, clock, backend):
+    set_up, act = ASYNC_SCENARIOS[verb]
+    world = World(other, clock)
+    set_up(world)
+    assert_wakes(store, backend, verb, lambda: act(world))
 
 
 # --- no other verb frees capacity ------------------------------------------------------------

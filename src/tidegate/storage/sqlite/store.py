@@ -63,7 +63,7 @@ class SQLiteStore(AggregateStore):
         self._schedules = Schedules(self._db, self._runs)
         self._retention = Retention(self._db)
         self._health = Health(self._db)
-        self.submits = SQLiteSubmits(self._db, self._runs, self._unique, self._children)
+        self.submits = SQLiteSubmits(self._db, self._runs, self._unique, self)
 
     # --- wake-ups ----------------------------------------------------------------
 
