@@ -76,7 +76,7 @@ def workload(app: tidegate.App, runs: int) -> None:
         store.get_run(handle.id)
         store.run_events(handle.id)
     app.worker(queues=["bench", "tenants"], max_workers=16, drain=True).run()
-    store.list_runs(status=tidegate.RunStatus.COMPLETED)
+    store.page_runs(status=tidegate.RunStatus.COMPLETED)
     store.sweep("index-usage", 1.0)
     store.prune_runs(older_than=0.0, limit=runs // 2)
 

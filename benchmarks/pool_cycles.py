@@ -55,8 +55,8 @@ def contender(url: str, fence: tuple[str, int], start_at: float, seconds: float,
         while True:
             key = f"c[{index}]"
             if baseline:
-                store.record_step(fence, StepUpdate(key, StepStatus.RUNNING))
-                store.record_step(fence, StepUpdate(key, StepStatus.COMPLETED))
+                store.record_steps(fence, [StepUpdate(key, StepStatus.RUNNING)])
+                store.record_steps(fence, [StepUpdate(key, StepStatus.COMPLETED)])
             else:
                 guard.release(guard.acquire_sync(fence, worker, key, needs))
             index += 1

@@ -104,7 +104,7 @@ class Harness:
 
     def history(self, submitted: list[str], limits: dict[str, int], innocents: Sequence[str] = ()) -> History:
         store = self.app.store
-        runs = store.list_runs(limit=1_000_000)
+        runs = store.page_runs(limit=1_000_000)
         return History(
             entries=self.entries(),
             runs=[RunFacts(run.id, run.status.value, run.attempt, run.error) for run in runs],

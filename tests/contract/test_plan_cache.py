@@ -118,7 +118,7 @@ def test_postgres_reads_with_optional_filters_are_planned_per_call(pg_store: Sto
     assert optional == PLANNED_PER_CALL, "a read with optional filters needs a plan per call (PLANNED_PER_CALL)"
     enqueue_one(pg_store)
     for _ in range(3):  # past PREPARE_THRESHOLD: a statement psycopg may prepare is prepared by now
-        pg_store.list_runs(status=RunStatus.FAILED)
+        pg_store.page_runs(status=RunStatus.FAILED)
         pg_store.page_runs(status=RunStatus.FAILED, queue=QUEUE, limit=10)
         pg_store.status_counts(QUEUE)
         pg_store.list_queued(QUEUE)

@@ -111,3 +111,14 @@ def test_the_sweep_frees_the_slots_of_a_step_whose_pool_lease_lapsed(store, cloc
     assert (report.step_slots_expired, report.requeued) == (1, [])
     assert store.pool_holders("a") == [] and store.renew_slots(crashed, "s") is False
     assert store.acquire_slots(waiting, "w1", "s", pool_needs({"a": 1}), {}).granted
+
+
+def test_pool_waiters_lists_the_steps_a_full_pool_keeps_waiting(store):
+    store.set_pool_limit("db", 1, 60)
+    holder, waiter = running_fence(store, "w1"), running_fence(store, "w2")
+    assert store.acquire_slots(holder, "w1", "a", pool_needs({"db": 1}), {}).granted
+    assert not store.acquire_slots(waiter, "w2", "b", pool_needs({"db": 1}), {}).granted
+    [waiting] = store.pool_waiters("db")
+    assert (waiting.run_id, waiting.step_key, waiting.attempt, waiting.slots) == (waiter[0], "b", waiter[1], 1)
+    assert waiting.since is not None
+    assert store.pool_waiters("other") == []

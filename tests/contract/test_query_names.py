@@ -16,7 +16,7 @@ from importlib import resources
 
 import pytest
 
-from tidegate.storage.port import Store
+from tidegate.storage.port import VERBS
 from tidegate.storage.sqlfile import parse_queries
 
 DIALECTS = ("sqlite", "postgres")
@@ -27,7 +27,6 @@ MECHANISMS = {
         "submit_in_lock": "makes the caller's open transaction the one writer; PostgreSQL locks per ceiling and key",
     },
     "postgres": {
-        "notify": "wake-ups by NOTIFY at commit; SQLite's are datagrams sent by the adapter",
         "upsert_scopes": "scope lock rows; SQLite's single writer serializes every claimer",
         "lock_scopes": "scope row locks in key order; as above",
         "try_lock_scopes": "a scope row lock tried without waiting, below a key held; as above",
@@ -59,7 +58,7 @@ def names(dialect: str) -> dict[str, str]:
 
 
 def port_verbs() -> set[str]:
-    return {name for name in vars(Store) if not name.startswith("_")}
+    return set(VERBS)
 
 
 def test_both_dialects_have_the_same_files():

@@ -28,7 +28,7 @@ def finish(store, status: str) -> str:
         return run_id
     [claimed] = [run for run in claim(store, limit=10) if run.id == run_id]
     start(store, "w1", [claimed.fence])
-    assert store.record_step(claimed.fence, StepUpdate("s", StepStatus.COMPLETED, output=1))
+    assert store.record_steps(claimed.fence, [StepUpdate("s", StepStatus.COMPLETED, output=1)])
     outcome = completed(claimed.fence) if status == "completed" else failed(claimed.fence)
     store.cycle("w1", [QUEUE], [], [outcome], 0, 30.0)
     assert store.get_run(run_id).status.value == status
@@ -45,7 +45,7 @@ def test_old_finished_runs_go_with_their_events_and_steps_and_nothing_else_does(
     running = enqueue_one(store)
     [claimed] = [run for run in claim(store, limit=10) if run.id == running]
     start(store, "w1", [claimed.fence])
-    assert store.record_step(claimed.fence, StepUpdate("s", StepStatus.RUNNING))
+    assert store.record_steps(claimed.fence, [StepUpdate("s", StepStatus.RUNNING)])
     store.set_limit("global", 5)  # an event of no run
     clock.advance(WEEK + 60)
     recent = finish(store, "completed")

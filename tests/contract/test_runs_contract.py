@@ -60,18 +60,18 @@ def test_get_run_of_an_unknown_id_is_none_and_its_events_are_empty(store):
     assert store.run_events("no-such-run") == []
 
 
-def test_list_runs_filters_by_status_and_queue_and_honours_the_limit(store):
+def test_page_runs_filters_by_status_and_queue_and_honours_the_limit(store):
     queued = [enqueue_one(store) for _ in range(3)]
     other = enqueue_one(store, "other")
     [running] = claim(store)
 
-    listed = [run.id for run in store.list_runs()]
+    listed = [run.id for run in store.page_runs()]
     assert set(listed) == {*queued, other}
     assert listed == sorted(listed, reverse=True)  # newest first: run ids (ULIDs) sort by time
-    assert {run.id for run in store.list_runs(status=RunStatus.QUEUED)} == ({*queued, other} - {running.id})
-    assert [run.id for run in store.list_runs(status=RunStatus.RUNNING)] == [running.id]
-    assert [run.id for run in store.list_runs(queue="other")] == [other]
-    assert len(store.list_runs(limit=2)) == 2
+    assert {run.id for run in store.page_runs(status=RunStatus.QUEUED)} == ({*queued, other} - {running.id})
+    assert [run.id for run in store.page_runs(status=RunStatus.RUNNING)] == [running.id]
+    assert [run.id for run in store.page_runs(queue="other")] == [other]
+    assert len(store.page_runs(limit=2)) == 2
 
 
 def test_status_counts_has_every_status_and_counts_per_queue(store):

@@ -25,9 +25,9 @@ def step_events(store, run_id: str) -> list[str]:
 
 def test_record_step_keeps_a_checkpoint_with_its_events(store):
     fence = running_fence(store)
-    assert store.record_step(fence, StepUpdate("extract", StepStatus.RUNNING))
-    assert store.record_step(fence, StepUpdate("extract", StepStatus.COMPLETED, output={"rows": 2}))
-    assert store.record_step(fence, StepUpdate("extract", StepStatus.RUNNING))  # a checkpoint is never overwritten
+    assert store.record_steps(fence, [StepUpdate("extract", StepStatus.RUNNING)])
+    assert store.record_steps(fence, [StepUpdate("extract", StepStatus.COMPLETED, output={"rows": 2})])
+    assert store.record_steps(fence, [StepUpdate("extract", StepStatus.RUNNING)])  # a checkpoint is never overwritten
     [step] = store.run_steps(fence[0])
     assert (step.step_key, step.status, step.output, step.attempt) == ("extract", StepStatus.COMPLETED, {"rows": 2}, 1)
     assert step_events(store, fence[0]) == ["StepStarted", "StepCompleted"]
@@ -35,7 +35,7 @@ def test_record_step_keeps_a_checkpoint_with_its_events(store):
 
 def test_a_stale_attempt_records_nothing(store):
     run, attempt = running_fence(store)
-    assert store.record_step((run, attempt + 1), StepUpdate("s", StepStatus.RUNNING)) is False
+    assert store.record_steps((run, attempt + 1), [StepUpdate("s", StepStatus.RUNNING)]) is False
     assert store.record_steps((run, attempt + 1), [StepUpdate("s", StepStatus.RUNNING)]) is False
     assert store.run_steps(run) == []
 
@@ -58,7 +58,7 @@ def test_next_map_item_takes_items_in_index_order_within_the_window(store):
     second = store.next_map_item(fence, "w1", "m", 2)
     assert (first.step_key, first.status, second.step_key) == ("m[0]", StepStatus.RUNNING, "m[1]")
     assert store.next_map_item(fence, "w1", "m", 2) is None  # the window is full
-    store.record_step(fence, StepUpdate("m[0]", StepStatus.COMPLETED, "m", 0, output=0))
+    store.record_steps(fence, [StepUpdate("m[0]", StepStatus.COMPLETED, "m", 0, output=0)])
     assert store.next_map_item(fence, "w1", "m", 2).step_key == "m[2]"
     assert store.next_map_item((fence[0], fence[1] + 1), "w1", "m", 5) is None  # fenced out
 

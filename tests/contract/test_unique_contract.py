@@ -30,7 +30,7 @@ def test_a_key_is_taken_once_and_its_holder_answers_the_next_submit(store):
     assert (taken.run_id, taken.duplicate) == (first.id, False)
     [met] = store.enqueue_unique([keyed(args={"n": 2})])
     assert (met.run_id, met.duplicate, met.replaced) == (first.id, True, False)
-    assert [run.id for run in store.list_runs()] == [first.id]
+    assert [run.id for run in store.page_runs()] == [first.id]
 
 
 def test_a_run_leaving_its_states_frees_its_key_and_failed_or_canceled_never_hold(store):
@@ -52,7 +52,7 @@ def test_replace_gives_a_queued_holder_the_new_args_and_raise_stores_nothing(sto
     with pytest.raises(DuplicateRun) as raised:
         store.enqueue_unique([new_run(), keyed(on_conflict="raise")])
     assert raised.value.run_id == first.id
-    assert len(store.list_runs()) == 1  # the batch's other run is not stored either
+    assert len(store.page_runs()) == 1  # the batch's other run is not stored either
 
 
 def test_a_started_holder_is_not_replaced(store):
@@ -77,7 +77,7 @@ def _submit_once(database_url: str, barrier, answers) -> None:
 
 
 def test_concurrent_submitters_of_one_key_store_one_run(store, database_url):
-    store.list_runs()  # migrated before the race: the submitters only submit
+    store.page_runs()  # migrated before the race: the submitters only submit
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(SUBMITTERS)
     answers = context.Queue()
@@ -88,7 +88,7 @@ def test_concurrent_submitters_of_one_key_store_one_run(store, database_url):
     for process in processes:
         process.join(60)
         assert process.exitcode == 0
-    stored = store.list_runs()
+    stored = store.page_runs()
     assert len(stored) == 1
     assert {standing for _, standing, _ in results} == {stored[0].id}
     assert sorted(duplicate for _, _, duplicate in results) == [False] + [True] * (SUBMITTERS - 1)

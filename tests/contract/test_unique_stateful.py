@@ -109,7 +109,7 @@ class UniqueKeys(RuleBasedStateMachine):
 
     @invariant()
     def the_store_agrees_and_holds_each_key_once(self) -> None:
-        stored = {record.id: record for record in self.store.list_runs(queue=self.queue)}
+        stored = {record.id: record for record in self.store.page_runs(queue=self.queue)}
         assert set(stored) == set(self.runs)
         holders: dict[str, list[str]] = {}
         for run_id, run in self.runs.items():

@@ -57,6 +57,6 @@ def test_a_burst_is_stored_in_groups_and_each_submit_gets_its_own_exact_answer(a
     assert Counter(answer.status_code for answer in answers) == {201: CEILING, 429: GOOD - CEILING, 422: BAD}
     assert all(answer.json()["field"] == "args" for answer in answers if answer.status_code == 422)
     accepted = {answer.json()["id"] for answer in answers if answer.status_code == 201}
-    assert {run.id for run in app.store.list_runs(queue="grouped")} == accepted
+    assert {run.id for run in app.store.page_runs(queue="grouped")} == accepted
     assert store_size(database_url)[0] == before[0] + CEILING
     assert max(sizes) > 1, f"the burst was stored one run at a time: {sizes}"

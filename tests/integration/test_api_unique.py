@@ -41,7 +41,7 @@ def test_a_duplicate_is_answered_200_with_the_existing_run(app: App) -> None:
     assert first.json()["duplicate"] is False
     assert again.json()["id"] == first.json()["id"] and again.json()["duplicate"] is True
     assert again.json()["status"] == "queued" and again.json()["links"]["self"].endswith(first.json()["id"])
-    assert len(app.store.list_runs()) == 1
+    assert len(app.store.page_runs()) == 1
 
 
 def test_unique_and_idempotency_keys_in_the_body(app: App) -> None:
@@ -56,7 +56,7 @@ def test_unique_and_idempotency_keys_in_the_body(app: App) -> None:
     assert (made.status_code, repeated.status_code) == (201, 200)
     assert repeated.json()["id"] == made.json()["id"] and repeated.json()["duplicate"] is True
     assert client.post("/api/v1/runs", json=body).status_code == 201  # no key: a new run each time
-    assert len(app.store.list_runs()) == 3
+    assert len(app.store.page_runs()) == 3
 
 
 def test_a_batch_answers_each_item_by_its_run_or_its_key_holder(app: App) -> None:
@@ -73,7 +73,7 @@ def test_a_batch_answers_each_item_by_its_run_or_its_key_holder(app: App) -> Non
     runs = response.json()["runs"]
     assert [run["duplicate"] for run in runs] == [True, False, True]
     assert runs[0]["id"] == held["id"] and runs[2]["id"] == runs[1]["id"]
-    assert len(app.store.list_runs()) == 2
+    assert len(app.store.page_runs()) == 2
 
 
 def test_a_burst_of_one_key_stores_one_run(app: App) -> None:
@@ -89,7 +89,7 @@ def test_a_burst_of_one_key_stores_one_run(app: App) -> None:
     responses = asyncio.run(burst())
     assert sorted(response.status_code for response in responses) == [200] * 11 + [201]
     assert len({response.json()["id"] for response in responses}) == 1
-    assert len(app.store.list_runs()) == 1
+    assert len(app.store.page_runs()) == 1
 
 
 def test_raise_is_a_409_naming_the_holder_and_bad_keys_a_422(app: App) -> None:
@@ -109,4 +109,4 @@ def test_raise_is_a_409_naming_the_holder_and_bad_keys_a_422(app: App) -> None:
         response = client.post("/api/v1/runs", json={"task": "u.plain", "args": {"x": 1}, **extra})
         assert response.status_code == 422, (extra, response.text)
         assert response.json()["field"] == field, (extra, response.json())
-    assert len(app.store.list_runs()) == 1
+    assert len(app.store.page_runs()) == 1

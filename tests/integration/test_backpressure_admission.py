@@ -315,7 +315,7 @@ def test_concurrent_submitting_processes_never_pass_the_ceiling(database_url, tm
         assert stored <= CEILING, f"{stored} runs stored under a ceiling of {CEILING}"
         assert stored == len(accepted) == CEILING  # 64 tries for 15 places: all taken, none twice
         assert sum(report["rejected"] for report in reports) == 2 * 4 * 8 - CEILING
-        assert {run.id for run in app.store.list_runs(limit=100)} == set(accepted)
+        assert {run.id for run in app.store.page_runs(limit=100)} == set(accepted)
 
 
 def test_cli_submit_to_a_full_queue_exits_75_with_the_hint(database_url):
@@ -339,7 +339,7 @@ def test_cli_submit_to_a_full_queue_exits_75_with_the_hint(database_url):
         assert _stored(app) == CEILING and _events(database_url) == events_before
 
         # below the ceiling the same command succeeds (exit 0, the run id)
-        app.run(app.store.list_runs(limit=1)[0].id).cancel()
+        app.run(app.store.page_runs(limit=1)[0].id).cancel()
         completed = subprocess.run(
             [sys.executable, "-m", "tidegate", "submit", "bp.gated", "--arg", "n=1", "--database", database_url],
             cwd=REPO_ROOT,

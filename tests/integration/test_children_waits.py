@@ -17,7 +17,7 @@ from .conftest import event_types, wait_status
 
 
 def _count(app: App, task: str) -> int:
-    return sum(1 for run in app.store.list_runs(limit=1000) if run.task == task)
+    return sum(1 for run in app.store.page_runs(limit=1000) if run.task == task)
 
 
 def test_one_worker_of_capacity_one_completes_a_parent_waiting_on_three_children_in_turn(app, start_worker):

@@ -72,7 +72,7 @@ def test_identifiers_never_wrap_at_80_columns(busy, database_url: str) -> None:
     whole(invoke("workers", "list", "--database", database_url).stdout, [WORKER, "external_api"])
     whole(invoke("pools", "list", "--database", database_url).stdout, ["warehouse_db"])
     whole(invoke("runs", "show", blocked, "--database", database_url).stdout, [blocked, "sync_customer"])
-    [running, *_] = [run.id for run in app.store.list_runs(RunStatus.RUNNING)]
+    [running, *_] = [run.id for run in app.store.page_runs(status=RunStatus.RUNNING)]
     whole(invoke("runs", "show", running, "--database", database_url).stdout, [running, f"worker={WORKER}"])
 
 

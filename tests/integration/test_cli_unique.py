@@ -39,7 +39,7 @@ def test_a_duplicate_prints_the_existing_run_and_says_so(app: App, database_url:
     repeated = invoke(*common, "--idempotency-key", "order-7")
     assert made.stdout.strip() == repeated.stdout.strip() != first.stdout.strip()
     assert "duplicate" in repeated.stderr
-    assert len(app.store.list_runs()) == 2
+    assert len(app.store.page_runs()) == 2
 
 
 def test_bad_keys_are_one_error_line_and_store_nothing(app: App, database_url: str) -> None:
@@ -54,4 +54,4 @@ def test_bad_keys_are_one_error_line_and_store_nothing(app: App, database_url: s
         result = invoke(*common, *extra)
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         assert result.exit_code == 1 and len(lines) == 1 and message in lines[0], (extra, result.output)
-    assert app.store.list_runs() == []
+    assert app.store.page_runs() == []

@@ -221,7 +221,7 @@ def test_routing_to_an_undeclared_queue_is_refused_and_stores_nothing(make_app):
         task.options(queue="nowhere").submit_many([{}] * 3)
     with pytest.raises(InvalidArgument, match="nowhere"):
         app.submit("g.route2", args={}, queue="nowhere")
-    assert app.store.list_runs() == []
+    assert app.store.page_runs() == []
     assert set(app.store.status_counts().values()) == {0}
     assert "nowhere" not in app.store.rules().queues
 

@@ -200,7 +200,7 @@ def test_recording_a_step_finished_frees_its_slots_and_the_guard_can_just_forget
     fence = claim(store, job)
     the_guard = guard()
     held = the_guard.acquire_sync(fence, "w1", "s", pool_needs({"db": 1}))
-    assert store.record_step(fence, StepUpdate("s", StepStatus.COMPLETED, output=1))
+    assert store.record_steps(fence, [StepUpdate("s", StepStatus.COMPLETED, output=1)])
     the_guard.forget(held)
     assert store.pool_holders("db") == []
     time.sleep(0.5)  # past a renewal turn: nothing renews a forgotten claim, nothing reports it lost

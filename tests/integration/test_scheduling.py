@@ -92,7 +92,7 @@ def test_run_at_of_the_wrong_type_is_refused(app):
 
     with pytest.raises(InvalidArgument, match="run_at"):
         bad_when.options(run_at=5).submit()  # type: ignore[arg-type]
-    assert app.store.list_runs() == []
+    assert app.store.page_runs() == []
 
 
 def test_a_delayed_run_can_be_canceled_before_it_is_due(tidegate_app, tidegate_clock, tidegate_drain):

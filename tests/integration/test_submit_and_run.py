@@ -80,7 +80,7 @@ def test_context_parameter_is_not_an_argument(app):
 
     with pytest.raises(InvalidArgument, match="ctx"):
         ctx_only.submit(ctx="not allowed")
-    assert app.store.list_runs() == []
+    assert app.store.page_runs() == []
 
 
 def test_submit_by_name_from_an_app_without_the_code(app, start_worker, database_url):
@@ -100,17 +100,17 @@ def test_submit_by_name_from_an_app_without_the_code(app, start_worker, database
             caller.submit("t.nope", args={})
         with pytest.raises(InvalidArgument, match="'a'"):
             caller.submit("t.mul", args={"a": {1, 2}, "b": 1})
-        assert [run.id for run in caller.store.list_runs()] == [handle.id]
+        assert [run.id for run in caller.store.page_runs()] == [handle.id]
 
 
 def test_unknown_task_name(app):
     with pytest.raises(UnknownTask, match=r"no\.such\.task"):
         app.submit("no.such.task", args={"a": 1})
-    assert app.store.list_runs() == []
+    assert app.store.page_runs() == []
 
 
 def _assert_nothing_stored(app):
-    assert app.store.list_runs() == []
+    assert app.store.page_runs() == []
     assert set(app.store.status_counts().values()) == {0}
 
 

@@ -49,7 +49,7 @@ def test_async_submit_keeps_the_checks_and_the_admission_ceiling(app):
     refused = [outcome for outcome in outcomes if isinstance(outcome, Exception)]
     assert len(stored) == 3 and all(isinstance(error, AdmissionRejected) for error in refused)
     assert duplicate.handle.id in {handle.id for handle in stored} and duplicate.handle.duplicate
-    assert len(app.store.list_runs()) == 3
+    assert len(app.store.page_runs()) == 3
 
 
 def test_async_duplicate_returns_the_existing_run_and_cancel_async_ends_it(app):

@@ -89,7 +89,7 @@ def test_a_ceiling_holds_inside_the_callers_transaction(app, database_url):
     finally:
         connection.close()
     assert len(other) == 1 and isinstance(other[0], AdmissionRejected)
-    assert sorted(run.args["n"] for run in app.store.list_runs()) == [1, 2]
+    assert sorted(run.args["n"] for run in app.store.page_runs()) == [1, 2]
 
 
 def _record(into, call):
@@ -166,7 +166,7 @@ def test_sqlite_asks_for_the_declarations_before_a_transaction_holds_the_writer(
         return None
 
     execute_sql(database_url, "CREATE TABLE t (x integer)")
-    assert app.store.list_runs() == []  # the store is open (an app's start-up), its declarations not yet written
+    assert app.store.page_runs() == []  # the store is open (an app's start-up), its declarations not yet written
     connection = _connect(database_url)
     try:
         connection.execute("INSERT INTO t (x) VALUES (1)")  # the caller's transaction now holds the one writer

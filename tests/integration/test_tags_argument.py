@@ -15,4 +15,4 @@ def test_tags_as_text_is_refused_naming_the_parameter_and_the_dict_to_write(tmp_
         expected = "tags must be a dict of str to str, got str 'tenant=a' (write tags={'tenant': 'a'})"
         with pytest.raises(InvalidArgument, match=re.escape(expected)):
             task.options(tags="tenant=a")
-        assert app.store.list_runs() == []
+        assert app.store.page_runs() == []

@@ -80,7 +80,7 @@ def test_the_function_object_is_checked_by_the_same_rule(code, database_url, arg
 def test_args_that_fit_are_stored_from_every_caller(code, bare, database_url):
     by_name = bare.submit(TASK, {"x": 1, "y": 2, "scale": 3, "note": None})  # an int is a number
     by_function = code.tasks[TASK].submit(x=1, y=2)
-    assert {run.id for run in bare.store.list_runs()} == {by_name.id, by_function.id}
+    assert {run.id for run in bare.store.page_runs()} == {by_name.id, by_function.id}
 
 
 def test_a_task_registered_without_parameters_is_not_checked(bare):

@@ -50,7 +50,7 @@ def test_a_submit_by_name_without_the_code_applies_the_tasks_rule(app: App, data
             raise AssertionError("on_conflict='raise' was not applied from the stored rule")
     result: Any = CliRunner().invoke(cli, ["submit", "u.named", "-a", "customer_id=3", "--database", database_url])
     assert result.exit_code == 0 and result.stdout.strip() == first.id and "duplicate" in result.stderr
-    assert len(app.store.list_runs()) == 3
+    assert len(app.store.page_runs()) == 3
 
 
 def _skips(app: App) -> list[tuple[str, dict[str, Any]]]:
@@ -75,14 +75,14 @@ def test_a_tick_that_meets_a_held_key_is_recorded_as_skipped(app: App, clock: An
     app.worker()  # made, not run: it stores the schedule (ticks are fired here, by fire_due)
     _to_next_tick(app, clock, "every-minute")
     assert fire_due(app.store) == 1
-    [holder] = app.store.list_runs()
+    [holder] = app.store.page_runs()
     _to_next_tick(app, clock, "every-minute")
     assert fire_due(app.store) == 0  # the first run is still queued: it holds the key
     [(run_id, skipped)] = _skips(app)
     assert run_id == holder.id and skipped["schedule"] == "every-minute" and len(skipped["key"]) == 64
     [record] = app.store.list_schedules()
     assert record.last_run_id == holder.id and record.last_fire_at is not None
-    assert [run.id for run in app.store.list_runs()] == [holder.id]
+    assert [run.id for run in app.store.page_runs()] == [holder.id]
     app.run(holder.id).cancel()  # a canceled run frees its key: the next tick stores a run
     _to_next_tick(app, clock, "every-minute")
-    assert fire_due(app.store) == 1 and len(app.store.list_runs()) == 2 and len(_skips(app)) == 1
+    assert fire_due(app.store) == 1 and len(app.store.page_runs()) == 2 and len(_skips(app)) == 1

@@ -8,7 +8,7 @@ from .conftest import execute_sql as query_rows
 
 
 def _runs(app):
-    return app.store.list_runs()
+    return app.store.page_runs()
 
 
 def test_a_second_submit_of_a_key_returns_the_first_run(app):

@@ -29,7 +29,7 @@ def test_receipt_sent(tidegate_app, tidegate_drain, tidegate_clock):
 def test_each_test_has_its_own_database(tidegate_app):
     app = make_app(tidegate_app.database_url)
     refute_submitted(app, "place_order")
-    assert app.store.list_runs() == []
+    assert app.store.page_runs() == []
 
 
 def test_app_fixture_is_an_app_on_the_test_clock(tidegate_app, tidegate_clock):
@@ -96,7 +96,7 @@ def test_drain_stops_a_runaway(tidegate_app, tidegate_drain):
     app.tasks_by_name["forever"].submit(n=0)
     with pytest.raises(DrainRunaway, match=r"ran \d+ attempts \(its cap is 20\)"):
         tidegate_drain(app, cap=20)
-    assert len(app.store.list_runs(status=tidegate.RunStatus.COMPLETED)) >= 20
+    assert len(app.store.page_runs(status=tidegate.RunStatus.COMPLETED)) >= 20
 
 
 def test_drain_runs_children(tidegate_app, tidegate_drain):

@@ -87,7 +87,7 @@ def test_sigkilled_workers_lose_no_run(database_url, worker_processes, tmp_path)
             wait_until(busy, 60, 0.01, message="the worker process to be running several runs")
             worker_processes.kill(process)
             unfinished = _unfinished(read_execution_log(log)) - killed_attempts
-            held = {run.id for run in app.store.list_runs(status=RunStatus.RUNNING, limit=1000)}
+            held = {run.id for run in app.store.page_runs(status=RunStatus.RUNNING, limit=1000)}
             if unfinished:  # else every in-flight run ended just before the kill: try again
                 kills += 1
                 killed_attempts |= unfinished

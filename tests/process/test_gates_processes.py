@@ -133,7 +133,7 @@ def test_lowering_a_queue_limit_live_binds_every_later_claim(database_url, backe
         scopes = _submit_load(app, runs, partitions, seed=11)
         spawned = _spawn(worker_processes, database_url, processes, log)
         wait_until(lambda: len(read_intervals(log)[0]) >= runs // 5, 120, 0.01, message="a fifth of the runs to finish")
-        running_at_change = {run.id for run in app.store.list_runs(status=RunStatus.RUNNING, limit=1000)}
+        running_at_change = {run.id for run in app.store.page_runs(status=RunStatus.RUNNING, limit=1000)}
         change = live.set_limit(app.store, "queue:proof", 1)
         assert (change.old, change.new) == (gates.PARTITION_LIMIT, 1)
         _wait_drained(worker_processes, spawned)
@@ -192,7 +192,7 @@ def test_a_sigkilled_worker_gives_its_slots_back_through_lease_recovery(database
 
         wait_until(holding, 60, 0.02, message="the worker to hold the queue's 3 slots")
         assert app.store.scope_usage() == {"global": 3, "queue:held": 3, "tag:region=r0": 3}
-        victims = {run.id for run in app.store.list_runs(status=RunStatus.RUNNING)}
+        victims = {run.id for run in app.store.page_runs(status=RunStatus.RUNNING)}
         assert len(victims) == 3
         worker_processes.kill(process)
         assert app.store.scope_usage() == {"global": 3, "queue:held": 3, "tag:region=r0": 3}  # until the leases expire

@@ -46,7 +46,7 @@ def test_four_worker_processes_execute_each_of_2000_runs_exactly_once(postgres_u
         assert ends == starts
         assert {attempt for _, _, attempt in entries} == {1}
         # the work was shared: more than one process claimed runs
-        workers = {run.worker_id for run in app.store.list_runs(limit=1)}  # released on completion
+        workers = {run.worker_id for run in app.store.page_runs(limit=1)}  # released on completion
         assert workers == {None}
         claimed_by = Counter(
             event.metadata["worker"]

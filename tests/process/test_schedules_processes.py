@@ -55,7 +55,7 @@ def test_each_tick_fires_once_across_workers_and_a_restart_of_them_all(backend, 
         start, end = min(ticks), max(ticks)
         expected = {start + timedelta(seconds=EVERY * n) for n in range(int((end - start).total_seconds() / EVERY) + 1)}
         assert set(ticks) == expected, f"lost ticks: {sorted(expected - set(ticks))}"
-        runs = [run for run in app.store.list_runs(limit=10_000) if run.task == "scheduled.beat"]
+        runs = [run for run in app.store.page_runs(limit=10_000) if run.task == "scheduled.beat"]
         assert len(runs) == len(ticks)
         fired_by = {
             event.metadata["worker"]

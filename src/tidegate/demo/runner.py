@@ -97,7 +97,7 @@ def run_demo(plan: DemoPlan, console: Console | None = None) -> bool:
                 codes = fleet.stop()
         clean = all(code == 0 for code in codes)
         _step(console, "workers stopped" + ("" if clean else f" (exit codes {codes})"), ok=clean)
-        runs = store.list_runs(limit=plan.runs)
+        runs = store.page_runs(limit=plan.runs)
         with console.status("replaying claim and release events…"):
             events = {run.id: store.run_events(run.id) for run in runs}
             pools = {pool.name: pool.limit for pool in store.pools() if pool.limit is not None}

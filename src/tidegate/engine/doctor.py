@@ -43,7 +43,7 @@ def _examine(store: Store, clock: Clock, retention: float) -> list[Finding]:
         workers=store.list_workers(),
         queues=store.queue_counts(),
         pools=store.pools(),
-        running=store.list_runs(RunStatus.RUNNING, limit=RUNNING_READ),
+        running=store.page_runs(status=RunStatus.RUNNING, limit=RUNNING_READ),
         schedules=store.list_schedules(),
         retention=retention,
         paused=store.rules().paused,

@@ -126,7 +126,7 @@ def _holders(store: Store, check: ScopeCheck, workers: list[WorkerRecord]) -> li
     if check.layer != WORKERS:
         return store.scope_holders(check.scope)
     ids = {worker.id for worker in workers}
-    running = store.list_runs(RunStatus.RUNNING, limit=RUNNING_READ)
+    running = store.page_runs(status=RunStatus.RUNNING, limit=RUNNING_READ)
     return [_run_holder(check.scope, run) for run in running if run.worker_id in ids]
 
 

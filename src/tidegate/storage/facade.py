@@ -2,17 +2,19 @@
 
 Both adapters are built alike: one object per aggregate (schema, runs,
 limits, queues, workers, claims, pools, steps, leases) over one shared database
-object, with the same names and signatures in both dialects. So the facade
-is written once, here; an adapter builds its aggregates and adds only what
-differs by dialect: its wake-ups (`listen`) and its connections (`close`).
-The typed contract is `storage/port.py`, which these methods follow.
+object, each implementing one role of `storage/port.py` (declared, so mypy
+checks both dialects against it). So the facade is written once, here, typed
+by those roles; an adapter builds its aggregates and adds only what differs by
+dialect: its wake-ups (`listen`, and how a verb's wake-up is sent) and its
+connections (`close`). The verbs of `port.WAKES` get their wake-ups here.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from tidegate.domain.backpressure import Pace
 from tidegate.domain.blocking import QueuedShape
@@ -49,32 +51,43 @@ from tidegate.domain.steps import (
     StepUpdate,
 )
 from tidegate.domain.unique import Admission
-from tidegate.storage.port import Fence
+from tidegate.storage import port
+from tidegate.storage.port import WAKES, Fence
+from tidegate.storage.shared import wakes
+
+Verb = TypeVar("Verb", bound=Callable[..., Any])
+
+
+class DialectDatabase(Protocol):
+    """What the façade reaches of a dialect's Database: its connection factory and named SQL."""
+
+    connection: Callable[[], Any]  # a sqlite3 connection, or a context manager of a pooled psycopg one
+    queries: dict[str, str]
 
 
 class AggregateStore:
-    """Delegates every verb; the aggregates are each dialect's own classes (duck-typed alike)."""
+    """Delegates every verb to the aggregate that owns it, each typed by the role it implements."""
 
-    _db: Any  # the dialect's Database: `.connection` (a factory) and `.queries` (the named SQL)
-    _schema: Any
-    _runs: Any
-    _unique: Any
-    _browse: Any
-    _retries: Any
-    _activity: Any
-    _telemetry: Any
-    _limits: Any
-    _queues: Any
-    _workers: Any
-    _claims: Any
-    _guard: Any
-    _children: Any
-    _pools: Any
-    _steps: Any
-    _leases: Any
-    _schedules: Any
-    _retention: Any
-    _health: Any
+    _db: DialectDatabase
+    _schema: port.SchemaVerbs
+    _runs: port.RunVerbs
+    _unique: port.UniqueVerbs
+    _browse: port.BrowseVerbs
+    _retries: port.RetryVerbs
+    _activity: port.ActivityVerbs
+    _telemetry: port.TelemetryVerbs
+    _limits: port.LimitVerbs
+    _queues: port.QueueVerbs
+    _workers: port.WorkerVerbs
+    _claims: port.ClaimVerbs
+    _guard: port.LookVerbs
+    _children: port.ChildVerbs
+    _pools: port.PoolVerbs
+    _steps: port.StepVerbs
+    _leases: port.LeaseVerbs
+    _schedules: port.ScheduleVerbs
+    _retention: port.RetentionVerbs
+    _health: port.HealthVerbs
 
     # --- the shared connection and queries (tests/races.py replaces them) ----------
 
@@ -93,6 +106,9 @@ class AggregateStore:
     @_queries.setter
     def _queries(self, queries: dict[str, str]) -> None:
         self._db.queries = queries
+
+    def _send_wake(self, wake: wakes.Wake) -> None:
+        """After a verb of `WAKES` returned: send what it still owes (PostgreSQL sent it at commit)."""
 
     # --- schema ----------------------------------------------------------------
 
@@ -144,9 +160,6 @@ class AggregateStore:
 
     def get_run(self, run_id: str) -> RunRecord | None:
         return self._runs.get_run(run_id)
-
-    def list_runs(self, status: RunStatus | None = None, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
-        return self._runs.list_runs(status, queue, limit)
 
     def page_runs(
         self,
@@ -314,8 +327,7 @@ class AggregateStore:
     def acquire_slots(
         self, fence: Fence, worker_id: str, step_key: str, needs: Mapping[str, int], fixed_limits: Mapping[str, int]
     ) -> SlotGrant:
-        grants = self._steps.acquire_many(fence, worker_id, [SlotRequest(step_key, needs, fixed_limits)], strict=True)
-        return SlotGrant(False, fenced_out=True) if grants is None else grants[0]
+        return self._steps.acquire_slots(fence, worker_id, step_key, needs, fixed_limits)
 
     def acquire_many(
         self, fence: Fence, worker_id: str, requests: Sequence[SlotRequest], strict: bool = False
@@ -327,9 +339,6 @@ class AggregateStore:
 
     def release_slots(self, fence: Fence, step_key: str) -> None:
         return self._steps.release_slots(fence, step_key)
-
-    def record_step(self, fence: Fence, step: StepUpdate) -> bool:
-        return self._steps.record_steps(fence, [step])
 
     def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
         return self._steps.record_steps(fence, steps)
@@ -377,3 +386,21 @@ class AggregateStore:
 
     def doctor_facts(self, retention: float) -> DatabaseFacts:
         return self._health.doctor_facts(retention)
+
+
+def _waking(verb: str, method: Verb) -> Verb:
+    """`method` with the wake-up of `verb` opened around it and sent once it returns."""
+
+    @functools.wraps(method)
+    def call(self: AggregateStore, *args: Any, **kwargs: Any) -> Any:
+        with wakes.opened(verb) as wake:
+            result = method(self, *args, **kwargs)
+        self._send_wake(wake)
+        return result
+
+    return call  # type: ignore[return-value]
+
+
+# The one place the table's verbs get their wake-ups: being in `WAKES` is what makes a verb wake.
+for _verb in WAKES:
+    setattr(AggregateStore, _verb, _waking(_verb, getattr(AggregateStore, _verb)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from types import MappingProxyType
 from typing import Protocol
 
 from tidegate.domain.backpressure import Pace
@@ -51,6 +52,37 @@ from tidegate.storage.submits import Submits
 
 Fence = tuple[str, int]  # (run id, attempt)
 
+# Every verb whose commit can let a run (or a waiting step) in, and what it lets in. The façade
+# opens the wake-up of each and the adapter sends it at the verb's commit (`storage/shared/wakes.py`),
+# so `peek_cycle`, the worker's gate and a worker's passing over of its own wake-ups lose none.
+# tests/contract/test_wake_table_contract.py wakes a listener on another store with each, and fails
+# for a verb outside this table that frees capacity.
+WAKES: Mapping[str, str] = MappingProxyType(
+    {
+        "enqueue": "new queued runs",
+        "enqueue_unique": "new queued runs (a duplicate stores none: a spare wake-up at worst)",
+        "cycle": "outcomes free their scopes and may end an awaited child; a full fill-order claim leaves work",
+        "hand_back": "handed-back runs are queued again and their scopes freed",
+        "sweep": "lost runs re-queued, leaked holders and expired step slots freed, waiting parents resumed",
+        "cancel_run": "a canceled run frees its scopes (a waiting one its held slots)",
+        "trigger_children": "children queued; a wait releases the parent's slots",
+        "retry_run": "a run queued again",
+        "deregister_worker": "higher-ranked workers of the fill order may claim",
+        "register_limits": "declared limits may be raised",
+        "set_limit": "a raised limit",
+        "reset_limit": "the code's limit, maybe higher than the override",
+        "set_queue_paused": "a resumed queue's runs",
+        "declare_pool": "a raised pool limit lets waiting steps in",
+        "set_pool_limit": "a raised pool limit lets waiting steps in",
+        "reset_pool_limit": "the code's pool limit, maybe higher than the override",
+        "release_slots": "a step's freed pool slots",
+        "record_steps": "a finished step frees the slots it held",
+        "finish_step": "a finished step's slots that stayed free",
+        "fire_schedule": "the runs of fired ticks",
+        "set_schedule_paused": "a resumed schedule is due",
+    }
+)
+
 
 class Listener(Protocol):
     """A subscription to wake-ups; close it to stop the background listener."""
@@ -58,14 +90,9 @@ class Listener(Protocol):
     def close(self) -> None: ...
 
 
-class Store(Protocol):
-    url: str
+class SchemaVerbs(Protocol):
+    """The database's schema: migrations and the version check."""
 
-    @property
-    def submits(self) -> Submits:
-        """Async submits and those in the caller's transaction (storage/submits.py)."""
-
-    # --- schema -----------------------------------------------------------
     def migrate(self) -> list[int]:
         """Apply pending migrations (serialized across processes); return the versions applied."""
 
@@ -75,7 +102,10 @@ class Store(Protocol):
     def check_schema(self) -> None:
         """Raise SchemaError unless the schema is exactly the version this code needs."""
 
-    # --- tasks --------------------------------------------------------------
+
+class RunVerbs(Protocol):
+    """Tasks, submits and the reads of one run or queue."""
+
     def register_tasks(self, tasks: Sequence[TaskDefinition], worker_id: str | None = None) -> None:
         """Upsert task defaults and parameters so that a submit by name needs no code; `worker_id`:
         the worker registering them (remembered with the time; None leaves the last one as it was)."""
@@ -85,63 +115,30 @@ class Store(Protocol):
     def list_tasks(self) -> list[TaskRegistration]:
         """Every registered task, by name, with when and by which worker it was last registered."""
 
-    # --- workers ----------------------------------------------------------
-    def register_worker(
-        self, worker_id: str, capacity: int, queues: Sequence[str], fill_order: bool, ttl: float
-    ) -> int:
-        """Add (or refresh) this worker in the registry; return its stable rank (lowest free)."""
-
-    def heartbeat_worker(self, worker_id: str, ttl: float) -> bool:
-        """Extend the registry row; False if it was gone (the caller registers again)."""
-
-    def deregister_worker(self, worker_id: str) -> None: ...
-
-    def check_overflow(self, worker_id: str, queues: Sequence[str], interval: float) -> int | None:
-        """Raise CapacityOverflow (once per interval) if eligible runs wait while every worker is full."""
-
-    # --- limits -----------------------------------------------------------
-    def register_limits(
-        self, run_queue: RunQueueConfig | None, queues: Sequence[QueueConfig], implied_queues: Sequence[str]
-    ) -> None:
-        """Persist code declarations (None leaves the stored run-queue config alone); bump the rules version."""
-
-    def rules(self) -> Rules:
-        """Declared limits plus live overrides, as the claim sees them."""
-
-    def set_limit(self, target: str, limit: int | None) -> LimitChange:
-        """Persist a live override (validated by the caller), with a LimitChanged event; wakes claimers."""
-
-    def reset_limit(self, target: str) -> LimitChange:
-        """Remove a live override: the code's limit is in force again."""
-
-    def limit_overrides(self) -> list[LimitOverride]: ...
-
-    def scope_usage(self) -> dict[str, int]:
-        """Slots in use per run-level scope: the sum of its runs' holder rows (step slots: `pools`)."""
-
-    def scope_holders(self, scope: str) -> list[HolderRecord]: ...
-
-    def list_queued(self, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
-        """Queued runs in claim order (priority desc, then queue time)."""
-
-    # --- queues (operator controls) ---------------------------------------
-    def queue_counts(self) -> dict[str, QueueCounts]:
-        """Per queue with queued or running runs: queued and running."""
-
-    def set_queue_paused(self, queue: str, paused: bool) -> bool:
-        """Pause (no run of it is claimed; submits still queue) or resume a declared queue, persisted
-        with the rules (their version moves) and audited (LimitChanged); True if it changed.
-
-        Raises QueueNotFound for a queue no declaration names."""
-
-    def queue_position(self, run_id: str) -> tuple[int, int]:
-        """(1-based position in its queue's claim order, runs queued in that queue)."""
-
-    # --- runs ---------------------------------------------------------------
     def enqueue(self, runs: Sequence[NewRun]) -> None:
         """Store runs as queued (with RunQueued events), all or none, and wake workers.
 
         Raises AdmissionRejected, storing nothing, if a ceiling (max_active) would be passed."""
+
+    def pending_count(self, queues: Sequence[str]) -> int:
+        """Runs still queued, running or waiting in these queues (for `worker --drain`)."""
+
+    def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    def run_events(self, run_id: str) -> list[EventRecord]: ...
+
+    def status_counts(self, queue: str | None = None) -> dict[RunStatus, int]:
+        """How many runs are in each status (every status present, zeros included)."""
+
+    def list_queued(self, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
+        """Queued runs in claim order (priority desc, then queue time)."""
+
+    def queue_position(self, run_id: str) -> tuple[int, int]:
+        """(1-based position in its queue's claim order, runs queued in that queue)."""
+
+
+class UniqueVerbs(Protocol):
+    """Submits that may carry a `unique` claim: one run per key."""
 
     def enqueue_unique(self, runs: Sequence[NewRun]) -> list[Admission]:
         """`enqueue` for a batch whose runs may carry a `unique` claim (domain/unique.py), one
@@ -151,71 +148,9 @@ class Store(Protocol):
         Race-free across connections. Raises DuplicateRun (claim "raise") or AdmissionRejected,
         storing nothing."""
 
-    def cycle(
-        self,
-        worker_id: str,
-        queues: Sequence[str],
-        starts: Sequence[Fence],
-        outcomes: Sequence[Outcome],
-        claim_limit: int,
-        lease_seconds: float,
-    ) -> CycleResult:
-        """One worker round trip: record starts and outcomes (fenced, releasing their scopes),
-        then claim up to `claim_limit`: every scope of each claimed run is taken in the same
-        transaction (holder rows) or the run is skipped with its block reason recorded."""
 
-    def peek_cycle(self, worker_id: str, queues: Sequence[str]) -> CycleResult | None:
-        """Before a cycle that reports nothing: its answer (nothing claimed, the cancel requests),
-        when a read without the claim's locks proves no run of `queues` can be admitted now (every
-        open queue closed by a full scope all its runs need: domain/claim_plan.py); None when it
-        cannot, and the caller cycles. Every change that could admit a run wakes listeners after
-        it commits, so a worker that cleared its wake-up before asking loses none."""
-
-    def renew_leases(self, worker_id: str, held: Sequence[Fence], lease_seconds: float) -> list[Fence]:
-        """Extend the leases of attempts this worker still holds; return those it lost."""
-
-    def hand_back(self, worker_id: str, held: Sequence[Fence]) -> list[str]:
-        """Return unfinished attempts to the queue without counting them (graceful shutdown)."""
-
-    def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
-        """Re-queue or fail runs whose lease expired and free step holders whose pool lease
-        expired (every holder of such a step, StepSlotReleased); None if another sweeper
-        holds the turn."""
-
-    def cancel_run(self, run_id: str) -> RunStatus:
-        """Cancel a queued or waiting run now, or ask the worker of a running one, and the same for
-        its unfinished children linked to it (not `abandon` ones); return the status after."""
-
-    # --- children and waits (issue 13) ----------------------------------------
-    def trigger_children(
-        self,
-        fence: Fence,
-        worker_id: str,
-        children: Sequence[NewChild],
-        wait: bool,
-        release_all: bool,
-        wait_any: bool = False,
-    ) -> TriggerAnswer:
-        """Store the children a running attempt triggers (positions already stored are checked,
-        NonDeterministicReplay, and answered, not stored twice); with `wait`, if some awaited
-        child is unfinished, end the attempt `waiting`, releasing slots per domain/waits.py
-        (RecursiveWaitDeadlock / WaitDeadlock refuse it, storing nothing). With `wait_any` the
-        wait is on any of `children`: none if one has ended already, else the run is queued again
-        as soon as one of its awaited children ends (a workflow's sliding window), not when all
-        have. AttemptFencedOut if the attempt is no longer this worker's."""
-
-    def run_children(self, run_id: str) -> list[ChildRecord]:
-        """The run's children in call order."""
-
-    def pending_count(self, queues: Sequence[str]) -> int:
-        """Runs still queued, running or waiting in these queues (for `worker --drain`)."""
-
-    # --- reading ------------------------------------------------------------
-    def get_run(self, run_id: str) -> RunRecord | None: ...
-
-    def list_runs(
-        self, status: RunStatus | None = None, queue: str | None = None, limit: int = 100
-    ) -> list[RunRecord]: ...
+class BrowseVerbs(Protocol):
+    """Runs listed for operators, a page at a time."""
 
     def page_runs(
         self,
@@ -229,17 +164,40 @@ class Store(Protocol):
     ) -> list[RunRecord]:
         """Runs newest first (by id) matching every filter (`tags`: each key=value carried), after `before`."""
 
-    def run_events(self, run_id: str) -> list[EventRecord]: ...
 
-    def status_counts(self, queue: str | None = None) -> dict[RunStatus, int]:
-        """How many runs are in each status (every status present, zeros included)."""
+class TelemetryVerbs(Protocol):
+    """The event stream and the counts a scrape reads."""
 
-    # --- operators ------------------------------------------------------------
+    def events_after(self, after: int, limit: int) -> list[EventRecord]:
+        """Every event with an id above `after`, oldest first, at most `limit`: a stream resumes here."""
+
+    def latest_events(self, kind: str, limit: int) -> list[EventRecord]:
+        """The newest `limit` events of type `kind`, newest first: LimitChanged (live limits, pools,
+        pauses) is the audit history, CapacityOverflow the overflow signals raised."""
+
+    def last_event_id(self) -> int:
+        """The newest event's id (0 when there is none): where a stream of new events starts."""
+
+    def queued_shapes(self) -> list[QueuedShape]:
+        """Queued runs grouped by queue, partition and tags (the shape that decides their scopes),
+        each with its count: what the counts of blocked runs classify (`domain.blocking.tally`)."""
+
+    def run_counts(self) -> dict[tuple[str, RunStatus], int]:
+        """Runs per (queue, status), only the pairs that have any."""
+
+
+class RetryVerbs(Protocol):
+    """An operator's retry of an ended run."""
+
     def retry_run(self, run_id: str) -> RunRecord:
         """Give a failed or canceled run a new attempt: queued again now with one more attempt
         in its budget, a RunRetriedManually event, workers woken; return it as stored.
 
         Raises RunNotRetryable (nothing changed) in any other status, RunNotFound for an unknown id."""
+
+
+class ActivityVerbs(Protocol):
+    """What workers are doing and how fast runs go."""
 
     def list_workers(self) -> list[WorkerRecord]:
         """Every registered worker (live ones first, by rank) with its busy count and heartbeat age."""
@@ -267,28 +225,135 @@ class Store(Protocol):
         ended in the last `within` seconds, those running now, and the last few that ended before
         (`domain.backpressure.Pace`): what the ETA of `queue why` and the admission hint go by."""
 
-    # --- telemetry ------------------------------------------------------------
-    def events_after(self, after: int, limit: int) -> list[EventRecord]:
-        """Every event with an id above `after`, oldest first, at most `limit`: a stream resumes here."""
 
-    def latest_events(self, kind: str, limit: int) -> list[EventRecord]:
-        """The newest `limit` events of type `kind`, newest first: LimitChanged (live limits, pools,
-        pauses) is the audit history, CapacityOverflow the overflow signals raised."""
+class ClaimVerbs(Protocol):
+    """A worker's cycle: reports and claims in one transaction."""
 
-    def last_event_id(self) -> int:
-        """The newest event's id (0 when there is none): where a stream of new events starts."""
+    def cycle(
+        self,
+        worker_id: str,
+        queues: Sequence[str],
+        starts: Sequence[Fence],
+        outcomes: Sequence[Outcome],
+        claim_limit: int,
+        lease_seconds: float,
+    ) -> CycleResult:
+        """One worker round trip: record starts and outcomes (fenced, releasing their scopes),
+        then claim up to `claim_limit`: every scope of each claimed run is taken in the same
+        transaction (holder rows) or the run is skipped with its block reason recorded."""
 
-    def queued_shapes(self) -> list[QueuedShape]:
-        """Queued runs grouped by queue, partition and tags (the shape that decides their scopes),
-        each with its count: what the counts of blocked runs classify (`domain.blocking.tally`)."""
 
-    def run_counts(self) -> dict[tuple[str, RunStatus], int]:
-        """Runs per (queue, status), only the pairs that have any."""
+class LookVerbs(Protocol):
+    """The lock-free look before a cycle."""
 
-    # --- pools and steps ------------------------------------------------------
-    # Step holders live in tidegate_holders (scope `pool:NAME` or `fanout:RUN/MAP`,
-    # holder `RUN/STEPKEY`); every write is fenced on the run's (id, attempt): a
-    # stale attempt's acquire, renew, release or record changes nothing.
+    def peek_cycle(self, worker_id: str, queues: Sequence[str]) -> CycleResult | None:
+        """Before a cycle that reports nothing: its answer (nothing claimed, the cancel requests),
+        when a read without the claim's locks proves no run of `queues` can be admitted now (every
+        open queue closed by a full scope all its runs need: domain/claim_plan.py); None when it
+        cannot, and the caller cycles. Every change that could admit a run wakes listeners after
+        it commits, so a worker that cleared its wake-up before asking loses none."""
+
+
+class LeaseVerbs(Protocol):
+    """Leases, hand-backs and the sweep's recovery."""
+
+    def renew_leases(self, worker_id: str, held: Sequence[Fence], lease_seconds: float) -> list[Fence]:
+        """Extend the leases of attempts this worker still holds; return those it lost."""
+
+    def hand_back(self, worker_id: str, held: Sequence[Fence]) -> list[str]:
+        """Return unfinished attempts to the queue without counting them (graceful shutdown)."""
+
+    def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
+        """Re-queue or fail runs whose lease expired and free step holders whose pool lease
+        expired (every holder of such a step, StepSlotReleased); None if another sweeper
+        holds the turn."""
+
+
+class WorkerVerbs(Protocol):
+    """The worker registry."""
+
+    def register_worker(
+        self, worker_id: str, capacity: int, queues: Sequence[str], fill_order: bool, ttl: float
+    ) -> int:
+        """Add (or refresh) this worker in the registry; return its stable rank (lowest free)."""
+
+    def heartbeat_worker(self, worker_id: str, ttl: float) -> bool:
+        """Extend the registry row; False if it was gone (the caller registers again)."""
+
+    def deregister_worker(self, worker_id: str) -> None: ...
+
+    def check_overflow(self, worker_id: str, queues: Sequence[str], interval: float) -> int | None:
+        """Raise CapacityOverflow (once per interval) if eligible runs wait while every worker is full."""
+
+
+class LimitVerbs(Protocol):
+    """Declared limits, live overrides and scope usage."""
+
+    def register_limits(
+        self, run_queue: RunQueueConfig | None, queues: Sequence[QueueConfig], implied_queues: Sequence[str]
+    ) -> None:
+        """Persist code declarations (None leaves the stored run-queue config alone); bump the rules version."""
+
+    def rules(self) -> Rules:
+        """Declared limits plus live overrides, as the claim sees them."""
+
+    def set_limit(self, target: str, limit: int | None) -> LimitChange:
+        """Persist a live override (validated by the caller), with a LimitChanged event; wakes claimers."""
+
+    def reset_limit(self, target: str) -> LimitChange:
+        """Remove a live override: the code's limit is in force again."""
+
+    def limit_overrides(self) -> list[LimitOverride]: ...
+
+    def scope_usage(self) -> dict[str, int]:
+        """Slots in use per run-level scope: the sum of its runs' holder rows (step slots: `pools`)."""
+
+    def scope_holders(self, scope: str) -> list[HolderRecord]: ...
+
+
+class QueueVerbs(Protocol):
+    """Queue counts and pauses."""
+
+    def queue_counts(self) -> dict[str, QueueCounts]:
+        """Per queue with queued or running runs: queued and running."""
+
+    def set_queue_paused(self, queue: str, paused: bool) -> bool:
+        """Pause (no run of it is claimed; submits still queue) or resume a declared queue, persisted
+        with the rules (their version moves) and audited (LimitChanged); True if it changed.
+
+        Raises QueueNotFound for a queue no declaration names."""
+
+
+class ChildVerbs(Protocol):
+    """Children, waits and cancels (a cancel reaches a run's children)."""
+
+    def trigger_children(
+        self,
+        fence: Fence,
+        worker_id: str,
+        children: Sequence[NewChild],
+        wait: bool,
+        release_all: bool,
+        wait_any: bool = False,
+    ) -> TriggerAnswer:
+        """Store the children a running attempt triggers (positions already stored are checked,
+        NonDeterministicReplay, and answered, not stored twice); with `wait`, if some awaited
+        child is unfinished, end the attempt `waiting`, releasing slots per domain/waits.py
+        (RecursiveWaitDeadlock / WaitDeadlock refuse it, storing nothing). With `wait_any` the
+        wait is on any of `children`: none if one has ended already, else the run is queued again
+        as soon as one of its awaited children ends (a workflow's sliding window), not when all
+        have. AttemptFencedOut if the attempt is no longer this worker's."""
+
+    def run_children(self, run_id: str) -> list[ChildRecord]:
+        """The run's children in call order."""
+
+    def cancel_run(self, run_id: str) -> RunStatus:
+        """Cancel a queued or waiting run now, or ask the worker of a running one, and the same for
+        its unfinished children linked to it (not `abandon` ones); return the status after."""
+
+
+class PoolVerbs(Protocol):
+    """Step pools: their limits and holders."""
 
     def declare_pool(self, pool: str, limit: int, lease_seconds: float) -> PoolConfig:
         """The code's limit of a pool (validated by the caller): in force unless a live override is;
@@ -310,6 +375,14 @@ class Store(Protocol):
 
     def pool_waiters(self, pool: str) -> list[PoolWaiter]:
         """The steps waiting for a pool's slots (those `pools` counts pending), longest waiting first."""
+
+
+class StepVerbs(Protocol):
+    """Steps of a running attempt: slots, checkpoints, map items.
+
+    Step holders live in tidegate_holders (scope `pool:NAME` or `fanout:RUN/MAP`, holder
+    `RUN/STEPKEY`); every write is fenced on the run's (id, attempt): a stale attempt's acquire,
+    renew, release or record changes nothing."""
 
     def acquire_slots(
         self,
@@ -346,11 +419,9 @@ class Store(Protocol):
     def release_slots(self, fence: Fence, step_key: str) -> None:
         """Delete this step's pool holders (StepSlotReleased) and wake waiters."""
 
-    def record_step(self, fence: Fence, step: StepUpdate) -> bool:
-        """Upsert a step row and write its StepStarted/Completed/Failed event; False if fenced out."""
-
     def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
-        """`record_step` for many in one transaction (a map's items recorded up front).
+        """Upsert step rows, each with its StepStarted/Completed/Failed event, in one transaction (a
+        map's items recorded up front); False if fenced out.
 
         A completed step is a checkpoint and is never overwritten. Recording a
         step completed or failed also frees every slot it still holds (its
@@ -364,7 +435,7 @@ class Store(Protocol):
         successor: SlotRequest | None = None,
         successor_started: StepUpdate | None = None,
     ) -> StepFinish:
-        """`record_step` of a finished step that may hand its slots to `successor`, in one transaction.
+        """`record_steps` of a finished step that may hand its slots to `successor`, in one transaction.
 
         The successor is the run's next step waiting for the same slots.
         Without `successor_started`, the store decides: the successor is
@@ -387,10 +458,13 @@ class Store(Protocol):
 
         The lowest-index item that is pending, or was taken by an earlier
         attempt and not finished, gets its window holder and is marked running
-        (no event: record_step(RUNNING) writes StepStarted when it starts).
+        (no event: recording it RUNNING writes StepStarted when it starts).
         None when the window is full, nothing is left, or the attempt is fenced out."""
 
-    # --- schedules and retention ---------------------------------------------
+
+class ScheduleVerbs(Protocol):
+    """Cron schedules: declarations, firings, pauses."""
+
     def register_schedules(self, schedules: Sequence[NewSchedule]) -> None:
         """Upsert declared schedules. A stored cursor is kept unless the cron expression or time zone
         changed (then it starts at `first_fire_at`); a pause is never undone by a declaration."""
@@ -418,18 +492,34 @@ class Store(Protocol):
     def remove_schedule(self, name: str) -> None:
         """Delete a stored schedule (its fired runs stay). Raises ScheduleNotFound for an unknown name."""
 
+
+class RetentionVerbs(Protocol):
+    """Deleting what has aged out."""
+
     def prune_runs(self, older_than: float, limit: int) -> PruneReport:
         """Delete at most `limit` finished runs (completed, failed, canceled) that ended more than
         `older_than` seconds ago (the store's clock), with their events and step rows, and at most
         `limit` fired schedule ticks as old, in one short transaction; never a queued or running run."""
 
-    # --- the doctor -------------------------------------------------------------
+
+class HealthVerbs(Protocol):
+    """What only the database can tell the doctor."""
+
     def doctor_facts(self, retention: float) -> DatabaseFacts:
         """What only the database can say to `tidegate doctor`: the store's time and its own clock
         (without a test clock's offset; None where it has none), its connection limits, and the
         finished runs older than `retention` seconds the sweep would delete, still stored."""
 
-    # --- wake-ups -----------------------------------------------------------
+
+class Listening(Protocol):
+    """Wake-ups, the submits from outside the store's own sync calls, and the store's lifetime."""
+
+    url: str
+
+    @property
+    def submits(self) -> Submits:
+        """Async submits and those in the caller's transaction (storage/submits.py)."""
+
     def listen(self, callback: Callable[[], None], own: str | None = None) -> Listener:
         """Call `callback` (from a background thread) whenever runs may be claimable or cancelable.
 
@@ -438,3 +528,39 @@ class Store(Protocol):
         a cycle of it that claims nothing included, still calls."""
 
     def close(self) -> None: ...
+
+
+class Store(
+    SchemaVerbs,
+    RunVerbs,
+    UniqueVerbs,
+    BrowseVerbs,
+    TelemetryVerbs,
+    RetryVerbs,
+    ActivityVerbs,
+    ClaimVerbs,
+    LookVerbs,
+    LeaseVerbs,
+    WorkerVerbs,
+    LimitVerbs,
+    QueueVerbs,
+    ChildVerbs,
+    PoolVerbs,
+    StepVerbs,
+    ScheduleVerbs,
+    RetentionVerbs,
+    HealthVerbs,
+    Listening,
+    Protocol,
+):
+    """The whole port: every role, as the faces and the worker use it. An adapter's aggregates each
+    implement one role (declared, so mypy checks them); `storage/facade.py` composes them."""
+
+
+VERBS: frozenset[str] = frozenset(
+    name
+    for role in Store.__mro__[1:]
+    if Protocol in role.__bases__
+    for name, member in vars(role).items()
+    if callable(member) and not name.startswith("_")
+)

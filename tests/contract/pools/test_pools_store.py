@@ -171,7 +171,7 @@ def test_a_stale_attempt_changes_nothing(store, job, clock):
     assert store.acquire_slots(stale, "A", "t", pool_needs({"a": 1}), {}).fenced_out
     store.release_slots(stale, "s")
     assert not store.renew_slots(stale, "s")
-    assert not store.record_step(stale, StepUpdate("s", StepStatus.COMPLETED, output=1))
+    assert not store.record_steps(stale, [StepUpdate("s", StepStatus.COMPLETED, output=1)])
     assert store.next_map_item(stale, "A", "m", 5) is None
 
     assert store.run_events(handle.id) == events_before
@@ -182,12 +182,12 @@ def test_a_stale_attempt_changes_nothing(store, job, clock):
 
 def test_record_steps_checkpoints_and_events(store, job):
     fence = claim(store, job)
-    assert store.record_step(fence, StepUpdate("extract", StepStatus.RUNNING))
-    assert store.record_step(fence, StepUpdate("extract", StepStatus.COMPLETED, output={"rows": [1, 2]}))
-    assert store.record_step(fence, StepUpdate("load", StepStatus.RUNNING))
-    assert store.record_step(fence, StepUpdate("load", StepStatus.FAILED, error="ValueError: bad"))
+    assert store.record_steps(fence, [StepUpdate("extract", StepStatus.RUNNING)])
+    assert store.record_steps(fence, [StepUpdate("extract", StepStatus.COMPLETED, output={"rows": [1, 2]})])
+    assert store.record_steps(fence, [StepUpdate("load", StepStatus.RUNNING)])
+    assert store.record_steps(fence, [StepUpdate("load", StepStatus.FAILED, error="ValueError: bad")])
     # a completed step is a checkpoint: recording it again changes nothing
-    assert store.record_step(fence, StepUpdate("extract", StepStatus.PENDING))
+    assert store.record_steps(fence, [StepUpdate("extract", StepStatus.PENDING)])
     extract, load = store.run_steps(fence[0])
     assert (extract.step_key, extract.status, extract.output, extract.attempt) == (
         "extract",
@@ -206,7 +206,7 @@ def test_a_finished_step_frees_what_it_still_holds(store, job):
     store.set_pool_limit("a", 1, 300)
     fence = claim(store, job)
     assert store.acquire_slots(fence, "w1", "s", pool_needs({"a": 1}), {}).granted
-    assert store.record_step(fence, StepUpdate("s", StepStatus.COMPLETED, output=None))
+    assert store.record_steps(fence, [StepUpdate("s", StepStatus.COMPLETED, output=None)])
     assert usage(store) == {"a": 0}
     assert step_events(store, fence[0]) == ["StepSlotClaimed", "StepSlotReleased", "StepCompleted"]
 
@@ -221,13 +221,13 @@ def test_map_items_fill_a_sliding_window_in_index_order(store, job):
     assert all(item.status is StepStatus.RUNNING and item.item_index == int(item.step_key[2]) for item in taken)
     assert store.next_map_item(fence, "w1", "f", 3) is None  # the window is full
     assert store.acquire_slots(fence, "w1", "f[1]", pool_needs({"p": 1}), {}).granted  # an item claims its pools too
-    assert store.record_step(fence, StepUpdate("f[1]", StepStatus.COMPLETED, "f", 1, output=1))
+    assert store.record_steps(fence, [StepUpdate("f[1]", StepStatus.COMPLETED, "f", 1, output=1)])
     assert store.next_map_item(fence, "w1", "f", 3).step_key == "f[3]"
     assert store.next_map_item(fence, "w1", "f", 3) is None
     for key, index in (("f[0]", 0), ("f[2]", 2), ("f[3]", 3)):
-        store.record_step(fence, StepUpdate(key, StepStatus.COMPLETED, "f", index, output=index))
+        store.record_steps(fence, [StepUpdate(key, StepStatus.COMPLETED, "f", index, output=index)])
     assert store.next_map_item(fence, "w1", "f", 3).step_key == "f[4]"
-    store.record_step(fence, StepUpdate("f[4]", StepStatus.COMPLETED, "f", 4, output=4))
+    store.record_steps(fence, [StepUpdate("f[4]", StepStatus.COMPLETED, "f", 4, output=4)])
     assert store.next_map_item(fence, "w1", "f", 3) is None
     assert store.pool_holders("p") == []
     assert [s.output for s in store.run_steps(fence[0])] == [0, 1, 2, 3, 4]
@@ -239,7 +239,7 @@ def test_a_recovered_run_takes_again_the_items_its_dead_attempt_had_taken(store,
     store.record_steps(first.fence, [StepUpdate(f"f[{i}]", StepStatus.PENDING, "f", i) for i in range(4)])
     for _ in range(2):
         store.next_map_item(first.fence, "A", "f", 2)
-    store.record_step(first.fence, StepUpdate("f[0]", StepStatus.COMPLETED, "f", 0, output=0))
+    store.record_steps(first.fence, [StepUpdate("f[0]", StepStatus.COMPLETED, "f", 0, output=0)])
     clock.advance(0.35)
     assert handle.id in store.sweep("sweeper", 0.05).requeued
     [second] = store.cycle("B", [QUEUE], [], [], 1, 30).claimed

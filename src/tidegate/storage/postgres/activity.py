@@ -16,12 +16,12 @@ from psycopg.rows import tuple_row
 from tidegate.domain.backpressure import HISTORY_RUNS, RATE_WINDOW_SECONDS, Pace
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import WorkerRecord
-from tidegate.storage import records
+from tidegate.storage import port, records
 from tidegate.storage.postgres.database import Aggregate, named_cursor
 from tidegate.storage.postgres.payloads import to_json, to_time
 
 
-class Activity(Aggregate):
+class Activity(Aggregate, port.ActivityVerbs):
     """The fleet-reading verbs of the storage port."""
 
     def list_workers(self) -> list[WorkerRecord]:

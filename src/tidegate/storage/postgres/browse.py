@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tidegate.domain.model import RunRecord, RunStatus
-from tidegate.storage import browsing, records
+from tidegate.storage import browsing, port, records
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import to_json, to_time
 
 
-class Browse(Aggregate):
+class Browse(Aggregate, port.BrowseVerbs):
     """The browsing verbs of the storage port."""
 
     def page_runs(

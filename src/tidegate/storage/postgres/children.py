@@ -45,13 +45,14 @@ from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import RunStatus
 from tidegate.domain.scopes import Rules
-from tidegate.storage import records, waiting
+from tidegate.storage import port, records, waiting
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres.admission import refuse_past_ceilings
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.payloads import event_params, payload_json, to_json
-from tidegate.storage.postgres.pipeline import roll_back
+from tidegate.storage.postgres.pipeline import roll_back, send_wake
+from tidegate.storage.shared import wakes
 
 READ_COMMITTED = b"BEGIN ISOLATION LEVEL READ COMMITTED"
 
@@ -61,7 +62,7 @@ class _KeepsSlots(Exception):
     is rolled back and made again under that lock, which is taken before anything is read."""
 
 
-class Children(Aggregate):
+class Children(Aggregate, port.ChildVerbs):
     """The child verbs of the storage port, and the resume every end of a run may cause."""
 
     def __init__(self, db: Database, limits: Limits) -> None:
@@ -127,6 +128,7 @@ class Children(Aggregate):
             if parent is None:
                 raise AttemptFencedOut(f"run {run_id} attempt {attempt} is no longer running here: trigger refused")
             if parent["cancel_requested"]:
+                wakes.only_if(False)
                 return TriggerAnswer([], canceled=True)
             existing = {row["child_index"]: waiting.child_record(row, to_json) for row in stored}
             new, now_awaited = waiting.sort_new(children, existing)
@@ -153,7 +155,6 @@ class Children(Aggregate):
                 waited = history.run_waiting(attempt, [child.id for child in pending], plan.released, plan.kept)
                 events.append((run_id, waited))
             connection.execute(self._q("trigger_children_events"), {"events": _events_json(events)})
-            connection.execute(self._q("notify"))
         return TriggerAnswer(asked, waiting=bool(pending))
 
     def _rules(self, connection: psycopg.Connection[Any], row: Any) -> Rules:
@@ -268,7 +269,6 @@ class Children(Aggregate):
             if run_id in ended or run_id in waited:
                 self.resume_parents(connection, [run_id])
             status = connection.execute(self._q("run_status"), {"id": run_id}).fetchone()
-            connection.execute(self._q("notify"))
         assert status is not None
         return RunStatus(status[0])
 
@@ -281,6 +281,7 @@ def _transaction(connection: psycopg.Connection[Any]) -> Iterator[None]:
     try:
         connection.execute(READ_COMMITTED)
         yield
+        send_wake(connection)
         connection.execute(b"COMMIT")
     except BaseException:
         roll_back(connection)

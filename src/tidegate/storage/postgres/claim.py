@@ -34,6 +34,7 @@ from tidegate.storage.postgres.claim_reads import ClaimReads
 from tidegate.storage.postgres.claim_scopes import ScopeForecast, ScopeLocks
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.payloads import lane_load, local_usage, payload_json
+from tidegate.storage.shared import wakes
 
 
 class Claim:
@@ -174,7 +175,7 @@ class Claim:
         connection = self.connection
         if len(decision.admitted) == self.limit and self.fill_order_member:
             # A full claim may leave work for the next worker in the fill order, which only looks when told.
-            connection.execute(self.query("notify"))
+            wakes.everyone()
         holders = [[need.key, candidate.id] for candidate, needs in decision.admitted for need in needs]
         return connection.execute(
             self.query("claim_runs"),

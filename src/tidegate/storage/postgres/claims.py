@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from tidegate.domain import claim_plan
 from tidegate.domain.model import CycleResult, Outcome
+from tidegate.storage import port
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres import free_claims
 from tidegate.storage.postgres.children import Children
@@ -22,9 +23,10 @@ from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.payloads import claimed_run, outcome_payload, start_arrays
 from tidegate.storage.postgres.pipeline import implicit_transaction, transaction
 from tidegate.storage.postgres.workers import Workers
+from tidegate.storage.shared import wakes
 
 
-class Claims(Aggregate):
+class Claims(Aggregate, port.ClaimVerbs):
     """The cycle verb of the storage port."""
 
     def __init__(self, db: Database, limits: Limits, workers: Workers, children: Children) -> None:
@@ -88,6 +90,7 @@ class Claims(Aggregate):
             begin = b"BEGIN ISOLATION LEVEL READ COMMITTED"
             with implicit_transaction(connection) if one_batch else transaction(connection, begin):
                 applied = None
+                wakes.only_if(outcomes)  # finished runs may be waited on, and free capacity
                 if starts or outcomes:
                     applied = connection.execute(
                         self._q("cycle_reports"),
@@ -99,11 +102,11 @@ class Claims(Aggregate):
                     children = [outcome.run_id for outcome in outcomes if outcome.has_parent]
                     if children:
                         self._children.resume_parents(connection, children)
-                    # Finished runs may be waited on, and free capacity. When the claim below is
-                    # made, it sees all that this commit announces: the worker's own listener may
-                    # pass the wake-up over. A cycle that claims nothing wakes its own worker too.
+                    # When the claim below is made, it sees all that this commit announces: the
+                    # worker's own listener may pass the wake-up over. A cycle that claims nothing
+                    # wakes its own worker too.
                     claims = claim_limit > 0 and queue_list and not self._workers.fill_order.reads_registry(worker_id)
-                    connection.execute(self._q("cycle_notify"), {"worker": worker_id if claims else ""})
+                    wakes.named(worker_id if claims else wakes.EVERYONE)
                 claim, due, more, one_statement = None, None, False, None
                 if claim_limit > 0 and self._workers.fill_order.reads_registry(worker_id):
                     queue_list = self._workers.fill_order_queues(connection, worker_id, queue_list)

@@ -155,7 +155,7 @@ PREPARE_THRESHOLD = 1
 # prepared), so PostgreSQL plans each call for what it asks. tests/contract/test_plan_cache.py fails if a
 # query with an optional filter is missing here.
 PLANNED_PER_CALL = frozenset(
-    {"enqueue_active", "finished_count", "list_queued", "list_runs", "page_runs", "run_pace", "status_counts"}
+    {"enqueue_active", "finished_count", "list_queued", "page_runs", "run_pace", "status_counts"}
 )
 
 

@@ -9,19 +9,8 @@
 -- Each aggregate keeps its statements in its own file (runs.sql, claims.sql, ...);
 -- this one holds those several aggregates share.
 
--- name: notify
--- Delivered at commit, once per transaction however often it is called. One
--- channel per schema (channel names are at most 63 bytes, so a digest of it):
--- two tidegate databases in one PostgreSQL database never wake each other.
-SELECT pg_notify('tidegate_' || md5(current_schema()), '');
-
--- name: cycle_notify
--- The same wake-up from a worker's cycle that claims after its reports, naming
--- the worker (else ''): its own listener passes it over (postgres/listener.py),
--- every other listener is woken as by `notify`. Distinct payloads are not
--- folded together, so a cycle that also sends `notify` delivers both.
-SELECT pg_notify('tidegate_' || md5(current_schema()), %(worker)s::text);
-
+-- The wake-up (NOTIFY) is not a named query: the transaction helpers send it at
+-- a verb's commit (pipeline.py `send_wake`), on this channel.
 -- name: listen_channel
 SELECT 'tidegate_' || md5(current_schema());
 

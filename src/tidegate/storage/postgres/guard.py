@@ -38,12 +38,13 @@ from collections.abc import Sequence
 
 from tidegate.domain import claim_plan
 from tidegate.domain.model import CycleResult
+from tidegate.storage import port
 from tidegate.storage.postgres.claim_scopes import ScopeForecast
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
 
 
-class Guard(Aggregate):
+class Guard(Aggregate, port.LookVerbs):
     """The `peek_cycle` verb of the storage port."""
 
     def __init__(self, db: Database, limits: Limits, forecast: ScopeForecast) -> None:

@@ -8,11 +8,12 @@ and schedules are compared with.
 from __future__ import annotations
 
 from tidegate.domain.doctor import DatabaseFacts
+from tidegate.storage import port
 from tidegate.storage.postgres.connections import ConnectionBound
 from tidegate.storage.postgres.database import Aggregate, Database
 
 
-class Health(Aggregate):
+class Health(Aggregate, port.HealthVerbs):
     """The doctor's verb of the storage port."""
 
     def __init__(self, db: Database, per_process: ConnectionBound) -> None:

@@ -18,13 +18,14 @@ from psycopg.rows import dict_row
 from tidegate.domain import events as history
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import SweepReport
-from tidegate.storage import rescue
+from tidegate.storage import port, rescue
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres.children import Children
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.payloads import fence_arrays, payload_json
 from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.postgres.steps import PostgresStepVerbs
+from tidegate.storage.shared import wakes
 
 # What the database answers a verdict it will not write (a value out of range, a constraint, a
 # trigger's refusal): that run's verdict is isolated. A lost connection, a deadlock or a timeout
@@ -38,7 +39,7 @@ _REFUSED: tuple[type[Exception], ...] = (
 )
 
 
-class Leases(Aggregate):
+class Leases(Aggregate, port.LeaseVerbs):
     """The lease and sweep verbs of the storage port."""
 
     def __init__(self, db: Database, steps: PostgresStepVerbs, children: Children) -> None:
@@ -72,7 +73,6 @@ class Leases(Aggregate):
                         "most_attempts": STORED_INT_MAX,
                     },
                 )
-                connection.execute(self._q("notify"))
             return [row[0] for row in back.fetchall()]
 
     def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
@@ -81,6 +81,7 @@ class Leases(Aggregate):
                 self._q("take_lock"), {"name": rescue.SWEEPER_LOCK, "holder": sweeper_id, "ttl": 3 * interval}
             ).fetchone()
             if turn is None:
+                wakes.only_if(False)
                 return None
             lost = connection.cursor(row_factory=dict_row).execute(self._q("sweep_lost")).fetchall()
             verdicts = rescue.payload(rescue.decide(lost))
@@ -101,8 +102,7 @@ class Leases(Aggregate):
             report.resumed.extend(row[0] for row in resumed.fetchall())
             rescue.add_to_report(report, recovered)
             report.unapplied.update(unapplied)
-            if report:
-                connection.execute(self._q("notify"))  # freed slots and requeued runs: claim again now
+            wakes.only_if(report)  # freed slots and requeued runs: claim again now
         return report
 
     def _recover(self, connection: psycopg.Connection[Any], verdicts: list[dict[str, Any]]) -> dict[str, str]:

@@ -16,14 +16,15 @@ from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.limits import QueueConfig, RunQueueConfig, queue_to_dict, run_queue_to_dict
 from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
 from tidegate.domain.scopes import Rules
-from tidegate.storage import records
+from tidegate.storage import port, records
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.payloads import event_params, payload_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.rules import limit_change, stored_rules
+from tidegate.storage.shared import wakes
 
 
-class Limits(Aggregate):
+class Limits(Aggregate, port.LimitVerbs):
     """The rules and limit verbs, and the cache of the rules every claim uses."""
 
     def __init__(self, db: Database) -> None:
@@ -43,6 +44,7 @@ class Limits(Aggregate):
         with self._connection() as connection, transaction(connection):
             connection.execute(self._q("rules_fence"))  # waits for claims in flight; the next ones see the change
             connection.execute(self._q("register_limits"), params)
+            wakes.sent_in_statement()  # when it bumped the rules version
 
     def rules(self) -> Rules:
         rules = self.rules_from_row(self._fetchone("load_rules", {"known": self._known_rules_version()}))
@@ -76,7 +78,6 @@ class Limits(Aggregate):
             after = self.parse_rules(after_row.fetchone())
             change, event = limit_change(before, after, target, version, reset=reset)
             connection.execute(self._q("insert_event"), event_params(None, event))
-            connection.execute(self._q("notify"))  # a raised limit may unblock runs
         return change
 
     def parse_rules(self, row: Sequence[Any] | None) -> Rules:

@@ -13,6 +13,8 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
+from tidegate.storage.shared import wakes
+
 
 @contextmanager
 def transaction(connection: psycopg.Connection[Any], begin: bytes = b"BEGIN") -> Iterator[None]:
@@ -29,6 +31,7 @@ def transaction(connection: psycopg.Connection[Any], begin: bytes = b"BEGIN") ->
         with connection.pipeline():
             connection.execute(begin)
             yield
+            send_wake(connection)
             connection.execute(b"COMMIT")
     except BaseException:
         roll_back(connection)
@@ -53,10 +56,25 @@ def implicit_transaction(connection: psycopg.Connection[Any]) -> Iterator[None]:
     with connection.pipeline():
         try:
             yield
+            send_wake(connection)
         except BaseException:
             with suppress(psycopg.Error):  # a pipeline a statement already broke rolls back by itself
                 connection.execute(b"ROLLBACK")
             raise
+
+
+def send_wake(connection: psycopg.Connection[Any]) -> None:
+    """Queue the NOTIFY the current verb owes (`storage/shared/wakes.py`), as a transaction's last
+    statement: delivered at its commit, with no round trip of its own. One channel per schema
+    (a channel name is at most 63 bytes, so a digest of it): two tidegate databases in one
+    PostgreSQL database never wake each other. Identical notifications of one transaction are
+    folded into one; distinct payloads (a cycle's, naming its worker, and a plain one) are not."""
+    for payload in wakes.owed():
+        connection.execute(NOTIFY, {"payload": payload})
+
+
+# Not a named query: the transaction helpers send it, not a verb (its twin is `listen_channel`).
+NOTIFY = "SELECT pg_notify('tidegate_' || md5(current_schema()), %(payload)s::text)"
 
 
 def roll_back(connection: psycopg.Connection[Any]) -> None:

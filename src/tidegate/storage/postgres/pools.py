@@ -13,14 +13,15 @@ from tidegate.domain import pool_settings
 from tidegate.domain.model import HolderRecord
 from tidegate.domain.pool_settings import PoolRow
 from tidegate.domain.steps import PoolConfig, PoolStatus, PoolWaiter
-from tidegate.storage import pool_rows, records
+from tidegate.storage import pool_rows, port, records
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import event_params, to_time
 from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.postgres.steps import READ_COMMITTED
+from tidegate.storage.shared import wakes
 
 
-class Pools(pool_rows.PoolSettingVerbs, Aggregate):
+class Pools(pool_rows.PoolSettingVerbs, Aggregate, port.PoolVerbs):
     """The pool verbs of the storage port."""
 
     def _change(self, pool: str, step: Callable[[PoolRow], PoolRow], live: bool) -> PoolConfig | None:
@@ -38,7 +39,7 @@ class Pools(pool_rows.PoolSettingVerbs, Aggregate):
             event = pool_settings.change_event(pool, before, after, live=live)
             if event is not None:
                 connection.execute(self._q("insert_event"), event_params(None, event))
-                connection.execute(self._q("notify"))  # a raised limit lets waiting steps in
+            wakes.only_if(event is not None)  # a raised limit lets waiting steps in
         return pool_rows.pool_config(pool, after, at)
 
     def pools(self) -> list[PoolStatus]:

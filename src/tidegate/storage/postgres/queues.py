@@ -18,12 +18,14 @@ from tidegate.domain import events as history
 from tidegate.domain.deadlines import resumed_deadline
 from tidegate.domain.errors import QueueNotFound
 from tidegate.domain.model import QueueCounts
+from tidegate.storage import port
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import event_params, payload_json
 from tidegate.storage.postgres.pipeline import transaction
+from tidegate.storage.shared import wakes
 
 
-class Queues(Aggregate):
+class Queues(Aggregate, port.QueueVerbs):
     """The queue verbs of the storage port."""
 
     def queue_counts(self) -> dict[str, QueueCounts]:
@@ -39,12 +41,11 @@ class Queues(Aggregate):
             known, changed = row
             if not known:
                 raise QueueNotFound(f"no queue named {queue!r} is declared")
+            wakes.only_if(changed and not paused)  # a resumed queue's runs may be claimed now
             if changed:
                 if not paused:
                     self._move_deadlines(connection, queue)
                 connection.execute(self._q("insert_event"), event_params(None, history.queue_paused(queue, paused)))
-                if not paused:
-                    connection.execute(self._q("notify"))  # its runs may be claimed now
         return bool(changed)
 
     def _move_deadlines(self, connection: psycopg.Connection[Any], queue: str) -> None:

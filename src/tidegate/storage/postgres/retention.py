@@ -8,11 +8,12 @@ the batch bound keeps the locks few and short.
 from __future__ import annotations
 
 from tidegate.domain.retention import PruneReport
+from tidegate.storage import port
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.pipeline import transaction
 
 
-class Retention(Aggregate):
+class Retention(Aggregate, port.RetentionVerbs):
     """The retention verb of the storage port."""
 
     def prune_runs(self, older_than: float, limit: int) -> PruneReport:

@@ -18,7 +18,7 @@ from tidegate.domain import events as history
 from tidegate.domain.errors import RunNotFound, RunNotRetryable
 from tidegate.domain.model import RunRecord
 from tidegate.domain.transitions import may_retry, retried_max_attempts
-from tidegate.storage import records
+from tidegate.storage import port, records
 from tidegate.storage.postgres.admission import refuse_past_ceilings
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
@@ -26,7 +26,7 @@ from tidegate.storage.postgres.payloads import event_params, to_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
 
 
-class Retries(Aggregate):
+class Retries(Aggregate, port.RetryVerbs):
     """The retry verb of the storage port."""
 
     def __init__(self, db: Database, limits: Limits) -> None:
@@ -50,7 +50,6 @@ class Retries(Aggregate):
                 updated = connection.cursor(row_factory=dict_row).execute(self._q("retry_run"), params)
                 event = history.retried_by_operator(status, attempt, budget)
                 connection.execute(self._q("insert_event"), event_params(run_id, event))
-                connection.execute(self._q("notify"))
             row = updated.fetchone()
         assert row is not None  # the row was locked with this status
         return records.run_record(row, to_time, to_json)

@@ -26,11 +26,12 @@ from typing import Any
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import EventRecord, NewRun, RunRecord, RunStatus, TaskDefinition, TaskRegistration
 from tidegate.domain.transitions import Ceiling
-from tidegate.storage import records
+from tidegate.storage import port, records
 from tidegate.storage.postgres.activity import read_pace
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.payloads import enqueue_payload, payload_json, to_json, to_time
 from tidegate.storage.postgres.pipeline import implicit_transaction, transaction
+from tidegate.storage.shared import wakes
 
 
 class _Ceilings:
@@ -52,7 +53,7 @@ class _Ceilings:
         return read[0]
 
 
-class Runs(Aggregate):
+class Runs(Aggregate, port.RunVerbs):
     """The run verbs of the storage port."""
 
     def __init__(self, db: Database) -> None:
@@ -80,6 +81,7 @@ class Runs(Aggregate):
         payload = enqueue_payload(runs)
         queues = sorted({run.queue for run in runs})
         known = self._ceilings.free_version(queues)
+        wakes.sent_in_statement()  # by `enqueue_free` or `enqueue`, even when refused: a spare one at worst
         if known is not None:
             with self._connection() as connection:
                 # One statement, its own transaction (autocommit): it reads the version FOR SHARE,
@@ -112,12 +114,6 @@ class Runs(Aggregate):
     def get_run(self, run_id: str) -> RunRecord | None:
         rows = self._fetch_dicts("get_run", {"id": run_id})
         return records.run_record(rows[0], to_time, to_json) if rows else None
-
-    def list_runs(self, status: RunStatus | None = None, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
-        rows = self._fetch_dicts(
-            "list_runs", {"status": status.value if status else None, "queue": queue, "limit": limit}
-        )
-        return [records.run_record(row, to_time, to_json) for row in rows]
 
     def run_events(self, run_id: str) -> list[EventRecord]:
         rows = self._fetch_dicts("run_events", {"run_id": run_id})

@@ -180,17 +180,6 @@ SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency
        wait_remaining, child_waits, worker_shutdowns, lost_workers, manual_retries
 FROM tidegate_runs WHERE id = %(id)s::text;
 
--- name: list_runs
-SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
-       submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
-       cancel_requested, result, error, block_reason, suspect, resumed,
-       child_waits, worker_shutdowns, lost_workers, manual_retries
-FROM tidegate_runs
-WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
-  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-ORDER BY id DESC
-LIMIT %(limit)s::integer;
-
 -- name: run_events
 SELECT id, run_id, step_key, type, metadata, at FROM tidegate_events
 WHERE run_id = %(run_id)s::text ORDER BY id;

@@ -13,18 +13,19 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
-from tidegate.storage import scheduling
+from tidegate.storage import port, scheduling
 from tidegate.storage.postgres import script_runner, submit_script
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import event_params, payload_json, to_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
+from tidegate.storage.shared import wakes
 
 
 def _iso(moment: datetime) -> str:
     return moment.isoformat()
 
 
-class Schedules(Aggregate):
+class Schedules(Aggregate, port.ScheduleVerbs):
     """The schedule verbs of the storage port."""
 
     def register_schedules(self, schedules: Sequence[NewSchedule]) -> None:
@@ -53,6 +54,7 @@ class Schedules(Aggregate):
             with self._connection() as connection, transaction(connection):
                 found = connection.execute(self._q("fire_schedule"), {"name": firing.schedule}).fetchone()
                 if found is None or found[1] or found[0] != firing.expected_next:
+                    wakes.only_if(False)
                     return []  # removed, paused, or another worker fired this pass already
                 # the runs by a submit's own script (admission, each tick's unique key judged); a
                 # refusal raises AdmissionRejected and rolls the firing back: the tick fires at a later pass
@@ -68,18 +70,17 @@ class Schedules(Aggregate):
                     connection.execute(self._q("insert_event"), event_params(run_id, event))
                 advance = scheduling.advance_params(firing, answers, _iso)
                 connection.execute(self._q("fire_schedule_advance"), advance)
-                connection.execute(self._q("notify"))
+                wakes.only_if(bool(scheduling.stored_ids(answers)))  # a tick whose key was held stores nothing
         except scheduling.AlreadyFired:
             return []
         return scheduling.stored_ids(answers)
 
-    def set_schedule_paused(self, name: str, paused: bool, next_fire_at: datetime | None) -> bool:
+    def set_schedule_paused(self, name: str, paused: bool, next_fire_at: datetime | None = None) -> bool:
         params = {"name": name, "paused": paused, "next_fire_at": None if next_fire_at is None else _iso(next_fire_at)}
         with self._connection() as connection:
             with transaction(connection):
                 changed = connection.execute(self._q("set_schedule_paused"), params)
                 exists = connection.execute(self._q("set_schedule_paused_exists"), params)
-                connection.execute(self._q("notify"))
             if exists.fetchone() is None:
                 raise scheduling.not_found(name)
             return changed.fetchone() is not None

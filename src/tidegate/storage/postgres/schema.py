@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from tidegate.storage import port
 from tidegate.storage.migrations import Migration, check_current, load_migrations, pending
 from tidegate.storage.postgres.database import Aggregate, Database
 
 
-class Schema(Aggregate):
+class Schema(Aggregate, port.SchemaVerbs):
     """The schema verbs of the storage port."""
 
     def __init__(self, db: Database) -> None:
@@ -37,5 +38,7 @@ class Schema(Aggregate):
     def check_schema(self) -> None:
         with self._connection() as connection:
             exists = connection.execute(self._q("schema_version_exists")).fetchone()
-            rows = connection.execute(self._q("applied_versions")) if exists and exists[0] else []
-            check_current(self._migrations, {row[0] for row in rows})
+            done: set[int] = set()
+            if exists and exists[0]:
+                done = {row[0] for row in connection.execute(self._q("applied_versions"))}
+            check_current(self._migrations, done)

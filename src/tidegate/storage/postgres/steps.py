@@ -21,16 +21,18 @@ from tidegate.domain import events as history
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, fanout_scope, holder_key, pool_of
 from tidegate.domain.steps import SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
-from tidegate.storage import records, slots
+from tidegate.storage import port, records, slots
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import to_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
+from tidegate.storage.shared import wakes
+from tidegate.storage.shared.steps import OneStepAcquire
 
 READ_COMMITTED = b"BEGIN ISOLATION LEVEL READ COMMITTED"  # each read after a lock sees every commit before it
 
 
-class PostgresStepVerbs(Aggregate):
+class PostgresStepVerbs(OneStepAcquire, Aggregate, port.StepVerbs):
     """The step verbs of the storage port."""
 
     # --- slots ----------------------------------------------------------------------
@@ -137,13 +139,15 @@ class PostgresStepVerbs(Aggregate):
         run_id, attempt = fence
         params = {"run_id": run_id, "attempt": attempt, "step_key": step_key, "holder": holder_key(run_id, step_key)}
         with self._connection() as connection:
-            connection.execute(self._q("release_slots"), params)
+            connection.execute(self._q("release_slots"), params)  # and the wake-up, when it freed any
+            wakes.sent_in_statement()
 
     # --- steps ----------------------------------------------------------------------
 
     def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
         with self._connection() as connection:
             row = self._record(connection, fence, steps, wake=True).fetchone()
+            wakes.sent_in_statement()
         # fetchone() is typed Optional; the steps' upsert always returns one row
         return bool(row[0])  # type: ignore[index]
 
@@ -171,6 +175,7 @@ class PostgresStepVerbs(Aggregate):
             # fetchone() is typed Optional; this statement always returns one row
             owned, freed, _ = recorded.fetchone()  # type: ignore[misc]
             if not owned:
+                wakes.only_if(False)
                 return StepFinish(False)
             # fetchone() is typed Optional; this statement always returns one row
             contested, over, _, waiting = state.fetchone()  # type: ignore[misc]
@@ -180,8 +185,7 @@ class PostgresStepVerbs(Aggregate):
                 self._apply(connection, fence, worker_id, decision, mark_waiting=False)
                 if decision.writes_holders:  # a successor that held its slots already was handed nothing
                     finish = StepFinish(True, decision.grant(), decision.full)
-            if freed and finish.handed is None:
-                connection.execute(self._q("notify"))  # slots stayed free: whoever waits may take them
+            wakes.only_if(freed and finish.handed is None)  # slots stayed free: whoever waits may take them
         return finish
 
     def _finish_handed_on(
@@ -213,6 +217,7 @@ class PostgresStepVerbs(Aggregate):
                     },
                 )
                 recorded = self._record(connection, fence, [step, started], wake=True)
+                wakes.sent_in_statement()
                 state = self._pool_state(connection, fence, successor)
             # fetchone() is typed Optional; this statement always returns one row
             owned = recorded.fetchone()[0]  # type: ignore[index]

@@ -49,6 +49,8 @@ from tidegate.storage.postgres.workers import Workers
 
 
 class PostgresStore(AggregateStore):
+    _db: Database  # the dialect's own, beyond what the façade reaches
+
     def __init__(
         self,
         url: str,
@@ -81,7 +83,7 @@ class PostgresStore(AggregateStore):
         self._retention = Retention(self._db)
         self._health = Health(self._db, per_process=worker_process_bound(max_size))
         where = self._db.connections.where
-        self.submits = PostgresSubmits(self._db, url, where=where, max_size=max_size, children=self._children)
+        self.submits = PostgresSubmits(self._db, url, where=where, max_size=max_size, store=self)
 
     # --- wake-ups ----------------------------------------------------------------
 

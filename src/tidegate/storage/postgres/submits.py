@@ -24,9 +24,8 @@ from psycopg.rows import dict_row, tuple_row
 from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.model import NewRun, RunRecord, RunStatus, TaskDefinition
 from tidegate.domain.unique import Admission
-from tidegate.storage import records
+from tidegate.storage import port, records
 from tidegate.storage.postgres.async_connections import AsyncConnections
-from tidegate.storage.postgres.children import Children
 from tidegate.storage.postgres.database import Database
 from tidegate.storage.postgres.payloads import to_json, to_time
 from tidegate.storage.postgres.script_runner import (
@@ -42,9 +41,9 @@ from tidegate.storage.postgres.submit_script import submit
 class PostgresSubmits:
     """The `Submits` port over one store's database."""
 
-    def __init__(self, db: Database, url: str, *, where: str, max_size: int, children: Children) -> None:
+    def __init__(self, db: Database, url: str, *, where: str, max_size: int, store: port.Store) -> None:
         self._db = db
-        self._children = children
+        self._store = store  # its cancel wakes the listeners (port.WAKES)
         self._async = AsyncConnections(url, where=where, max_size=max_size, clock=db.clock)
         self._identity: tuple[str, str] | None = None  # (database, schema) of the store
 
@@ -95,7 +94,7 @@ class PostgresSubmits:
     async def cancel_run_async(self, run_id: str) -> RunStatus:
         # A cancel walks the run's tree of children (children.py) in statements written for the
         # sync connection; it is rare beside submits and waits, so it takes one thread hop.
-        return await asyncio.to_thread(self._children.cancel_run, run_id)
+        return await asyncio.to_thread(self._store.cancel_run, run_id)
 
     def async_stats(self) -> dict[str, int]:
         """The calling loop's pool figures (pool_size, pool_available, requests_waiting, ...)."""

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from tidegate.domain.blocking import QueuedShape
 from tidegate.domain.model import EventRecord, RunStatus
-from tidegate.storage import records
+from tidegate.storage import port, records
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import to_json, to_time
 
 
-class Telemetry(Aggregate):
+class Telemetry(Aggregate, port.TelemetryVerbs):
     """The telemetry reads of the storage port."""
 
     def events_after(self, after: int, limit: int) -> list[EventRecord]:

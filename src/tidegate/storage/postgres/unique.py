@@ -14,14 +14,17 @@ from collections.abc import Sequence
 
 from tidegate.domain.model import NewRun
 from tidegate.domain.unique import Admission
+from tidegate.storage import port
 from tidegate.storage.postgres import script_runner, submit_script
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.pipeline import transaction
+from tidegate.storage.shared import wakes
 
 
-class Unique(Aggregate):
+class Unique(Aggregate, port.UniqueVerbs):
     """The keyed submit of the storage port."""
 
     def enqueue_unique(self, runs: Sequence[NewRun]) -> list[Admission]:
+        wakes.sent_in_statement()  # by the script's `enqueue` statement, when runs are stored
         with self._connection() as connection, transaction(connection):
             return script_runner.run(connection, self._db.queries, submit_script.keyed(runs))

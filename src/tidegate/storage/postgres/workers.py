@@ -15,14 +15,14 @@ from psycopg.rows import dict_row
 
 from tidegate.domain import events as history
 from tidegate.domain.jsonvalue import dumps
-from tidegate.storage import registry
+from tidegate.storage import port, registry
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.payloads import event_params, to_json
 from tidegate.storage.postgres.pipeline import transaction
 
 
-class Workers(Aggregate):
+class Workers(Aggregate, port.WorkerVerbs):
     """The worker verbs of the storage port, and the fill order they set up."""
 
     def __init__(self, db: Database, limits: Limits) -> None:
@@ -57,8 +57,7 @@ class Workers(Aggregate):
     def deregister_worker(self, worker_id: str) -> None:
         with self._connection() as connection, transaction(connection):
             connection.execute(self._q("deregister_worker"), {"id": worker_id})
-            connection.execute(self._q("release_locks"), {"id": worker_id})
-            connection.execute(self._q("notify"))  # higher-ranked workers may now claim
+            connection.execute(self._q("release_locks"), {"id": worker_id})  # higher ranks may claim: woken
         self.fill_order.left(worker_id)
 
     def check_overflow(self, worker_id: str, queues: Sequence[str], interval: float) -> int | None:

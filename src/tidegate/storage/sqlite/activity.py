@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from tidegate.domain.backpressure import HISTORY_RUNS, Pace
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import WorkerRecord
-from tidegate.storage import records
+from tidegate.storage import port, records
 from tidegate.storage.sqlite.database import Aggregate
 from tidegate.storage.sqlite.payloads import to_json, to_time
 
 
-class Activity(Aggregate):
+class Activity(Aggregate, port.ActivityVerbs):
     """The fleet-reading verbs of the storage port."""
 
     def list_workers(self) -> list[WorkerRecord]:

@@ -19,8 +19,9 @@ from tidegate.domain.errors import AttemptFencedOut, RunNotFound
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import RunStatus
-from tidegate.storage import records, waiting
+from tidegate.storage import port, records, waiting
 from tidegate.storage.port import Fence
+from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
 from tidegate.storage.sqlite.payloads import event_row, to_json
@@ -30,7 +31,7 @@ from tidegate.storage.waiting import canceled_event
 FOREVER = 253402300799.0  # 9999-12-31: a kept slot lasts until its run resumes or ends, not a lease
 
 
-class Children(Aggregate):
+class Children(Aggregate, port.ChildVerbs):
     """The child verbs of the storage port, and the resume every end of a run may cause."""
 
     def __init__(self, db: Database, limits: Limits, runs: Runs) -> None:
@@ -55,6 +56,7 @@ class Children(Aggregate):
             if parent is None:
                 raise AttemptFencedOut(f"run {run_id} attempt {attempt} is no longer running here: trigger refused")
             if parent["cancel_requested"]:
+                wakes.only_if(False)
                 return TriggerAnswer([], canceled=True)
             stored = connection.execute(self._q("run_children"), {"parent": run_id}).fetchall()
             existing = {row["child_index"]: waiting.child_record(row, to_json) for row in stored}
@@ -72,7 +74,6 @@ class Children(Aggregate):
                 remaining = waiting.wait_remaining(existing, asked, wait_any)
                 events.append(self._wait(connection, parent, pending, shapes, release_all, remaining, now))
             connection.executemany(self._q("insert_event"), events)
-        self._notifier.notify()
         return TriggerAnswer(asked, waiting=bool(pending))
 
     def _start(
@@ -189,5 +190,4 @@ class Children(Aggregate):
                 self.resume_parents(connection, [run_id], events, now)
             connection.executemany(self._q("insert_event"), events)
             row = connection.execute(self._q("run_status"), {"id": run_id}).fetchone()
-        self._notifier.notify()
         return RunStatus(row[0])

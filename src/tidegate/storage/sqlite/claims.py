@@ -16,8 +16,9 @@ from tidegate.domain import events as history
 from tidegate.domain.admission import LocalUsage, admit
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import ClaimedRun, CycleResult, Outcome
-from tidegate.storage import claiming
+from tidegate.storage import claiming, port
 from tidegate.storage.port import Fence
+from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.children import Children
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
@@ -25,7 +26,7 @@ from tidegate.storage.sqlite.payloads import claimed_run, event_row
 from tidegate.storage.sqlite.workers import Workers
 
 
-class Claims(Aggregate):
+class Claims(Aggregate, port.ClaimVerbs):
     """The cycle verb of the storage port."""
 
     def __init__(self, db: Database, limits: Limits, workers: Workers, children: Children) -> None:
@@ -68,11 +69,13 @@ class Claims(Aggregate):
                     next_due_in = self._next_due_in(connection, queues, now)
             if events:
                 connection.executemany(self._q("insert_event"), events)
-        if outcomes or (self._workers.fill_order.member(worker_id) and claimed and len(claimed) == claim_limit):
-            # Finished runs free capacity and may be waited on; a full claim by a worker in the
-            # fill order may leave work for the next one, which only looks when told. Not this
-            # worker when it claimed: the claim saw its outcomes, and a full claim turns again.
-            self._notifier.notify(sender=worker_id if claim_limit > 0 else None)
+        # Finished runs free capacity and may be waited on; a full claim by a worker in the
+        # fill order may leave work for the next one, which only looks when told. Not this
+        # worker when it claimed: the claim saw its outcomes, and a full claim turns again.
+        wakes.only_if(
+            outcomes or (self._workers.fill_order.member(worker_id) and claimed and len(claimed) == claim_limit)
+        )
+        wakes.named(worker_id if claim_limit > 0 else wakes.EVERYONE)
         return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more)
 
     def _record_outcomes(

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.errors import StoreUnavailable
+from tidegate.storage.shared import wakes
 from tidegate.storage.sqlfile import load_queries
 from tidegate.storage.sqlite import files
 from tidegate.storage.sqlite.wakeups import DatagramNotifier
@@ -118,6 +119,7 @@ class Database:
             connection.execute("ROLLBACK")
             raise
         connection.execute("COMMIT")
+        wakes.committed()
 
     def close(self) -> None:
         with self._connections_lock:
@@ -143,7 +145,3 @@ class Aggregate:
 
     def _q(self, name: str) -> str:
         return self._db.queries[name]
-
-    @property
-    def _notifier(self) -> DatagramNotifier:
-        return self._db.notifier

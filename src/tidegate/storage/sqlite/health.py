@@ -9,11 +9,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from tidegate.domain.doctor import DatabaseFacts
+from tidegate.storage import port
 from tidegate.storage.sqlite.database import Aggregate
 from tidegate.storage.sqlite.payloads import to_time
 
 
-class Health(Aggregate):
+class Health(Aggregate, port.HealthVerbs):
     """The doctor's verb of the storage port."""
 
     def doctor_facts(self, retention: float) -> DatabaseFacts:

@@ -19,8 +19,9 @@ from tidegate.domain import transitions
 from tidegate.domain.events import Event
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import SweepReport
-from tidegate.storage import rescue
+from tidegate.storage import port, rescue
 from tidegate.storage.port import Fence
+from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.children import Children
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row
@@ -38,7 +39,7 @@ _REFUSED: tuple[type[Exception], ...] = (
 )
 
 
-class Leases(Aggregate):
+class Leases(Aggregate, port.LeaseVerbs):
     """The lease and sweep verbs of the storage port."""
 
     def __init__(self, db: Database, steps: SQLiteStepVerbs, children: Children) -> None:
@@ -89,7 +90,6 @@ class Leases(Aggregate):
                 for run_id, attempt, status, suspect in rows
             ]
             connection.executemany(self._q("insert_event"), events)
-        self._notifier.notify()
         return [row[0] for row in rows]
 
     def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
@@ -99,6 +99,7 @@ class Leases(Aggregate):
                 {"name": rescue.SWEEPER_LOCK, "holder": sweeper_id, "now": now, "ttl": 3 * interval},
             ).fetchone()
             if turn is None:
+                wakes.only_if(False)
                 return None
             verdicts = rescue.payload(rescue.decide(connection.execute(self._q("sweep_lost"), {"now": now}).fetchall()))
             recover = partial(self._recover, connection, now)
@@ -121,8 +122,7 @@ class Leases(Aggregate):
                 if verdict["id"] in recovered
             ]
             connection.executemany(self._q("insert_event"), events)
-        if report:
-            self._notifier.notify()
+        wakes.only_if(report)
         return report
 
     def _recover(self, connection: sqlite3.Connection, now: float, verdicts: list[dict[str, Any]]) -> dict[str, str]:

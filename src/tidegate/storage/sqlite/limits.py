@@ -14,13 +14,14 @@ from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.limits import QueueConfig, RunQueueConfig, queue_to_dict, run_queue_to_dict
 from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
 from tidegate.domain.scopes import Rules
-from tidegate.storage import records
+from tidegate.storage import port, records
 from tidegate.storage.rules import limit_change, stored_rules
+from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row, to_time
 
 
-class Limits(Aggregate):
+class Limits(Aggregate, port.LimitVerbs):
     """The rules and limit verbs, and the cache of the rules every claim uses."""
 
     def __init__(self, db: Database) -> None:
@@ -54,8 +55,7 @@ class Limits(Aggregate):
                 )
             if changed:
                 connection.execute(self._q("bump_rules_version"), {"now": now})
-        if changed:
-            self._notifier.notify()  # a raised limit may unblock runs
+        wakes.only_if(changed)  # a raised limit may unblock runs
 
     def rules(self) -> Rules:
         return self.load_rules(self._connection())
@@ -79,7 +79,6 @@ class Limits(Aggregate):
             connection.execute(self._q("bump_rules_version"), {"now": now})
             change, changed = limit_change(before, self.load_rules(connection), target, version, reset=reset)
             connection.execute(self._q("insert_event"), event_row(None, changed, now))
-        self._notifier.notify()
         return change
 
     def load_rules(self, connection: sqlite3.Connection) -> Rules:

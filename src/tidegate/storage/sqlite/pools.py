@@ -12,12 +12,13 @@ from tidegate.domain import pool_settings
 from tidegate.domain.model import HolderRecord
 from tidegate.domain.pool_settings import PoolRow
 from tidegate.domain.steps import PoolConfig, PoolStatus, PoolWaiter
-from tidegate.storage import pool_rows, records
+from tidegate.storage import pool_rows, port, records
+from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.database import Aggregate
 from tidegate.storage.sqlite.payloads import event_row, to_time
 
 
-class Pools(pool_rows.PoolSettingVerbs, Aggregate):
+class Pools(pool_rows.PoolSettingVerbs, Aggregate, port.PoolVerbs):
     """The pool verbs of the storage port."""
 
     def _change(self, pool: str, step: Callable[[PoolRow], PoolRow], live: bool) -> PoolConfig | None:
@@ -34,8 +35,7 @@ class Pools(pool_rows.PoolSettingVerbs, Aggregate):
             event = pool_settings.change_event(pool, before, after, live=live)
             if event is not None:
                 connection.execute(self._q("insert_event"), event_row(None, event, now))
-        if event is not None:
-            self._notifier.notify()  # a raised limit lets waiting steps in
+        wakes.only_if(event is not None)  # a raised limit lets waiting steps in
         return pool_rows.pool_config(pool, after, at)
 
     def pools(self) -> list[PoolStatus]:

@@ -15,11 +15,13 @@ from tidegate.domain import events as history
 from tidegate.domain.deadlines import resumed_deadline
 from tidegate.domain.errors import QueueNotFound
 from tidegate.domain.model import QueueCounts
+from tidegate.storage import port
+from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.database import Aggregate
 from tidegate.storage.sqlite.payloads import event_row
 
 
-class Queues(Aggregate):
+class Queues(Aggregate, port.QueueVerbs):
     """The queue verbs of the storage port."""
 
     def queue_counts(self) -> dict[str, QueueCounts]:
@@ -34,13 +36,13 @@ class Queues(Aggregate):
             if changed is None:
                 if connection.execute(self._q("set_queue_paused_known"), {"name": queue}).fetchone() is None:
                     raise QueueNotFound(f"no queue named {queue!r} is declared")
+                wakes.only_if(False)
                 return False
             connection.execute(self._q("bump_rules_version"), {"now": now})
             if not paused:
                 self._move_deadlines(connection, queue, now)
             connection.execute(self._q("insert_event"), event_row(None, history.queue_paused(queue, paused), now))
-        if not paused:
-            self._notifier.notify()  # its runs may be claimed now
+        wakes.only_if(not paused)  # its runs may be claimed now
         return True
 
     def _move_deadlines(self, connection: sqlite3.Connection, queue: str, now: float) -> None:

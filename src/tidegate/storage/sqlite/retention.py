@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 
 from tidegate.domain.retention import PruneReport
+from tidegate.storage import port
 from tidegate.storage.sqlite.database import Aggregate
 
 
-class Retention(Aggregate):
+class Retention(Aggregate, port.RetentionVerbs):
     """The retention verb of the storage port."""
 
     def prune_runs(self, older_than: float, limit: int) -> PruneReport:

@@ -13,13 +13,13 @@ from tidegate.domain import events as history
 from tidegate.domain.errors import RunNotFound, RunNotRetryable
 from tidegate.domain.model import RunRecord
 from tidegate.domain.transitions import may_retry, retried_max_attempts
-from tidegate.storage import records
+from tidegate.storage import port, records
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
 from tidegate.storage.sqlite.runs import Runs
 
 
-class Retries(Aggregate):
+class Retries(Aggregate, port.RetryVerbs):
     """The retry verb of the storage port."""
 
     def __init__(self, db: Database, runs: Runs) -> None:
@@ -40,5 +40,4 @@ class Retries(Aggregate):
             row = connection.execute(self._q("retry_run"), params).fetchone()
             event = history.retried_by_operator(status, attempt, budget)
             connection.execute(self._q("insert_event"), event_row(run_id, event, now))
-        self._notifier.notify()
         return records.run_record(row, to_time, to_json)

@@ -16,14 +16,14 @@ from tidegate.domain.errors import RunNotFound
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import EventRecord, NewRun, RunRecord, RunStatus, TaskDefinition, TaskRegistration
 from tidegate.domain.transitions import ceilings_met
-from tidegate.storage import records
+from tidegate.storage import port, records
 from tidegate.storage.sqlite.activity import pace_of
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
 from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
 
 
-class Runs(Aggregate):
+class Runs(Aggregate, port.RunVerbs):
     """The run verbs of the storage port."""
 
     def __init__(self, db: Database, limits: Limits) -> None:
@@ -48,7 +48,6 @@ class Runs(Aggregate):
     def enqueue(self, runs: Sequence[NewRun]) -> None:
         with self._write() as (connection, now):
             self.insert_runs(connection, runs, now)
-        self._notifier.notify()
 
     def insert_runs(self, connection: sqlite3.Connection, runs: Sequence[NewRun], now: float) -> None:
         """`enqueue` inside the caller's write transaction (a schedule's tick stores its run with its tick)."""
@@ -80,13 +79,6 @@ class Runs(Aggregate):
     def get_run(self, run_id: str) -> RunRecord | None:
         row = self._connection().execute(self._q("get_run"), {"id": run_id}).fetchone()
         return None if row is None else records.run_record(row, to_time, to_json)
-
-    def list_runs(self, status: RunStatus | None = None, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
-        rows = self._connection().execute(
-            self._q("list_runs"),
-            {"status": status.value if status else None, "queue": queue, "limit": limit},
-        )
-        return [records.run_record(row, to_time, to_json) for row in rows]
 
     def run_events(self, run_id: str) -> list[EventRecord]:
         rows = self._connection().execute(self._q("run_events"), {"run_id": run_id})

@@ -49,12 +49,6 @@ SELECT (SELECT count(*) FROM tidegate_runs WHERE status = 'queued' AND queue = :
 -- name: get_run
 SELECT * FROM tidegate_runs WHERE id = :id;
 
--- name: list_runs
-SELECT * FROM tidegate_runs
-WHERE (:status IS NULL OR status = :status) AND (:queue IS NULL OR queue = :queue)
-ORDER BY id DESC
-LIMIT :limit;
-
 -- name: run_events
 SELECT id, run_id, step_key, type, metadata, at FROM tidegate_events
 WHERE run_id = :run_id ORDER BY id;

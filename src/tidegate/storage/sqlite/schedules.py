@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
-from tidegate.storage import scheduling
+from tidegate.storage import port, scheduling
+from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
 from tidegate.storage.sqlite.unique import Unique
@@ -23,7 +24,7 @@ def _epoch(moment: datetime) -> float:
     return moment.timestamp()
 
 
-class Schedules(Aggregate):
+class Schedules(Aggregate, port.ScheduleVerbs):
     """The schedule verbs of the storage port."""
 
     def __init__(self, db: Database, unique: Unique) -> None:
@@ -56,6 +57,7 @@ class Schedules(Aggregate):
             with self._write() as (connection, now):
                 row = connection.execute(self._q("fire_schedule"), {"name": firing.schedule}).fetchone()
                 if row is None or row["paused"] or row["next_fire_at"] != _epoch(firing.expected_next):
+                    wakes.only_if(False)
                     return []  # removed, paused, or another worker fired this pass already
                 # as a submit stores them: admission, and each tick's unique key judged (domain/unique.py)
                 answers = self._unique.admit(connection, [tick.run for tick in firing.ticks], now)
@@ -72,11 +74,10 @@ class Schedules(Aggregate):
         except scheduling.AlreadyFired:
             return []
         stored = scheduling.stored_ids(answers)
-        if stored:
-            self._notifier.notify()
+        wakes.only_if(bool(stored))  # a tick whose key was held stores nothing
         return stored
 
-    def set_schedule_paused(self, name: str, paused: bool, next_fire_at: datetime | None) -> bool:
+    def set_schedule_paused(self, name: str, paused: bool, next_fire_at: datetime | None = None) -> bool:
         params = {
             "name": name,
             "paused": int(paused),
@@ -86,8 +87,7 @@ class Schedules(Aggregate):
             changed = connection.execute(self._q("set_schedule_paused"), {**params, "now": now}).fetchone()
             if changed is None and connection.execute(self._q("set_schedule_paused_exists"), params).fetchone() is None:
                 raise scheduling.not_found(name)
-        if changed is not None and not paused:
-            self._notifier.notify()
+        wakes.only_if(changed is not None and not paused)
         return changed is not None
 
     def remove_schedule(self, name: str) -> None:

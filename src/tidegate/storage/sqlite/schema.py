@@ -5,11 +5,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 
+from tidegate.storage import port
 from tidegate.storage.migrations import Migration, check_current, load_migrations, pending
 from tidegate.storage.sqlite.database import Aggregate, Database
 
 
-class Schema(Aggregate):
+class Schema(Aggregate, port.SchemaVerbs):
     """The schema verbs of the storage port."""
 
     def __init__(self, db: Database) -> None:

@@ -25,13 +25,15 @@ from tidegate.domain.steps import (
     StepUpdate,
 )
 from tidegate.domain.transitions import has_room
-from tidegate.storage import records, slots
+from tidegate.storage import port, records, slots
 from tidegate.storage.port import Fence
+from tidegate.storage.shared import wakes
+from tidegate.storage.shared.steps import OneStepAcquire
 from tidegate.storage.sqlite.database import Aggregate
 from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
 
 
-class SQLiteStepVerbs(Aggregate):
+class SQLiteStepVerbs(OneStepAcquire, Aggregate, port.StepVerbs):
     """The step verbs of the storage port."""
 
     # --- slots ----------------------------------------------------------------------
@@ -157,6 +159,7 @@ class SQLiteStepVerbs(Aggregate):
         run_id, attempt = fence
         with self._write() as (connection, now):
             if connection.execute(self._q("step_fence"), {"run_id": run_id, "attempt": attempt}).fetchone() is None:
+                wakes.only_if(False)
                 return
             freed = dict(
                 connection.execute(
@@ -166,18 +169,17 @@ class SQLiteStepVerbs(Aggregate):
             if freed:
                 released = history.slots_released(attempt, freed, history.SLOTS_RELEASED)
                 connection.execute(self._q("insert_event"), event_row(run_id, released, now, step_key))
-        if freed:
-            self._notifier.notify()
+        wakes.only_if(freed)
 
     # --- steps ----------------------------------------------------------------------
 
     def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
         with self._write() as (connection, now):
             if connection.execute(self._q("step_fence"), {"run_id": fence[0], "attempt": fence[1]}).fetchone() is None:
+                wakes.only_if(False)
                 return False
             freed = self._record(connection, fence, steps, now)
-        if freed:
-            self._notifier.notify()
+        wakes.only_if(freed)
         return True
 
     def finish_step(
@@ -192,6 +194,7 @@ class SQLiteStepVerbs(Aggregate):
         with self._write() as (connection, now):
             run = connection.execute(self._q("step_fence"), {"run_id": run_id, "attempt": attempt}).fetchone()
             if run is None:
+                wakes.only_if(False)
                 return StepFinish(False)
             if successor is None:
                 freed = self._record(connection, fence, [step], now)
@@ -214,8 +217,7 @@ class SQLiteStepVerbs(Aggregate):
                     if decision.writes_holders:  # a successor that held its slots already was handed nothing
                         finish = StepFinish(True, decision.grant(), decision.full)
                         freed = False
-        if freed:
-            self._notifier.notify()  # slots stayed free: whoever waits for them may take them
+        wakes.only_if(freed)  # slots stayed free: whoever waits for them may take them
         return finish
 
     def _pool_state(self, connection: sqlite3.Connection, fence: Fence, asked: SlotRequest) -> tuple[int, ...]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.storage.facade import AggregateStore
+from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.activity import Activity
 from tidegate.storage.sqlite.browse import Browse
 from tidegate.storage.sqlite.children import Children
@@ -38,6 +39,8 @@ from tidegate.storage.sqlite.workers import Workers
 
 
 class SQLiteStore(AggregateStore):
+    _db: Database  # the dialect's own, beyond what the façade reaches
+
     def __init__(self, url: str, path: Path, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.url = url
         self._db = Database(path, clock)
@@ -60,9 +63,16 @@ class SQLiteStore(AggregateStore):
         self._schedules = Schedules(self._db, self._unique)
         self._retention = Retention(self._db)
         self._health = Health(self._db)
-        self.submits = SQLiteSubmits(self._db, self._runs, self._unique, self._children)
+        self.submits = SQLiteSubmits(self._db, self._runs, self._unique, self)
 
     # --- wake-ups ----------------------------------------------------------------
+
+    def _send_wake(self, wake: wakes.Wake) -> None:
+        """Datagrams (and in-process calls) once the verb's write committed; a wake-up named after
+        a worker (its cycle that claims) passes over that worker's own listener."""
+        payloads = wake.take()
+        if wake.committed and payloads:
+            self._db.notifier.notify(sender=None if wakes.EVERYONE in payloads else payloads[0])
 
     def listen(self, callback: Callable[[], None], own: str | None = None) -> DatagramListener:
         return DatagramListener(self._db.wake_folder, self._db.path, callback, own)

@@ -26,7 +26,7 @@ from typing import Any
 from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.model import NewRun, RunRecord, RunStatus, TaskDefinition
 from tidegate.domain.unique import Admission
-from tidegate.storage.sqlite.children import Children
+from tidegate.storage import port
 from tidegate.storage.sqlite.database import Database
 from tidegate.storage.sqlite.runs import Runs
 from tidegate.storage.sqlite.unique import Unique
@@ -35,11 +35,11 @@ from tidegate.storage.sqlite.unique import Unique
 class SQLiteSubmits:
     """The `Submits` port over one store's file."""
 
-    def __init__(self, db: Database, runs: Runs, unique: Unique, children: Children) -> None:
+    def __init__(self, db: Database, runs: Runs, unique: Unique, store: port.Store) -> None:
         self._db = db
         self._runs = runs
         self._unique = unique
-        self._children = children
+        self._store = store  # its verbs that let runs in wake the listeners (port.WAKES)
 
     def enqueue_in(self, connection: Any, runs: Sequence[NewRun]) -> list[Admission]:
         if not isinstance(connection, sqlite3.Connection):
@@ -70,7 +70,7 @@ class SQLiteSubmits:
         return await asyncio.to_thread(self._runs.get_task, name)
 
     async def cancel_run_async(self, run_id: str) -> RunStatus:
-        return await asyncio.to_thread(self._children.cancel_run, run_id)
+        return await asyncio.to_thread(self._store.cancel_run, run_id)
 
     async def aclose(self) -> None:
         """Nothing is held per loop: the threads' connections close with the store."""
@@ -80,9 +80,9 @@ class SQLiteSubmits:
 
     def _enqueue(self, runs: Sequence[NewRun]) -> list[Admission]:
         if any(run.unique is not None for run in runs):
-            return self._unique.enqueue_unique(runs)
+            return self._store.enqueue_unique(runs)
         if runs:
-            self._runs.enqueue(runs)
+            self._store.enqueue(runs)
         return [Admission(run.id) for run in runs]
 
     def _check_same_file(self, connection: sqlite3.Connection) -> None:

@@ -14,12 +14,13 @@ from collections.abc import Sequence
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import NewRun
 from tidegate.domain.unique import Admission, plan
+from tidegate.storage import port
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.runs import Runs
 from tidegate.storage.uniqueness import batch_keys, holders_of, key_rows, replace_params
 
 
-class Unique(Aggregate):
+class Unique(Aggregate, port.UniqueVerbs):
     """The keyed submit of the storage port."""
 
     def __init__(self, db: Database, runs: Runs) -> None:
@@ -28,9 +29,7 @@ class Unique(Aggregate):
 
     def enqueue_unique(self, runs: Sequence[NewRun]) -> list[Admission]:
         with self._write() as (connection, now):
-            answers = self.admit(connection, runs, now)
-        self._notifier.notify()
-        return answers
+            return self.admit(connection, runs, now)
 
     def admit(self, connection: sqlite3.Connection, runs: Sequence[NewRun], now: float) -> list[Admission]:
         """`enqueue_unique` inside a write transaction the caller holds (its own, or a user's: submits.py)."""

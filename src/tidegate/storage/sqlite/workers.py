@@ -7,13 +7,13 @@ import sqlite3
 from collections.abc import Sequence
 
 from tidegate.domain import events as history
-from tidegate.storage import registry
+from tidegate.storage import port, registry
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
 from tidegate.storage.sqlite.payloads import event_row, to_json
 
 
-class Workers(Aggregate):
+class Workers(Aggregate, port.WorkerVerbs):
     """The worker verbs of the storage port, and the fill order they set up."""
 
     def __init__(self, db: Database, limits: Limits) -> None:
@@ -51,8 +51,7 @@ class Workers(Aggregate):
         with self._write() as (connection, _):
             connection.execute(self._q("deregister_worker"), {"id": worker_id})
             connection.execute(self._q("release_locks"), {"id": worker_id})
-        self.fill_order.left(worker_id)
-        self._notifier.notify()  # higher-ranked workers may now claim
+        self.fill_order.left(worker_id)  # higher-ranked workers may now claim: woken (`WAKES`)
 
     def check_overflow(self, worker_id: str, queues: Sequence[str], interval: float) -> int | None:
         """Raise the overflow signal (once per interval, across workers) when eligible runs wait for a worker.

@@ -1,0 +1,1 @@
+"""Helpers both storage adapters share; private to `tidegate.storage` (an import contract holds it)."""
