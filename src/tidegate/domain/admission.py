@@ -26,8 +26,12 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tidegate.domain.scopes import Rules, ScopeNeed
+from tidegate.domain.durations import format_duration
+from tidegate.domain.rates import Rate, take, window_key
+from tidegate.domain.scopes import Rules, ScopeNeed, rate_scope
 from tidegate.domain.transitions import has_room
+
+RateStates = Mapping[tuple[str, int], int]  # (rate scope, window in ns) -> GCRA's TAT in ns
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class Candidate:
     suspect: bool = False  # rescued from a lost worker (domain/recovery.py)
     group: str | None = None  # a suspect's group: one group at a time per worker (None: a group of its own)
     resumed: bool = False  # queued again after a wait on its children: goes first (claim_order)
+    rate_partition: str = ""  # the partition of its queue's rate it is charged to
+    rate_cost: int = 1  # cost units it takes of every window of its rate
 
 
 @dataclass(frozen=True)
@@ -52,9 +58,13 @@ class Saturation:
     scope: str
     used: int
     limit: int
+    per: float | None = None  # a rate's window (s): `used` of `limit` per `per` are taken
+    retry_at: float | None = None  # a rate: when its windows next allow the start (database clock)
 
     def __str__(self) -> str:
-        return f"{self.scope} {self.used}/{self.limit}"
+        if self.per is None:
+            return f"{self.scope} {self.used}/{self.limit}"
+        return f"{self.scope} {self.used} of {self.limit} per {format_duration(self.per)} used"
 
 
 @dataclass
@@ -72,6 +82,8 @@ class LocalUsage:
 class Admission:
     admitted: list[tuple[Candidate, list[ScopeNeed]]]
     blocked: dict[str, tuple[Saturation, ...]]
+    rate_states: dict[tuple[str, int], int] = field(default_factory=dict)  # the windows charged: store these
+    next_allowed_at: float | None = None  # the earliest time a run held back only by a rate may start
 
 
 def claim_order(
@@ -117,11 +129,19 @@ def admit(
     local: LocalUsage,
     capacity: int,
     lane_load: Mapping[tuple[str, str], int] | None = None,
+    rate_states: RateStates | None = None,
+    now: float = 0.0,
 ) -> Admission:
-    """Admit candidates in claim order while every scope and local cap has room.
+    """Admit candidates in claim order while every scope, local cap and rate has room.
 
     `lane_load`: runs already running per (queue, partition), for fair queues.
+    `rate_states`: the stored state of the rate windows of the candidates' queues,
+    charged at `now` (the database's clock) last, once every other check let the
+    run in, so a run is charged exactly when it is admitted: all or none.
     """
+    states = dict(rate_states or {})
+    charged: dict[tuple[str, int], int] = {}
+    next_allowed: float | None = None
     in_use = dict(usage)
     per_queue = dict(local.per_queue)
     per_partition = dict(local.per_partition)
@@ -149,10 +169,17 @@ def admit(
             continue  # this worker is full; another worker may take it
         if not _local_room(candidate, rules, per_queue, per_partition):
             continue
-        if candidate.suspect:
-            group = suspect_group(candidate)
-            if held is not None and group != held:
-                continue  # another group's suspect: a worker free of suspects takes it
+        group = suspect_group(candidate) if candidate.suspect else None
+        if group is not None and held is not None and group != held:
+            continue  # another group's suspect: a worker free of suspects takes it
+        rates = rules.rates(candidate.queue)
+        if rates:
+            waiting = _charge(candidate, rates, states, charged, now)
+            if waiting is not None:
+                blocked[candidate.id] = (waiting,)
+                next_allowed = _earliest(next_allowed, waiting.retry_at)
+                continue
+        if group is not None:
             held = group
         admitted.append((candidate, needs))
         for need in needs:
@@ -160,7 +187,39 @@ def admit(
         per_queue[candidate.queue] = per_queue.get(candidate.queue, 0) + 1
         lane = (candidate.queue, candidate.partition)
         per_partition[lane] = per_partition.get(lane, 0) + 1
-    return Admission(admitted, blocked)
+    return Admission(admitted, blocked, charged, next_allowed)
+
+
+def _charge(
+    candidate: Candidate,
+    rates: tuple[Rate, ...],
+    states: dict[tuple[str, int], int],
+    charged: dict[tuple[str, int], int],
+    now: float,
+) -> Saturation | None:
+    """Take the candidate's cost from every window of its rate (updating `states` and `charged`),
+    or take nothing and say which window holds it back until when."""
+    scope = rate_scope(candidate.queue, candidate.rate_partition)
+    keys = [(scope, window_key(rate)) for rate in rates]
+    taken = take([states.get(key) for key in keys], rates, candidate.rate_cost, now)
+    if taken.allowed:
+        for key, state in zip(keys, taken.states, strict=True):
+            assert state is not None  # a charged window always has a state
+            states[key] = charged[key] = state
+        return None
+    def alone(rate: Rate) -> float:
+        return take([states.get((scope, window_key(rate)))], (rate,), candidate.rate_cost, now).retry_at
+
+    binding = max(rates, key=alone)
+    retry_at = None if taken.retry_at == float("inf") else taken.retry_at  # a cost above the burst never fits
+    return Saturation(scope, binding.limit, binding.limit, per=binding.seconds, retry_at=retry_at)
+
+
+def _earliest(known: float | None, retry_at: float | None) -> float | None:
+    """The sooner of two times a rate allows a start (None: a cost that never fits allows none)."""
+    if retry_at is None:
+        return known
+    return retry_at if known is None else min(known, retry_at)
 
 
 def suspect_group(candidate: Candidate) -> str:

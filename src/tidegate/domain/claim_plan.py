@@ -261,6 +261,7 @@ def _queue_plan(queue: str, rules: Rules) -> QueuePlan:
     local_counts = rules.local_limit(queue) is not None or rules.max_workers(queue) is not None
     limited = bool(
         rules.global_limit() is not None
+        or rules.rates(queue)  # every claim charges the rate: never free, one claimer at a time (a turn)
         or rules.run_queue.tag_concurrency_limits
         or rules.overrides
         or local_counts

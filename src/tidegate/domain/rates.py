@@ -121,9 +121,14 @@ def to_ns(now: float) -> int:
     return math.ceil(Fraction(now) * NS)
 
 
+def window_key(rate: Rate) -> int:
+    """A window's key in the stored state: its length in ns (a scope has one window per length)."""
+    return round(Fraction(rate.seconds) * NS)
+
+
 def interval(rate: Rate) -> int:
     """GCRA's emission interval T = per / (limit + 1 - burst) in ns, rounded up (never a faster rate)."""
-    return -(-round(Fraction(rate.seconds) * NS) // rate.sustained)
+    return -(-window_key(rate) // rate.sustained)
 
 
 def take(states: Sequence[int | None], rates: Sequence[Rate], cost: int, now: float) -> Taken:

@@ -227,9 +227,15 @@ def to_candidate(
 
 
 def reason_json(saturations: Sequence[Saturation]) -> str:
-    return json.dumps(
-        [{"scope": s.scope, "used": s.used, "limit": s.limit} for s in saturations], separators=(",", ":")
-    )
+    return json.dumps([saturation_json(s) for s in saturations], separators=(",", ":"))
+
+
+def saturation_json(saturation: Saturation) -> dict[str, object]:
+    """A block reason's item: {"scope", "used", "limit"}, and a rate's "per" and "retry_at"."""
+    item: dict[str, object] = {"scope": saturation.scope, "used": saturation.used, "limit": saturation.limit}
+    if saturation.per is not None:
+        item.update(per=saturation.per, retry_at=saturation.retry_at)
+    return item
 
 
 def changed_block_reasons(decision: Admission, current: Mapping[str, Any]) -> dict[str, str]:
