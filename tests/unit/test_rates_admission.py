@@ -35,7 +35,8 @@ def test_a_rate_blocked_partition_does_not_hold_back_another_and_says_when_it_ma
     decision = admit(runs, {}, rules, LocalUsage(), capacity=10, now=100.0)
     assert [c.id for c, _ in decision.admitted] == ["a0", "a1", "b0"]
     reason = decision.blocked["a2"][0]
-    assert reason.scope == "rate:api/key=k1" and reason.per == 1.0 and reason.retry_at == 101.0  # burst 2 of 2: then 1 per second
+    # burst 2 of 2, then one per second
+    assert reason.scope == "rate:api/key=k1" and reason.per == 1.0 and reason.retry_at == 101.0
     assert str(reason) == "rate:api/key=k1 2 of 2 per 1s used"
     assert decision.next_allowed_at == 101.0
     assert set(decision.rate_states) == {("rate:api/key=k1", window_key(PER_KEY.rate[0])), ("rate:api/key=k2", 10**9)}
@@ -93,5 +94,5 @@ def test_rates_are_stored_with_the_queue_and_refused_when_malformed():
         QueueConfig("api", rate=[{"limit": 1}])
     with pytest.raises(ConfigurationError, match="rate_partition needs a rate"):
         QueueConfig("api", rate_partition=Partition(by_args=["k"]))
-    with pytest.raises(ConfigurationError, match="Rate.per"):
+    with pytest.raises(ConfigurationError, match=r"Rate\.per"):
         QueueConfig("api", rate=[Rate(limit=1, per="fortnight")])

@@ -170,17 +170,14 @@ def admit(
         if not _local_room(candidate, rules, per_queue, per_partition):
             continue
         group = suspect_group(candidate) if candidate.suspect else None
-        if group is not None and held is not None and group != held:
+        if group not in (None, held) and held is not None:
             continue  # another group's suspect: a worker free of suspects takes it
-        rates = rules.rates(candidate.queue)
-        if rates:
-            waiting = _charge(candidate, rates, states, charged, now)
-            if waiting is not None:
-                blocked[candidate.id] = (waiting,)
-                next_allowed = _earliest(next_allowed, waiting.retry_at)
-                continue
-        if group is not None:
-            held = group
+        waiting = _charge(candidate, rules.rates(candidate.queue), states, charged, now)
+        if waiting is not None:
+            blocked[candidate.id] = (waiting,)
+            next_allowed = _earliest(next_allowed, waiting.retry_at)
+            continue
+        held = group or held
         admitted.append((candidate, needs))
         for need in needs:
             in_use[need.key] = in_use.get(need.key, 0) + 1
@@ -198,7 +195,9 @@ def _charge(
     now: float,
 ) -> Saturation | None:
     """Take the candidate's cost from every window of its rate (updating `states` and `charged`),
-    or take nothing and say which window holds it back until when."""
+    or take nothing and say which window holds it back until when (None: taken, or no rate)."""
+    if not rates:
+        return None
     scope = rate_scope(candidate.queue, candidate.rate_partition)
     keys = [(scope, window_key(rate)) for rate in rates]
     taken = take([states.get(key) for key in keys], rates, candidate.rate_cost, now)
@@ -207,6 +206,7 @@ def _charge(
             assert state is not None  # a charged window always has a state
             states[key] = charged[key] = state
         return None
+
     def alone(rate: Rate) -> float:
         return take([states.get((scope, window_key(rate)))], (rate,), candidate.rate_cost, now).retry_at
 

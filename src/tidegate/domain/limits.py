@@ -189,7 +189,9 @@ class QueueConfig:
         check_name("queue", self.name)
         object.__setattr__(self, "rate", check_rates(self.rate, f"queue {self.name} rate"))
         if not isinstance(self.rate_partition, Partition):
-            raise ConfigurationError(f"queue {self.name}: rate_partition must be a Partition, got {self.rate_partition!r}")
+            raise ConfigurationError(
+                f"queue {self.name}: rate_partition must be a Partition, got {self.rate_partition!r}"
+            )
         if self.rate_partition.enabled and not self.rate:
             raise ConfigurationError(f"queue {self.name}: rate_partition needs a rate to partition")
         object.__setattr__(self, "max_active", check_limit(f"queue {self.name} max_active", self.max_active))
