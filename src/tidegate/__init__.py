@@ -40,6 +40,7 @@ from tidegate.domain.errors import (
 )
 from tidegate.domain.keys import CheckedUnique, UniqueClaim
 from tidegate.domain.limits import Concurrency, Partition, QueueConfig, RunQueueConfig, TagConcurrencyLimit
+from tidegate.domain.rates import Rate
 from tidegate.domain.model import (
     ClaimedRun,
     CycleResult,
@@ -135,6 +136,7 @@ __all__ = [
     "QueueCounts",
     "QueueNotFound",
     "QueuedShape",
+    "Rate",
     "RecursiveWaitDeadlock",
     "Rules",
     "RunCanceled",
