@@ -40,7 +40,6 @@ from tidegate.domain.errors import (
 )
 from tidegate.domain.keys import CheckedUnique, UniqueClaim
 from tidegate.domain.limits import Concurrency, Partition, QueueConfig, RunQueueConfig, TagConcurrencyLimit
-from tidegate.domain.rates import Rate
 from tidegate.domain.model import (
     ClaimedRun,
     CycleResult,
@@ -60,6 +59,7 @@ from tidegate.domain.model import (
     WorkerRecord,
 )
 from tidegate.domain.parameters import ParameterKind, TaskParameter, TaskParameters
+from tidegate.domain.rates import Rate
 from tidegate.domain.retention import PruneReport
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleDefinition, ScheduleRecord, Tick
 from tidegate.domain.scopes import Rules, ScopeNeed
