@@ -32,6 +32,7 @@ from tidegate.domain.scopes import Rules, ScopeNeed, rate_scope
 from tidegate.domain.transitions import has_room
 
 RateStates = Mapping[tuple[str, int], int]  # (rate scope, window in ns) -> GCRA's TAT in ns
+RateCharge = tuple[str, int, int | None, int]  # (rate scope, window in ns, TAT before, TAT after)
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,8 @@ class Admission:
     blocked: dict[str, tuple[Saturation, ...]]
     rate_states: dict[tuple[str, int], int] = field(default_factory=dict)  # the windows charged: store these
     next_allowed_at: float | None = None  # the earliest time a run held back only by a rate may start
+    # per admitted run, what it was charged: (scope, window in ns, state before, state after), for a refund
+    charges: dict[str, tuple[RateCharge, ...]] = field(default_factory=dict)
 
 
 def claim_order(
@@ -141,6 +144,7 @@ def admit(
     """
     states = dict(rate_states or {})
     charged: dict[tuple[str, int], int] = {}
+    charges: dict[str, tuple[RateCharge, ...]] = {}
     next_allowed: float | None = None
     in_use = dict(usage)
     per_queue = dict(local.per_queue)
@@ -172,7 +176,7 @@ def admit(
         group = suspect_group(candidate) if candidate.suspect else None
         if group not in (None, held) and held is not None:
             continue  # another group's suspect: a worker free of suspects takes it
-        waiting = _charge(candidate, rules.rates(candidate.queue), states, charged, now)
+        waiting = _charge(candidate, rules.rates(candidate.queue), states, charged, charges, now)
         if waiting is not None:
             blocked[candidate.id] = (waiting,)
             next_allowed = _earliest(next_allowed, waiting.retry_at)
@@ -184,7 +188,7 @@ def admit(
         per_queue[candidate.queue] = per_queue.get(candidate.queue, 0) + 1
         lane = (candidate.queue, candidate.partition)
         per_partition[lane] = per_partition.get(lane, 0) + 1
-    return Admission(admitted, blocked, charged, next_allowed)
+    return Admission(admitted, blocked, charged, next_allowed, charges)
 
 
 def _charge(
@@ -192,19 +196,24 @@ def _charge(
     rates: tuple[Rate, ...],
     states: dict[tuple[str, int], int],
     charged: dict[tuple[str, int], int],
+    charges: dict[str, tuple[RateCharge, ...]],
     now: float,
 ) -> Saturation | None:
-    """Take the candidate's cost from every window of its rate (updating `states` and `charged`),
-    or take nothing and say which window holds it back until when (None: taken, or no rate)."""
+    """Take the candidate's cost from every window of its rate (updating `states` and `charged`,
+    and recording in `charges` what it took, for a refund), or take nothing and say which window
+    holds it back until when (None: taken, or no rate)."""
     if not rates:
         return None
     scope = rate_scope(candidate.queue, candidate.rate_partition)
     keys = [(scope, window_key(rate)) for rate in rates]
     taken = take([states.get(key) for key in keys], rates, candidate.rate_cost, now)
     if taken.allowed:
+        taken_here: list[RateCharge] = []
         for key, state in zip(keys, taken.states, strict=True):
             assert state is not None  # a charged window always has a state
+            taken_here.append((key[0], key[1], states.get(key), state))
             states[key] = charged[key] = state
+        charges[candidate.id] = tuple(taken_here)
         return None
 
     def alone(rate: Rate) -> float:

@@ -111,6 +111,7 @@ class NewRun:
     deadline: float | None = None  # seconds from submission until it fails "capacity:" if still queued
     unique: UniqueClaim | None = None  # once per key (domain/unique.py): the store takes the key or meets its holder
     trace_context: str | None = None  # the submit's span (W3C traceparent), which the run's attempts join
+    rate_partition: str = ""  # the partition of its queue's rate it is charged to ('' when one budget)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,8 @@ from typing import Any
 
 from tidegate.domain.admission import Admission, Candidate, LocalUsage, Saturation
 from tidegate.domain.claim_plan import ClaimPlan
-from tidegate.domain.scopes import GLOBAL, Rules, queue_scope
+from tidegate.domain.rates import window_key
+from tidegate.domain.scopes import GLOBAL, Rules, queue_scope, rate_scope
 from tidegate.domain.transitions import has_room
 
 MAX_PARTITIONS = 1000
@@ -223,7 +224,25 @@ def to_candidate(
         suspect=bool(row["suspect"]),
         group=group,
         resumed=bool(row["resumed"]),
+        rate_partition=row["rate_key"],
     )
+
+
+def rate_keys(rows: Sequence[Row], rules: Rules) -> list[tuple[str, int]]:
+    """The (rate scope, window in ns) of every rate window the rows' runs would be charged, each
+    once, in key order: the order a claim locks their stored states in."""
+    keys = {
+        (rate_scope(row["queue"], row["rate_key"]), window_key(rate))
+        for row in rows
+        for rate in rules.rates(row["queue"])
+    }
+    return sorted(keys)
+
+
+def charges_json(decision: Admission) -> str:
+    """Per claimed run, the rate windows it was charged ({id: [[scope, window, before, after]]}):
+    stored on the run, so a claim undone before the start can give them back."""
+    return json.dumps({run_id: list(charge) for run_id, charge in decision.charges.items()}, separators=(",", ":"))
 
 
 def reason_json(saturations: Sequence[Saturation]) -> str:

@@ -179,6 +179,7 @@ def new_run_row(run: NewRun) -> dict[str, Any]:
         "task": run.task,
         "queue": run.queue,
         "partition_key": run.partition,
+        "rate_key": run.rate_partition,
         "priority": run.priority,
         "args": run.args,
         "tags": run.tags,

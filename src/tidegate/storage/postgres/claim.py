@@ -95,7 +95,8 @@ class Claim:
             claiming.to_candidate(row, rules, row["tags"] or {}, row["scheduled_at"].timestamp(), groups.get(row["id"]))
             for row in rows
         ]
-        decision = admit(candidates, usage, rules, reads.local, self.limit, lanes or None)
+        rate_states, now = self._rate_states(rows)
+        decision = admit(candidates, usage, rules, reads.local, self.limit, lanes or None, rate_states, now)
         room = claiming.room_after(decision, usage, len(rows), self.limit)
         self.forecast.settle(self.queues, room, found=True)
         self._record_block_reasons(decision, rows)
@@ -160,6 +161,20 @@ class Claim:
         lanes = self.reads.lanes if lanes_cursor is None else lane_load(lanes_cursor)
         return {key: self.locks.usage[key] for key in keys}, lanes
 
+    def _rate_states(self, rows: Sequence[claiming.Row]) -> tuple[dict[tuple[str, int], int], float]:
+        """The stored states of the rate windows the candidates would be charged, locked (key order)
+        under the rated queues' claim turns (`ClaimPlan` gives a rated queue one), and the
+        database's time to charge them at; no read when no candidate's queue has a rate."""
+        keys = claiming.rate_keys(rows, self.reads.rules)
+        if not keys:
+            return {}, 0.0
+        found = self.connection.execute(
+            self.query("rate_states"),
+            {"scopes": [scope for scope, _ in keys], "windows": [window for _, window in keys]},
+        ).fetchall()
+        states = {(scope, window): tat for _, scope, window, tat in found if scope is not None}
+        return states, found[0][0]
+
     def _record_block_reasons(self, decision: Admission, rows: Sequence[claiming.Row]) -> None:
         """Queue the write of every block reason that changed (it rides with the commit)."""
         changed = claiming.changed_block_reasons(decision, {row["id"]: row["block_reason"] for row in rows})
@@ -177,6 +192,16 @@ class Claim:
             # A full claim may leave work for the next worker in the fill order, which only looks when told.
             wakes.everyone()
         holders = [[need.key, candidate.id] for candidate, needs in decision.admitted for need in needs]
+        if decision.rate_states:
+            keys = sorted(decision.rate_states)
+            connection.execute(
+                self.query("rate_states_write"),
+                {
+                    "scopes": [scope for scope, _ in keys],
+                    "windows": [window for _, window in keys],
+                    "tats": [decision.rate_states[key] for key in keys],
+                },
+            )
         return connection.execute(
             self.query("claim_runs"),
             {
@@ -184,6 +209,7 @@ class Claim:
                 "holders": json.dumps(holders, separators=(",", ":")),
                 "worker": self.worker_id,
                 "lease": self.lease_seconds,
+                "charges": claiming.charges_json(decision),
             },
         )
 

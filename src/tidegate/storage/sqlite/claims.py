@@ -178,7 +178,12 @@ class Claims(Aggregate, port.ClaimVerbs):
             claiming.to_candidate(row, rules, json.loads(row["tags"]), row["scheduled_at"], groups.get(row["id"]))
             for row in rows
         ]
-        decision = admit(candidates, usage, rules, local, limit, lane_load)
+        keys = claiming.rate_keys(rows, rules)
+        rate_states: dict[tuple[str, int], int] = {}
+        if keys:
+            read = connection.execute(self._q("rate_states"), {"keys": json.dumps(keys)})
+            rate_states = {(scope, window): tat for scope, window, tat in read}
+        decision = admit(candidates, usage, rules, local, limit, lane_load, rate_states, now)
         changed = claiming.changed_block_reasons(decision, {row["id"]: row["block_reason"] for row in rows})
         if changed:
             connection.execute(self._q("set_block_reasons"), {"reasons": json.dumps(list(changed.items()))})
@@ -189,8 +194,17 @@ class Claims(Aggregate, port.ClaimVerbs):
         admitted_ids = [candidate.id for candidate, _ in decision.admitted]
         claimed_rows = connection.execute(
             self._q("claim_runs"),
-            {"ids": json.dumps(admitted_ids), "worker": worker_id, "now": now, "lease": lease_seconds},
+            {
+                "ids": json.dumps(admitted_ids),
+                "worker": worker_id,
+                "now": now,
+                "lease": lease_seconds,
+                "charges": claiming.charges_json(decision),
+            },
         ).fetchall()
+        if decision.rate_states:
+            states = [[scope, window, tat] for (scope, window), tat in sorted(decision.rate_states.items())]
+            connection.execute(self._q("rate_states_write"), {"states": json.dumps(states)})
         order = {run_id: index for index, run_id in enumerate(admitted_ids)}
         claimed = sorted((claimed_run(row) for row in claimed_rows), key=lambda run: order[run.id])
         attempts = {run.id: run.attempt for run in claimed}
