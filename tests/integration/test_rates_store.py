@@ -92,3 +92,32 @@ def test_concurrent_claimers_never_take_past_the_rate_together(app: App, databas
     for store in stores:
         store.close()
     assert len(claimed) == 5 and len(set(claimed)) == 5
+
+
+def test_a_claim_held_back_by_a_rate_says_when_to_come_back_not_to_claim_again(app: App) -> None:
+    app.queue("api", rate=Rate(limit=2, per="10s", burst=1))
+    call = app.task(name="call", queue="api")(lambda: None)
+    for _ in range(3):
+        call.submit()
+    result = app.store.cycle("w1", ["api"], [], [], 1, 60)
+    assert len(result.claimed) == 1
+    again = app.store.cycle("w1", ["api"], [], [], 1, 60)
+    assert again.claimed == [] and not again.more
+    # burst 1: one start every 10s / 2; the store's clock moved a little since the first claim
+    assert again.next_allowed_in is not None and 4.0 < again.next_allowed_in <= 5.0
+
+
+def test_a_worker_waits_for_the_next_token_not_for_its_poll(app: App, start_worker: object) -> None:
+    """A drain at a rate is paced by the rate: with a poll of a minute, 4 runs at one per 0.2 s end
+    well within the minute only if the worker sleeps until the store's next allowed start."""
+    import time
+
+    from tests.conftest import wait_until
+
+    app.queue("api", rate=Rate(limit=5, per="1s", burst=1))
+    call = app.task(name="call", queue="api")(lambda: None)
+    runs = [call.submit() for _ in range(4)]
+    begun = time.monotonic()
+    start_worker(queues=["api"], poll_interval=60, max_workers=4)  # type: ignore[operator]
+    wait_until(lambda: all(run.status().value == "completed" for run in runs), timeout=20)
+    assert time.monotonic() - begun < 20  # (the rate alone needs 0.6 s; the poll would need 3 minutes)

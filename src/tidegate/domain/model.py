@@ -161,6 +161,9 @@ class CycleResult:
     cancel_requested: list[tuple[str, int]]  # this worker's attempts a user asked to cancel
     next_due_in: float | None  # seconds until the next queued run falls due, when the claim ran dry
     more: bool = False  # the claim took runs and its read came back full: claim again at once
+    # Seconds until a run a rate held back may start (the earliest, measured on the store's clock
+    # when the claim decided): the worker sleeps until then rather than polling for a token.
+    next_allowed_in: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,6 +64,7 @@ class Claim:
         self.reads = ClaimReads(connection, query, worker_id, queues, limit, forecast.margin(queues, limit))
         self.turns: set[str] = set()  # queues whose claim turn this transaction holds
         self.locks = ScopeLocks(connection, query, self.turns)
+        self.next_allowed_in: float | None = None  # seconds until a run a rate held back may start
 
     def run(self) -> tuple[psycopg.Cursor[Any] | None, psycopg.Cursor[Any] | None, bool]:
         """Queue the claim: the cursors of the claim and of the next-due probe (None when not
@@ -97,6 +98,8 @@ class Claim:
         ]
         rate_states, now = self._rate_states(rows)
         decision = admit(candidates, usage, rules, reads.local, self.limit, lanes or None, rate_states, now)
+        if decision.next_allowed_at is not None:
+            self.next_allowed_in = decision.next_allowed_at - now
         room = claiming.room_after(decision, usage, len(rows), self.limit)
         self.forecast.settle(self.queues, room, found=True)
         self._record_block_reasons(decision, rows)

@@ -48,6 +48,7 @@ class Claims(Aggregate, port.ClaimVerbs):
         fenced_out: list[Fence] = []
         claimed: list[ClaimedRun] = []
         more = False
+        allowed_in: float | None = None
         with self._write() as (connection, now):
             if starts:
                 for run_id, attempt in connection.execute(
@@ -64,7 +65,10 @@ class Claims(Aggregate, port.ClaimVerbs):
                 queues = self._workers.fill_order_queues(connection, worker_id, queues, now)
                 claim_limit = claim_limit if queues else 0
             if claim_limit > 0:
-                claimed, more = self._claim(connection, worker_id, queues, claim_limit, lease_seconds, events, now)
+                claimed, more, allowed_at = self._claim(
+                    connection, worker_id, queues, claim_limit, lease_seconds, events, now
+                )
+                allowed_in = None if allowed_at is None else allowed_at - now
                 if len(claimed) < claim_limit:
                     next_due_in = self._next_due_in(connection, queues, now)
             if events:
@@ -76,7 +80,7 @@ class Claims(Aggregate, port.ClaimVerbs):
             outcomes or (self._workers.fill_order.member(worker_id) and claimed and len(claimed) == claim_limit)
         )
         wakes.named(worker_id if claim_limit > 0 else wakes.EVERYONE)
-        return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more)
+        return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more, allowed_in)
 
     def _record_outcomes(
         self,
@@ -129,10 +133,11 @@ class Claims(Aggregate, port.ClaimVerbs):
         lease_seconds: float,
         events: list[dict[str, Any]],
         now: float,
-    ) -> tuple[list[ClaimedRun], bool]:
+    ) -> tuple[list[ClaimedRun], bool, float | None]:
         """Read candidates and usage, let the pure policy decide, write its decision.
 
-        Returns the claimed runs and whether to claim again at once: the read
+        Returns the claimed runs, when a run a rate held back may start
+        (`Admission.next_allowed_at`) and whether to claim again at once: the read
         was full, not everything in it could be taken this time, and no full
         limit that binds every run of the queues makes a second claim futile
         (`ClaimPlan.nothing_more`).
@@ -163,7 +168,7 @@ class Claims(Aggregate, port.ClaimVerbs):
         found = claiming.candidate_rows(plan, limit, usage, reader, local)
         rows = found.rows
         if not rows:
-            return [], False
+            return [], False, None
         groups: dict[str, str] = {}
         suspects = claiming.suspect_ids(rows)
         if suspects:  # a worker runs one group of suspects at a time: read its own group, and theirs
@@ -190,7 +195,7 @@ class Claims(Aggregate, port.ClaimVerbs):
             for run_id, reason in changed.items():
                 events.append(event_row(run_id, history.run_blocked(json.loads(reason)), now))
         if not decision.admitted:
-            return [], False
+            return [], False, decision.next_allowed_at
         admitted_ids = [candidate.id for candidate, _ in decision.admitted]
         claimed_rows = connection.execute(
             self._q("claim_runs"),
@@ -222,7 +227,8 @@ class Claims(Aggregate, port.ClaimVerbs):
         for run in claimed:
             events.append(event_row(run.id, history.run_dequeued(run.attempt, worker_id), now))
         short = len(claimed) < limit
-        return claimed, short and found.exhausted and not plan.nothing_more(usage, local, decision)
+        more = short and found.exhausted and not plan.nothing_more(usage, local, decision)
+        return claimed, more, decision.next_allowed_at
 
     def _local_usage(self, connection: sqlite3.Connection, worker_id: str) -> LocalUsage:
         """What this worker runs, per queue and per (queue, partition), and its group of suspects."""
