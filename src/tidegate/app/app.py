@@ -29,8 +29,8 @@ from tidegate.domain.clock import Clock
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.limits import Concurrency, Ordering, Partition, QueueConfig, RunQueueConfig
-from tidegate.domain.rates import Rate
 from tidegate.domain.model import NewRun, TaskDefinition
+from tidegate.domain.rates import Rate
 from tidegate.domain.schedules import MissedTicks
 from tidegate.domain.steps import PoolConfig
 from tidegate.domain.tunables import DEFAULT_MAX_WORKERS, DEFAULT_POOL_LEASE

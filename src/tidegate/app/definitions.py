@@ -14,8 +14,8 @@ from tidegate.domain import names
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.limits import Concurrency, Ordering, Partition, QueueConfig
-from tidegate.domain.rates import Rate, check_rates
 from tidegate.domain.model import TaskDefinition
+from tidegate.domain.rates import Rate, check_rates
 
 
 def task_definition(

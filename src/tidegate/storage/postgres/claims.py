@@ -8,6 +8,7 @@ same transaction (claim.py, its reads in claim_reads.py).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from tidegate.domain import claim_plan
@@ -66,9 +67,7 @@ class Claims(Aggregate, port.ClaimVerbs):
         if not refused:
             return result
         again, _ = self._cycle(worker_id, queues, [], [], claim_limit, lease_seconds, free=False)
-        return CycleResult(
-            again.claimed, result.fenced_out, again.cancel_requested, again.next_due_in, again.more, again.next_allowed_in
-        )
+        return dataclasses.replace(again, fenced_out=result.fenced_out)
 
     def _cycle(
         self,

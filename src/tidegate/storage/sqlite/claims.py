@@ -183,11 +183,7 @@ class Claims(Aggregate, port.ClaimVerbs):
             claiming.to_candidate(row, rules, json.loads(row["tags"]), row["scheduled_at"], groups.get(row["id"]))
             for row in rows
         ]
-        keys = claiming.rate_keys(rows, rules)
-        rate_states: dict[tuple[str, int], int] = {}
-        if keys:
-            read = connection.execute(self._q("rate_states"), {"keys": json.dumps(keys)})
-            rate_states = {(scope, window): tat for scope, window, tat in read}
+        rate_states = self._rate_states(connection, claiming.rate_keys(rows, rules))
         decision = admit(candidates, usage, rules, local, limit, lane_load, rate_states, now)
         changed = claiming.changed_block_reasons(decision, {row["id"]: row["block_reason"] for row in rows})
         if changed:
@@ -229,6 +225,13 @@ class Claims(Aggregate, port.ClaimVerbs):
         short = len(claimed) < limit
         more = short and found.exhausted and not plan.nothing_more(usage, local, decision)
         return claimed, more, decision.next_allowed_at
+
+    def _rate_states(self, connection: sqlite3.Connection, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The stored states of the rate windows `keys` (none read when no candidate has a rate)."""
+        if not keys:
+            return {}
+        read = connection.execute(self._q("rate_states"), {"keys": json.dumps(keys)})
+        return {(scope, window): tat for scope, window, tat in read}
 
     def _local_usage(self, connection: sqlite3.Connection, worker_id: str) -> LocalUsage:
         """What this worker runs, per queue and per (queue, partition), and its group of suspects."""
