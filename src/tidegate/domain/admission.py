@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tidegate.domain.durations import format_duration
-from tidegate.domain.rates import Rate, take, window_key
+from tidegate.domain.rates import Held, Rate, held, take, window_key
 from tidegate.domain.scopes import Rules, ScopeNeed, rate_scope
 from tidegate.domain.transitions import has_room
 
@@ -215,13 +215,15 @@ def _charge(
             states[key] = charged[key] = state
         charges[candidate.id] = tuple(taken_here)
         return None
+    refused = held([states.get(key) for key in keys], rates, candidate.rate_cost, now)
+    assert refused is not None  # take refused it just now
+    return rate_saturation(scope, refused)
 
-    def alone(rate: Rate) -> float:
-        return take([states.get((scope, window_key(rate)))], (rate,), candidate.rate_cost, now).retry_at
 
-    binding = max(rates, key=alone)
-    retry_at = None if taken.retry_at == float("inf") else taken.retry_at  # a cost above the burst never fits
-    return Saturation(scope, binding.limit, binding.limit, per=binding.seconds, retry_at=retry_at)
+def rate_saturation(scope: str, refused: Held) -> Saturation:
+    """A rate's refusal as a block reason: its binding window full (`limit` of `limit` used)."""
+    rate = refused.rate
+    return Saturation(scope, rate.limit, rate.limit, per=rate.seconds, retry_at=refused.retry_at)
 
 
 def _earliest(known: float | None, retry_at: float | None) -> float | None:

@@ -206,6 +206,7 @@ class RunRecord:
     worker_shutdowns: int = 0
     lost_workers: int = 0
     manual_retries: int = 0
+    rate_partition: str = ""  # the partition of its queue's rate it is charged to ('' when one budget)
 
     @property
     def attempts(self) -> AttemptCount:

@@ -29,8 +29,8 @@ is in whole nanoseconds, each rounding taken on the side that admits less.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from tidegate.domain.durations import format_duration, parse_duration
@@ -151,6 +151,46 @@ def take(states: Sequence[int | None], rates: Sequence[Rate], cost: int, now: fl
     if retry > at:
         return Taken(False, tuple(states), _up(Fraction(retry, NS)))
     return Taken(True, tuple(charged), now)
+
+
+@dataclass(frozen=True)
+class Held:
+    """A start a rate refuses now: the window that holds it longest, and when every window allows it."""
+
+    rate: Rate
+    retry_at: float | None  # database clock; None: the cost exceeds a window's burst and never fits
+
+
+def held(states: Sequence[int | None], rates: Sequence[Rate], cost: int, now: float) -> Held | None:
+    """Whether `take` would refuse `cost` at `now` and why (None: allowed, nothing taken).
+
+    The one reading of a refusal, for the claim's block reason and for every
+    surface that says why a queued run waits (`domain.blocking`).
+    """
+    taken = take(states, rates, cost, now)
+    if taken.allowed:
+        return None
+
+    def alone(index: int) -> float:
+        return take([states[index]], (rates[index],), cost, now).retry_at
+
+    binding = rates[max(range(len(rates)), key=alone)]
+    return Held(binding, None if taken.retry_at == math.inf else taken.retry_at)
+
+
+@dataclass(frozen=True)
+class RateStates:
+    """The stored rate states (GCRA's TAT in ns per (rate scope, window in ns)) read at `now`, the
+    database's time of the read: what decides whether a rated run may start now."""
+
+    states: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    now: float = 0.0
+
+    def held(self, scope: str, rates: Sequence[Rate], cost: int) -> Held | None:
+        """Whether a start of `cost` charged to `scope` is refused now (None: allowed, or no rate)."""
+        if not rates:
+            return None
+        return held([self.states.get((scope, window_key(rate))) for rate in rates], rates, cost, self.now)
 
 
 def refund(state: int | None, before: int | None, after: int | None) -> int | None:

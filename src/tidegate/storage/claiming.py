@@ -24,6 +24,9 @@ from tidegate.domain.scopes import GLOBAL, Rules, queue_scope, rate_scope
 from tidegate.domain.transitions import has_room
 
 MAX_PARTITIONS = 1000
+# Rate states read for a verdict are those with a TAT after now less this (ns): the filter is
+# coarse (a float clock in SQL), the exact test is `domain.rates`.
+STATE_SLACK_NS = 10**6
 
 Row = Mapping[str, Any]
 

@@ -56,3 +56,8 @@ RETURNING version;
 
 -- name: reset_override
 DELETE FROM tidegate_limit_overrides WHERE target = :target RETURNING "limit", version;
+
+-- name: live_rate_states
+-- The rate states that may still hold a start back: a window whose TAT is not after now allows
+-- any cost up to its burst (domain/rates.py), so older rows are left unread (:after has slack).
+SELECT scope, window_ns, tat_ns FROM tidegate_rate_states WHERE tat_ns > :after;
