@@ -121,3 +121,17 @@ def test_a_worker_waits_for_the_next_token_not_for_its_poll(app: App, start_work
     start_worker(queues=["api"], poll_interval=60, max_workers=4)  # type: ignore[operator]
     wait_until(lambda: all(run.status().value == "completed" for run in runs), timeout=20)
     assert time.monotonic() - begun < 20  # (the rate alone needs 0.6 s; the poll would need 3 minutes)
+
+
+def test_one_keys_rate_blocked_backlog_does_not_hide_another_keys_run(app: App, clock: ShiftedClock) -> None:
+    """200 runs of key a wait for a's rate (one start a minute); b's run, queued behind them all,
+    is claimed by the next cycle: the read steps over a's runs as over a full partition."""
+    app.queue("api", rate=Rate(limit=1, per="1m"), rate_partition=Partition(by_args=["key"]))
+    call = app.task(name="call", queue="api")(lambda key: None)
+    first = call.submit(key="a").id
+    assert _claimed(app, 1) == [first]
+    for _ in range(200):
+        call.submit(key="a")
+    assert _claimed(app, 1) == []  # a's rate holds every one of them back
+    b = call.submit(key="b").id
+    assert _claimed(app, 1) == [b]

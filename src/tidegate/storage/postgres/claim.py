@@ -29,6 +29,7 @@ import psycopg
 
 from tidegate.domain.admission import Admission, admit
 from tidegate.domain.claim_plan import ClaimPlan, plan
+from tidegate.domain.rates import RateStates
 from tidegate.storage import claiming
 from tidegate.storage.postgres.claim_reads import ClaimReads
 from tidegate.storage.postgres.claim_scopes import ScopeForecast, ScopeLocks
@@ -75,7 +76,9 @@ class Claim:
             return None, self.connection.execute(self.query("due_now")), False
         reads = self.reads
         rules = reads.rules
-        found = claiming.candidate_rows(reads.plan, self.limit, reads.hint, reads.reader(), reads.local, reads.margin)
+        found = claiming.candidate_rows(
+            reads.plan, self.limit, reads.hint, reads.reader(), reads.local, reads.margin, self._live_rates()
+        )
         self.forecast.settle_partitions(self.queues, reads.partitioned)
         rows = found.rows
         if not rows:
@@ -163,6 +166,15 @@ class Claim:
                 return None
         lanes = self.reads.lanes if lanes_cursor is None else lane_load(lanes_cursor)
         return {key: self.locks.usage[key] for key in keys}, lanes
+
+    def _live_rates(self) -> RateStates | None:
+        """The rate states that may refuse a start now (unlocked: a hint for the candidate read, which
+        steps over their partitions' runs), when a queue read has a rate (None: none has)."""
+        plan = self.reads.plan
+        if not any(plan.rules.rates(queue.name) for queue in plan.open):
+            return None
+        rows = self.connection.execute(self.query("live_rate_states"), {"slack": claiming.STATE_SLACK_NS}).fetchall()
+        return RateStates({(scope, window): tat for _, scope, window, tat in rows if scope is not None}, rows[0][0])
 
     def _rate_states(self, rows: Sequence[claiming.Row]) -> tuple[dict[tuple[str, int], int], float]:
         """The stored states of the rate windows the candidates would be charged, locked (key order)

@@ -117,7 +117,8 @@ SELECT 0.0::double precision;
 -- queue (queue leads it), each with its own size: `queue = ANY(...)` would sort
 -- every due run instead; the cost is the window, not the backlog. Runs that
 -- carry a tag of `excluded` (a list of {"key": "value"} objects: full tag
--- scopes) are left out, and suspects unless `suspects` (the read past them,
+-- scopes) are left out, and suspects unless `suspects`, and runs of the rate
+-- partitions `held` (a rate that refuses them now) (the read past them,
 -- claiming.candidate_rows). Tags are read only when some tag limit exists (`tags`):
 -- otherwise no scope depends on them. They come as text, and the adapter parses
 -- each distinct text once (claim_reads.py): a window holds few tag sets. Rows come grouped by queue, unsorted
@@ -131,6 +132,10 @@ CROSS JOIN LATERAL (
       AND (deadline_at IS NULL OR deadline_at > tidegate_statement_timestamp())
       AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
       AND (%(suspects)s::boolean OR NOT suspect)
+      -- Rate partitions whose rate refuses a start now. Tested as empty first: most rows share
+      -- one rate_key (''), so the generic plan would estimate `rate_key <> ALL` to leave none
+      -- and sort the backlog instead of walking the claim index.
+      AND (cardinality(%(held)s::text[]) = 0 OR NOT (rate_key = ANY(%(held)s::text[])))
     ORDER BY resumed DESC, priority DESC, scheduled_at, id
     LIMIT q.size
     FOR UPDATE SKIP LOCKED

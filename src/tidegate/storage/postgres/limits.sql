@@ -77,6 +77,8 @@ SELECT scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at 
 WHERE scope = %(scope)s::text ORDER BY claimed_at, holder;
 
 -- name: live_rate_states
+-- Also the hint of the claim's candidate read (claiming.candidate_rows: it steps over the runs of a
+-- rate partition its state holds back).
 -- The rate states that may still hold a start back, with the database's time of the read: a
 -- window whose TAT is not after now allows any cost up to its burst (domain/rates.py), so older
 -- rows are left unread (with slack for the float's rounding).

@@ -14,8 +14,10 @@ from typing import Any
 from tidegate.domain import claim_plan, transitions
 from tidegate.domain import events as history
 from tidegate.domain.admission import LocalUsage, admit
+from tidegate.domain.claim_plan import ClaimPlan
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import ClaimedRun, CycleResult, Outcome
+from tidegate.domain.rates import RateStates, to_ns
 from tidegate.storage import claiming, port
 from tidegate.storage.port import Fence
 from tidegate.storage.shared import wakes
@@ -153,9 +155,16 @@ class Claims(Aggregate, port.ClaimVerbs):
             # Only per-worker caps read this worker's own counts; skip the query on the hot path otherwise.
             local = self._local_usage(connection, worker_id)
         reader = claiming.CandidateReader(
-            window=lambda queue, size, excluded, suspects: connection.execute(
+            window=lambda queue, size, excluded, suspects, held: connection.execute(
                 self._q("claim_window"),
-                {"queue": queue, "now": now, "limit": size, "excluded": json.dumps(excluded), "suspects": suspects},
+                {
+                    "queue": queue,
+                    "now": now,
+                    "limit": size,
+                    "excluded": json.dumps(excluded),
+                    "suspects": suspects,
+                    "held": json.dumps(list(held)),
+                },
             ).fetchall(),
             partitions=lambda queue, size: [
                 row[0] for row in connection.execute(self._q("claim_partitions"), {"queue": queue, "limit": size})
@@ -165,7 +174,9 @@ class Claims(Aggregate, port.ClaimVerbs):
                 {"queue": queue, "partition": partition, "now": now, "limit": size, "excluded": json.dumps(excluded)},
             ).fetchall(),
         )
-        found = claiming.candidate_rows(plan, limit, usage, reader, local)
+        found = claiming.candidate_rows(
+            plan, limit, usage, reader, local, rates=self._live_rates(connection, plan, now)
+        )
         rows = found.rows
         if not rows:
             return [], False, None
@@ -232,6 +243,13 @@ class Claims(Aggregate, port.ClaimVerbs):
             return {}
         read = connection.execute(self._q("rate_states"), {"keys": json.dumps(keys)})
         return {(scope, window): tat for scope, window, tat in read}
+
+    def _live_rates(self, connection: sqlite3.Connection, plan: ClaimPlan, now: float) -> RateStates | None:
+        """The rate states that may refuse a start now, when a queue read has a rate (None: none has)."""
+        if not any(plan.rules.rates(queue.name) for queue in plan.open):
+            return None
+        rows = connection.execute(self._q("live_rate_states"), {"after": to_ns(now) - claiming.STATE_SLACK_NS})
+        return RateStates({(scope, window): tat for scope, window, tat in rows}, now)
 
     def _local_usage(self, connection: sqlite3.Connection, worker_id: str) -> LocalUsage:
         """What this worker runs, per queue and per (queue, partition), and its group of suspects."""

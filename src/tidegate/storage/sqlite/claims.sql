@@ -50,11 +50,13 @@ WHERE worker_id = :worker AND status = 'running' AND cancel_requested = 1;
 -- name: claim_window
 -- One queue at a time so that the claim index delivers rows in order: the
 -- cost is the window, not the backlog. Without :suspects, what lies past the
--- suspects (claiming.candidate_rows).
+-- suspects; without the rate partitions :held, past a rate that refuses them now
+-- (claiming.candidate_rows).
 SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect, resumed, rate_key
 FROM tidegate_runs
 WHERE status = 'queued' AND queue = :queue AND +scheduled_at <= :now
   AND (deadline_at IS NULL OR deadline_at > :now) AND (:suspects OR NOT suspect)
+  AND +rate_key NOT IN (SELECT value FROM json_each(:held))
   AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) AS x
                   WHERE json_extract(tidegate_runs.tags, '$."' || json_extract(x.value, '$[0]') || '"')
                         = json_extract(x.value, '$[1]'))
