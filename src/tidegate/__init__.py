@@ -59,6 +59,7 @@ from tidegate.domain.model import (
     WorkerRecord,
 )
 from tidegate.domain.parameters import ParameterKind, TaskParameter, TaskParameters
+from tidegate.domain.rates import Rate
 from tidegate.domain.retention import PruneReport
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleDefinition, ScheduleRecord, Tick
 from tidegate.domain.scopes import Rules, ScopeNeed
@@ -135,6 +136,7 @@ __all__ = [
     "QueueCounts",
     "QueueNotFound",
     "QueuedShape",
+    "Rate",
     "RecursiveWaitDeadlock",
     "Rules",
     "RunCanceled",

@@ -8,6 +8,7 @@ import pytest
 
 from tidegate import App, SchemaError
 from tidegate.bootstrap import open_store
+from tidegate.storage.migrations import load_migrations
 
 from .conftest import execute_sql, raw_store
 
@@ -201,3 +202,41 @@ def test_opening_a_sqlite_file_waits_for_a_writer_instead_of_failing(tmp_path):
     finally:
         release.join()
         other.close()
+
+
+def test_the_dialects_number_their_migrations_alike_and_each_number_once():
+    """Two files with one number would leave one of them unapplied on every database: refused."""
+    sqlite = load_migrations("tidegate.storage.sqlite.migrations")
+    postgres = load_migrations("tidegate.storage.postgres.migrations")
+    assert [(m.version, m.name) for m in sqlite] == [(m.version, m.name) for m in postgres]
+    assert len({m.version for m in sqlite}) == len(sqlite)
+    assert (20, "rates") in [(m.version, m.name) for m in sqlite]
+
+
+def test_a_database_migrated_without_rates_gets_them(database_url):
+    """A database at main's schema before rates (every version up to 18 recorded) applies 20."""
+    open_store(database_url).close()
+    execute_sql(database_url, "DROP TABLE tidegate_rate_states")
+    execute_sql(database_url, "ALTER TABLE tidegate_runs DROP COLUMN rate_charge")
+    execute_sql(database_url, "ALTER TABLE tidegate_runs DROP COLUMN rate_key")
+    execute_sql(database_url, "DELETE FROM tidegate_schema_version WHERE version = 20")
+    with pytest.raises(SchemaError, match="missing 20"):
+        open_store(database_url, migrate=False)
+    store = raw_store(database_url)
+    try:
+        assert store.migrate() == [20]
+        store.check_schema()
+    finally:
+        store.close()
+    assert execute_sql(database_url, "SELECT count(*) FROM tidegate_rate_states") == [(0,)]
+
+
+def test_two_migrations_with_one_number_are_refused(tmp_path, monkeypatch):
+    package = tmp_path / "twin_migrations"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "0018_attempt_causes.sql").write_text("SELECT 1;")
+    (package / "0018_rates.sql").write_text("SELECT 1;")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SchemaError, match="two migrations numbered 0018 in twin_migrations: attempt_causes, rates"):
+        load_migrations("twin_migrations")

@@ -261,6 +261,7 @@ QUIET: dict[str, Callable[[World], Any]] = {
     "rules": lambda w: w.store.rules(),
     "limit_overrides": lambda w: w.store.limit_overrides(),
     "scope_usage": lambda w: w.store.scope_usage(),
+    "rate_states": lambda w: w.store.rate_states(),
     "scope_holders": lambda w: w.store.scope_holders(f"queue:{QUEUE}"),
     "list_queued": lambda w: w.store.list_queued(QUEUE),
     "queue_counts": lambda w: w.store.queue_counts(),

@@ -28,13 +28,17 @@ class Holder(BaseModel):
 class Layer(BaseModel):
     """One gate the run needs, checked now the way a claim checks it."""
 
-    layer: str = Field(description="global, queue, tag, workers (the live workers serving the queue) or pool.")
+    layer: str = Field(description="global, queue, tag, rate, workers (the live workers serving the queue) or pool.")
     scope: str = Field(description="The scope key, as `tidegate limits set` takes it (`workers:QUEUE` is not a limit).")
     label: str
     used: int
     limit: int
     slots: int = Field(description="What the run (or its waiting step) asks of it.")
     ok: bool = Field(description="False: this layer holds the run back.")
+    per: float | None = Field(None, description="A rate: its window in seconds (`used` of `limit` per `per`).")
+    next_allowed_in: float | None = Field(
+        None, description="A rate that holds the run back: seconds until its next start is allowed."
+    )
     holders: list[Holder] = Field(description="The holders of a full layer (empty when ok).")
 
 
@@ -95,7 +99,8 @@ class QueuedRun(BaseModel):
     block_reason: list[dict[str, Any]] | None = Field(
         description="A queued run: why it waits now, as `queue why` says (None: ready). Its queue's pause "
         '(`{"scope": "queue:NAME", "reason": "paused", "detail": ...}`) first, then each full scope '
-        "it needs with `used` and `limit`."
+        "it needs with `used` and `limit`; a rate (`rate:QUEUE[/PARTITION]`) also with `per` (s), "
+        "`next_allowed_in` (s) and `detail` (`next start allowed in 2.4s`)."
     )
 
 

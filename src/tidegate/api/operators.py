@@ -128,6 +128,8 @@ def _layer(check: ScopeCheck, holders: list[HolderRecord]) -> dict[str, Any]:
         "limit": check.limit,
         "slots": check.slots,
         "ok": check.ok,
+        "per": None if check.rate is None else check.rate.per,  # a rate's window (s)
+        "next_allowed_in": None if check.rate is None or check.rate.ok else check.rate.allowed_in,
         "holders": [
             {
                 "run_id": holder.run_id,

@@ -140,7 +140,8 @@ class Run(BaseModel):
     block_reason: list[dict[str, Any]] | None = Field(
         description="A queued run: why it waits now, as `queue why` says (None: ready). Its queue's pause "
         '(`{"scope": "queue:NAME", "reason": "paused", "detail": ...}`) first, then each full scope '
-        "it needs with `used` and `limit`."
+        "it needs with `used` and `limit`; a rate (`rate:QUEUE[/PARTITION]`) also with `per` (s), "
+        "`next_allowed_in` (s) and `detail` (`next start allowed in 2.4s`)."
     )
     suspect: bool
     stuck: bool = Field(

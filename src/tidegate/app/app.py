@@ -28,8 +28,9 @@ from tidegate.domain import names
 from tidegate.domain.clock import Clock
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError
-from tidegate.domain.limits import Concurrency, Ordering, QueueConfig, RunQueueConfig
+from tidegate.domain.limits import Concurrency, Ordering, Partition, QueueConfig, RunQueueConfig
 from tidegate.domain.model import NewRun, TaskDefinition
+from tidegate.domain.rates import Rate
 from tidegate.domain.schedules import MissedTicks
 from tidegate.domain.steps import PoolConfig
 from tidegate.domain.tunables import DEFAULT_MAX_WORKERS, DEFAULT_POOL_LEASE
@@ -215,15 +216,21 @@ class App:
         ordering: Ordering = "priority",
         max_active: int | None = None,
         dispatch_deadline: str | float | None = None,
+        rate: Rate | Sequence[Rate] | None = None,
+        rate_partition: Partition | None = None,
     ) -> QueueConfig:
         """Declare a queue and its limits; tasks (and `options(queue=...)`) may then use it.
 
         Several tasks may share one queue, and so its limits. `max_workers` caps
         how many of the queue's runs one worker takes at once; `max_active` is
         the admission ceiling on its queued + running runs; `dispatch_deadline`
-        fails a run still queued that long after submission.
+        fails a run still queued that long after submission; `rate` bounds how
+        many start per window (every window must allow), one budget per
+        `rate_partition` (docs/rates.md).
         """
-        config = queue_declaration(name, concurrency, max_workers, ordering, max_active, dispatch_deadline)
+        config = queue_declaration(
+            name, concurrency, max_workers, ordering, max_active, dispatch_deadline, rate, rate_partition
+        )
         self._registry.declare_queue(config)
         return config
 

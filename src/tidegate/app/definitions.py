@@ -7,14 +7,15 @@ first meets it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tidegate.domain import names
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError
-from tidegate.domain.limits import Concurrency, Ordering, QueueConfig
+from tidegate.domain.limits import Concurrency, Ordering, Partition, QueueConfig
 from tidegate.domain.model import TaskDefinition
+from tidegate.domain.rates import Rate, check_rates
 
 
 def task_definition(
@@ -51,10 +52,21 @@ def queue_declaration(
     ordering: Ordering,
     max_active: int | None,
     dispatch_deadline: str | float | None,
+    rate: Rate | Sequence[Rate] | None = None,
+    rate_partition: Partition | None = None,
 ) -> QueueConfig:
     """A queue's limits as `app.queue` declares them (the QueueConfig checks its own values)."""
     deadline = _optional_duration(dispatch_deadline, "dispatch_deadline")
-    return QueueConfig(name, concurrency or Concurrency(), max_workers, ordering, max_active, deadline)
+    return QueueConfig(
+        name,
+        concurrency or Concurrency(),
+        max_workers,
+        ordering,
+        max_active,
+        deadline,
+        rate=check_rates(rate, f"queue {name} rate"),
+        rate_partition=Partition() if rate_partition is None else rate_partition,
+    )
 
 
 def _optional_duration(value: str | float | None, name: str) -> float | None:

@@ -26,7 +26,7 @@ from tidegate.domain.keys import UniqueClaim
 from tidegate.domain.limits import QueueConfig
 from tidegate.domain.model import NewRun, TaskDefinition
 from tidegate.domain.parameters import check_args
-from tidegate.domain.scopes import partition_of
+from tidegate.domain.scopes import partition_of, rate_partition_of
 from tidegate.domain.suggest import unknown_task
 from tidegate.domain.unique import DEFAULT_UNIQUE, Admission, DuplicateRun, check_key, idempotency_claim
 from tidegate.engine import tracing
@@ -134,6 +134,7 @@ class TaskOptions:
             task=self._definition.name,
             queue=self._queue,
             partition=partition_of(queue_config, self._definition.name, args, self._concurrency_key),
+            rate_partition=rate_partition_of(queue_config, self._definition.name, args),
             args=dict(args),
             priority=self._priority,
             tags=self._tags,

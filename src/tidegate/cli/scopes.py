@@ -20,8 +20,9 @@ from rich.text import Text
 
 from tidegate.cli.render import short_time, status_text
 from tidegate.domain import attempts
-from tidegate.domain.blocking import Verdict, paused_text
+from tidegate.domain.blocking import Verdict, allowed_text, paused_text
 from tidegate.domain.children import resume_rule
+from tidegate.domain.durations import format_duration
 from tidegate.domain.leases import stuck
 from tidegate.domain.model import HolderRecord, RunRecord, RunStatus
 from tidegate.domain.scopes import Rules, effective_limit
@@ -71,7 +72,8 @@ def reason_text(reason: Sequence[dict[str, Any]] | None) -> str:
     parts = []
     for item in reason:
         if isinstance(item, dict):
-            parts.append(f"{item.get('scope', '?')} {item.get('used', '?')}/{item.get('limit', '?')}")
+            per = f" per {format_duration(item['per'])}" if isinstance(item.get("per"), (int, float)) else ""
+            parts.append(f"{item.get('scope', '?')} {item.get('used', '?')}/{item.get('limit', '?')}{per}")
         else:
             parts.append(str(item))
     return " · ".join(parts)
@@ -81,7 +83,7 @@ def verdict_text(found: Verdict) -> str:
     """Why a queued run waits now, on one line ("" when ready): `queue api is paused ·
     queue:api/customer_id=3 2/2`, the pause and the full scopes `queue why` names."""
     parts = [paused_text(found.queue)] if found.paused else []
-    parts.extend(f"{check.scope} {check.used}/{check.limit}" for check in found.blocking)
+    parts.extend(check.text() for check in found.blocking)
     return " · ".join(parts)
 
 
@@ -152,7 +154,8 @@ def _not_queued_detail(run: RunRecord, now: datetime) -> str:
 
 
 def check_text(check: ScopeCheck) -> Text:
-    return Text.assemble(check.label, " ", (f"{check.used}/{check.limit}", ""), (" ok", "green"))
+    per = "" if check.rate is None or check.rate.per is None else f" per {format_duration(check.rate.per)}"
+    return Text.assemble(check.label, " ", (f"{check.used}/{check.limit}{per}", ""), (" ok", "green"))
 
 
 def checks_line(checks: Sequence[ScopeCheck]) -> Text:
@@ -164,6 +167,9 @@ def blocking_text(
 ) -> Text:
     """`queue api partition customer_id=3 — 2 of 2 slots held by 01H..., 01H...`; a holder whose lease
     expired (its worker stopped renewing: stuck until a sweep) is marked so."""
+    if check.rate is not None and check.rate.per is not None:  # a rate has no holders: it says when
+        window = f"{check.used} of {check.limit} per {format_duration(check.rate.per)} used"
+        return Text.assemble((check.label, "bold yellow"), f" — {window}; {allowed_text(check.rate.allowed_in)}")
     slots = "slot" if check.limit == 1 else "slots"
     line = Text.assemble((check.label, "bold yellow"), f" — {check.used} of {check.limit} {slots} held")
     if not holders:

@@ -47,7 +47,10 @@ def block_reason(found: Verdict) -> str:
     """Why a queued run waits, in words ("" when it is ready): the pause, then each full scope
     with its used/limit; the verdict is the one `queue why` gives (domain/blocking.py)."""
     parts = [paused_text(found.queue)] if found.paused else []
-    parts.extend(f"{check.scope} full ({check.used}/{check.limit})" for check in found.blocking)
+    parts.extend(
+        check.text() if check.per is not None else f"{check.scope} full ({check.used}/{check.limit})"
+        for check in found.blocking
+    )
     return "; ".join(parts)
 
 

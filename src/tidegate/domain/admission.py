@@ -26,8 +26,13 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tidegate.domain.scopes import Rules, ScopeNeed
+from tidegate.domain.durations import format_duration
+from tidegate.domain.rates import Held, Rate, held, take, window_key
+from tidegate.domain.scopes import Rules, ScopeNeed, rate_scope
 from tidegate.domain.transitions import has_room
+
+RateStates = Mapping[tuple[str, int], int]  # (rate scope, window in ns) -> GCRA's TAT in ns
+RateCharge = tuple[str, int, int | None, int]  # (rate scope, window in ns, TAT before, TAT after)
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,8 @@ class Candidate:
     suspect: bool = False  # rescued from a lost worker (domain/recovery.py)
     group: str | None = None  # a suspect's group: one group at a time per worker (None: a group of its own)
     resumed: bool = False  # queued again after a wait on its children: goes first (claim_order)
+    rate_partition: str = ""  # the partition of its queue's rate it is charged to
+    rate_cost: int = 1  # cost units it takes of every window of its rate
 
 
 @dataclass(frozen=True)
@@ -52,9 +59,13 @@ class Saturation:
     scope: str
     used: int
     limit: int
+    per: float | None = None  # a rate's window (s): `used` of `limit` per `per` are taken
+    retry_at: float | None = None  # a rate: when its windows next allow the start (database clock)
 
     def __str__(self) -> str:
-        return f"{self.scope} {self.used}/{self.limit}"
+        if self.per is None:
+            return f"{self.scope} {self.used}/{self.limit}"
+        return f"{self.scope} {self.used} of {self.limit} per {format_duration(self.per)} used"
 
 
 @dataclass
@@ -72,6 +83,10 @@ class LocalUsage:
 class Admission:
     admitted: list[tuple[Candidate, list[ScopeNeed]]]
     blocked: dict[str, tuple[Saturation, ...]]
+    rate_states: dict[tuple[str, int], int] = field(default_factory=dict)  # the windows charged: store these
+    next_allowed_at: float | None = None  # the earliest time a run held back only by a rate may start
+    # per admitted run, what it was charged: (scope, window in ns, state before, state after), for a refund
+    charges: dict[str, tuple[RateCharge, ...]] = field(default_factory=dict)
 
 
 def claim_order(
@@ -117,11 +132,20 @@ def admit(
     local: LocalUsage,
     capacity: int,
     lane_load: Mapping[tuple[str, str], int] | None = None,
+    rate_states: RateStates | None = None,
+    now: float = 0.0,
 ) -> Admission:
-    """Admit candidates in claim order while every scope and local cap has room.
+    """Admit candidates in claim order while every scope, local cap and rate has room.
 
     `lane_load`: runs already running per (queue, partition), for fair queues.
+    `rate_states`: the stored state of the rate windows of the candidates' queues,
+    charged at `now` (the database's clock) last, once every other check let the
+    run in, so a run is charged exactly when it is admitted: all or none.
     """
+    states = dict(rate_states or {})
+    charged: dict[tuple[str, int], int] = {}
+    charges: dict[str, tuple[RateCharge, ...]] = {}
+    next_allowed: float | None = None
     in_use = dict(usage)
     per_queue = dict(local.per_queue)
     per_partition = dict(local.per_partition)
@@ -149,18 +173,64 @@ def admit(
             continue  # this worker is full; another worker may take it
         if not _local_room(candidate, rules, per_queue, per_partition):
             continue
-        if candidate.suspect:
-            group = suspect_group(candidate)
-            if held is not None and group != held:
-                continue  # another group's suspect: a worker free of suspects takes it
-            held = group
+        group = suspect_group(candidate) if candidate.suspect else None
+        if group not in (None, held) and held is not None:
+            continue  # another group's suspect: a worker free of suspects takes it
+        waiting = _charge(candidate, rules.rates(candidate.queue), states, charged, charges, now)
+        if waiting is not None:
+            blocked[candidate.id] = (waiting,)
+            next_allowed = _earliest(next_allowed, waiting.retry_at)
+            continue
+        held = group or held
         admitted.append((candidate, needs))
         for need in needs:
             in_use[need.key] = in_use.get(need.key, 0) + 1
         per_queue[candidate.queue] = per_queue.get(candidate.queue, 0) + 1
         lane = (candidate.queue, candidate.partition)
         per_partition[lane] = per_partition.get(lane, 0) + 1
-    return Admission(admitted, blocked)
+    return Admission(admitted, blocked, charged, next_allowed, charges)
+
+
+def _charge(
+    candidate: Candidate,
+    rates: tuple[Rate, ...],
+    states: dict[tuple[str, int], int],
+    charged: dict[tuple[str, int], int],
+    charges: dict[str, tuple[RateCharge, ...]],
+    now: float,
+) -> Saturation | None:
+    """Take the candidate's cost from every window of its rate (updating `states` and `charged`,
+    and recording in `charges` what it took, for a refund), or take nothing and say which window
+    holds it back until when (None: taken, or no rate)."""
+    if not rates:
+        return None
+    scope = rate_scope(candidate.queue, candidate.rate_partition)
+    keys = [(scope, window_key(rate)) for rate in rates]
+    taken = take([states.get(key) for key in keys], rates, candidate.rate_cost, now)
+    if taken.allowed:
+        taken_here: list[RateCharge] = []
+        for key, state in zip(keys, taken.states, strict=True):
+            assert state is not None  # a charged window always has a state
+            taken_here.append((key[0], key[1], states.get(key), state))
+            states[key] = charged[key] = state
+        charges[candidate.id] = tuple(taken_here)
+        return None
+    refused = held([states.get(key) for key in keys], rates, candidate.rate_cost, now)
+    assert refused is not None  # take refused it just now
+    return rate_saturation(scope, refused)
+
+
+def rate_saturation(scope: str, refused: Held) -> Saturation:
+    """A rate's refusal as a block reason: its binding window full (`limit` of `limit` used)."""
+    rate = refused.rate
+    return Saturation(scope, rate.limit, rate.limit, per=rate.seconds, retry_at=refused.retry_at)
+
+
+def _earliest(known: float | None, retry_at: float | None) -> float | None:
+    """The sooner of two times a rate allows a start (None: a cost that never fits allows none)."""
+    if retry_at is None:
+        return known
+    return retry_at if known is None else min(known, retry_at)
 
 
 def suspect_group(candidate: Candidate) -> str:

@@ -8,7 +8,11 @@ reason only for the runs it happens to read (a worker that finds every scope
 full only looks, `peek_cycle`, and reads none), so a stored reason cannot
 answer for the rest; the answer is instead computed from what decides a
 claim: the scopes the run needs (`Rules.scopes_for`), the slots in use of
-each (the sum of its holder rows, read once for a whole list) and the pauses.
+each (the sum of its holder rows, read once for a whole list), the pauses,
+and its queue's rate: the stored rate states and the database's time of the
+read (`RateStates`), asked exactly as the claim's charge asks them
+(`domain.rates.held`), so a rate-blocked run is named `rate:QUEUE[/PARTITION]`
+with the time until its next allowed start everywhere.
 Runs of one shape (queue, partition, tags) share the answer, so a count reads
 queued runs grouped by shape, never the runs themselves.
 
@@ -19,13 +23,18 @@ worker, which is what the lists say of it.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tidegate.domain.scopes import Rules, queue_scope
+from tidegate.domain.durations import format_duration
+from tidegate.domain.rates import NS, Rate, RateStates, interval, window_key
+from tidegate.domain.scopes import Rules, queue_scope, rate_scope
 from tidegate.domain.transitions import has_room
+
+RATE_COST = 1  # what one start takes of each window of its queue's rate (the claim's `Candidate.rate_cost`)
 
 
 @dataclass(frozen=True)
@@ -35,10 +44,28 @@ class Check:
     scope: str
     used: int
     limit: int
+    per: float | None = None  # a rate: its window (s); `used` of `limit` per `per` are taken
+    held: bool = False  # a rate that refuses the start now
+    allowed_in: float | None = 0.0  # a held rate: seconds until its next start is allowed (None: never)
 
     @property
     def ok(self) -> bool:
-        return has_room(self.used, self.limit)
+        return not self.held if self.per is not None else has_room(self.used, self.limit)
+
+    def text(self) -> str:
+        """`queue:api/customer_id=3 2/2`, or a rate's `rate:api/k1 60 of 60 per 1m used; next start
+        allowed in 2.4s`: how every one-line view names a check."""
+        if self.per is None:
+            return f"{self.scope} {self.used}/{self.limit}"
+        line = f"{self.scope} {self.used} of {self.limit} per {format_duration(self.per)} used"
+        return f"{line}; {allowed_text(self.allowed_in)}" if not self.ok else line
+
+    def item(self) -> dict[str, Any]:
+        """The check as a block reason's item: scope, used, limit, and a rate's per and wait."""
+        found: dict[str, Any] = {"scope": self.scope, "used": self.used, "limit": self.limit}
+        if self.per is not None:
+            found.update(per=self.per, next_allowed_in=self.allowed_in, detail=allowed_text(self.allowed_in))
+        return found
 
 
 @dataclass(frozen=True)
@@ -66,7 +93,7 @@ class Verdict:
         held: list[dict[str, Any]] = []
         if self.paused:
             held.append({"scope": queue_scope(self.queue, ""), "reason": "paused", "detail": paused_text(self.queue)})
-        held.extend({"scope": c.scope, "used": c.used, "limit": c.limit} for c in self.blocking)
+        held.extend(check.item() for check in self.blocking)
         return held
 
 
@@ -75,14 +102,53 @@ def paused_text(queue: str) -> str:
     return f"queue {queue} is paused"
 
 
-def verdict(queue: str, partition: str, tags: Mapping[str, str], rules: Rules, usage: Mapping[str, int]) -> Verdict:
-    """Why a queued run of `queue`/`partition` carrying `tags` waits, given the slots in use per
-    scope (`usage`, the sum of the live holder rows): the same scopes and the same room test as
-    the claim's decision (`domain.admission.admit`)."""
-    checks = tuple(
-        Check(need.key, usage.get(need.key, 0), need.limit) for need in rules.scopes_for(queue, partition, tags)
+def allowed_text(allowed_in: float | None) -> str:
+    """'next start allowed in 2.4s': a rate-blocked run's wait, worded once for every view."""
+    if allowed_in is None:
+        return "its cost exceeds the rate's burst: it can never start"
+    return (
+        f"next start allowed in {allowed_in:.1f}s"
+        if allowed_in < 60
+        else f"next start allowed in {format_duration(allowed_in)}"
     )
-    return Verdict(queue, checks, rules.is_paused(queue))
+
+
+def verdict(
+    queue: str,
+    partition: str,
+    tags: Mapping[str, str],
+    rules: Rules,
+    usage: Mapping[str, int],
+    rate_partition: str = "",
+    rates: RateStates | None = None,
+) -> Verdict:
+    """Why a queued run of `queue`/`partition` carrying `tags` (charged to `rate_partition` of its
+    queue's rate) waits, given the slots in use per scope (`usage`, the sum of the live holder
+    rows) and the rate states (`rates`; none read: no rate state, every window has room): the same
+    scopes, room test and rate charge as the claim's decision (`domain.admission.admit`)."""
+    checks = [Check(need.key, usage.get(need.key, 0), need.limit) for need in rules.scopes_for(queue, partition, tags)]
+    windows = rules.rates(queue)
+    if windows:
+        checks.append(rate_check(rate_scope(queue, rate_partition), windows, rates or RateStates()))
+    return Verdict(queue, tuple(sorted(checks, key=lambda check: check.scope)), rules.is_paused(queue))
+
+
+def rate_check(scope: str, windows: tuple[Rate, ...], rates: RateStates) -> Check:
+    """A rate scope as a check: refused, its binding window full and the wait until every window
+    allows a start; allowed, the busiest window with the cost its state still counts."""
+    refused = rates.held(scope, windows, RATE_COST)
+    if refused is not None:
+        wait = None if refused.retry_at is None else max(0.0, refused.retry_at - rates.now)
+        limit = refused.rate.limit
+        return Check(scope, limit, limit, refused.rate.seconds, held=True, allowed_in=wait)
+
+    def counted(rate: Rate) -> int:
+        state = rates.states.get((scope, window_key(rate)))
+        ahead = 0 if state is None else max(0, state - math.ceil(rates.now * NS))
+        return min(rate.limit, -(-ahead // interval(rate)))
+
+    busiest = max(windows, key=lambda rate: counted(rate) / rate.limit)
+    return Check(scope, counted(busiest), busiest.limit, busiest.seconds)
 
 
 @dataclass(frozen=True)
@@ -93,6 +159,7 @@ class QueuedShape:
     partition: str
     tags: Mapping[str, str]
     count: int
+    rate_partition: str = ""  # the partition of its queue's rate its runs are charged to
 
 
 @dataclass(frozen=True)
@@ -104,12 +171,14 @@ class Tally:
     per_scope: Mapping[str, int] = field(default_factory=dict)
 
 
-def tally(shapes: Iterable[QueuedShape], rules: Rules, usage: Mapping[str, int]) -> Tally:
+def tally(
+    shapes: Iterable[QueuedShape], rules: Rules, usage: Mapping[str, int], rates: RateStates | None = None
+) -> Tally:
     """Count the blocked runs of `shapes` by the verdict of each shape."""
     per_queue: Counter[str] = Counter()
     per_scope: Counter[str] = Counter()
     for shape in shapes:
-        found = verdict(shape.queue, shape.partition, shape.tags, rules, usage)
+        found = verdict(shape.queue, shape.partition, shape.tags, rules, usage, shape.rate_partition, rates)
         if not found.blocked:
             continue
         per_queue[shape.queue] += shape.count

@@ -223,14 +223,22 @@ class ClaimPlan:
 
         The runs past the window were not read, so whether they carry a concurrency
         key is unknown: a full shared queue limit proves nothing here (a woken
-        worker's look reads that, and stops there)."""
+        worker's look reads that, and stops there). A queue whose one rate budget (no rate
+        partition) held a run back is closed too: its next start waits for a time, not a claim
+        (`Admission.next_allowed_at`)."""
         after = dict(usage)
         running = dict(local.per_queue)
         for candidate, needs in decision.admitted:
             for need in needs:
                 after[need.key] = after.get(need.key, 0) + 1
             running[candidate.queue] = running.get(candidate.queue, 0) + 1
-        return self.all_closed(after, running)
+        rated = {
+            saturation.scope.removeprefix("rate:")
+            for saturations in decision.blocked.values()
+            for saturation in saturations
+            if saturation.per is not None and "/" not in saturation.scope.removeprefix("rate:")
+        }
+        return self.all_closed(after, running, empty=rated)
 
     def take_turns(self, held: Collection[str], scopes_locked: bool) -> list[str] | None:
         """The claim turns still to take, in the order to take them, for a claim holding `held`
@@ -261,6 +269,7 @@ def _queue_plan(queue: str, rules: Rules) -> QueuePlan:
     local_counts = rules.local_limit(queue) is not None or rules.max_workers(queue) is not None
     limited = bool(
         rules.global_limit() is not None
+        or rules.rates(queue)  # every claim charges the rate: never free, one claimer at a time (a turn)
         or rules.run_queue.tag_concurrency_limits
         or rules.overrides
         or local_counts

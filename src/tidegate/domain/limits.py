@@ -15,6 +15,7 @@ from typing import Any, Literal
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.names import check_name, text_problem
+from tidegate.domain.rates import Rate, check_rates
 
 Ordering = Literal["priority", "fair"]
 
@@ -181,9 +182,18 @@ class QueueConfig:
     ordering: Ordering = "priority"
     max_active: int | None = None  # admission ceiling for this queue
     dispatch_deadline: float | None = None  # seconds a run may stay queued before it fails "capacity:"
+    rate: Sequence[Rate] = ()  # every window must allow a start (domain/rates.py)
+    rate_partition: Partition = field(default_factory=Partition)  # one budget per partition of the rate
 
     def __post_init__(self) -> None:
         check_name("queue", self.name)
+        object.__setattr__(self, "rate", check_rates(self.rate, f"queue {self.name} rate"))
+        if not isinstance(self.rate_partition, Partition):
+            raise ConfigurationError(
+                f"queue {self.name}: rate_partition must be a Partition, got {self.rate_partition!r}"
+            )
+        if self.rate_partition.enabled and not self.rate:
+            raise ConfigurationError(f"queue {self.name}: rate_partition needs a rate to partition")
         object.__setattr__(self, "max_active", check_limit(f"queue {self.name} max_active", self.max_active))
         if self.dispatch_deadline is not None and not self.dispatch_deadline > 0:
             raise ConfigurationError(f"queue {self.name}: dispatch_deadline must be positive")
@@ -229,6 +239,9 @@ def queue_to_dict(config: QueueConfig) -> dict[str, object]:
         "ordering": config.ordering,
         "max_active": config.max_active,
         "dispatch_deadline": config.dispatch_deadline,
+        "rate": [rate.to_json() for rate in config.rate],
+        "rate_by_args": None if config.rate_partition.by_args is None else list(config.rate_partition.by_args),
+        "rate_by_kind": config.rate_partition.by_kind,
     }
 
 
@@ -246,4 +259,6 @@ def queue_from_dict(data: Mapping[str, Any]) -> QueueConfig:
         ordering=data.get("ordering", "priority"),
         max_active=data.get("max_active"),
         dispatch_deadline=data.get("dispatch_deadline"),
+        rate=[Rate.from_json(rate) for rate in data.get("rate") or ()],
+        rate_partition=Partition(by_args=data.get("rate_by_args"), by_kind=bool(data.get("rate_by_kind"))),
     )

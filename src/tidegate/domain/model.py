@@ -111,6 +111,7 @@ class NewRun:
     deadline: float | None = None  # seconds from submission until it fails "capacity:" if still queued
     unique: UniqueClaim | None = None  # once per key (domain/unique.py): the store takes the key or meets its holder
     trace_context: str | None = None  # the submit's span (W3C traceparent), which the run's attempts join
+    rate_partition: str = ""  # the partition of its queue's rate it is charged to ('' when one budget)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +161,9 @@ class CycleResult:
     cancel_requested: list[tuple[str, int]]  # this worker's attempts a user asked to cancel
     next_due_in: float | None  # seconds until the next queued run falls due, when the claim ran dry
     more: bool = False  # the claim took runs and its read came back full: claim again at once
+    # Seconds until a run a rate held back may start (the earliest, measured on the store's clock
+    # when the claim decided): the worker sleeps until then rather than polling for a token.
+    next_allowed_in: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +206,7 @@ class RunRecord:
     worker_shutdowns: int = 0
     lost_workers: int = 0
     manual_retries: int = 0
+    rate_partition: str = ""  # the partition of its queue's rate it is charged to ('' when one budget)
 
     @property
     def attempts(self) -> AttemptCount:

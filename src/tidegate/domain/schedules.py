@@ -22,7 +22,7 @@ from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.jsonvalue import JSONValue
 from tidegate.domain.limits import QueueConfig
 from tidegate.domain.model import NewRun, TaskDefinition
-from tidegate.domain.scopes import partition_of
+from tidegate.domain.scopes import partition_of, rate_partition_of
 
 MissedTicks = Literal["skip", "catch_up"]
 SKIP: MissedTicks = "skip"
@@ -152,6 +152,7 @@ def scheduled_run(
         task=definition.name,
         queue=definition.queue,
         partition=partition_of(queue, definition.name, args, None),
+        rate_partition=rate_partition_of(queue, definition.name, args),
         args=dict(args),
         priority=definition.priority,
         tags=dict(definition.tags),

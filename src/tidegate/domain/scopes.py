@@ -18,6 +18,7 @@ from typing import Any
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.limits import QueueConfig, RunQueueConfig, check_limit, check_partition_form
 from tidegate.domain.names import CONTROL, text_problem
+from tidegate.domain.rates import Rate
 
 GLOBAL = "global"
 
@@ -55,6 +56,27 @@ def _arg_text(value: Any) -> str:
 
 def queue_scope(queue: str, partition: str) -> str:
     return f"queue:{queue}/{partition}" if partition else f"queue:{queue}"
+
+
+def rate_partition_of(queue: QueueConfig | None, task: str, args: Mapping[str, Any]) -> str:
+    """The partition of a queue's rate a run is charged to ('' when the rate is one budget).
+
+    Read like a concurrency partition (kind first, then the named args), from
+    the queue's `rate_partition`; a concurrency key does not split a rate.
+    """
+    if queue is None or not queue.rate or not queue.rate_partition.enabled:
+        return ""
+    partition = queue.rate_partition
+    parts = [f"kind={task}"] if partition.by_kind else []
+    if partition.by_args is not None:
+        keys = partition.by_args or tuple(sorted(args))
+        parts.extend(f"{key}={_arg_text(args.get(key))}" for key in keys)
+    return ",".join(parts)
+
+
+def rate_scope(queue: str, partition: str) -> str:
+    """A queue's rate scope: `rate:NAME`, or `rate:NAME/PARTITION` for one budget per partition."""
+    return f"rate:{queue}/{partition}" if partition else f"rate:{queue}"
 
 
 @dataclass(frozen=True)
@@ -106,6 +128,11 @@ class Rules:
         if partition and partition in tiers:
             return tiers[partition]
         return config.concurrency.global_limit
+
+    def rates(self, queue: str) -> tuple[Rate, ...]:
+        """The windows of a queue's rate, each of which must allow a start (none: no rate)."""
+        config = self.queues.get(queue)
+        return () if config is None else tuple(config.rate)
 
     def local_limit(self, queue: str) -> int | None:
         config = self.queues.get(queue)

@@ -19,6 +19,7 @@ from tidegate.domain.blocking import Tally, Verdict, tally, verdict
 from tidegate.domain.errors import QueueNotFound
 from tidegate.domain.limits import QueueConfig
 from tidegate.domain.model import QueueCounts, RunRecord, RunStatus
+from tidegate.domain.rates import RateStates
 from tidegate.domain.scopes import Rules
 from tidegate.storage.port import Store
 
@@ -82,14 +83,16 @@ def resume(store: Store, queue: str) -> bool:
 @dataclass(frozen=True)
 class Live:
     """One read of what decides whether a queued run is blocked (the rules in force, the slots in
-    use per scope), shared by every run of a list: each run's reason is `domain.blocking`'s
-    verdict on it, the one `queue why` gives, whichever path the last claim took."""
+    use per scope, the rate states at the database's time), shared by every run of a list: each
+    run's reason is `domain.blocking`'s verdict on it, the one `queue why` gives, whichever path
+    the last claim took."""
 
     rules: Rules
     usage: Mapping[str, int]
+    rates: RateStates
 
     def verdict(self, run: RunRecord) -> Verdict:
-        return verdict(run.queue, run.partition, run.tags, self.rules, self.usage)
+        return verdict(run.queue, run.partition, run.tags, self.rules, self.usage, run.rate_partition, self.rates)
 
     def reason(self, run: RunRecord) -> list[dict[str, Any]] | None:
         """A queued run's block reason now (None: ready, or not queued)."""
@@ -97,14 +100,14 @@ class Live:
 
 
 def live(store: Store) -> Live:
-    return Live(store.rules(), store.scope_usage())
+    return Live(store.rules(), store.scope_usage(), store.rate_states())
 
 
 def blocked(store: Store) -> Tally:
     """Queued runs blocked now, per queue and per scope: queued runs are read grouped by shape
     (queue, partition, tags), never one by one, so a large blocked backlog stays cheap."""
     now = live(store)
-    return tally(store.queued_shapes(), now.rules, now.usage)
+    return tally(store.queued_shapes(), now.rules, now.usage, now.rates)
 
 
 def _summary(rules: Rules, name: str, counts: QueueCounts, held: Tally) -> QueueSummary:

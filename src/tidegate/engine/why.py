@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tidegate.domain.backpressure import RATE_WINDOW_SECONDS, eta_seconds
-from tidegate.domain.blocking import verdict
+from tidegate.domain.blocking import Check, verdict
 from tidegate.domain.children import ChildRecord, resume_rule, wait_summary
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import HolderRecord, RunRecord, RunStatus, WorkerRecord
@@ -37,10 +37,11 @@ class ScopeCheck:
     used: int
     limit: int
     slots: int = 1  # what the run (or its waiting step) asks of it
+    rate: Check | None = None  # a rate scope: the verdict's check (its window, and the wait when held)
 
     @property
     def ok(self) -> bool:
-        return has_room(self.used, self.limit, self.slots)
+        return self.rate.ok if self.rate is not None else has_room(self.used, self.limit, self.slots)
 
     @property
     def layer(self) -> str:
@@ -90,8 +91,20 @@ def explain(store: Store, run_id: str) -> Explanation:
         return Explanation(run)
     position, total = store.queue_position(run_id)
     rules = store.rules()
-    found = verdict(run.queue, run.partition, run.tags, rules, store.scope_usage())  # what every list says too
-    checks = [ScopeCheck(check.scope, label_of(check.scope, rules), check.used, check.limit) for check in found.checks]
+    # what every list says too
+    found = verdict(
+        run.queue, run.partition, run.tags, rules, store.scope_usage(), run.rate_partition, store.rate_states()
+    )
+    checks = [
+        ScopeCheck(
+            check.scope,
+            label_of(check.scope, rules),
+            check.used,
+            check.limit,
+            rate=check if check.per is not None else None,
+        )
+        for check in found.checks
+    ]
     workers = [worker for worker in store.list_workers() if worker.live and run.queue in worker.queues]
     if workers:
         checks.append(_worker_check(run.queue, workers))
@@ -112,6 +125,8 @@ def label_of(scope: str, rules: Rules) -> str:
         return f"workers serving queue {rest}"
     if kind == "pool":
         return f"pool {rest}"
+    if kind == "rate":
+        return f"rate {rest}"
     return f"tag {rest}"
 
 
@@ -139,6 +154,9 @@ def _run_holder(scope: str, run: RunRecord) -> HolderRecord:
 def _eta(store: Store, run: RunRecord, rules: Rules, position: int, blocking: list[ScopeCheck]) -> float | None:
     """The latest of the blocking layers' ETAs; None if one has no known pace (or nothing blocks).
 
+    A rate's ETA is its next allowed start (`domain.rates`, from the stored state), for the run at
+    the head of its rate partition.
+
     Competitors counted are the runs ahead in the run's own queue that need the
     same scope: runs of other queues sharing a global or tag scope are not. A
     scope's runs end `limit` at a time (a partition's limit for a partition, the
@@ -151,6 +169,9 @@ def _eta(store: Store, run: RunRecord, rules: Rules, position: int, blocking: li
     ahead = store.list_queued(run.queue, limit=min(position - 1, AHEAD_READ)) if position > 1 else []
     etas = []
     for check in blocking:
+        if check.rate is not None:  # the stored next allowed start, not a pace of ends
+            etas.append(check.rate.allowed_in)
+            continue
         competing = sum(1 for other in ahead if check.layer == WORKERS or _needs(rules, other, check.scope))
         queue, partition, tags = _ended_in(check.scope)
         pace = store.run_pace(RATE_WINDOW_SECONDS, queue=queue, partition=partition, tags=tags)

@@ -5,7 +5,9 @@ decides is which queued rows to hand it, so that the read stays cheap when a
 large backlog is blocked: a window in claim order per queue, and, when that
 window is full of runs whose partition is saturated, the heads of the other
 partitions found by skip-scan (one index seek per partition) instead of
-walking the blocked backlog. Fair queues are always read per partition.
+walking the blocked backlog; likewise past runs of a rate partition whose
+stored state refuses a start now (one key's blocked backlog must not hide
+another key's runs). Fair queues are always read per partition.
 Which queues are read, and how much of each first, is the claim plan's
 (`domain.claim_plan`): paused queues are not read at all.
 """
@@ -18,11 +20,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from tidegate.domain.admission import Admission, Candidate, LocalUsage, Saturation
+from tidegate.domain.blocking import RATE_COST
 from tidegate.domain.claim_plan import ClaimPlan
-from tidegate.domain.scopes import GLOBAL, Rules, queue_scope
+from tidegate.domain.rates import RateStates, window_key
+from tidegate.domain.scopes import GLOBAL, Rules, queue_scope, rate_scope
 from tidegate.domain.transitions import has_room
 
 MAX_PARTITIONS = 1000
+# Rate states read for a verdict are those with a TAT after now less this (ns): the filter is
+# coarse (a float clock in SQL), the exact test is `domain.rates`.
+STATE_SLACK_NS = 10**6
 
 Row = Mapping[str, Any]
 
@@ -30,16 +37,18 @@ Row = Mapping[str, Any]
 class CandidateReader:
     """The reads an adapter provides (inside its claim transaction).
 
-    `window(queue, size, excluded_tags, suspects)` and `partition_head(queue,
-    partition, size, excluded_tags)` return queued, due runs in claim order,
-    leaving out runs that carry any (key, value) of `excluded_tags` (tags whose
-    scope is full: reading them would only fill the window with runs that must
-    wait), and, for a window read without `suspects`, every suspect.
+    `window(queue, size, excluded_tags, suspects, held_rates)` and
+    `partition_head(queue, partition, size, excluded_tags)` return queued, due
+    runs in claim order, leaving out runs that carry any (key, value) of
+    `excluded_tags` (tags whose scope is full: reading them would only fill the
+    window with runs that must wait), for a window read without `suspects`,
+    every suspect, and runs of the rate partitions `held_rates` (their rate
+    refuses a start now).
     """
 
     def __init__(
         self,
-        window: Callable[[str, int, Sequence[tuple[str, str]], bool], Sequence[Row]],
+        window: Callable[[str, int, Sequence[tuple[str, str]], bool, Sequence[str]], Sequence[Row]],
         partitions: Callable[[str, int], Sequence[str]],
         partition_head: Callable[[str, str, int, Sequence[tuple[str, str]]], Sequence[Row]],
     ) -> None:
@@ -61,6 +70,7 @@ def candidate_rows(
     read: CandidateReader,
     local: LocalUsage | None = None,
     margin: bool = True,
+    rates: RateStates | None = None,
 ) -> Candidates:
     """The rows worth deciding on, at most a window per queue plus partition heads.
 
@@ -69,7 +79,9 @@ def candidate_rows(
     are skipped in a second read and partitions that are full (shared limit,
     or this worker's local limit) are stepped over by reading the other
     partitions' heads. The queues read and the size of each first read are
-    the plan's (`QueuePlan.window`, which says what `margin` does).
+    the plan's (`QueuePlan.window`, which says what `margin` does). Runs of a
+    rate partition that `rates` (the stored states, a hint read before) says
+    may not start now are stepped over too, in the same second read.
     """
     rules = plan.rules
     local = local or LocalUsage()
@@ -92,19 +104,24 @@ def candidate_rows(
             # would be waste; where one does, the wider window also records block reasons.
             window = queue_plan.window(claim_limit, margin)
             # The head of the queue as it is (its blocked runs get their block reasons) ...
-            found = list(read.window(queue, window, (), True))
+            found = list(read.window(queue, window, (), True, ()))
             exhausted |= len(found) == window
             suspects = any(row["suspect"] for row in found)
+            held = held_rate_partitions(queue, rules, rates) if rates else []
             useful = sum(
                 1
                 for row in found
-                if row["partition_key"] not in saturated and not _carries(row, excluded) and not row["suspect"]
+                if row["partition_key"] not in saturated
+                and not _carries(row, excluded)
+                and not row["suspect"]
+                and row["rate_key"] not in held
             )
             if len(found) == window and useful < claim_limit and not global_full:
-                # ... and, when that head is all waiting, what lies past it: past runs of full tags,
-                # and past suspects (this worker may be running another group's: domain/admission.py).
-                if excluded or suspects:
-                    found += read.window(queue, window, excluded, not suspects)
+                # ... and, when that head is all waiting, what lies past it: past runs of full tags
+                # and of held rate partitions, and past suspects (this worker may be running
+                # another group's: domain/admission.py).
+                if excluded or suspects or held:
+                    found += read.window(queue, window, excluded, not suspects, held)
                 if saturated:
                     found += _partition_heads(queue, claim_limit, saturated, excluded, read)
         for row in found:
@@ -160,6 +177,18 @@ def _carries(row: Row, tags: Sequence[tuple[str, str]]) -> bool:
     raw = row["tags"]
     held = json.loads(raw) if isinstance(raw, str) else (raw or {})
     return any(held.get(key) == value for key, value in tags)
+
+
+def held_rate_partitions(queue: str, rules: Rules, rates: RateStates) -> list[str]:
+    """The partitions of `queue`'s rate whose stored state refuses a start now (`domain.rates`),
+    in order: like a saturated partition, the read steps over their runs."""
+    windows = rules.rates(queue)
+    if not windows:
+        return []
+    prefix = rate_scope(queue, "")
+    scopes = {scope for scope, _ in rates.states if scope == prefix or scope.startswith(prefix + "/")}
+    held = [scope for scope in scopes if rates.held(scope, windows, RATE_COST) is not None]
+    return sorted(scope[len(prefix) + 1 :] for scope in held)
 
 
 def locally_full_partitions(queue: str, local: LocalUsage, rules: Rules) -> set[str]:
@@ -223,13 +252,37 @@ def to_candidate(
         suspect=bool(row["suspect"]),
         group=group,
         resumed=bool(row["resumed"]),
+        rate_partition=row["rate_key"],
     )
+
+
+def rate_keys(rows: Sequence[Row], rules: Rules) -> list[tuple[str, int]]:
+    """The (rate scope, window in ns) of every rate window the rows' runs would be charged, each
+    once, in key order: the order a claim locks their stored states in."""
+    keys = {
+        (rate_scope(row["queue"], row["rate_key"]), window_key(rate))
+        for row in rows
+        for rate in rules.rates(row["queue"])
+    }
+    return sorted(keys)
+
+
+def charges_json(decision: Admission) -> str:
+    """Per claimed run, the rate windows it was charged ({id: [[scope, window, before, after]]}):
+    stored on the run, so a claim undone before the start can give them back."""
+    return json.dumps({run_id: list(charge) for run_id, charge in decision.charges.items()}, separators=(",", ":"))
 
 
 def reason_json(saturations: Sequence[Saturation]) -> str:
-    return json.dumps(
-        [{"scope": s.scope, "used": s.used, "limit": s.limit} for s in saturations], separators=(",", ":")
-    )
+    return json.dumps([saturation_json(s) for s in saturations], separators=(",", ":"))
+
+
+def saturation_json(saturation: Saturation) -> dict[str, object]:
+    """A block reason's item: {"scope", "used", "limit"}, and a rate's "per" and "retry_at"."""
+    item: dict[str, object] = {"scope": saturation.scope, "used": saturation.used, "limit": saturation.limit}
+    if saturation.per is not None:
+        item.update(per=saturation.per, retry_at=saturation.retry_at)
+    return item
 
 
 def changed_block_reasons(decision: Admission, current: Mapping[str, Any]) -> dict[str, str]:

@@ -37,6 +37,7 @@ from tidegate.domain.model import (
     TaskRegistration,
     WorkerRecord,
 )
+from tidegate.domain.rates import RateStates
 from tidegate.domain.retention import PruneReport
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.domain.scopes import Rules
@@ -292,6 +293,9 @@ class AggregateStore:
 
     def scope_usage(self) -> dict[str, int]:
         return self._limits.scope_usage()
+
+    def rate_states(self) -> RateStates:
+        return self._limits.rate_states()
 
     def scope_holders(self, scope: str) -> list[HolderRecord]:
         return self._limits.scope_holders(scope)

@@ -12,6 +12,7 @@ one when both land.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -36,7 +37,11 @@ def load_migrations(package: str) -> list[Migration]:
         match = _FILE.match(entry.name)
         if match:
             found.append(Migration(int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
-    found.sort(key=lambda migration: migration.version)
+    found.sort(key=lambda migration: (migration.version, migration.name))
+    for first, second in itertools.pairwise(found):
+        if first.version == second.version:
+            # only one of them would ever be recorded: the other is skipped on every database
+            raise SchemaError(f"two migrations numbered {first.version:04d} in {package}: {first.name}, {second.name}")
     return found
 
 

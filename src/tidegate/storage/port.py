@@ -34,6 +34,7 @@ from tidegate.domain.model import (
     TaskRegistration,
     WorkerRecord,
 )
+from tidegate.domain.rates import RateStates
 from tidegate.domain.retention import PruneReport
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.domain.scopes import Rules
@@ -307,6 +308,10 @@ class LimitVerbs(Protocol):
 
     def scope_usage(self) -> dict[str, int]:
         """Slots in use per run-level scope: the sum of its runs' holder rows (step slots: `pools`)."""
+
+    def rate_states(self) -> RateStates:
+        """The rate states that may still hold a start back (TAT after now), with the database's
+        time of the read: what `domain.blocking` asks whether a rated run may start now."""
 
     def scope_holders(self, scope: str) -> list[HolderRecord]: ...
 

@@ -65,6 +65,7 @@ def run_record(row: Mapping[str, Any], to_time: ToTime, to_json: ToJSON) -> RunR
         worker_shutdowns=row["worker_shutdowns"],
         lost_workers=row["lost_workers"],
         manual_retries=row["manual_retries"],
+        rate_partition=row["rate_key"],
     )
 
 
@@ -179,6 +180,7 @@ def new_run_row(run: NewRun) -> dict[str, Any]:
         "task": run.task,
         "queue": run.queue,
         "partition_key": run.partition,
+        "rate_key": run.rate_partition,
         "priority": run.priority,
         "args": run.args,
         "tags": run.tags,

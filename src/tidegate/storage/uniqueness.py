@@ -31,6 +31,7 @@ def replace_params(holder_id: str, run: NewRun) -> dict[str, Any]:
         "id": holder_id,
         "args": run.args,
         "partition": run.partition,
+        "rate_key": run.rate_partition,
         "debounce": debounce,
         "delay": run.delay,
         "max_wait": None if claim is None else claim.max_wait,

@@ -44,4 +44,9 @@ class ClaimGate:
     def claimed(self, limit: int, result: CycleResult) -> None:
         """After a turn that claimed up to `limit`: remember whether that claim came back short."""
         if limit > 0:
-            self._settled = len(result.claimed) < limit and not result.more and result.next_due_in is None
+            self._settled = (
+                len(result.claimed) < limit
+                and not result.more
+                and result.next_due_in is None
+                and result.next_allowed_in is None
+            )

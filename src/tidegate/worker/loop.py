@@ -294,6 +294,8 @@ class Worker:
         timeout = self.settings.poll_interval
         if result is not None and result.next_due_in is not None:
             timeout = min(timeout, max(0.0, result.next_due_in) + 0.001)
+        if result is not None and result.next_allowed_in is not None:
+            timeout = min(timeout, max(0.0, result.next_allowed_in) + 0.001)
         if self._stopping and self._stop_deadline is not None:
             timeout = min(timeout, max(0.0, self._stop_deadline - self.clock.monotonic()))
         try:

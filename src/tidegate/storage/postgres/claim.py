@@ -29,6 +29,7 @@ import psycopg
 
 from tidegate.domain.admission import Admission, admit
 from tidegate.domain.claim_plan import ClaimPlan, plan
+from tidegate.domain.rates import RateStates
 from tidegate.storage import claiming
 from tidegate.storage.postgres.claim_reads import ClaimReads
 from tidegate.storage.postgres.claim_scopes import ScopeForecast, ScopeLocks
@@ -64,6 +65,7 @@ class Claim:
         self.reads = ClaimReads(connection, query, worker_id, queues, limit, forecast.margin(queues, limit))
         self.turns: set[str] = set()  # queues whose claim turn this transaction holds
         self.locks = ScopeLocks(connection, query, self.turns)
+        self.next_allowed_in: float | None = None  # seconds until a run a rate held back may start
 
     def run(self) -> tuple[psycopg.Cursor[Any] | None, psycopg.Cursor[Any] | None, bool]:
         """Queue the claim: the cursors of the claim and of the next-due probe (None when not
@@ -74,7 +76,9 @@ class Claim:
             return None, self.connection.execute(self.query("due_now")), False
         reads = self.reads
         rules = reads.rules
-        found = claiming.candidate_rows(reads.plan, self.limit, reads.hint, reads.reader(), reads.local, reads.margin)
+        found = claiming.candidate_rows(
+            reads.plan, self.limit, reads.hint, reads.reader(), reads.local, reads.margin, self._live_rates()
+        )
         self.forecast.settle_partitions(self.queues, reads.partitioned)
         rows = found.rows
         if not rows:
@@ -95,7 +99,10 @@ class Claim:
             claiming.to_candidate(row, rules, row["tags"] or {}, row["scheduled_at"].timestamp(), groups.get(row["id"]))
             for row in rows
         ]
-        decision = admit(candidates, usage, rules, reads.local, self.limit, lanes or None)
+        rate_states, now = self._rate_states(rows)
+        decision = admit(candidates, usage, rules, reads.local, self.limit, lanes or None, rate_states, now)
+        if decision.next_allowed_at is not None:
+            self.next_allowed_in = decision.next_allowed_at - now
         room = claiming.room_after(decision, usage, len(rows), self.limit)
         self.forecast.settle(self.queues, room, found=True)
         self._record_block_reasons(decision, rows)
@@ -160,6 +167,29 @@ class Claim:
         lanes = self.reads.lanes if lanes_cursor is None else lane_load(lanes_cursor)
         return {key: self.locks.usage[key] for key in keys}, lanes
 
+    def _live_rates(self) -> RateStates | None:
+        """The rate states that may refuse a start now (unlocked: a hint for the candidate read, which
+        steps over their partitions' runs), when a queue read has a rate (None: none has)."""
+        plan = self.reads.plan
+        if not any(plan.rules.rates(queue.name) for queue in plan.open):
+            return None
+        rows = self.connection.execute(self.query("live_rate_states"), {"slack": claiming.STATE_SLACK_NS}).fetchall()
+        return RateStates({(scope, window): tat for _, scope, window, tat in rows if scope is not None}, rows[0][0])
+
+    def _rate_states(self, rows: Sequence[claiming.Row]) -> tuple[dict[tuple[str, int], int], float]:
+        """The stored states of the rate windows the candidates would be charged, locked (key order)
+        under the rated queues' claim turns (`ClaimPlan` gives a rated queue one), and the
+        database's time to charge them at; no read when no candidate's queue has a rate."""
+        keys = claiming.rate_keys(rows, self.reads.rules)
+        if not keys:
+            return {}, 0.0
+        found = self.connection.execute(
+            self.query("rate_states"),
+            {"scopes": [scope for scope, _ in keys], "windows": [window for _, window in keys]},
+        ).fetchall()
+        states = {(scope, window): tat for _, scope, window, tat in found if scope is not None}
+        return states, found[0][0]
+
     def _record_block_reasons(self, decision: Admission, rows: Sequence[claiming.Row]) -> None:
         """Queue the write of every block reason that changed (it rides with the commit)."""
         changed = claiming.changed_block_reasons(decision, {row["id"]: row["block_reason"] for row in rows})
@@ -177,6 +207,16 @@ class Claim:
             # A full claim may leave work for the next worker in the fill order, which only looks when told.
             wakes.everyone()
         holders = [[need.key, candidate.id] for candidate, needs in decision.admitted for need in needs]
+        if decision.rate_states:
+            keys = sorted(decision.rate_states)
+            connection.execute(
+                self.query("rate_states_write"),
+                {
+                    "scopes": [scope for scope, _ in keys],
+                    "windows": [window for _, window in keys],
+                    "tats": [decision.rate_states[key] for key in keys],
+                },
+            )
         return connection.execute(
             self.query("claim_runs"),
             {
@@ -184,6 +224,7 @@ class Claim:
                 "holders": json.dumps(holders, separators=(",", ":")),
                 "worker": self.worker_id,
                 "lease": self.lease_seconds,
+                "charges": claiming.charges_json(decision),
             },
         )
 

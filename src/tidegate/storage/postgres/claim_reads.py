@@ -23,7 +23,8 @@ from tidegate.domain.scopes import Rules
 from tidegate.storage import claiming
 from tidegate.storage.postgres.payloads import claim_order, excluded_json, lane_load, local_usage, uses_tags
 
-Window = tuple[str, int, tuple[tuple[str, str], ...], bool]  # (queue, size, excluded tags, suspects read)
+# (queue, size, excluded tags, suspects read, held rate partitions)
+Window = tuple[str, int, tuple[tuple[str, str], ...], bool, tuple[str, ...]]
 Head = tuple[str, str, tuple[tuple[str, str], ...]]  # (queue, partition, excluded tags)
 Full = tuple[str, ...]  # full partitions, in key order
 Excluded = tuple[tuple[str, str], ...]  # (key, value) of full tags
@@ -88,6 +89,7 @@ class ClaimReads:
                     "tags": uses_tags(rules),
                     "excluded": "[]",
                     "suspects": True,
+                    "held": [],
                 },
             )
             sent["windows"] = [(queue.name, size, cursor) for queue, size in zip(plain, sizes, strict=True)]
@@ -118,7 +120,7 @@ class ClaimReads:
             for row in self._parsed(cursor.fetchall()):
                 rows_of.setdefault(row["queue"], []).append(row)
         for queue, size, _ in sent["windows"]:
-            self.windows[(queue, size, (), True)] = rows_of.get(queue, [])
+            self.windows[(queue, size, (), True, ())] = rows_of.get(queue, [])
         for queue, saturated, excluded, cursor in sent["partitions"]:
             self._receive_partitions(queue, saturated, excluded, cursor)
         if "hint" in sent:
@@ -129,9 +131,9 @@ class ClaimReads:
             self.lanes = lane_load(sent["lanes"])
 
     def window(
-        self, queue: str, size: int, excluded: Sequence[tuple[str, str]], suspects: bool
+        self, queue: str, size: int, excluded: Sequence[tuple[str, str]], suspects: bool, held: Sequence[str]
     ) -> list[dict[str, Any]]:
-        key = (queue, size, tuple(excluded), suspects)
+        key = (queue, size, tuple(excluded), suspects, tuple(held))
         if key not in self.windows:
             params = {
                 "queues": [queue],
@@ -139,6 +141,7 @@ class ClaimReads:
                 "tags": uses_tags(self.rules),
                 "excluded": excluded_json(excluded),
                 "suspects": suspects,
+                "held": list(held),
             }
             cursor = self.connection.cursor(row_factory=dict_row)
             self.windows[key] = self._parsed(cursor.execute(self.query("claim_window"), params).fetchall())

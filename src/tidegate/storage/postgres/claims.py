@@ -8,6 +8,7 @@ same transaction (claim.py, its reads in claim_reads.py).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from tidegate.domain import claim_plan
@@ -66,7 +67,7 @@ class Claims(Aggregate, port.ClaimVerbs):
         if not refused:
             return result
         again, _ = self._cycle(worker_id, queues, [], [], claim_limit, lease_seconds, free=False)
-        return CycleResult(again.claimed, result.fenced_out, again.cancel_requested, again.next_due_in, again.more)
+        return dataclasses.replace(again, fenced_out=result.fenced_out)
 
     def _cycle(
         self,
@@ -107,7 +108,7 @@ class Claims(Aggregate, port.ClaimVerbs):
                     # wakes its own worker too.
                     claims = claim_limit > 0 and queue_list and not self._workers.fill_order.reads_registry(worker_id)
                     wakes.named(worker_id if claims else wakes.EVERYONE)
-                claim, due, more, one_statement = None, None, False, None
+                claim, due, more, one_statement, allowed_in = None, None, False, None, None
                 if claim_limit > 0 and self._workers.fill_order.reads_registry(worker_id):
                     queue_list = self._workers.fill_order_queues(connection, worker_id, queue_list)
                 if claim_limit > 0 and queue_list:
@@ -119,7 +120,7 @@ class Claims(Aggregate, port.ClaimVerbs):
                             connection, query, version, open_queues, worker_id, claim_limit, lease_seconds
                         )
                     else:
-                        claim, due, more = Claim(
+                        limited = Claim(
                             self._q,
                             self._limits,
                             self.forecast,
@@ -129,7 +130,9 @@ class Claims(Aggregate, port.ClaimVerbs):
                             queue_list,
                             claim_limit,
                             lease_seconds,
-                        ).run()
+                        )
+                        claim, due, more = limited.run()
+                        allowed_in = limited.next_allowed_in
                 # After the claim: with a one-statement claim the stall a race test puts here
                 # (tests/contract/test_free_claims.py) holds the claim fence and the claimed rows.
                 cancels = connection.execute(self._q("cancel_requests"), {"worker": worker_id})
@@ -144,7 +147,7 @@ class Claims(Aggregate, port.ClaimVerbs):
                 # fetchone() is typed Optional; this statement always returns one row
                 next_due_in = None if due is None else due.fetchone()[0]  # type: ignore[index]
         fenced_out = [fence for fence in reported if fence not in applied_fences]
-        return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more), refused
+        return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more, allowed_in), refused
 
     def _free_choice(self, queues: list[str]) -> tuple[str, list[str]] | None:
         """The cached rules version and the open queues to claim from in one statement, when the

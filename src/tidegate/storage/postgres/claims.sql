@@ -117,20 +117,25 @@ SELECT 0.0::double precision;
 -- queue (queue leads it), each with its own size: `queue = ANY(...)` would sort
 -- every due run instead; the cost is the window, not the backlog. Runs that
 -- carry a tag of `excluded` (a list of {"key": "value"} objects: full tag
--- scopes) are left out, and suspects unless `suspects` (the read past them,
+-- scopes) are left out, and suspects unless `suspects`, and runs of the rate
+-- partitions `held` (a rate that refuses them now) (the read past them,
 -- claiming.candidate_rows). Tags are read only when some tag limit exists (`tags`):
 -- otherwise no scope depends on them. They come as text, and the adapter parses
 -- each distinct text once (claim_reads.py): a window holds few tag sets. Rows come grouped by queue, unsorted
 -- across queues; every row read stays locked until commit.
-SELECT c.id, c.task, c.queue, c.partition_key, c.tags, c.priority, c.scheduled_at, c.block_reason, c.suspect, c.resumed
+SELECT c.id, c.task, c.queue, c.partition_key, c.tags, c.priority, c.scheduled_at, c.block_reason, c.suspect, c.resumed, c.rate_key
 FROM unnest(%(queues)s::text[], %(sizes)s::integer[]) AS q(name, size)
 CROSS JOIN LATERAL (
     SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags::text END AS tags,
-           priority, scheduled_at, block_reason, suspect, resumed FROM tidegate_runs AS r
+           priority, scheduled_at, block_reason, suspect, resumed, rate_key FROM tidegate_runs AS r
     WHERE status = 'queued' AND queue = q.name AND scheduled_at <= tidegate_statement_timestamp()
       AND (deadline_at IS NULL OR deadline_at > tidegate_statement_timestamp())
       AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
       AND (%(suspects)s::boolean OR NOT suspect)
+      -- Rate partitions whose rate refuses a start now. Tested as empty first: most rows share
+      -- one rate_key (''), so the generic plan would estimate `rate_key <> ALL` to leave none
+      -- and sort the backlog instead of walking the claim index.
+      AND (cardinality(%(held)s::text[]) = 0 OR NOT (rate_key = ANY(%(held)s::text[])))
     ORDER BY resumed DESC, priority DESC, scheduled_at, id
     LIMIT q.size
     FOR UPDATE SKIP LOCKED
@@ -165,12 +170,12 @@ WITH RECURSIVE parts(key) AS (
     FROM found
 )
 SELECT f.key, t.per_partition, h.id, h.task, h.queue, h.partition_key, h.tags, h.priority, h.scheduled_at,
-       h.block_reason, h.suspect, h.resumed
+       h.block_reason, h.suspect, h.resumed, h.rate_key
 FROM found AS f
 CROSS JOIN turns AS t
 LEFT JOIN LATERAL (
     SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags::text END AS tags,
-           priority, scheduled_at, block_reason, suspect, resumed FROM tidegate_runs AS r
+           priority, scheduled_at, block_reason, suspect, resumed, rate_key FROM tidegate_runs AS r
     WHERE status = 'queued' AND queue = %(queue)s::text AND partition_key = f.key
       AND scheduled_at <= tidegate_statement_timestamp() AND (deadline_at IS NULL OR deadline_at > tidegate_statement_timestamp())
       AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
@@ -182,7 +187,7 @@ LEFT JOIN LATERAL (
 -- name: claim_partition_head
 -- The head of one partition, when claim_partitions did not read what is asked.
 SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags::text END AS tags,
-       priority, scheduled_at, block_reason, suspect, resumed FROM tidegate_runs AS r
+       priority, scheduled_at, block_reason, suspect, resumed, rate_key FROM tidegate_runs AS r
 WHERE status = 'queued' AND queue = %(queue)s::text AND partition_key = %(partition)s::text
   AND scheduled_at <= tidegate_statement_timestamp() AND (deadline_at IS NULL OR deadline_at > tidegate_statement_timestamp())
   AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
@@ -253,7 +258,8 @@ WITH claimed AS (
         status = 'running', attempt = r.attempt + 1, worker_id = %(worker)s::text,
         lease_expires_at = tidegate_statement_timestamp() + make_interval(secs => %(lease)s::double precision),
         started_at = NULL, block_reason = NULL,
-        resumed = false  -- a resumed parent goes first once: the claim that takes it ends that
+        resumed = false,  -- a resumed parent goes first once: the claim that takes it ends that
+        rate_charge = (%(charges)s::jsonb -> r.id)::text  -- what its rate windows were charged (refunds)
     FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS c(id, n)
     -- By primary key alone (the array, which a scan of the table would test against every row):
     -- the candidates are locked by this transaction since they were read queued, so they still
@@ -370,3 +376,24 @@ SELECT * FROM (
     FROM verdict AS v
 ) AS rows
 ORDER BY n NULLS LAST;
+
+-- name: rate_states
+-- The stored states of the rate windows a claim's candidates would be charged, locked in key
+-- order, with the database's time to charge them at (taken after the rated queues' claim turns
+-- were granted: claims of one rate are serialized, so each sees the states the last one wrote).
+-- A window never charged has no row yet: its first charge inserts it, under the same turn.
+WITH locked AS (
+    SELECT s.scope, s.window_ns, s.tat_ns FROM tidegate_rate_states AS s
+    JOIN unnest(%(scopes)s::text[], %(windows)s::bigint[]) AS k(scope, window_ns)
+      ON s.scope = k.scope AND s.window_ns = k.window_ns
+    ORDER BY s.scope, s.window_ns
+    FOR UPDATE OF s
+)
+SELECT extract(epoch FROM tidegate_statement_timestamp())::double precision, l.scope, l.window_ns, l.tat_ns
+FROM (SELECT 1) AS n LEFT JOIN locked AS l ON true;
+
+-- name: rate_states_write
+-- The states the claim's charges left, written in its transaction (all or none with the claims).
+INSERT INTO tidegate_rate_states AS s (scope, window_ns, tat_ns)
+SELECT * FROM unnest(%(scopes)s::text[], %(windows)s::bigint[], %(tats)s::bigint[])
+ON CONFLICT (scope, window_ns) DO UPDATE SET tat_ns = excluded.tat_ns;

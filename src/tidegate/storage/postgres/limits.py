@@ -15,8 +15,10 @@ from tidegate.domain.errors import StoreUnavailable
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.limits import QueueConfig, RunQueueConfig, queue_to_dict, run_queue_to_dict
 from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
+from tidegate.domain.rates import RateStates
 from tidegate.domain.scopes import Rules
 from tidegate.storage import port, records
+from tidegate.storage.claiming import STATE_SLACK_NS
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.payloads import event_params, payload_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
@@ -112,6 +114,12 @@ class Limits(Aggregate, port.LimitVerbs):
     def scope_usage(self) -> dict[str, int]:
         with self._connection() as connection:
             return dict(connection.execute(self._q("scope_usage")).fetchall())
+
+    def rate_states(self) -> RateStates:
+        with self._connection() as connection:
+            rows = connection.execute(self._q("live_rate_states"), {"slack": STATE_SLACK_NS}).fetchall()
+        states = {(scope, window): tat for _, scope, window, tat in rows if scope is not None}
+        return RateStates(states, rows[0][0])
 
     def scope_holders(self, scope: str) -> list[HolderRecord]:
         rows = self._fetch_dicts("scope_holders", {"scope": scope})

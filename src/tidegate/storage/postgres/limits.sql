@@ -75,3 +75,14 @@ SELECT scope, sum(slots)::integer FROM tidegate_holders WHERE holder = run_id GR
 -- name: scope_holders
 SELECT scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at FROM tidegate_holders
 WHERE scope = %(scope)s::text ORDER BY claimed_at, holder;
+
+-- name: live_rate_states
+-- Also the hint of the claim's candidate read (claiming.candidate_rows: it steps over the runs of a
+-- rate partition its state holds back).
+-- The rate states that may still hold a start back, with the database's time of the read: a
+-- window whose TAT is not after now allows any cost up to its burst (domain/rates.py), so older
+-- rows are left unread (with slack for the float's rounding).
+WITH clock AS (SELECT extract(epoch FROM tidegate_statement_timestamp())::double precision AS now)
+SELECT c.now, s.scope, s.window_ns, s.tat_ns
+FROM clock AS c LEFT JOIN tidegate_rate_states AS s
+  ON s.tat_ns > (c.now * 1000000000)::bigint - %(slack)s::bigint;

@@ -66,7 +66,7 @@ FROM (
 -- the adapter raises with them (and the ceiling's pace, read then: activity.sql's run_pace).
 WITH new AS (
     SELECT * FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
-        n integer, id text, task text, queue text, partition_key text, priority integer, args jsonb,
+        n integer, id text, task text, queue text, partition_key text, rate_key text, priority integer, args jsonb,
         tags jsonb, concurrency_key text, max_attempts integer, retry_backoff double precision,
         timeout double precision, delay double precision, deadline double precision, trace_context text)
 ), ceilings AS (
@@ -94,9 +94,9 @@ WITH new AS (
     LIMIT 1
 ), stored AS (
     INSERT INTO tidegate_runs (
-        id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
-        retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at, trace_context)
-    SELECT id, task, queue, partition_key, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
+        id, task, queue, partition_key, rate_key, status, priority, args, tags, concurrency_key, attempt,
+        max_attempts, retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at, trace_context)
+    SELECT id, task, queue, partition_key, rate_key, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
            retry_backoff, timeout, tidegate_now(), tidegate_now(), tidegate_now() + make_interval(secs => delay),
            tidegate_now() + make_interval(secs => deadline), trace_context
     FROM new WHERE NOT EXISTS (SELECT 1 FROM refused) ORDER BY n
@@ -142,15 +142,15 @@ WITH current_rules AS MATERIALIZED (
            AS same
 ), new AS (
     SELECT * FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
-        n integer, id text, task text, queue text, partition_key text, priority integer, args jsonb,
+        n integer, id text, task text, queue text, partition_key text, rate_key text, priority integer, args jsonb,
         tags jsonb, concurrency_key text, max_attempts integer, retry_backoff double precision,
         timeout double precision, delay double precision, deadline double precision, trace_context text)
     WHERE (SELECT same FROM current_rules)
 ), stored AS (
     INSERT INTO tidegate_runs (
-        id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
-        retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at, trace_context)
-    SELECT id, task, queue, partition_key, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
+        id, task, queue, partition_key, rate_key, status, priority, args, tags, concurrency_key, attempt,
+        max_attempts, retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at, trace_context)
+    SELECT id, task, queue, partition_key, rate_key, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
            retry_backoff, timeout, tidegate_now(), tidegate_now(), tidegate_now() + make_interval(secs => delay),
            tidegate_now() + make_interval(secs => deadline), trace_context
     FROM new ORDER BY n
@@ -177,7 +177,7 @@ WHERE status IN ('queued', 'running', 'waiting') AND queue = ANY(%(queues)s::tex
 SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
        submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
        cancel_requested, result, error, block_reason, suspect, resumed, parent_id, root_id, depth, wait_released, wait_kept,
-       wait_remaining, child_waits, worker_shutdowns, lost_workers, manual_retries
+       wait_remaining, child_waits, worker_shutdowns, lost_workers, manual_retries, rate_key
 FROM tidegate_runs WHERE id = %(id)s::text;
 
 -- name: run_events
@@ -193,7 +193,7 @@ GROUP BY status;
 SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
        submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
        cancel_requested, result, error, block_reason, suspect, resumed,
-       child_waits, worker_shutdowns, lost_workers, manual_retries
+       child_waits, worker_shutdowns, lost_workers, manual_retries, rate_key
 FROM tidegate_runs
 WHERE status = 'queued' AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
 ORDER BY resumed DESC, priority DESC, scheduled_at, id

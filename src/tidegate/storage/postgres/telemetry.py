@@ -31,7 +31,7 @@ class Telemetry(Aggregate, port.TelemetryVerbs):
     def queued_shapes(self) -> list[QueuedShape]:
         with self._connection() as connection:
             rows = connection.execute(self._q("queued_shapes")).fetchall()
-        return [QueuedShape(queue, partition, tags or {}, runs) for queue, partition, tags, runs in rows]
+        return [QueuedShape(queue, partition, tags or {}, runs, rate) for queue, partition, tags, rate, runs in rows]
 
     def run_counts(self) -> dict[tuple[str, RunStatus], int]:
         with self._connection() as connection:

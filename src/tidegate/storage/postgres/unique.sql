@@ -32,6 +32,7 @@ ON CONFLICT (key) DO UPDATE SET run_id = excluded.run_id, holds = excluded.holds
 UPDATE tidegate_runs SET
     args = %(args)s::jsonb,
     partition_key = %(partition)s::text,
+    rate_key = %(rate_key)s::text,
     scheduled_at = CASE
         WHEN NOT %(debounce)s::boolean THEN scheduled_at
         WHEN %(max_wait)s::double precision IS NULL THEN tidegate_now() + make_interval(secs => %(delay)s::double precision)

@@ -38,10 +38,12 @@ WHERE w.expires_at >= tidegate_now();
 -- name: check_overflow_window
 -- The first due runs of each queue in claim order, as claim_window reads them
 -- but without locking them: looking must not hide runs from claimers.
-SELECT c.id, c.task, c.queue, c.partition_key, c.tags, c.priority, c.scheduled_at, c.block_reason, c.suspect, c.resumed
+SELECT c.id, c.task, c.queue, c.partition_key, c.tags, c.priority, c.scheduled_at, c.block_reason, c.suspect, c.resumed,
+       c.rate_key
 FROM unnest(%(queues)s::text[]) AS q(name)
 CROSS JOIN LATERAL (
-    SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect, resumed FROM tidegate_runs
+    SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect, resumed, rate_key
+    FROM tidegate_runs
     WHERE status = 'queued' AND queue = q.name AND scheduled_at <= tidegate_now()
       AND (deadline_at IS NULL OR deadline_at > tidegate_now())
     ORDER BY resumed DESC, priority DESC, scheduled_at, id

@@ -14,8 +14,10 @@ from typing import Any
 from tidegate.domain import claim_plan, transitions
 from tidegate.domain import events as history
 from tidegate.domain.admission import LocalUsage, admit
+from tidegate.domain.claim_plan import ClaimPlan
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import ClaimedRun, CycleResult, Outcome
+from tidegate.domain.rates import RateStates, to_ns
 from tidegate.storage import claiming, port
 from tidegate.storage.port import Fence
 from tidegate.storage.shared import wakes
@@ -48,6 +50,7 @@ class Claims(Aggregate, port.ClaimVerbs):
         fenced_out: list[Fence] = []
         claimed: list[ClaimedRun] = []
         more = False
+        allowed_in: float | None = None
         with self._write() as (connection, now):
             if starts:
                 for run_id, attempt in connection.execute(
@@ -64,7 +67,10 @@ class Claims(Aggregate, port.ClaimVerbs):
                 queues = self._workers.fill_order_queues(connection, worker_id, queues, now)
                 claim_limit = claim_limit if queues else 0
             if claim_limit > 0:
-                claimed, more = self._claim(connection, worker_id, queues, claim_limit, lease_seconds, events, now)
+                claimed, more, allowed_at = self._claim(
+                    connection, worker_id, queues, claim_limit, lease_seconds, events, now
+                )
+                allowed_in = None if allowed_at is None else allowed_at - now
                 if len(claimed) < claim_limit:
                     next_due_in = self._next_due_in(connection, queues, now)
             if events:
@@ -76,7 +82,7 @@ class Claims(Aggregate, port.ClaimVerbs):
             outcomes or (self._workers.fill_order.member(worker_id) and claimed and len(claimed) == claim_limit)
         )
         wakes.named(worker_id if claim_limit > 0 else wakes.EVERYONE)
-        return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more)
+        return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more, allowed_in)
 
     def _record_outcomes(
         self,
@@ -129,10 +135,11 @@ class Claims(Aggregate, port.ClaimVerbs):
         lease_seconds: float,
         events: list[dict[str, Any]],
         now: float,
-    ) -> tuple[list[ClaimedRun], bool]:
+    ) -> tuple[list[ClaimedRun], bool, float | None]:
         """Read candidates and usage, let the pure policy decide, write its decision.
 
-        Returns the claimed runs and whether to claim again at once: the read
+        Returns the claimed runs, when a run a rate held back may start
+        (`Admission.next_allowed_at`) and whether to claim again at once: the read
         was full, not everything in it could be taken this time, and no full
         limit that binds every run of the queues makes a second claim futile
         (`ClaimPlan.nothing_more`).
@@ -148,9 +155,16 @@ class Claims(Aggregate, port.ClaimVerbs):
             # Only per-worker caps read this worker's own counts; skip the query on the hot path otherwise.
             local = self._local_usage(connection, worker_id)
         reader = claiming.CandidateReader(
-            window=lambda queue, size, excluded, suspects: connection.execute(
+            window=lambda queue, size, excluded, suspects, held: connection.execute(
                 self._q("claim_window"),
-                {"queue": queue, "now": now, "limit": size, "excluded": json.dumps(excluded), "suspects": suspects},
+                {
+                    "queue": queue,
+                    "now": now,
+                    "limit": size,
+                    "excluded": json.dumps(excluded),
+                    "suspects": suspects,
+                    "held": json.dumps(list(held)),
+                },
             ).fetchall(),
             partitions=lambda queue, size: [
                 row[0] for row in connection.execute(self._q("claim_partitions"), {"queue": queue, "limit": size})
@@ -160,10 +174,12 @@ class Claims(Aggregate, port.ClaimVerbs):
                 {"queue": queue, "partition": partition, "now": now, "limit": size, "excluded": json.dumps(excluded)},
             ).fetchall(),
         )
-        found = claiming.candidate_rows(plan, limit, usage, reader, local)
+        found = claiming.candidate_rows(
+            plan, limit, usage, reader, local, rates=self._live_rates(connection, plan, now)
+        )
         rows = found.rows
         if not rows:
-            return [], False
+            return [], False, None
         groups: dict[str, str] = {}
         suspects = claiming.suspect_ids(rows)
         if suspects:  # a worker runs one group of suspects at a time: read its own group, and theirs
@@ -178,19 +194,29 @@ class Claims(Aggregate, port.ClaimVerbs):
             claiming.to_candidate(row, rules, json.loads(row["tags"]), row["scheduled_at"], groups.get(row["id"]))
             for row in rows
         ]
-        decision = admit(candidates, usage, rules, local, limit, lane_load)
+        rate_states = self._rate_states(connection, claiming.rate_keys(rows, rules))
+        decision = admit(candidates, usage, rules, local, limit, lane_load, rate_states, now)
         changed = claiming.changed_block_reasons(decision, {row["id"]: row["block_reason"] for row in rows})
         if changed:
             connection.execute(self._q("set_block_reasons"), {"reasons": json.dumps(list(changed.items()))})
             for run_id, reason in changed.items():
                 events.append(event_row(run_id, history.run_blocked(json.loads(reason)), now))
         if not decision.admitted:
-            return [], False
+            return [], False, decision.next_allowed_at
         admitted_ids = [candidate.id for candidate, _ in decision.admitted]
         claimed_rows = connection.execute(
             self._q("claim_runs"),
-            {"ids": json.dumps(admitted_ids), "worker": worker_id, "now": now, "lease": lease_seconds},
+            {
+                "ids": json.dumps(admitted_ids),
+                "worker": worker_id,
+                "now": now,
+                "lease": lease_seconds,
+                "charges": claiming.charges_json(decision),
+            },
         ).fetchall()
+        if decision.rate_states:
+            states = [[scope, window, tat] for (scope, window), tat in sorted(decision.rate_states.items())]
+            connection.execute(self._q("rate_states_write"), {"states": json.dumps(states)})
         order = {run_id: index for index, run_id in enumerate(admitted_ids)}
         claimed = sorted((claimed_run(row) for row in claimed_rows), key=lambda run: order[run.id])
         attempts = {run.id: run.attempt for run in claimed}
@@ -208,7 +234,22 @@ class Claims(Aggregate, port.ClaimVerbs):
         for run in claimed:
             events.append(event_row(run.id, history.run_dequeued(run.attempt, worker_id), now))
         short = len(claimed) < limit
-        return claimed, short and found.exhausted and not plan.nothing_more(usage, local, decision)
+        more = short and found.exhausted and not plan.nothing_more(usage, local, decision)
+        return claimed, more, decision.next_allowed_at
+
+    def _rate_states(self, connection: sqlite3.Connection, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The stored states of the rate windows `keys` (none read when no candidate has a rate)."""
+        if not keys:
+            return {}
+        read = connection.execute(self._q("rate_states"), {"keys": json.dumps(keys)})
+        return {(scope, window): tat for scope, window, tat in read}
+
+    def _live_rates(self, connection: sqlite3.Connection, plan: ClaimPlan, now: float) -> RateStates | None:
+        """The rate states that may refuse a start now, when a queue read has a rate (None: none has)."""
+        if not any(plan.rules.rates(queue.name) for queue in plan.open):
+            return None
+        rows = connection.execute(self._q("live_rate_states"), {"after": to_ns(now) - claiming.STATE_SLACK_NS})
+        return RateStates({(scope, window): tat for scope, window, tat in rows}, now)
 
     def _local_usage(self, connection: sqlite3.Connection, worker_id: str) -> LocalUsage:
         """What this worker runs, per queue and per (queue, partition), and its group of suspects."""

@@ -50,10 +50,13 @@ WHERE worker_id = :worker AND status = 'running' AND cancel_requested = 1;
 -- name: claim_window
 -- One queue at a time so that the claim index delivers rows in order: the
 -- cost is the window, not the backlog. Without :suspects, what lies past the
--- suspects (claiming.candidate_rows).
-SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect, resumed FROM tidegate_runs
+-- suspects; without the rate partitions :held, past a rate that refuses them now
+-- (claiming.candidate_rows).
+SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect, resumed, rate_key
+FROM tidegate_runs
 WHERE status = 'queued' AND queue = :queue AND +scheduled_at <= :now
   AND (deadline_at IS NULL OR deadline_at > :now) AND (:suspects OR NOT suspect)
+  AND +rate_key NOT IN (SELECT value FROM json_each(:held))
   AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) AS x
                   WHERE json_extract(tidegate_runs.tags, '$."' || json_extract(x.value, '$[0]') || '"')
                         = json_extract(x.value, '$[1]'))
@@ -75,7 +78,8 @@ WITH RECURSIVE parts(key) AS (
 SELECT key FROM parts WHERE key IS NOT NULL LIMIT :limit;
 
 -- name: claim_partition_head
-SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect, resumed FROM tidegate_runs
+SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect, resumed, rate_key
+FROM tidegate_runs
 WHERE status = 'queued' AND queue = :queue AND partition_key = :partition AND +scheduled_at <= :now
   AND (deadline_at IS NULL OR deadline_at > :now)
   AND NOT EXISTS (SELECT 1 FROM json_each(:excluded) AS x
@@ -88,7 +92,8 @@ LIMIT :limit;
 UPDATE tidegate_runs SET
     status = 'running', attempt = attempt + 1, worker_id = :worker,
     lease_expires_at = :now + :lease, started_at = NULL, block_reason = NULL,
-    resumed = 0  -- a resumed parent goes first once: the claim that takes it ends that
+    resumed = 0,  -- a resumed parent goes first once: the claim that takes it ends that
+    rate_charge = json_extract(:charges, '$."' || id || '"')  -- what its rate windows were charged (refunds)
 WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'queued'
 RETURNING id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect,
           max(0, :now - scheduled_at) AS queued_seconds, parent_id IS NOT NULL AS has_parent, trace_context;
@@ -120,3 +125,16 @@ FROM json_each(:holders);
 UPDATE tidegate_runs SET block_reason = json_extract(b.value, '$[1]')
 FROM json_each(:reasons) AS b
 WHERE tidegate_runs.id = json_extract(b.value, '$[0]') AND +tidegate_runs.status = 'queued';
+
+-- name: rate_states
+-- The stored states of the rate windows a claim's candidates would be charged (BEGIN IMMEDIATE
+-- serializes claimers: nothing changes them before this claim commits).
+SELECT s.scope, s.window_ns, s.tat_ns FROM tidegate_rate_states AS s
+JOIN json_each(:keys) AS k
+  ON s.scope = json_extract(k.value, '$[0]') AND s.window_ns = json_extract(k.value, '$[1]');
+
+-- name: rate_states_write
+INSERT INTO tidegate_rate_states (scope, window_ns, tat_ns)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(:states)
+WHERE true
+ON CONFLICT (scope, window_ns) DO UPDATE SET tat_ns = excluded.tat_ns;

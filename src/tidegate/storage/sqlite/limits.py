@@ -13,8 +13,10 @@ from collections.abc import Sequence
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.limits import QueueConfig, RunQueueConfig, queue_to_dict, run_queue_to_dict
 from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
+from tidegate.domain.rates import RateStates, to_ns
 from tidegate.domain.scopes import Rules
 from tidegate.storage import port, records
+from tidegate.storage.claiming import STATE_SLACK_NS
 from tidegate.storage.rules import limit_change, stored_rules
 from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.database import Aggregate, Database
@@ -106,6 +108,11 @@ class Limits(Aggregate, port.LimitVerbs):
 
     def scope_usage(self) -> dict[str, int]:
         return dict(self._connection().execute(self._q("scope_usage")))
+
+    def rate_states(self) -> RateStates:
+        now = self._db.clock.wall()
+        rows = self._connection().execute(self._q("live_rate_states"), {"after": to_ns(now) - STATE_SLACK_NS})
+        return RateStates({(scope, window): tat for scope, window, tat in rows}, now)
 
     def scope_holders(self, scope: str) -> list[HolderRecord]:
         rows = self._connection().execute(self._q("scope_holders"), {"scope": scope})

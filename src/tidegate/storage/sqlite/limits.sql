@@ -56,3 +56,10 @@ RETURNING version;
 
 -- name: reset_override
 DELETE FROM tidegate_limit_overrides WHERE target = :target RETURNING "limit", version;
+
+-- name: live_rate_states
+-- Also the hint of the claim's candidate read (claiming.candidate_rows: it steps over the runs of a
+-- rate partition its state holds back).
+-- The rate states that may still hold a start back: a window whose TAT is not after now allows
+-- any cost up to its burst (domain/rates.py), so older rows are left unread (:after has slack).
+SELECT scope, window_ns, tat_ns FROM tidegate_rate_states WHERE tat_ns > :after;

@@ -31,10 +31,10 @@ FROM tidegate_tasks ORDER BY name;
 
 -- name: enqueue
 INSERT INTO tidegate_runs (
-    id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
+    id, task, queue, partition_key, rate_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
     retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at, trace_context)
 VALUES (
-    :id, :task, :queue, :partition_key, 'queued', :priority, :args, :tags, :concurrency_key, 0, :max_attempts,
+    :id, :task, :queue, :partition_key, :rate_key, 'queued', :priority, :args, :tags, :concurrency_key, 0, :max_attempts,
     :retry_backoff, :timeout, :now, :now, :now + :delay, :now + :deadline, :trace_context);
 
 -- name: run_status

@@ -30,7 +30,10 @@ class Telemetry(Aggregate, port.TelemetryVerbs):
 
     def queued_shapes(self) -> list[QueuedShape]:
         rows = self._connection().execute(self._q("queued_shapes"))
-        return [QueuedShape(queue, partition, to_json(tags) or {}, runs) for queue, partition, tags, runs in rows]
+        return [
+            QueuedShape(queue, partition, to_json(tags) or {}, runs, rate)
+            for queue, partition, tags, rate, runs in rows
+        ]
 
     def run_counts(self) -> dict[tuple[str, RunStatus], int]:
         rows = self._connection().execute(self._q("run_counts"))

@@ -18,12 +18,12 @@ ORDER BY id DESC
 LIMIT :limit;
 
 -- name: queued_shapes
--- Queued runs grouped by what decides their scopes (queue, partition, tags): the counts of
--- blocked runs classify each group once (domain/blocking.py), never each run.
-SELECT queue, partition_key, tags, count(*) AS runs
+-- Queued runs grouped by what decides their scopes (queue, partition, tags, rate partition): the
+-- counts of blocked runs classify each group once (domain/blocking.py), never each run.
+SELECT queue, partition_key, tags, rate_key, count(*) AS runs
 FROM tidegate_runs
 WHERE status = 'queued'
-GROUP BY queue, partition_key, tags;
+GROUP BY queue, partition_key, tags, rate_key;
 
 -- name: run_counts
 -- Runs per (queue, status): the fleet-wide gauge of `/metrics`, read at scrape time.

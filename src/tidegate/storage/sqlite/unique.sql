@@ -21,6 +21,7 @@ ON CONFLICT (key) DO UPDATE SET run_id = excluded.run_id, holds = excluded.holds
 UPDATE tidegate_runs SET
     args = :args,
     partition_key = :partition,
+    rate_key = :rate_key,
     scheduled_at = CASE
         WHEN NOT :debounce THEN scheduled_at
         WHEN :max_wait IS NULL THEN :now + :delay

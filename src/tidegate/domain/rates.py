@@ -1,0 +1,211 @@
+"""Rate limits: at most `limit` starts (or cost units) in any window of length `per`.
+
+A rate keeps one number per key and window, GCRA's theoretical arrival time
+(TAT), never a row per start. GCRA is a token bucket seen from the side: a
+start of cost `c` is allowed at `now` when `max(TAT, now) + c*T <= now + burst*T`,
+and moves TAT to `max(TAT, now) + c*T`, with `T` the emission interval.
+
+What GCRA guarantees, and the choice of `T` that follows (proved in
+tests/unit/test_rates_model.py against a log of every start):
+
+* In any half-open window of length `per`, the admitted cost is less than
+  `per/T + burst`. So GCRA with `burst = limit` and `T = per/limit` (the usual
+  "burst = limit" reading) lets through up to `2*limit - 1` in one window:
+  `limit` at once, then one every `T` from the next instant on. It is a
+  token bucket, not a window limit.
+* With `T = per / (limit + 1 - burst)` the bound is exactly `limit`: never more
+  than `limit` in any window of length `per`, for any costs and any arrival
+  times. The price of a burst is sustained rate: `limit + 1 - burst` per `per`.
+  The default burst is a twentieth of the limit (at least 1), which keeps
+  95 % of the rate and lets a claim take a few tokens at once (so the time a
+  claim takes does not cost tokens); `burst=1` is the full rate, evenly spaced.
+* It admits exactly when the token bucket of that size and refill has room
+  (`conforms` in the tests' model), and a cost above `burst` is never admitted.
+
+Times are seconds on the database's clock, passed in as `now`; the arithmetic
+is in whole nanoseconds, each rounding taken on the side that admits less.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from tidegate.domain.durations import format_duration, parse_duration
+from tidegate.domain.errors import ConfigurationError
+from tidegate.domain.integers import STORED_INT_MAX
+
+# A window shorter than this cannot be honoured by a claim that takes milliseconds.
+MIN_PER = 0.001
+NS = 10**9  # states and arithmetic in whole nanoseconds: exact, so rounding never admits more
+
+
+@dataclass(frozen=True)
+class Rate:
+    """At most `limit` starts (cost units) in any window of `per` (a human duration like "1m")."""
+
+    limit: int
+    per: str | float
+    burst: int | None = None
+
+    def __post_init__(self) -> None:
+        limit = self.limit
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= STORED_INT_MAX:
+            raise ConfigurationError(f"Rate.limit must be a whole number from 1 to {STORED_INT_MAX}, got {limit!r}")
+        parse_duration(self.per, name="Rate.per", minimum=MIN_PER)
+        burst = self.burst
+        if burst is not None and (isinstance(burst, bool) or not isinstance(burst, int) or not 1 <= burst <= limit):
+            raise ConfigurationError(f"Rate.burst must be a whole number from 1 to the limit {limit}, got {burst!r}")
+
+    @property
+    def seconds(self) -> float:
+        """The window's length in seconds."""
+        return parse_duration(self.per, name="Rate.per", minimum=MIN_PER)
+
+    @property
+    def allowed_burst(self) -> int:
+        """The most cost taken at one instant (and so the largest cost one start may have)."""
+        return self.burst if self.burst is not None else max(1, self.limit // 20)
+
+    @property
+    def sustained(self) -> int:
+        """Cost units per window a steady backlog gets: `limit + 1 - burst`."""
+        return self.limit + 1 - self.allowed_burst
+
+    @property
+    def label(self) -> str:
+        """'60/1m': how surfaces name the window."""
+        return f"{self.limit}/{format_duration(self.seconds)}"
+
+    def to_json(self) -> dict[str, object]:
+        """The stored form (per in seconds), read back by `from_json`."""
+        return {"limit": self.limit, "per": self.seconds, "burst": self.allowed_burst}
+
+    @classmethod
+    def from_json(cls, data: object) -> Rate:
+        if not isinstance(data, dict):
+            raise ConfigurationError(f"a stored rate must be an object, got {data!r}")
+        return cls(limit=data["limit"], per=data["per"], burst=data.get("burst"))
+
+
+def check_rates(value: object, what: str = "rate") -> tuple[Rate, ...]:
+    """A rate declaration: one `Rate` or a list of them (every window must allow), none twice."""
+    if value is None:
+        return ()
+    rates = [value] if isinstance(value, Rate) else value
+    if isinstance(rates, (str, bytes)) or not isinstance(rates, Sequence):
+        raise ConfigurationError(f"{what}: expected a Rate or a list of Rate, got {value!r}")
+    seen: set[float] = set()
+    for rate in rates:
+        if not isinstance(rate, Rate):
+            raise ConfigurationError(f"{what}: expected Rate(limit=..., per=...), got {rate!r}")
+        if rate.seconds in seen:
+            raise ConfigurationError(f"{what}: two rates with the window {format_duration(rate.seconds)}")
+        seen.add(rate.seconds)
+    return tuple(rates)
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A `take`'s answer: allowed or not, the states to store, and when this cost would be allowed."""
+
+    allowed: bool
+    states: tuple[int | None, ...]  # TAT per window in ns; unchanged when not allowed
+    retry_at: float  # the earliest time every window allows the cost: `now` when allowed, inf if never
+
+
+def to_ns(now: float) -> int:
+    """A time in whole nanoseconds, rounded up: the instant the limiter counts a start at."""
+    return math.ceil(Fraction(now) * NS)
+
+
+def window_key(rate: Rate) -> int:
+    """A window's key in the stored state: its length in ns (a scope has one window per length)."""
+    return round(Fraction(rate.seconds) * NS)
+
+
+def interval(rate: Rate) -> int:
+    """GCRA's emission interval T = per / (limit + 1 - burst) in ns, rounded up (never a faster rate)."""
+    return -(-window_key(rate) // rate.sustained)
+
+
+def take(states: Sequence[int | None], rates: Sequence[Rate], cost: int, now: float) -> Taken:
+    """Charge `cost` to every window at `now`, all or none (`None` is a window never charged)."""
+    if len(states) != len(rates):
+        raise ValueError("one state per window")
+    if isinstance(cost, bool) or not isinstance(cost, int) or cost < 1:
+        raise ValueError(f"a rate cost is a whole number of at least 1, got {cost!r}")
+    at = to_ns(now)
+    retry = at
+    charged: list[int | None] = []
+    for state, rate in zip(states, rates, strict=True):
+        if cost > rate.allowed_burst:
+            return Taken(False, tuple(states), math.inf)
+        step = interval(rate)
+        # allowed once at >= TAT + (cost - burst) * T
+        if state is not None:
+            retry = max(retry, state + (cost - rate.allowed_burst) * step)
+        charged.append(max(at if state is None else state, at) + cost * step)
+    if retry > at:
+        return Taken(False, tuple(states), _up(Fraction(retry, NS)))
+    return Taken(True, tuple(charged), now)
+
+
+@dataclass(frozen=True)
+class Held:
+    """A start a rate refuses now: the window that holds it longest, and when every window allows it."""
+
+    rate: Rate
+    retry_at: float | None  # database clock; None: the cost exceeds a window's burst and never fits
+
+
+def held(states: Sequence[int | None], rates: Sequence[Rate], cost: int, now: float) -> Held | None:
+    """Whether `take` would refuse `cost` at `now` and why (None: allowed, nothing taken).
+
+    The one reading of a refusal, for the claim's block reason and for every
+    surface that says why a queued run waits (`domain.blocking`).
+    """
+    taken = take(states, rates, cost, now)
+    if taken.allowed:
+        return None
+
+    def alone(index: int) -> float:
+        return take([states[index]], (rates[index],), cost, now).retry_at
+
+    binding = rates[max(range(len(rates)), key=alone)]
+    return Held(binding, None if taken.retry_at == math.inf else taken.retry_at)
+
+
+@dataclass(frozen=True)
+class RateStates:
+    """The stored rate states (GCRA's TAT in ns per (rate scope, window in ns)) read at `now`, the
+    database's time of the read: what decides whether a rated run may start now."""
+
+    states: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    now: float = 0.0
+
+    def held(self, scope: str, rates: Sequence[Rate], cost: int) -> Held | None:
+        """Whether a start of `cost` charged to `scope` is refused now (None: allowed, or no rate)."""
+        if not rates:
+            return None
+        return held([self.states.get((scope, window_key(rate))) for rate in rates], rates, cost, self.now)
+
+
+def refund(state: int | None, before: int | None, after: int | None) -> int | None:
+    """A window's state once a charge that never started is given back (`before`/`after`: around it).
+
+    Exact when nothing was charged after it: the window is as if it never was.
+    Once another charge landed after it, the state no longer says when the
+    refunded units were taken, and lowering it could let a later burst overlap
+    the kept ones: the charge is then kept (never past the limit, at the price
+    of a few tokens).
+    """
+    return before if state == after else state
+
+
+def _up(value: Fraction) -> float:
+    """The float at or above `value`: a retry time is never earlier than the exact one."""
+    result = float(value)
+    return math.nextafter(result, math.inf) if Fraction(result) < value else result
