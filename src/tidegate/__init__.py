@@ -6,7 +6,7 @@ Every type a user passes to or receives from the public API is exported here
 """
 
 from tidegate.app import App, RunHandle, Task, TaskOptions
-from tidegate.app.keywords import StepKeywords, TaskKeywords, WorkflowKeywords
+from tidegate.app.keywords import StepKeywords, SubmitKeywords, TaskKeywords, WorkflowKeywords
 from tidegate.app.steps import WorkflowTask
 from tidegate.domain.attempts import AttemptCount
 from tidegate.domain.backpressure import Pace
@@ -59,7 +59,7 @@ from tidegate.domain.model import (
     WorkerRecord,
 )
 from tidegate.domain.parameters import ParameterKind, TaskParameter, TaskParameters
-from tidegate.domain.rates import Rate
+from tidegate.domain.rates import Held, Rate, RateStates
 from tidegate.domain.retention import PruneReport
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleDefinition, ScheduleRecord, Tick
 from tidegate.domain.scopes import Rules, ScopeNeed
@@ -110,6 +110,7 @@ __all__ = [
     "EventRecord",
     "Executor",
     "Firing",
+    "Held",
     "HolderRecord",
     "InvalidArgument",
     "KubernetesSpec",
@@ -137,6 +138,7 @@ __all__ = [
     "QueueNotFound",
     "QueuedShape",
     "Rate",
+    "RateStates",
     "RecursiveWaitDeadlock",
     "Rules",
     "RunCanceled",
@@ -166,6 +168,7 @@ __all__ = [
     "StepUpdate",
     "Store",
     "StoreUnavailable",
+    "SubmitKeywords",
     "Submits",
     "SweepReport",
     "SystemClock",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
 from typing import Any, Unpack, overload
 
 from tidegate.app import settings
@@ -13,6 +12,7 @@ from tidegate.app.handle import RunHandle
 from tidegate.app.keywords import (
     STEP_DEFAULTS,
     StepKeywords,
+    SubmitKeywords,
     TaskKeywords,
     WorkflowKeywords,
     check_keywords,
@@ -282,88 +282,35 @@ class App:
 
     # --- submitting -----------------------------------------------------------------
 
-    def submit(
-        self,
-        task: str,
-        args: Mapping[str, Any] | None = None,
-        *,
-        priority: int | None = None,
-        tags: Mapping[str, str] | None = None,
-        queue: str | None = None,
-        run_at: datetime | timedelta | None = None,
-        concurrency_key: str | None = None,
-        unique_key: str | None = None,
-        idempotency_key: str | None = None,
-        idempotency_ttl: str | float | None = None,
-        connection: Any = None,
-    ) -> RunHandle:
+    def submit(self, task: str, args: Mapping[str, Any] | None = None, **options: Unpack[SubmitKeywords]) -> RunHandle:
         """Submit by task name: the code need not be importable here. The keys and `connection` are
         `Task.options`'s."""
-        keys = SubmitKeys(unique_key, idempotency_key, idempotency_ttl)
-        options = self._submitter.options_for(
-            task,
-            priority=priority,
-            tags=tags,
-            queue=queue,
-            run_at=run_at,
-            concurrency_key=concurrency_key,
-            keys=keys,
-            connection=connection,
-        )
-        return options.submit_many([{} if args is None else args])[0]
+        return self.options_for(task, **options).submit_many([{} if args is None else args])[0]
 
     async def submit_async(
-        self,
-        task: str,
-        args: Mapping[str, Any] | None = None,
-        *,
-        priority: int | None = None,
-        tags: Mapping[str, str] | None = None,
-        queue: str | None = None,
-        run_at: datetime | timedelta | None = None,
-        concurrency_key: str | None = None,
-        unique_key: str | None = None,
-        idempotency_key: str | None = None,
-        idempotency_ttl: str | float | None = None,
-        connection: Any = None,
+        self, task: str, args: Mapping[str, Any] | None = None, **options: Unpack[SubmitKeywords]
     ) -> RunHandle:
         """`submit` from an event loop: the same checks and admission, awaited (PostgreSQL: no thread)."""
-        keys = SubmitKeys(unique_key, idempotency_key, idempotency_ttl)
-        options = self._submitter.options_for(
-            task,
-            priority=priority,
-            tags=tags,
-            queue=queue,
-            run_at=run_at,
-            concurrency_key=concurrency_key,
-            keys=keys,
-            connection=connection,
-            definition=await self._submitter.definition_async(task),
-        )
-        return (await options.submit_many_async([{} if args is None else args]))[0]
+        definition = await self._submitter.definition_async(task)
+        chosen = self._options(task, options, definition)
+        return (await chosen.submit_many_async([{} if args is None else args]))[0]
 
-    def options_for(
-        self,
-        task: str,
-        *,
-        priority: int | None = None,
-        tags: Mapping[str, str] | None = None,
-        queue: str | None = None,
-        run_at: datetime | timedelta | None = None,
-        concurrency_key: str | None = None,
-        unique_key: str | None = None,
-        idempotency_key: str | None = None,
-        idempotency_ttl: str | float | None = None,
-    ) -> TaskOptions:
+    def options_for(self, task: str, **options: Unpack[SubmitKeywords]) -> TaskOptions:
         """Submit options for a task known by name (registered here, or by any worker before)."""
+        return self._options(task, options)
+
+    def _options(self, task: str, options: SubmitKeywords, definition: TaskDefinition | None = None) -> TaskOptions:
+        keys = SubmitKeys(options.get("unique_key"), options.get("idempotency_key"), options.get("idempotency_ttl"))
         return self._submitter.options_for(
             task,
-            priority=priority,
-            tags=tags,
-            queue=queue,
-            run_at=run_at,
-            concurrency_key=concurrency_key,
-            keys=SubmitKeys(unique_key, idempotency_key, idempotency_ttl),
+            priority=options.get("priority"),
+            tags=options.get("tags"),
+            queue=options.get("queue"),
+            run_at=options.get("run_at"),
+            concurrency_key=options.get("concurrency_key"),
+            keys=keys,
+            connection=options.get("connection"),
+            definition=definition,
         )
 
     def declare(self) -> None:

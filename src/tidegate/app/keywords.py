@@ -9,12 +9,28 @@ TypedDict names is refused as Python refuses an unknown keyword.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
 from typing import Any, TypedDict
 
 from tidegate.app.definitions import task_definition
 from tidegate.domain.model import TaskDefinition
 from tidegate.domain.unique import Unique
 from tidegate.workflow import Executor
+
+
+class SubmitKeywords(TypedDict, total=False):
+    """A submit by name (`App.submit`, `App.submit_async`, `App.options_for`): the options a task's
+    `options(...)` takes, the keys of once-per-key submits, and the caller's `connection`."""
+
+    priority: int | None
+    tags: Mapping[str, str] | None
+    queue: str | None
+    run_at: datetime | timedelta | None
+    concurrency_key: str | None
+    unique_key: str | None
+    idempotency_key: str | None
+    idempotency_ttl: str | float | None
+    connection: Any
 
 
 class DefinitionKeywords(TypedDict, total=False):
