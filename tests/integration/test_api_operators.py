@@ -126,7 +126,7 @@ def test_why_names_full_workers_and_the_runs_they_run(app: App) -> None:
     assert _why(client, running)["layers"] == [
         {
             "layer": "workers", "scope": "workers:default", "label": "workers serving queue default",
-            "used": 0, "limit": 1, "slots": 1, "ok": True, "holders": [],
+            "used": 0, "limit": 1, "slots": 1, "ok": True, "per": None, "next_allowed_in": None, "holders": [],
         }
     ]  # fmt: skip
     assert [run.id for run in _claim(app, "w-full", limit=1)] == [running]
