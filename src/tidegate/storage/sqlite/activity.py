@@ -32,13 +32,7 @@ class Activity(Aggregate, port.ActivityVerbs):
         partition: str | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> int:
-        params = {
-            "now": self._db.clock.wall(),
-            "within": within,
-            "queue": queue,
-            "partition": partition,
-            "tags": dumps(dict(tags or {})),
-        }
+        params = self._scope_params(within, queue, partition, tags)
         count: int = self._connection().execute(self._q("finished_count"), params).fetchone()[0]
         return count
 
@@ -50,16 +44,21 @@ class Activity(Aggregate, port.ActivityVerbs):
         partition: str | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> Pace:
-        params = {
+        params = {**self._scope_params(within, queue, partition, tags), "history": HISTORY_RUNS}
+        row = self._connection().execute(self._q("run_pace"), params).fetchone()
+        return pace_of(row)
+
+    def _scope_params(
+        self, within: float, queue: str | None, partition: str | None, tags: Mapping[str, str] | None
+    ) -> dict[str, object]:
+        """The runs of one scope that ended in the last `within` seconds, as the named queries take them."""
+        return {
             "now": self._db.clock.wall(),
             "within": within,
             "queue": queue,
             "partition": partition,
             "tags": dumps(dict(tags or {})),
-            "history": HISTORY_RUNS,
         }
-        row = self._connection().execute(self._q("run_pace"), params).fetchone()
-        return pace_of(row)
 
 
 def pace_of(row: tuple[int, float, int, float, float | None]) -> Pace:
