@@ -61,6 +61,5 @@ def test_the_sweep_reads_the_running_runs_not_the_queued_backlog(sqlite_url: str
             "FROM tidegate_runs AS t CROSS JOIN g"
         )
     deep = sweep_steps(path)
-    assert deep <= shallow + 2, (
-        f"the sweep took {deep * PER_CALL} VM steps beside {BACKLOG} queued runs, {shallow * PER_CALL} beside one"
-    )
+    steps = f"{deep * PER_CALL} VM steps beside {BACKLOG} queued runs, {shallow * PER_CALL} beside one"
+    assert deep <= shallow + 2, f"the sweep took {steps}"
