@@ -6,7 +6,8 @@ RunQueued event as tidegate writes them) and the database copies each of them
 in one INSERT ... SELECT. A copy's id is its copy number, zero-padded, before
 the template's id: copies sort before the templates and round-robin across
 them (copy 1 of every template, then copy 2, ...), as interleaved arrivals
-would. The drain is then timed on the first `count` completions only, from
+would, and are written in that order, so that the tables lie in claim order as
+runs that arrived over time do. The drain is then timed on the first `count` completions only, from
 the database's own event times, so a backlog of a million costs minutes to
 fill, not to drain.
 """
@@ -26,6 +27,7 @@ INSERT INTO tidegate_runs ({columns})
 SELECT lpad(g::text, 8, '0') || t.id, {others}
 FROM tidegate_runs AS t CROSS JOIN generate_series(1, %(copies)s) AS g
 WHERE t.queue = %(queue)s AND t.status = 'queued'
+ORDER BY g, t.id
 """
 PG_COPY_EVENTS = """
 INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
@@ -33,17 +35,18 @@ SELECT lpad(g::text, 8, '0') || e.run_id, e.step_key, e.type, e.metadata, e.at
 FROM tidegate_events AS e JOIN tidegate_runs AS t ON t.id = e.run_id
 CROSS JOIN generate_series(1, %(copies)s) AS g
 WHERE t.queue = %(queue)s AND t.status = 'queued' AND e.type = 'RunQueued'
+ORDER BY g, e.run_id
 """
 SQLITE_SERIES = "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < :copies) "
 SQLITE_COPY_RUNS = (
     SQLITE_SERIES + "INSERT INTO tidegate_runs ({columns}) SELECT printf('%08d', g.n) || t.id, {others} "
-    "FROM tidegate_runs AS t CROSS JOIN g WHERE t.queue = :queue AND t.status = 'queued'"
+    "FROM tidegate_runs AS t CROSS JOIN g WHERE t.queue = :queue AND t.status = 'queued' ORDER BY g.n, t.id"
 )
 SQLITE_COPY_EVENTS = (
     SQLITE_SERIES + "INSERT INTO tidegate_events (run_id, step_key, type, metadata, at) "
     "SELECT printf('%08d', g.n) || e.run_id, e.step_key, e.type, e.metadata, e.at "
     "FROM tidegate_events AS e JOIN tidegate_runs AS t ON t.id = e.run_id CROSS JOIN g "
-    "WHERE t.queue = :queue AND t.status = 'queued' AND e.type = 'RunQueued'"
+    "WHERE t.queue = :queue AND t.status = 'queued' AND e.type = 'RunQueued' ORDER BY g.n, e.run_id"
 )
 
 

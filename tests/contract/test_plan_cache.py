@@ -41,6 +41,14 @@ HOT = {
     "claim_runs_free": {"tidegate_runs_claim", "tidegate_runs_pkey", "tidegate_runs_due"},
     "next_due": {"tidegate_runs_due"},
     "cycle_reports": {"tidegate_runs_worker", "tidegate_runs_pkey", "tidegate_runs_status"},
+    # every sweep: the running runs (by lease or by worker) and the runs rescued from their worker
+    "sweep_lost": {
+        "tidegate_runs_lease",
+        "tidegate_runs_worker",
+        "tidegate_runs_rescued_from",
+        "tidegate_runs_status",
+        "tidegate_runs_pkey",
+    },
 }
 OPTIONAL_FILTER = re.compile(r"%\((\w+)\)s::\w+ IS NULL OR ")
 

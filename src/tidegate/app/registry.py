@@ -40,6 +40,7 @@ class Registry(Generic[T]):
         self.run_queue = run_queue
         self._tasks: dict[str, T] = {}
         self._queues: dict[str, QueueConfig] = {}
+        self._undeclared: dict[str, QueueConfig] = {}  # queues only tasks name: their defaults, built once
         self._registered: set[str] = set()  # task names whose definition the store has
         self._limits_registered = False
 
@@ -58,14 +59,16 @@ class Registry(Generic[T]):
     def declare_queue(self, config: QueueConfig) -> None:
         with self._lock:
             self._queues[config.name] = config
+            self._undeclared.pop(config.name, None)
             self._limits_registered = False
 
     def queue_config(self, name: str) -> QueueConfig:
         """The declaration of a queue: from this app, else as registered in the store by another."""
-        if name in self._queues:
-            return self._queues[name]
+        known = self._queues.get(name) or self._undeclared.get(name)
+        if known is not None:
+            return known
         if any(task.definition.queue == name for task in self._tasks.values()):
-            return QueueConfig(name)
+            return self._undeclared.setdefault(name, QueueConfig(name))
         known = self._store().rules().queues.get(name)
         if known is None:
             raise InvalidArgument(

@@ -52,7 +52,7 @@ FROM tidegate_runs AS r
 WHERE r.status = 'running'
   AND (r.lease_expires_at < :now
        OR EXISTS (SELECT 1 FROM tidegate_workers AS w WHERE w.id = r.worker_id AND w.expires_at < :now))
-ORDER BY r.id;
+ORDER BY +r.id;  -- sorted after the filter: ordering by the key index would scan every run, queued ones too
 
 -- name: sweep_recover
 -- Writes the rescue's verdicts: re-queued (keeping its place: scheduled_at is
