@@ -8,6 +8,7 @@ Every type a user passes to or receives from the public API is exported here
 from tidegate.app import App, RunHandle, Task, TaskOptions
 from tidegate.app.keywords import StepKeywords, SubmitKeywords, TaskKeywords, WorkflowKeywords
 from tidegate.app.steps import WorkflowTask
+from tidegate.domain.adaptive import Adaptive, AdaptiveState
 from tidegate.domain.attempts import AttemptCount
 from tidegate.domain.backpressure import Pace
 from tidegate.domain.blocking import QueuedShape
@@ -63,6 +64,7 @@ from tidegate.domain.rates import Held, Rate, RateStates
 from tidegate.domain.retention import PruneReport
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleDefinition, ScheduleRecord, Tick
 from tidegate.domain.scopes import Rules, ScopeNeed
+from tidegate.domain.snooze import Snooze
 from tidegate.domain.steps import (
     PoolConfig,
     PoolStatus,
@@ -89,6 +91,8 @@ from tidegate.workflow.definitions import WorkflowDefinition
 from tidegate.workflow.kubernetes.spec import KubernetesSpec
 
 __all__ = [
+    "Adaptive",
+    "AdaptiveState",
     "Admission",
     "AdmissionRejected",
     "App",
@@ -159,6 +163,7 @@ __all__ = [
     "ShiftedClock",
     "SlotGrant",
     "SlotRequest",
+    "Snooze",
     "Step",
     "StepFinish",
     "StepKeywords",

@@ -53,7 +53,8 @@ def _grown_every_way(store, clock: ShiftedClock) -> str:
 def test_each_growth_of_the_budget_is_counted_by_its_cause(store, clock):
     run_id = _grown_every_way(store, clock)
     assert _counts(store, run_id) == (5, 2, 0, 1, 1, 1)
-    assert store.get_run(run_id).uncharged_attempts == {"child_wait": 0, "worker_shutdown": 1, "lost_worker": 1}
+    causes = {"child_wait": 0, "worker_shutdown": 1, "lost_worker": 1, "snooze": 0}
+    assert store.get_run(run_id).uncharged_attempts == causes
 
 
 def test_a_database_from_before_the_counts_gets_them_from_the_events(store, clock, database_url):

@@ -60,14 +60,16 @@ outcomes = st.one_of(
         st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=20),
         st.one_of(st.none(), st.floats(0.0, 100.0)),
     ),
+    st.tuples(st.just(OutcomeKind.SNOOZED), st.none(), st.floats(0.0, 100.0)),
 )
 
 
 @EXAMPLES
 @given(cases=st.lists(st.tuples(outcomes, st.booleans()), min_size=1, max_size=5))
 def test_an_outcome_takes_the_settled_status_and_its_event(store, cases):
-    """outcome_status, then settle (a requested cancel wins over a retry or a failure), then
-    attempt_ended for the status taken: `cycle_reports` on PostgreSQL, SQLite's outcome rows."""
+    """outcome_status, then settle (a requested cancel wins over a retry, a snooze or a failure),
+    then attempt_ended for the status taken: `cycle_reports` on PostgreSQL, SQLite's outcome rows.
+    A snooze that took the queue grows the budget by one and counts itself; a canceled one does not."""
     queue, fences = running(store, len(cases))
     for (run_id, _), (_, cancel) in zip(fences, cases, strict=True):
         if cancel:
@@ -83,7 +85,10 @@ def test_an_outcome_takes_the_settled_status_and_its_event(store, cases):
         assert run.status.value == status
         assert (run.finished_at is None) == (status == transitions.QUEUED)
         assert run.worker_id is None and not run.cancel_requested
-        expected = history.attempt_ended(status, report.attempt, report.error, report.retry_delay)
+        snoozed = report.kind is OutcomeKind.SNOOZED
+        counted = snoozed and status == transitions.QUEUED
+        assert (run.snoozes, run.max_attempts) == (int(counted), 3 + counted)
+        expected = history.attempt_ended(status, report.attempt, report.error, report.retry_delay, snoozed)
         assert last_event(store, report.run_id) == expected
 
 

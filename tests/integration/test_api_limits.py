@@ -48,7 +48,7 @@ def test_a_change_is_in_force_versioned_audited_and_reset_to_the_code(app: App, 
     client = _scene(app)
     assert _limit(client, "queue:api") == {
         "target": "queue:api", "limit": 1, "code_limit": 1, "used": 1, "live": False,
-        "version": None, "parent": None, "declared": "code", "note": "",
+        "version": None, "parent": None, "declared": "code", "note": "", "adaptive": "",
     }  # fmt: skip
     _, events = store_size(database_url)
     changed = client.put("/api/v1/limits", json={"target": "queue:api", "limit": 3})
@@ -58,7 +58,7 @@ def test_a_change_is_in_force_versioned_audited_and_reset_to_the_code(app: App, 
     }  # fmt: skip
     assert _limit(client, "queue:api") == {
         "target": "queue:api", "limit": 3, "code_limit": 1, "used": 1, "live": True,
-        "version": 1, "parent": None, "declared": "code", "note": "",
+        "version": 1, "parent": None, "declared": "code", "note": "", "adaptive": "",
     }  # fmt: skip
     [override] = client.get("/api/v1/limits").json()["overrides"]
     assert (override["target"], override["limit"], override["version"]) == ("queue:api", 3, 1)

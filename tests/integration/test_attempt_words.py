@@ -21,7 +21,7 @@ from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.model import Outcome, OutcomeKind
 
 LEASE = 5.0
-NOTHING_ELSE = {"worker_shutdown": 0, "lost_worker": 0}
+NOTHING_ELSE = {"worker_shutdown": 0, "lost_worker": 0, "snooze": 0}
 
 
 def invoke(*args: str) -> Any:
@@ -94,7 +94,7 @@ def test_a_rescued_run_of_a_task_allowing_three(app: App, database_url: str, clo
     run = app.store.get_run(run_id)
     assert run is not None
     assert (run.attempt, run.max_attempts, run.declared_max_attempts) == (2, 4, 3)
-    assert run.uncharged_attempts == {"child_wait": 0, "worker_shutdown": 0, "lost_worker": 1}
+    assert run.uncharged_attempts == {"child_wait": 0, "worker_shutdown": 0, "lost_worker": 1, "snooze": 0}
     assert _shown_attempt(database_url, run_id) == "2 of 3 allowed, +1 not charged (a lost worker)"
     assert _listed_try(database_url, run_id) == "2/3 +1"
     browser = _browser(app)

@@ -138,6 +138,11 @@ class LimitInForce(BaseModel):
     parent: str | None = Field(description="The row this one belongs to: a partition's queue, a tag value's `tag:KEY`.")
     declared: str = Field(description="Where the code declares it: `code`, `code override` (a partition's own), or ''.")
     note: str = Field(description="What the row covers, as the CLI's `set by` column says it.")
+    adaptive: str = Field(
+        default="",
+        description="An adaptive queue's (or partition's) effective limit and why it last moved, e.g. "
+        "`adaptive 4 of 20 (overloaded)`; '' for any other limit. A live override still wins.",
+    )
 
 
 class Ceiling(BaseModel):

@@ -69,6 +69,20 @@ class FleetCollector(Collector):
         yield used
         yield limit
         yield pending
+        if rules.adaptive:
+            yield _adaptive(rules)
+
+
+def _adaptive(rules: Rules) -> GaugeMetricFamily:
+    """The stored effective limit of each adaptive target, with why it last moved (domain/adaptive.py)."""
+    family = GaugeMetricFamily(
+        "tidegate_scope_adaptive_limit",
+        "An adaptive queue's (or partition's) effective limit, and why it last moved: overloaded or recovered.",
+        labels=["scope", "reason"],
+    )
+    for scope, state in sorted(rules.adaptive.items()):
+        family.add_metric([scope, state.reason or ""], state.limit)
+    return family
 
 
 def _declared_scopes(rules: Rules) -> set[str]:

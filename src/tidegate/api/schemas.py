@@ -125,7 +125,7 @@ class Run(BaseModel):
     uncharged_attempts: dict[str, int] = Field(
         description="Attempts that did not count against the budget, by cause: `child_wait` (it ended waiting "
         "on children), `worker_shutdown` (handed back by a worker shutting down), `lost_worker` (lost with its "
-        "worker and not charged to it)."
+        "worker and not charged to it), `snooze` (the task raised `tidegate.Snooze`)."
     )
     manual_retries: int = Field(description="Retries by an operator (`POST /runs/{id}/retry`), one attempt each.")
     submitted_at: datetime

@@ -25,6 +25,7 @@ from tidegate.app.submit import SubmitKeys, Submitter, TaskOptions
 from tidegate.app.tasks import Task
 from tidegate.bootstrap import open_store
 from tidegate.domain import names
+from tidegate.domain.adaptive import Adaptive
 from tidegate.domain.clock import Clock
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError
@@ -98,7 +99,8 @@ class App:
     ) -> Task | Callable[[Callable[..., Any]], Task]:
         """Register a sync or async function as a task (usable with or without arguments); its
         keywords are `TaskKeywords` (name, queue, priority, tags, max_attempts, retry_backoff,
-        timeout, dispatch_deadline; `unique`: once per key for its runs, `tidegate.Unique`)."""
+        timeout, dispatch_deadline, max_snoozes (default 100: `raise tidegate.Snooze` past it fails
+        the run); `unique`: once per key for its runs, `tidegate.Unique`)."""
         check_keywords("task", options, TaskKeywords)
 
         def register(function: Callable[..., Any]) -> Task:
@@ -218,6 +220,7 @@ class App:
         dispatch_deadline: str | float | None = None,
         rate: Rate | Sequence[Rate] | None = None,
         rate_partition: Partition | None = None,
+        adaptive: Adaptive | None = None,
     ) -> QueueConfig:
         """Declare a queue and its limits; tasks (and `options(queue=...)`) may then use it.
 
@@ -226,10 +229,12 @@ class App:
         the admission ceiling on its queued + running runs; `dispatch_deadline`
         fails a run still queued that long after submission; `rate` bounds how
         many start per window (every window must allow), one budget per
-        `rate_partition` (docs/rates.md).
+        `rate_partition` (docs/rates.md); `adaptive` lets its concurrency limit (each
+        partition's) follow its downstream's health between `Adaptive.min` and the declared
+        limit (docs/how-to/snooze-and-adaptive.md).
         """
         config = queue_declaration(
-            name, concurrency, max_workers, ordering, max_active, dispatch_deadline, rate, rate_partition
+            name, concurrency, max_workers, ordering, max_active, dispatch_deadline, rate, rate_partition, adaptive
         )
         self._registry.declare_queue(config)
         return config

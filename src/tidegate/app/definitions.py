@@ -11,11 +11,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tidegate.domain import names
+from tidegate.domain.adaptive import Adaptive
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.limits import Concurrency, Ordering, Partition, QueueConfig
 from tidegate.domain.model import TaskDefinition
 from tidegate.domain.rates import Rate, check_rates
+from tidegate.domain.snooze import DEFAULT_MAX_SNOOZES, check_max_snoozes
 
 
 def task_definition(
@@ -28,6 +30,7 @@ def task_definition(
     retry_backoff: str | float,
     timeout: str | float | None,
     dispatch_deadline: str | float | None,
+    max_snoozes: int = DEFAULT_MAX_SNOOZES,
 ) -> TaskDefinition:
     """A task's validated defaults (shared by tasks and workflows); named after its function by default."""
     definition = TaskDefinition(
@@ -39,6 +42,7 @@ def task_definition(
         retry_backoff=parse_duration(retry_backoff, name="retry_backoff"),
         timeout=None if timeout is None else parse_duration(timeout, name="timeout"),
         dispatch_deadline=_optional_duration(dispatch_deadline, "dispatch_deadline"),
+        max_snoozes=check_max_snoozes(max_snoozes),
     )
     if definition.timeout is not None and definition.timeout <= 0:
         raise ConfigurationError(f"timeout must be positive, got {timeout!r}")
@@ -54,6 +58,7 @@ def queue_declaration(
     dispatch_deadline: str | float | None,
     rate: Rate | Sequence[Rate] | None = None,
     rate_partition: Partition | None = None,
+    adaptive: Adaptive | None = None,
 ) -> QueueConfig:
     """A queue's limits as `app.queue` declares them (the QueueConfig checks its own values)."""
     deadline = _optional_duration(dispatch_deadline, "dispatch_deadline")
@@ -66,6 +71,7 @@ def queue_declaration(
         deadline,
         rate=check_rates(rate, f"queue {name} rate"),
         rate_partition=Partition() if rate_partition is None else rate_partition,
+        adaptive=adaptive,
     )
 
 

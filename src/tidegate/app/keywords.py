@@ -14,6 +14,7 @@ from typing import Any, TypedDict
 
 from tidegate.app.definitions import task_definition
 from tidegate.domain.model import TaskDefinition
+from tidegate.domain.snooze import DEFAULT_MAX_SNOOZES
 from tidegate.domain.unique import Unique
 from tidegate.workflow import Executor
 
@@ -36,7 +37,7 @@ class SubmitKeywords(TypedDict, total=False):
 class DefinitionKeywords(TypedDict, total=False):
     """What `@app.task(...)` and `@app.workflow(...)` both declare: the task's name (default:
     module.qualname), queue, priority, tags, attempts and backoff between them, timeout of one
-    attempt, and dispatch deadline."""
+    attempt, dispatch deadline, and how many times a run may snooze (`raise tidegate.Snooze`)."""
 
     name: str | None
     queue: str
@@ -46,6 +47,7 @@ class DefinitionKeywords(TypedDict, total=False):
     retry_backoff: str | float
     timeout: str | float | None
     dispatch_deadline: str | float | None
+    max_snoozes: int
 
 
 class TaskKeywords(DefinitionKeywords, total=False):
@@ -96,4 +98,5 @@ def definition_of(function: Callable[..., Any], options: DefinitionKeywords) -> 
         merged["retry_backoff"],
         merged.get("timeout"),
         merged.get("dispatch_deadline"),
+        merged.get("max_snoozes", DEFAULT_MAX_SNOOZES),
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Generic, Protocol, TypeVar
 
 from tidegate.domain.errors import InvalidArgument
@@ -81,8 +82,16 @@ class Registry(Generic[T]):
         return tuple(sorted({task.definition.queue for task in self._tasks.values()}))
 
     def functions(self) -> dict[str, TaskFunction]:
-        """The callables a worker executes, by task name."""
-        return {name: task.function for name, task in self._tasks.items()}
+        """The callables a worker executes, by task name, each with the exception types the declared
+        adaptive queues count as overload (`Adaptive.overloaded_by`: code, never stored)."""
+        overloaded_by = {
+            name: config.adaptive.overloaded_by
+            for name, config in self._queues.items()
+            if config.adaptive is not None and config.adaptive.overloaded_by
+        }
+        if not overloaded_by:
+            return {name: task.function for name, task in self._tasks.items()}
+        return {name: replace(task.function, overloaded_by=overloaded_by) for name, task in self._tasks.items()}
 
     def persist(self, worker_id: str | None = None) -> None:
         """Write new task defaults and changed limit declarations to the store.

@@ -69,7 +69,7 @@ class WorkflowTask(Task):
         self._builder = find_builder_param(fn, definition.name)
         super().__init__(target, fn, definition)
         self.workflow_definition = WorkflowDefinition(definition.name, fn, self._builder, executor)
-        self.function = TaskFunction(definition.name, fn, None, self.workflow_definition)
+        self.function = TaskFunction(definition.name, fn, None, self.workflow_definition, definition.max_snoozes)
 
     def _filled_by_worker(self) -> tuple[str, ...]:
         return (self._builder,)  # the builder `wf`; a workflow's args are the rest

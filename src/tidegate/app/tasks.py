@@ -45,7 +45,7 @@ class Task:
         """`unique`: once per key for its runs, checked here against the function's parameters."""
         self._target = target
         self.fn = fn
-        self.function = TaskFunction(definition.name, fn, find_context_param(fn))
+        self.function = TaskFunction(definition.name, fn, find_context_param(fn), max_snoozes=definition.max_snoozes)
         # What a run's args must be, described once from the code and stored with the task,
         # so that a submit by name elsewhere is checked by the same rule (domain/parameters.py).
         described = describe(fn, skip=self._filled_by_worker())

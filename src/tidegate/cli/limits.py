@@ -122,6 +122,8 @@ def _source(row: LimitRow) -> Text:
         text.append(row.declared)
     if row.note:
         text.append((" · " if text else "") + row.note, style="dim")
+    if row.adaptive:
+        text.append((" · " if text else "") + row.adaptive, style="yellow")
     return text
 
 

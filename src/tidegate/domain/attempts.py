@@ -2,8 +2,8 @@
 
 The store keeps `max_attempts` as the budget in force, so that whether a run
 may run again stays one comparison (`transitions.attempts_left`): an attempt
-that does not count (it ended waiting on children, its worker handed it back
-while shutting down, or a rescue did not charge it) grows the budget by one,
+that does not count (it ended waiting on children or snoozed, its worker handed
+it back while shutting down, or a rescue did not charge it) grows the budget by one,
 and so does an operator's retry. Shown as it is, that budget misleads ("attempt
 2 of 2" for a task declared with `max_attempts=1`), so the run also counts each
 growth by its cause (migration 0018) and every face words a run's attempts
@@ -26,11 +26,12 @@ class AttemptCount:
     worker_shutdowns: int = 0  # attempts handed back by a worker shutting down
     lost_workers: int = 0  # attempts lost with their worker and not charged to the run (domain/recovery.py)
     manual_retries: int = 0  # retries by an operator, each one attempt more
+    snoozes: int = 0  # attempts that ended `raise Snooze(...)` (domain/snooze.py)
 
     @property
     def uncharged(self) -> int:
         """Attempts that ran (or began) but did not count against the budget."""
-        return self.child_waits + self.worker_shutdowns + self.lost_workers
+        return self.child_waits + self.worker_shutdowns + self.lost_workers + self.snoozes
 
     @property
     def declared(self) -> int:
@@ -43,6 +44,7 @@ class AttemptCount:
             "child_wait": self.child_waits,
             "worker_shutdown": self.worker_shutdowns,
             "lost_worker": self.lost_workers,
+            "snooze": self.snoozes,
         }
 
 
@@ -50,6 +52,7 @@ _CAUSES = (  # (field, one, many)
     ("child_waits", "child wait", "child waits"),
     ("worker_shutdowns", "worker shutdown", "worker shutdowns"),
     ("lost_workers", "lost worker", "lost workers"),
+    ("snoozes", "snooze", "snoozes"),
 )
 
 

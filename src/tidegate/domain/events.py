@@ -51,11 +51,22 @@ def run_blocked(blocked_by: Sequence[Mapping[str, Any]]) -> Event:
     return Event("RunBlocked", {"blocked_by": list(blocked_by)})
 
 
-def attempt_ended(status: str, attempt: int, error: str | None, retry_delay: float | None) -> Event:
-    """An outcome as applied: `status` is the one the run took (after a requested cancel)."""
+def attempt_ended(
+    status: str,
+    attempt: int,
+    error: str | None,
+    retry_delay: float | None,
+    snoozed: bool = False,
+    overloaded: bool = False,
+) -> Event:
+    """An outcome as applied: `status` is the one the run took (after a requested cancel). A snooze
+    that took the queue is `RunSnoozed` with its delay and whether the task said the downstream was
+    overloaded (a requested cancel still ends it canceled)."""
     metadata: Metadata = {"attempt": attempt}
     if error is not None:
         metadata["error"] = error
+    if status == QUEUED and snoozed:
+        return Event("RunSnoozed", {**metadata, "snooze_in": round(retry_delay or 0.0, 3), "overloaded": overloaded})
     if status == QUEUED:
         metadata["retry_in"] = round(retry_delay or 0.0, 3)
     return Event(ENDED[status], metadata)
@@ -106,6 +117,11 @@ def capacity_overflow(backlog: int, workers: int, queues: Sequence[str]) -> Even
 
 def limit_changed(target: str, old: int | None, new: int | None, version: int, reset: bool) -> Event:
     return Event("LimitChanged", {"target": target, "old": old, "new": new, "version": version, "reset": reset})
+
+
+def adaptive_limit_changed(target: str, old: int, new: int, reason: str) -> Event:
+    """An adaptive queue's effective limit moved (domain/adaptive.py): down on overload, up on recovery."""
+    return Event("LimitChanged", {"target": target, "old": old, "new": new, "source": "adaptive", "reason": reason})
 
 
 def queue_paused(queue: str, paused: bool) -> Event:

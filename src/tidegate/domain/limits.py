@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tidegate.domain.adaptive import Adaptive
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.names import check_name, text_problem
@@ -184,9 +185,19 @@ class QueueConfig:
     dispatch_deadline: float | None = None  # seconds a run may stay queued before it fails "capacity:"
     rate: Sequence[Rate] = ()  # every window must allow a start (domain/rates.py)
     rate_partition: Partition = field(default_factory=Partition)  # one budget per partition of the rate
+    adaptive: Adaptive | None = None  # its concurrency limit follows its downstream (domain/adaptive.py)
 
     def __post_init__(self) -> None:
         check_name("queue", self.name)
+        if self.adaptive is not None:
+            if not isinstance(self.adaptive, Adaptive):
+                raise ConfigurationError(
+                    f"queue {self.name}: adaptive must be a tidegate.Adaptive, got {self.adaptive!r}"
+                )
+            what = f"queue {self.name}"
+            self.adaptive.ceiling(self.concurrency.global_limit, what)
+            for partition, tier in (self.concurrency.overrides or {}).items():
+                self.adaptive.ceiling(tier, f"{what} partition {partition}")
         object.__setattr__(self, "rate", check_rates(self.rate, f"queue {self.name} rate"))
         if not isinstance(self.rate_partition, Partition):
             raise ConfigurationError(
@@ -227,7 +238,9 @@ def run_queue_from_dict(data: Mapping[str, Any]) -> RunQueueConfig:
 
 
 def queue_to_dict(config: QueueConfig) -> dict[str, object]:
+    """The stored form; `adaptive` only when declared (so queues declared before it store as before)."""
     concurrency = config.concurrency
+    adaptive = {} if config.adaptive is None else {"adaptive": config.adaptive.to_json()}
     return {
         "name": config.name,
         "global_limit": concurrency.global_limit,
@@ -242,6 +255,7 @@ def queue_to_dict(config: QueueConfig) -> dict[str, object]:
         "rate": [rate.to_json() for rate in config.rate],
         "rate_by_args": None if config.rate_partition.by_args is None else list(config.rate_partition.by_args),
         "rate_by_kind": config.rate_partition.by_kind,
+        **adaptive,
     }
 
 
@@ -261,4 +275,5 @@ def queue_from_dict(data: Mapping[str, Any]) -> QueueConfig:
         dispatch_deadline=data.get("dispatch_deadline"),
         rate=[Rate.from_json(rate) for rate in data.get("rate") or ()],
         rate_partition=Partition(by_args=data.get("rate_by_args"), by_kind=bool(data.get("rate_by_kind"))),
+        adaptive=None if not data.get("adaptive") else Adaptive.from_json(data["adaptive"]),
     )

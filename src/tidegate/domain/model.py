@@ -15,6 +15,7 @@ from tidegate.domain.attempts import AttemptCount
 from tidegate.domain.jsonvalue import JSONValue
 from tidegate.domain.keys import CheckedUnique, UniqueClaim
 from tidegate.domain.parameters import TaskParameters
+from tidegate.domain.snooze import DEFAULT_MAX_SNOOZES
 
 
 class RunStatus(str, enum.Enum):
@@ -41,6 +42,7 @@ class EventType(str, enum.Enum):
     RUN_FAILED = "RunFailed"
     RUN_RETRIED = "RunRetried"
     RUN_RETRIED_MANUALLY = "RunRetriedManually"
+    RUN_SNOOZED = "RunSnoozed"
     RUN_CANCELED = "RunCanceled"
     RUN_REQUEUED = "RunRequeued"
     RUN_BLOCKED = "RunBlocked"
@@ -63,6 +65,7 @@ class OutcomeKind(str, enum.Enum):
     COMPLETED = "completed"
     FAILED = "failed"  # retried if `retry_delay` is set, else final
     CANCELED = "canceled"
+    SNOOZED = "snoozed"  # `raise Snooze(delay)`: queued again after `retry_delay`, not charged (domain/snooze.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,7 @@ class TaskDefinition:
     retry_backoff: float = 1.0
     timeout: float | None = None
     dispatch_deadline: float | None = None  # seconds a run may wait queued before failing "capacity:"
+    max_snoozes: int = DEFAULT_MAX_SNOOZES  # snoozes a run may take before the next one fails it
     parameters: TaskParameters | None = None  # what its args must be; None: registered without a description
     unique: CheckedUnique | None = None  # once per key for its runs (domain/unique.py)
 
@@ -130,6 +134,7 @@ class ClaimedRun:
     queued_seconds: float = 0.0  # how long it waited, due and queued, before this claim (the store's clock)
     has_parent: bool = True  # a child run, whose end may resume its waiting parent; True when not known
     trace_context: str | None = None  # as stored at submit: each attempt's span joins that trace
+    snoozes: int = 0  # times it snoozed so far (`raise Snooze`): capped by its task's `max_snoozes`
 
     @property
     def fence(self) -> tuple[str, int]:
@@ -146,7 +151,8 @@ class Outcome:
     kind: OutcomeKind
     result: JSONValue = None
     error: str | None = None
-    retry_delay: float | None = None  # only for FAILED: seconds until the next attempt
+    retry_delay: float | None = None  # FAILED: seconds until the next attempt; SNOOZED: the snooze's delay
+    overloaded: bool = False  # SNOOZED only: the task said its downstream is overloaded (`Snooze(overloaded=True)`)
     # False only when the claim said the run has no parent: then its end resumes no one, and the
     # store's cycle skips looking for a parent to resume. True (the safe default) when not known.
     has_parent: bool = True
@@ -207,13 +213,14 @@ class RunRecord:
     lost_workers: int = 0
     manual_retries: int = 0
     rate_partition: str = ""  # the partition of its queue's rate it is charged to ('' when one budget)
+    snoozes: int = 0  # attempts that ended `raise Snooze(...)`: uncharged, and capped by `max_snoozes`
 
     @property
     def attempts(self) -> AttemptCount:
         """Its attempt, budget and uncharged attempts, as every face words them (`attempts.describe`)."""
         return AttemptCount(
             self.attempt, self.max_attempts, self.child_waits, self.worker_shutdowns, self.lost_workers,
-            self.manual_retries,
+            self.manual_retries, self.snoozes,
         )  # fmt: skip
 
     @property

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tidegate.domain.adaptive import AdaptiveState
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.limits import QueueConfig, RunQueueConfig, check_limit, check_partition_form
 from tidegate.domain.names import CONTROL, text_problem
@@ -93,12 +94,15 @@ class Rules:
     `queue:NAME` (the queue's limit for every partition), `queue:NAME/PARTITION`,
     `tag:KEY=VALUE`, or `tag:KEY` (every value of a per-unique-value tag limit).
     `paused`: queues an operator paused: their runs stay queued, none is admitted.
+    `adaptive`: the stored effective limits of adaptive queues and partitions, by target
+    (`queue:NAME` or `queue:NAME/PARTITION`; domain/adaptive.py).
     """
 
     run_queue: RunQueueConfig = field(default_factory=RunQueueConfig)
     queues: Mapping[str, QueueConfig] = field(default_factory=dict)
     overrides: Mapping[str, int | None] = field(default_factory=dict)
     paused: frozenset[str] = frozenset()
+    adaptive: Mapping[str, AdaptiveState] = field(default_factory=dict)
 
     def is_paused(self, queue: str) -> bool:
         return queue in self.paused
@@ -114,7 +118,9 @@ class Rules:
         Live overrides win over code: a partition's own live limit, else the
         queue's live limit (for every partition, tiers included: an operator
         lowering a queue in an incident means all of it), else the code's tier
-        for the partition, else the code's global limit.
+        for the partition, else the code's global limit; an adaptive queue's
+        stored effective limit (never above the code's, never below its `min`)
+        replaces the code's.
         """
         exact = queue_scope(queue, partition)
         if partition and exact in self.overrides:
@@ -124,6 +130,16 @@ class Rules:
         config = self.queues.get(queue)
         if config is None:
             return None
+        declared = self.declared_queue_limit(config, partition)
+        if config.adaptive is None:
+            return declared
+        ceiling = config.adaptive.ceiling(declared, f"queue {queue}")
+        state = self.adaptive.get(queue_scope(queue, partition))
+        return ceiling if state is None else max(config.adaptive.min, min(state.limit, ceiling))
+
+    @staticmethod
+    def declared_queue_limit(config: QueueConfig, partition: str) -> int | None:
+        """The code's limit of one partition of a queue: its tier, else the queue's global limit."""
         tiers = config.concurrency.overrides or {}
         if partition and partition in tiers:
             return tiers[partition]

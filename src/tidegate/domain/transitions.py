@@ -23,9 +23,13 @@ FAILED = "failed"
 CANCELED = "canceled"
 
 
+SNOOZED = "snoozed"  # an outcome kind only (`raise Snooze`): the run takes QUEUED
+
+
 def outcome_status(kind: str, retry_delay: float | None) -> str:
-    """The status an attempt's outcome asks for: a failure with a retry delay goes back to the queue."""
-    if kind == FAILED and retry_delay is not None:
+    """The status an attempt's outcome asks for: a failure with a retry delay, and a snooze, go back
+    to the queue."""
+    if (kind == FAILED and retry_delay is not None) or kind == SNOOZED:
         return QUEUED
     return kind
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tidegate.domain import adaptive
 from tidegate.domain.limits import Partition, QueueConfig
 from tidegate.domain.model import LimitOverride, RunStatus
 from tidegate.domain.scopes import GLOBAL, Rules, effective_limit
@@ -35,6 +36,7 @@ class LimitRow:
     parent: str | None  # the row this one belongs to (a queue's partition, a tag limit's value)
     declared: str  # where the code declares it: "code", "code override" (a partition's own), or ""
     note: str  # what the row covers ("each customer_id partition", "per-value limit"), or ""
+    adaptive: str = ""  # an adaptive queue's effective limit and why it last moved ("adaptive 4 of 20 (overloaded)")
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,21 @@ def ceilings(rules: Rules, counts: Mapping[tuple[str, RunStatus], int]) -> list[
 def code_limit(rules: Rules, target: str) -> int | None:
     """The code's limit for the target: without any live override, its own or one it inherits
     (a per-value tag limit overridden as `tag:KEY`, a queue overridden as a whole)."""
-    return effective_limit(replace(rules, overrides={}), target)
+    return effective_limit(replace(rules, overrides={}, adaptive={}), target)
+
+
+def adaptive_note(rules: Rules, target: str) -> str:
+    """'adaptive 4 of 20 (overloaded)' for a target of an adaptive queue, '' for any other (the limit
+    in force stays the row's: a live override wins over the adaptive limit)."""
+    kind, _, rest = target.partition(":")
+    name, _, _ = rest.partition("/")
+    config = rules.queues.get(name) if kind == "queue" else None
+    code = code_limit(rules, target)
+    if config is None or config.adaptive is None or code is None:
+        return ""
+    if config.concurrency.partition.enabled and "/" not in rest:
+        return "adaptive, each partition on its own"
+    return adaptive.describe(rules.adaptive.get(target), code)
 
 
 def partition_text(partition: Partition, kind: str = "kind", sep: str = " + ") -> str:
@@ -122,11 +138,13 @@ class _Rows:
         live = target in self.rules.overrides
         limit, code = effective_limit(self.rules, target), code_limit(self.rules, target)
         version = self.versions.get(target) if live else None
-        self.rows.append(LimitRow(target, limit, code, used, live, version, parent, declared, note))
+        adapting = adaptive_note(self.rules, target)
+        self.rows.append(LimitRow(target, limit, code, used, live, version, parent, declared, note, adapting))
 
     def _members(self, prefix: str, known: Iterable[str] = ()) -> list[str]:
         """Targets under `prefix` declared, overridden or held now."""
-        found = {*known, *(key for key in (*self.rules.overrides, *self.usage) if key.startswith(prefix))}
+        stored = (*self.rules.overrides, *self.usage, *self.rules.adaptive)
+        found = {*known, *(key for key in stored if key.startswith(prefix))}
         return sorted(found, key=natural_key)
 
     def _queue(self, config: QueueConfig) -> None:

@@ -23,6 +23,7 @@ from tidegate.domain.model import HolderRecord, RunRecord, RunStatus, WorkerReco
 from tidegate.domain.pools import pool_of
 from tidegate.domain.scopes import GLOBAL, Rules
 from tidegate.domain.transitions import has_room
+from tidegate.engine.limit_table import adaptive_note
 from tidegate.storage.port import Store
 
 WORKERS = "workers"  # the worker-capacity layer's scope key: `workers:QUEUE` (not a stored scope)
@@ -120,7 +121,9 @@ def label_of(scope: str, rules: Rules) -> str:
     kind, _, rest = scope.partition(":")
     if kind == "queue":
         name, _, partition = rest.partition("/")
-        return f"queue {name} partition {partition}" if partition else f"queue {name}"
+        label = f"queue {name} partition {partition}" if partition else f"queue {name}"
+        adapting = adaptive_note(rules, scope)
+        return f"{label} ({adapting})" if adapting else label
     if kind == WORKERS:
         return f"workers serving queue {rest}"
     if kind == "pool":

@@ -66,6 +66,7 @@ def run_record(row: Mapping[str, Any], to_time: ToTime, to_json: ToJSON) -> RunR
         lost_workers=row["lost_workers"],
         manual_retries=row["manual_retries"],
         rate_partition=row["rate_key"],
+        snoozes=row["snoozes"],
     )
 
 

@@ -2,12 +2,13 @@
 
 On the `tidegate.worker` logger: completed (with its duration), failed (the
 error's first line, no attempt left), retried (failed, and when it runs again),
+snoozed (`raise Snooze`: when it runs again, its snoozes, whether overloaded),
 canceled, waiting (for its children), resumed (a wait answered: its children
 ended) and rescued (re-queued or failed by the sweeper) at INFO; claimed and
 started at DEBUG (two lines more per attempt, for when they are wanted). Each
 record carries its fields as attributes (`event`, `run_id`, `task`, `queue`,
 `attempt`, `max_attempts`, `worker`, and `duration_ms`, `error`,
-`retry_in_s`, `children`, `status` where they apply), so `--log-format json`
+`retry_in_s`, `snooze_in_s`, `snoozes`, `overloaded`, `children`, `status` where they apply), so `--log-format json`
 writes them as they are (cli/logs.py); the text format keeps the sentence.
 The traceback of a failure goes to the `tidegate.worker.tracebacks` logger at
 DEBUG: shown with `--log-level debug`, or alone with `--log-tracebacks`.
@@ -80,6 +81,9 @@ def attempt_ended(run: ClaimedRun, outcome: Outcome, seconds: float, worker: str
     if outcome.kind is OutcomeKind.CANCELED:
         log.info("%s canceled after %.3fs", where, seconds, extra=fields("run.canceled", run, worker))
         return
+    if outcome.kind is OutcomeKind.SNOOZED:
+        snoozed(run, outcome, duration_ms, worker)
+        return
     headline, trace = _headline(outcome.error)
     ended = "timed out" if headline.startswith("Timeout:") else "failed"
     then = "no attempt left" if outcome.retry_delay is None else f"will retry in {outcome.retry_delay:.1f}s"
@@ -88,6 +92,17 @@ def attempt_ended(run: ClaimedRun, outcome: Outcome, seconds: float, worker: str
     log.info("%s %s after %.3fs: %s (%s)", where, ended, seconds, headline, then, extra=more)
     if trace:
         tracebacks.debug("%s: %s\n%s", where, headline, trace)
+
+
+def snoozed(run: ClaimedRun, outcome: Outcome, duration_ms: float, worker: str | None) -> None:
+    """`raise Snooze(...)`: back in the queue, uncharged; `snoozes` counts this one."""
+    delay = outcome.retry_delay or 0.0
+    more = fields(
+        "run.snoozed", run, worker, duration_ms=duration_ms, snooze_in_s=delay, snoozes=run.snoozes + 1,
+        overloaded=outcome.overloaded,
+    )  # fmt: skip
+    overloaded = ", downstream overloaded" if outcome.overloaded else ""
+    log.info("%s snoozed for %.1fs (snooze %d%s)", _where(run), delay, run.snoozes + 1, overloaded, extra=more)
 
 
 def swept(store: Store, report: SweepReport) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from tidegate.domain.children import TriggerCanceled, WaitSuspended
 from tidegate.domain.clock import Clock
 from tidegate.domain.model import ClaimedRun, CycleResult, Outcome
+from tidegate.domain.snooze import Snooze
 from tidegate.engine import tracing
 from tidegate.engine.pools import PoolGuard
 from tidegate.storage.port import Fence, Store
@@ -126,6 +127,8 @@ class Dispatcher:
                     attempt_log.waiting(attempt.run, self._worker_id)
                 except TriggerCanceled as error:
                     outcome = outcomes.for_cancel_before_trigger(attempt, error)
+                except Snooze as snooze:
+                    outcome = outcomes.for_snooze(attempt, snooze, self._clock.wall())
                 except BaseException as error:  # a task's exception never kills the worker
                     outcome = outcomes.for_error(attempt, error)
                 else:
@@ -160,6 +163,8 @@ class Dispatcher:
             return
         except TriggerCanceled as error:
             outcome = outcomes.for_cancel_before_trigger(attempt, error)
+        except Snooze as snooze:
+            outcome = outcomes.for_snooze(attempt, snooze, self._clock.wall())
         except asyncio.CancelledError as error:
             outcome = outcomes.for_error(attempt, error)
         except Exception as error:

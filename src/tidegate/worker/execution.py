@@ -13,14 +13,15 @@ import asyncio
 import ctypes
 import inspect
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 from opentelemetry.trace import INVALID_SPAN, Span
 
 from tidegate.domain.model import ClaimedRun
+from tidegate.domain.snooze import DEFAULT_MAX_SNOOZES
 from tidegate.worker.context import Cancelled, Context
 from tidegate.workflow import StepError, WorkflowDefinition
 from tidegate.workflow.errors import error_text
@@ -41,6 +42,9 @@ class TaskFunction:
     fn: Callable[..., Any]
     context_param: str | None
     workflow: WorkflowDefinition | None = None
+    max_snoozes: int = DEFAULT_MAX_SNOOZES  # a run's snoozes before the next one fails it (domain/snooze.py)
+    # By queue: the exception types that report the downstream overloaded (`Adaptive.overloaded_by`).
+    overloaded_by: Mapping[str, tuple[type[BaseException], ...]] = field(default_factory=dict)
 
     @cached_property  # asked at every dispatch; inspecting the callable each time showed in a drain's profile
     def is_async(self) -> bool:

@@ -7,7 +7,7 @@
 SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
        submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
        cancel_requested, result, error, block_reason, suspect, resumed,
-       child_waits, worker_shutdowns, lost_workers, manual_retries, rate_key
+       child_waits, worker_shutdowns, lost_workers, manual_retries, rate_key, snoozes
 FROM tidegate_runs
 WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)

@@ -9,11 +9,15 @@ same transaction (claim.py, its reads in claim_reads.py).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
 
 from tidegate.domain import claim_plan
+from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import CycleResult, Outcome
-from tidegate.storage import port
+from tidegate.storage import adaptation, port
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres import free_claims
 from tidegate.storage.postgres.children import Children
@@ -87,16 +91,12 @@ class Claims(Aggregate, port.ClaimVerbs):
             chosen = self._free_choice(queue_list)  # a member's full claim notifies: not here
         with self._connection() as connection:
             # A cycle that reads nothing before it commits is one batch: an implicit transaction.
-            one_batch = chosen is not None or claim_limit <= 0 or not queue_list
+            adapts = bool(outcomes) and self._limits.adapts()  # reads its outcomes back before it commits
+            one_batch = not adapts and (chosen is not None or claim_limit <= 0 or not queue_list)
             begin = b"BEGIN ISOLATION LEVEL READ COMMITTED"
             with implicit_transaction(connection) if one_batch else transaction(connection, begin):
-                applied = None
                 wakes.only_if(outcomes)  # finished runs may be waited on, and free capacity
-                if starts or outcomes:
-                    applied = connection.execute(
-                        self._q("cycle_reports"),
-                        {**start_arrays(starts), "outcomes": outcome_json, "worker": worker_id},
-                    )
+                applied = self._report(connection, worker_id, starts, outcomes, outcome_json, adapts)
                 if outcomes:
                     # A waiting parent whose last awaited child just ended goes back to the queue;
                     # only a child's end can do that (the sweep's backstop resumes the rest).
@@ -136,7 +136,7 @@ class Claims(Aggregate, port.ClaimVerbs):
                 # After the claim: with a one-statement claim the stall a race test puts here
                 # (tests/contract/test_free_claims.py) holds the claim fence and the claimed rows.
                 cancels = connection.execute(self._q("cancel_requests"), {"worker": worker_id})
-            applied_fences = set() if applied is None else {(row[0], row[1]) for row in applied.fetchall()}
+            applied_fences = {(row[0], row[1]) for row in applied()}
             cancel_requested = [(row[0], row[1]) for row in cancels.fetchall()]
             refused = False
             if one_statement is not None:
@@ -148,6 +148,29 @@ class Claims(Aggregate, port.ClaimVerbs):
                 next_due_in = None if due is None else due.fetchone()[0]  # type: ignore[index]
         fenced_out = [fence for fence in reported if fence not in applied_fences]
         return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more, allowed_in), refused
+
+    def _report(
+        self,
+        connection: psycopg.Connection[Any],
+        worker_id: str,
+        starts: Sequence[Fence],
+        outcomes: Sequence[Outcome],
+        outcome_json: str,
+        adapts: bool,
+    ) -> Callable[[], list[Any]]:
+        """Send the cycle's starts and outcomes; their applied rows, read when asked (after the commit),
+        unless adaptive limits read them now: then the outcomes move those limits before the claim."""
+        if not (starts or outcomes):
+            return list
+        params = {
+            **start_arrays(starts), "outcomes": outcome_json, "worker": worker_id, "most_attempts": STORED_INT_MAX
+        }  # fmt: skip
+        applied = connection.execute(self._q("cycle_reports"), params)
+        if not adapts:
+            return applied.fetchall
+        rows = applied.fetchall()
+        self._limits.adapt(connection, adaptation.ended(outcomes, rows))
+        return lambda: rows
 
     def _free_choice(self, queues: list[str]) -> tuple[str, list[str]] | None:
         """The cached rules version and the open queues to claim from in one statement, when the

@@ -22,10 +22,10 @@ WITH starts AS (
 ), outcomes AS (
     SELECT * FROM jsonb_to_recordset(%(outcomes)s::jsonb) AS o(
         n integer, id text, attempt integer, status text, result jsonb, error text,
-        delay double precision, event text, metadata jsonb)
+        delay double precision, event text, metadata jsonb, snooze boolean)
 ), reports AS (
     SELECT coalesce(o.id, s.id) AS id, coalesce(o.attempt, s.attempt) AS attempt,
-           s.n AS start_n, o.n AS outcome_n, o.status, o.result, o.error, o.delay, o.event, o.metadata
+           s.n AS start_n, o.n AS outcome_n, o.status, o.result, o.error, o.delay, o.event, o.metadata, o.snooze
     FROM starts AS s FULL JOIN outcomes AS o ON o.id = s.id AND o.attempt = s.attempt
 ), locked AS (
     -- A start already recorded (by a trigger of the attempt, children.sql) is not recorded again.
@@ -51,6 +51,11 @@ WITH starts AS (
         worker_id = CASE WHEN p.outcome_n IS NULL THEN r.worker_id END,
         lease_expires_at = CASE WHEN p.outcome_n IS NULL THEN r.lease_expires_at END,
         cancel_requested = CASE WHEN p.outcome_n IS NULL THEN r.cancel_requested ELSE false END,
+        -- A snooze that takes the queue is not charged: the budget grows by one, counted as a snooze.
+        max_attempts = CASE WHEN p.snooze AND NOT r.cancel_requested
+                            THEN least(r.max_attempts, %(most_attempts)s::integer - 1) + 1
+                            ELSE r.max_attempts END,
+        snoozes = CASE WHEN p.snooze AND NOT r.cancel_requested THEN r.snoozes + 1 ELSE r.snoozes END,
         -- A suspect whose attempt reported an outcome did not kill its worker: cleared.
         suspect = CASE WHEN p.outcome_n IS NULL THEN r.suspect ELSE false END,
         suspect_group = CASE WHEN p.outcome_n IS NULL THEN r.suspect_group END
@@ -58,10 +63,11 @@ WITH starts AS (
     WHERE r.id = p.id AND l.id = p.id AND r.attempt = p.attempt
       AND r.status = 'running' AND r.worker_id = %(worker)s::text
     RETURNING r.id, r.attempt, r.status, CASE WHEN l.unstarted THEN p.start_n END AS start_n, p.outcome_n,
-              p.event, p.metadata
+              p.event, p.metadata, r.queue, r.partition_key
 ), released AS (
     DELETE FROM tidegate_holders AS h USING applied AS a
     WHERE h.run_id = a.id AND a.outcome_n IS NOT NULL
+    RETURNING h.run_id, h.claimed_at, h.holder = h.run_id AS own
 ), events AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL, type, metadata, tidegate_now()
@@ -72,12 +78,18 @@ WITH starts AS (
         FROM applied WHERE start_n IS NOT NULL
         UNION ALL
         SELECT id, CASE WHEN status = 'canceled' THEN 'RunCanceled' ELSE event END,
-               CASE WHEN status = 'canceled' THEN metadata - 'retry_in' ELSE metadata END, 1, outcome_n
+               CASE WHEN status = 'canceled' THEN metadata - 'retry_in' - 'snooze_in' - 'overloaded' ELSE metadata END,
+               1, outcome_n
         FROM applied WHERE outcome_n IS NOT NULL
     ) AS e
     ORDER BY part, n
 )
-SELECT id, attempt FROM applied WHERE outcome_n IS NOT NULL;
+-- With each outcome, what adaptive limits read (storage/adaptation.py): its queue, partition and
+-- when it was claimed (its run holders' claimed_at).
+SELECT a.id, a.attempt, a.queue, a.partition_key,
+       (SELECT extract(epoch FROM min(x.claimed_at))::double precision FROM released AS x
+        WHERE x.run_id = a.id AND x.own)
+FROM applied AS a WHERE a.outcome_n IS NOT NULL;
 
 -- name: cancel_requests
 SELECT id, attempt FROM tidegate_runs
@@ -268,7 +280,7 @@ WITH claimed AS (
     WHERE r.id = ANY(%(ids)s::text[]) AND r.id = c.id
     RETURNING c.n, r.id, r.task, r.queue, r.args, r.attempt, r.max_attempts, r.retry_backoff, r.timeout, r.suspect,
               greatest(0, extract(epoch FROM tidegate_statement_timestamp() - r.scheduled_at))::double precision
-                  AS queued_seconds, r.parent_id IS NOT NULL AS has_parent, r.trace_context
+                  AS queued_seconds, r.parent_id IS NOT NULL AS has_parent, r.trace_context, r.snoozes
 ), dequeued AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL, 'RunDequeued', jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text),
@@ -285,7 +297,7 @@ WITH claimed AS (
         slots = excluded.slots, claimed_at = excluded.claimed_at, expires_at = excluded.expires_at
 )
 SELECT id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect, queued_seconds, has_parent,
-       trace_context
+       trace_context, snoozes
 FROM claimed ORDER BY n;
 
 -- name: next_due
@@ -350,7 +362,7 @@ WITH current_rules AS MATERIALIZED (
     WHERE r.id = ANY((SELECT ids FROM picked)::text[]) AND r.id = c.id AND (SELECT go FROM verdict)
     RETURNING c.n, r.id, r.task, r.queue, r.args, r.attempt, r.max_attempts, r.retry_backoff, r.timeout, r.suspect,
               greatest(0, extract(epoch FROM tidegate_statement_timestamp() - r.scheduled_at))::double precision
-                  AS queued_seconds, r.parent_id IS NOT NULL AS has_parent, r.trace_context
+                  AS queued_seconds, r.parent_id IS NOT NULL AS has_parent, r.trace_context, r.snoozes
 ), dequeued AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL, 'RunDequeued', jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text),
@@ -359,10 +371,10 @@ WITH current_rules AS MATERIALIZED (
 )
 SELECT * FROM (
     SELECT n, id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect, queued_seconds,
-           has_parent, trace_context, NULL::boolean AS refused, NULL::double precision AS next_due
+           has_parent, trace_context, snoozes, NULL::boolean AS refused, NULL::double precision AS next_due
     FROM claimed
     UNION ALL
-    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NOT v.go,
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NOT v.go,
            CASE WHEN v.go AND (SELECT count(*) FROM claimed) < %(limit)s::integer THEN (
                SELECT extract(epoch FROM min(d.scheduled_at) - tidegate_statement_timestamp())::double precision
                FROM unnest(%(queues)s::text[]) AS q(name)

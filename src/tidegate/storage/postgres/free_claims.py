@@ -51,5 +51,5 @@ def received(cursor: psycopg.Cursor[Any]) -> FreeClaim:
     """The claimed runs, in claim order, and the trailer row's verdict and next-due."""
     rows = cursor.fetchall()
     trailer = rows[-1]  # always last: ORDER BY n NULLS LAST
-    claimed = [claimed_run(tuple(row[1:13])) for row in rows[:-1]]
-    return FreeClaim(claimed, bool(trailer[13]), trailer[14])
+    claimed = [claimed_run(tuple(row[1:14])) for row in rows[:-1]]
+    return FreeClaim(claimed, bool(trailer[14]), trailer[15])

@@ -11,13 +11,16 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import psycopg
+
+from tidegate.domain.adaptive import by_target
 from tidegate.domain.errors import StoreUnavailable
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.limits import QueueConfig, RunQueueConfig, queue_to_dict, run_queue_to_dict
 from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
 from tidegate.domain.rates import RateStates
 from tidegate.domain.scopes import Rules
-from tidegate.storage import port, records
+from tidegate.storage import adaptation, port, records
 from tidegate.storage.claiming import STATE_SLACK_NS
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.payloads import event_params, payload_json, to_time
@@ -92,14 +95,50 @@ class Limits(Aggregate, port.LimitVerbs):
         move; None when it carries only a version that is no longer the cached one."""
         if row is None:
             raise StoreUnavailable("the rules version is missing: run 'tidegate db migrate'")
-        version, run_queue, queues, overrides, paused = row
+        version, run_queue, queues, overrides, paused, adaptive = row
         cached = self.cached
         if queues is None:
             return cached[1] if cached is not None and cached[0] == version else None
         overrides = [(target, limit) for target, limit in overrides]
-        rules = stored_rules(None if not run_queue else json.loads(run_queue), queues, overrides, paused)
+        rules = stored_rules(None if not run_queue else json.loads(run_queue), queues, overrides, paused, adaptive)
         self.cached = (version, rules)
         return rules
+
+    def adapts(self) -> bool:
+        """Whether the rules as last read (every claim refreshes them) have an adaptive queue: only then
+        does a cycle read back its outcomes before it claims (`adapt`)."""
+        cached = self.cached
+        return cached is not None and adaptation.has_adaptive(cached[1])
+
+    def adapt(self, connection: psycopg.Connection[Any], ended: Sequence[adaptation.Ended]) -> None:
+        """Apply the outcomes' signals to the adaptive limits they concern (storage/adaptation.py), in
+        the cycle's transaction: the states locked in target order; a moved limit written under the
+        rules fence (no claim in flight decides on the old one after this commits), with a new rules
+        version and its LimitChanged event."""
+        known = self._known_rules_version()
+        rules = self.rules_from_row(connection.execute(self._q("load_rules"), {"known": known}).fetchone())
+        if rules is None:
+            rules = self.parse_rules(connection.execute(self._q("load_rules"), {"known": None}).fetchone())
+        work = adaptation.targets(rules, ended)
+        if not work:
+            return
+        seeds = [{"target": target, "limit": item.ceiling} for target, item in sorted(work.items())]
+        connection.execute(self._q("adaptive_states_seed"), {"seeds": payload_json(seeds)})
+        states = connection.execute(self._q("adaptive_states"), {"targets": sorted(work)})
+        usage = dict(connection.execute(self._q("adaptive_states_usage"), {"targets": sorted(work)}).fetchall())
+        rows = states.fetchall()
+        now = rows[0][0]
+        stored = by_target([tuple(row[1:]) for row in rows if row[1] is not None])
+        result = adaptation.adapted(work, stored, usage, now)
+        if result.changed:
+            connection.execute(self._q("rules_fence"))
+        connection.execute(
+            self._q("save_adaptive_states"), {"states": payload_json(adaptation.state_rows(result.states))}
+        )
+        if result.changed:
+            connection.execute(self._q("bump_rules_version"))
+            for event in result.events:
+                connection.execute(self._q("insert_event"), event_params(None, event))
 
     def _known_rules_version(self) -> str | None:
         cached = self.cached

@@ -16,7 +16,11 @@ SELECT v.value,
             ELSE (SELECT coalesce(jsonb_agg(jsonb_build_array(target, "limit") ORDER BY target), '[]'::jsonb)
                   FROM tidegate_limit_overrides) END,
        CASE WHEN v.value = %(known)s::text THEN NULL
-            ELSE (SELECT coalesce(jsonb_agg(name ORDER BY name), '[]'::jsonb) FROM tidegate_queues WHERE paused) END
+            ELSE (SELECT coalesce(jsonb_agg(name ORDER BY name), '[]'::jsonb) FROM tidegate_queues WHERE paused) END,
+       CASE WHEN v.value = %(known)s::text THEN NULL
+            ELSE (SELECT coalesce(jsonb_agg(jsonb_build_array(target, "limit", successes, lowered_at, reason)
+                                            ORDER BY target), '[]'::jsonb)
+                  FROM tidegate_adaptive_limits) END
 FROM tidegate_settings AS v WHERE v.name = 'rules_version';
 
 -- name: register_limits
@@ -53,6 +57,37 @@ SELECT pg_notify('tidegate_' || md5(current_schema()), '') FROM bumped;
 -- name: bump_rules_version
 UPDATE tidegate_settings SET value = (value::bigint + 1)::text, updated_at = tidegate_now()
 WHERE name = 'rules_version';
+
+-- name: adaptive_states_seed
+-- A target's first signal: its row, at the top of its range, so that the next statement can lock it
+-- (a concurrent first insert waits for the other's commit, then finds the row).
+INSERT INTO tidegate_adaptive_limits (target, "limit")
+SELECT s.target, s."limit" FROM jsonb_to_recordset(%(seeds)s::jsonb) AS s(target text, "limit" integer)
+ORDER BY s.target
+ON CONFLICT (target) DO NOTHING;
+
+-- name: adaptive_states
+-- The stored states of the adaptive targets a cycle's outcomes concern, locked in target order
+-- until the cycle commits (storage/adaptation.py), with the database's time.
+WITH locked AS (
+    SELECT target, "limit", successes, lowered_at, reason FROM tidegate_adaptive_limits
+    WHERE target = ANY(%(targets)s::text[]) ORDER BY target FOR UPDATE
+)
+SELECT extract(epoch FROM tidegate_now())::double precision, l.target, l."limit", l.successes, l.lowered_at, l.reason
+FROM (SELECT 1) AS one LEFT JOIN locked AS l ON true;
+
+-- name: adaptive_states_usage
+-- The slots of the adaptive targets held now (after this cycle's ends freed theirs).
+SELECT scope, sum(slots)::integer FROM tidegate_holders
+WHERE holder = run_id AND scope = ANY(%(targets)s::text[])
+GROUP BY scope;
+
+-- name: save_adaptive_states
+UPDATE tidegate_adaptive_limits AS a SET
+    "limit" = s."limit", successes = s.successes, lowered_at = s.lowered_at, reason = s.reason
+FROM jsonb_to_recordset(%(states)s::jsonb) AS s(target text, "limit" integer, successes integer,
+                                                 lowered_at double precision, reason text)
+WHERE a.target = s.target;
 
 -- name: load_overrides
 SELECT target, "limit", version, updated_at FROM tidegate_limit_overrides ORDER BY target;

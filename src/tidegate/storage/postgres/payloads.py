@@ -16,7 +16,7 @@ import psycopg
 from tidegate.domain.admission import LocalUsage
 from tidegate.domain.events import Event, attempt_ended
 from tidegate.domain.jsonvalue import dumps
-from tidegate.domain.model import ClaimedRun, NewRun, Outcome
+from tidegate.domain.model import ClaimedRun, NewRun, Outcome, OutcomeKind
 from tidegate.domain.scopes import Rules
 from tidegate.domain.transitions import outcome_status
 from tidegate.storage import records
@@ -76,7 +76,8 @@ def _outcome_rows(outcomes: Sequence[Outcome]) -> dict[Fence, dict[str, Any]]:
     rows: dict[Fence, dict[str, Any]] = {}
     for outcome in outcomes:
         status = outcome_status(outcome.kind.value, outcome.retry_delay)
-        ended = attempt_ended(status, outcome.attempt, outcome.error, outcome.retry_delay)
+        snoozed = outcome.kind is OutcomeKind.SNOOZED
+        ended = attempt_ended(status, outcome.attempt, outcome.error, outcome.retry_delay, snoozed, outcome.overloaded)
         rows[(outcome.run_id, outcome.attempt)] = {
             "id": outcome.run_id,
             "attempt": outcome.attempt,
@@ -88,6 +89,7 @@ def _outcome_rows(outcomes: Sequence[Outcome]) -> dict[Fence, dict[str, Any]]:
             # (settle) and makes the event attempt_ended's for that status.
             "event": ended.type,
             "metadata": ended.metadata,
+            "snooze": snoozed,
         }
     for index, row in enumerate(rows.values()):
         row["n"] = index
@@ -119,6 +121,7 @@ def claimed_run(row: tuple[Any, ...]) -> ClaimedRun:
         queued_seconds,
         has_parent,
         trace_context,
+        snoozes,
     ) = row
     return ClaimedRun(
         id=run_id,
@@ -133,6 +136,7 @@ def claimed_run(row: tuple[Any, ...]) -> ClaimedRun:
         queued_seconds=queued_seconds,
         has_parent=has_parent,
         trace_context=trace_context,
+        snoozes=snoozes,
     )
 
 

@@ -17,4 +17,4 @@ WHERE id = %(id)s::text AND status = %(status)s::text
 RETURNING id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
           submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
           cancel_requested, result, error, block_reason, suspect,
-          child_waits, worker_shutdowns, lost_workers, manual_retries, rate_key;
+          child_waits, worker_shutdowns, lost_workers, manual_retries, rate_key, snoozes;

@@ -177,7 +177,7 @@ WHERE status IN ('queued', 'running', 'waiting') AND queue = ANY(%(queues)s::tex
 SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
        submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
        cancel_requested, result, error, block_reason, suspect, resumed, parent_id, root_id, depth, wait_released, wait_kept,
-       wait_remaining, child_waits, worker_shutdowns, lost_workers, manual_retries, rate_key
+       wait_remaining, child_waits, worker_shutdowns, lost_workers, manual_retries, rate_key, snoozes
 FROM tidegate_runs WHERE id = %(id)s::text;
 
 -- name: run_events
@@ -193,7 +193,7 @@ GROUP BY status;
 SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
        submitted_at, scheduled_at, started_at, finished_at, worker_id, lease_expires_at,
        cancel_requested, result, error, block_reason, suspect, resumed,
-       child_waits, worker_shutdowns, lost_workers, manual_retries, rate_key
+       child_waits, worker_shutdowns, lost_workers, manual_retries, rate_key, snoozes
 FROM tidegate_runs
 WHERE status = 'queued' AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
 ORDER BY resumed DESC, priority DESC, scheduled_at, id

@@ -15,10 +15,11 @@ from tidegate.domain import claim_plan, transitions
 from tidegate.domain import events as history
 from tidegate.domain.admission import LocalUsage, admit
 from tidegate.domain.claim_plan import ClaimPlan
+from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.jsonvalue import dumps
-from tidegate.domain.model import ClaimedRun, CycleResult, Outcome
+from tidegate.domain.model import ClaimedRun, CycleResult, Outcome, OutcomeKind
 from tidegate.domain.rates import RateStates, to_ns
-from tidegate.storage import claiming, port
+from tidegate.storage import adaptation, claiming, port
 from tidegate.storage.port import Fence
 from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.children import Children
@@ -105,21 +106,30 @@ class Claims(Aggregate, port.ClaimVerbs):
                     "result": None if outcome.result is None else dumps(outcome.result),
                     "error": outcome.error,
                     "delay": outcome.retry_delay,
+                    "snooze": outcome.kind is OutcomeKind.SNOOZED,
                 }
             )
             by_fence[(outcome.run_id, outcome.attempt)] = outcome
-        applied = {
-            (row[0], row[1]): row[2]
-            for row in connection.execute(
-                self._q("cycle_reports"), {"outcomes": json.dumps(payload), "worker": worker_id, "now": now}
-            )
-        }
+        rows = connection.execute(
+            self._q("cycle_reports"),
+            {"outcomes": json.dumps(payload), "worker": worker_id, "now": now, "most_attempts": STORED_INT_MAX},
+        ).fetchall()
+        applied = {(row[0], row[1]): row[2] for row in rows}
+        adapts = bool(rows) and self._limits.adapts()
+        claimed_at = self._limits.claimed_at(connection, [row[0] for row in rows]) if adapts else {}
         if applied:
             connection.execute(self._q("release_holders"), {"ids": json.dumps([fence[0] for fence in applied])})
         for fence, outcome in by_fence.items():
             if fence in applied:
-                ended = history.attempt_ended(applied[fence], outcome.attempt, outcome.error, outcome.retry_delay)
-                events.append(event_row(outcome.run_id, ended, now))
+                snoozed = outcome.kind is OutcomeKind.SNOOZED
+                event = history.attempt_ended(
+                    applied[fence], outcome.attempt, outcome.error, outcome.retry_delay, snoozed, outcome.overloaded
+                )
+                events.append(event_row(outcome.run_id, event, now))
+        if adapts:
+            rows = [(run_id, n, queue, partition, claimed_at.get(run_id)) for run_id, n, _, queue, partition in rows]
+            moved = self._limits.adapt(connection, adaptation.ended(outcomes, rows), now)
+            events.extend(event_row(None, event, now) for event in moved)
         # A waiting parent whose last awaited child just ended goes back to the queue (after its end's
         # event); only a child's end can do that (the sweep's backstop resumes the rest).
         children = [fence[0] for fence in applied if by_fence[fence].has_parent]

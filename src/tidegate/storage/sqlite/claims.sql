@@ -29,6 +29,11 @@ UPDATE tidegate_runs SET
     worker_id = NULL,
     lease_expires_at = NULL,
     cancel_requested = 0,
+    -- a snooze that takes the queue is not charged: the budget grows by one, counted as a snooze
+    max_attempts = iif(o.snooze AND iif(tidegate_runs.cancel_requested, o.if_canceled, o.status) = 'queued',
+                       min(tidegate_runs.max_attempts, :most_attempts - 1) + 1, tidegate_runs.max_attempts),
+    snoozes = tidegate_runs.snoozes
+              + iif(o.snooze AND iif(tidegate_runs.cancel_requested, o.if_canceled, o.status) = 'queued', 1, 0),
     -- a suspect whose attempt reported an outcome did not kill its worker: cleared
     suspect = 0, suspect_group = NULL
 FROM (SELECT json_extract(value, '$.id') AS id,
@@ -37,11 +42,13 @@ FROM (SELECT json_extract(value, '$.id') AS id,
              json_extract(value, '$.if_canceled') AS if_canceled,
              json_extract(value, '$.result') AS result,
              json_extract(value, '$.error') AS error,
-             coalesce(json_extract(value, '$.delay'), 0) AS delay
+             coalesce(json_extract(value, '$.delay'), 0) AS delay,
+             json_extract(value, '$.snooze') AS snooze
       FROM json_each(:outcomes)) AS o
 WHERE tidegate_runs.id = o.id AND tidegate_runs.attempt = o.attempt
   AND +tidegate_runs.status = 'running' AND +tidegate_runs.worker_id = :worker
-RETURNING tidegate_runs.id, tidegate_runs.attempt, tidegate_runs.status;
+RETURNING tidegate_runs.id, tidegate_runs.attempt, tidegate_runs.status, tidegate_runs.queue,
+          tidegate_runs.partition_key;
 
 -- name: cancel_requests
 SELECT id, attempt FROM tidegate_runs
@@ -96,7 +103,8 @@ UPDATE tidegate_runs SET
     rate_charge = json_extract(:charges, '$."' || id || '"')  -- what its rate windows were charged (refunds)
 WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'queued'
 RETURNING id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect,
-          max(0, :now - scheduled_at) AS queued_seconds, parent_id IS NOT NULL AS has_parent, trace_context;
+          max(0, :now - scheduled_at) AS queued_seconds, parent_id IS NOT NULL AS has_parent, trace_context,
+          snoozes;
 
 -- name: next_due
 -- Only runs not yet due: a due run that is blocked waits for a release (a wake-up), not a timer.

@@ -10,12 +10,14 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
+from tidegate.domain.adaptive import by_target
+from tidegate.domain.events import Event
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.limits import QueueConfig, RunQueueConfig, queue_to_dict, run_queue_to_dict
 from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
 from tidegate.domain.rates import RateStates, to_ns
 from tidegate.domain.scopes import Rules
-from tidegate.storage import port, records
+from tidegate.storage import adaptation, port, records
 from tidegate.storage.claiming import STATE_SLACK_NS
 from tidegate.storage.rules import limit_change, stored_rules
 from tidegate.storage.shared import wakes
@@ -95,9 +97,40 @@ class Limits(Aggregate, port.LimitVerbs):
             [config for config, _ in queues],
             [(target, limit) for target, limit, _, _ in connection.execute(self._q("load_overrides"))],
             [config["name"] for config, paused in queues if paused],
+            connection.execute(self._q("load_rules_adaptive")).fetchall(),
         )
         self._rules_cache = (version, rules)
         return rules
+
+    def adapts(self) -> bool:
+        """Whether the rules as last read (every claim refreshes them) have an adaptive queue: only then
+        does a cycle read its ended attempts' claim times and `adapt`."""
+        cached = self._rules_cache
+        return cached is not None and adaptation.has_adaptive(cached[1])
+
+    def claimed_at(self, connection: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, float]:
+        """When each of these running attempts was claimed, before the outcome frees its holders."""
+        return dict(
+            connection.execute(self._q("adaptive_states_claims"), {"ids": json.dumps(list(run_ids))}).fetchall()
+        )
+
+    def adapt(self, connection: sqlite3.Connection, ended: Sequence[adaptation.Ended], now: float) -> list[Event]:
+        """Apply the outcomes' signals to the adaptive limits they concern (storage/adaptation.py);
+        the LimitChanged events of the limits that moved, for the caller to append."""
+        rules = self.load_rules(connection)
+        work = adaptation.targets(rules, ended)
+        if not work:
+            return []
+        targets = {"targets": json.dumps(sorted(work))}
+        rows = connection.execute(self._q("adaptive_states"), targets).fetchall()
+        usage = dict(connection.execute(self._q("adaptive_states_usage"), targets).fetchall())
+        result = adaptation.adapted(work, by_target([tuple(row) for row in rows]), usage, now)
+        connection.execute(
+            self._q("save_adaptive_states"), {"states": json.dumps(adaptation.state_rows(result.states))}
+        )
+        if result.changed:
+            connection.execute(self._q("bump_rules_version"), {"now": now})
+        return result.events
 
     def limit_overrides(self) -> list[LimitOverride]:
         return [

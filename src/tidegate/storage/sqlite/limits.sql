@@ -16,6 +16,36 @@ SELECT value FROM tidegate_settings WHERE name = 'run_queue';
 -- name: load_rules_queues
 SELECT config, paused FROM tidegate_queues ORDER BY name;
 
+-- name: load_rules_adaptive
+SELECT target, "limit", successes, lowered_at, reason FROM tidegate_adaptive_limits ORDER BY target;
+
+-- name: adaptive_states
+-- The stored states of the adaptive targets a cycle's outcomes concern (storage/adaptation.py).
+SELECT target, "limit", successes, lowered_at, reason FROM tidegate_adaptive_limits
+WHERE target IN (SELECT value FROM json_each(:targets));
+
+-- name: adaptive_states_claims
+-- When each ended attempt was claimed (its run holders' claimed_at), read before they are freed:
+-- an overload of an attempt claimed before the last decrease is not counted again.
+SELECT run_id, min(claimed_at) FROM tidegate_holders
+WHERE holder = run_id AND run_id IN (SELECT value FROM json_each(:ids))
+GROUP BY run_id;
+
+-- name: adaptive_states_usage
+-- The slots of the adaptive targets held now (after this cycle's ends freed theirs).
+SELECT scope, sum(slots) FROM tidegate_holders
+WHERE holder = run_id AND scope IN (SELECT value FROM json_each(:targets))
+GROUP BY scope;
+
+-- name: save_adaptive_states
+INSERT INTO tidegate_adaptive_limits (target, "limit", successes, lowered_at, reason)
+SELECT json_extract(value, '$.target'), json_extract(value, '$.limit'), json_extract(value, '$.successes'),
+       json_extract(value, '$.lowered_at'), json_extract(value, '$.reason')
+FROM json_each(:states) WHERE true
+ON CONFLICT (target) DO UPDATE SET
+    "limit" = excluded."limit", successes = excluded.successes, lowered_at = excluded.lowered_at,
+    reason = excluded.reason;
+
 -- name: load_overrides
 SELECT target, "limit", version, updated_at FROM tidegate_limit_overrides ORDER BY target;
 

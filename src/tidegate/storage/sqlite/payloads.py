@@ -42,4 +42,5 @@ def claimed_run(row: sqlite3.Row) -> ClaimedRun:
         queued_seconds=row["queued_seconds"],
         has_parent=bool(row["has_parent"]),
         trace_context=row["trace_context"],
+        snoozes=row["snoozes"],
     )
