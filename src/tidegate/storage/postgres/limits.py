@@ -11,6 +11,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import psycopg
+
 from tidegate.domain.errors import StoreUnavailable
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.limits import QueueConfig, RunQueueConfig, queue_to_dict, run_queue_to_dict
@@ -117,7 +119,12 @@ class Limits(Aggregate, port.LimitVerbs):
 
     def rate_states(self) -> RateStates:
         with self._connection() as connection:
-            rows = connection.execute(self._q("live_rate_states"), {"slack": STATE_SLACK_NS}).fetchall()
+            return self.live_rates(connection)
+
+    def live_rates(self, connection: psycopg.Connection[Any]) -> RateStates:
+        """The rate states that may hold a start back, with the database's time, read on
+        `connection` (a caller's transaction, or a pooled one)."""
+        rows = connection.execute(self._q("live_rate_states"), {"slack": STATE_SLACK_NS}).fetchall()
         states = {(scope, window): tat for _, scope, window, tat in rows if scope is not None}
         return RateStates(states, rows[0][0])
 
