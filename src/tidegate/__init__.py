@@ -40,7 +40,14 @@ from tidegate.domain.errors import (
     WaitTimeout,
 )
 from tidegate.domain.keys import CheckedUnique, UniqueClaim
-from tidegate.domain.limits import Concurrency, Partition, QueueConfig, RunQueueConfig, TagConcurrencyLimit
+from tidegate.domain.limits import (
+    Concurrency,
+    Partition,
+    QueueConfig,
+    RunQueueConfig,
+    TagConcurrencyLimit,
+    TagRateLimit,
+)
 from tidegate.domain.model import (
     ClaimedRun,
     CycleResult,
@@ -178,6 +185,7 @@ __all__ = [
     "SweepReport",
     "SystemClock",
     "TagConcurrencyLimit",
+    "TagRateLimit",
     "Task",
     "TaskDefinition",
     "TaskFunction",

@@ -19,7 +19,7 @@ from contextlib import ExitStack
 import pytest
 
 from tests.apps.backpressure import running_workers
-from tidegate import App, Concurrency, RunQueueConfig, RunStatus, TagConcurrencyLimit
+from tidegate import App, Concurrency, Rate, RunQueueConfig, RunStatus, TagConcurrencyLimit
 from tidegate.engine.limits import set_limit
 
 from .conftest import execute_sql, wait_until
@@ -182,3 +182,31 @@ def test_no_overflow_while_runs_wait_only_on_a_limit(database_url, clock, limit)
         for handle in handles:
             handle.wait(timeout=30)
         assert app.store.status_counts()[RunStatus.COMPLETED] == 4
+
+
+def test_no_overflow_while_runs_wait_only_on_a_rate(database_url, clock):
+    """The worker is full with the one run the rate allowed this hour; the other three wait for the
+    rate's next start, which no other worker could give them: no signal (they were counted as
+    waiting for a worker while the check ignored the stored rate states)."""
+    gate = threading.Event()
+    calls: list[int] = []
+    with App(database_url, clock=clock) as app, ExitStack() as stack:
+        app.queue("lim", rate=Rate(limit=1, per="1h", burst=1))
+
+        @app.task(name="ovf.rated", queue="lim")
+        def rated(n: int) -> int:
+            gate.wait(60)
+            return n
+
+        app.on_overflow(calls.append)
+        [worker] = stack.enter_context(
+            running_workers(app, {"max_workers": 1, "queues": ["lim"], "poll_interval": "0.1s"})
+        )
+        handles = rated.submit_many([{"n": n} for n in range(4)])
+        wait_until(lambda: worker.in_flight == 1, 30, message="the one run the rate allows to start")
+        clock.advance(INTERVAL)
+        assert app.store.check_overflow("probe", ["lim"], INTERVAL) is None
+        assert calls == [], "overflow raised for runs that only a rate holds back"
+        assert _overflow_events(database_url) == []
+        gate.set()
+        handles[0].wait(timeout=30)

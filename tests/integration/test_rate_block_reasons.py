@@ -135,3 +135,12 @@ def test_every_listed_reason_agrees_with_queue_why(scenario: Scenario) -> None:
         scopes = [item["scope"] for item in run["block_reason"] or []]
         assert [check.scope for check in explain(store, run["id"]).blocking] == scopes
         assert browser.get(f"/api/v1/runs/{run['id']}/why").json()["blocked_by"] == scopes
+
+
+def test_metrics_export_each_rate_windows_tokens_used_and_limit(scenario: Scenario) -> None:
+    """Key a's window counts its one start of the minute against its limit of 1; key b's rate was
+    never charged (no stored state): no series for it."""
+    text = scenario.client().get("/metrics").text
+    assert f'tidegate_rate_tokens_used{{per="1m",scope="{SCOPE}"}} 1.0' in text
+    assert f'tidegate_rate_tokens_limit{{per="1m",scope="{SCOPE}"}} 1.0' in text
+    assert 'scope="rate:api/key=b"' not in text

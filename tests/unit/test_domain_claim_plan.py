@@ -19,7 +19,14 @@ from hypothesis import strategies as st
 from tidegate.domain.admission import Candidate, LocalUsage, admit, claim_order
 from tidegate.domain.blocking import verdict
 from tidegate.domain.claim_plan import FULL, PAUSED, ClaimPlan, lock_steps, own_queue, plan
-from tidegate.domain.limits import Concurrency, Partition, QueueConfig, RunQueueConfig, TagConcurrencyLimit
+from tidegate.domain.limits import (
+    Concurrency,
+    Partition,
+    QueueConfig,
+    RunQueueConfig,
+    TagConcurrencyLimit,
+    TagRateLimit,
+)
 from tidegate.domain.scopes import GLOBAL, Rules, queue_scope
 
 QUEUES = ("a", "b", "c")
@@ -44,11 +51,20 @@ def queue_configs(draw: st.DrawFn, name: str) -> QueueConfig | None:
     return QueueConfig(name, concurrency, max_workers=max_workers, ordering=ordering)
 
 
+def _tenant_rate(limit: int) -> TagRateLimit:
+    """A rate per tenant that a second start of one tenant at one instant exceeds (burst 1)."""
+    return TagRateLimit(key="tenant", per_unique_value=True, limit=limit, per="1s", burst=1)
+
+
 @st.composite
 def rules(draw: st.DrawFn) -> Rules:
     tag = draw(rare)
     tenants = [] if tag is None else [TagConcurrencyLimit(key="tenant", per_unique_value=True, limit=tag)]
-    run_queue = RunQueueConfig(max_concurrent_runs=draw(rare), tag_concurrency_limits=tenants)
+    tag_rate = draw(rare)
+    tenant_rates = [] if tag_rate is None else [_tenant_rate(tag_rate)]
+    run_queue = RunQueueConfig(
+        max_concurrent_runs=draw(rare), tag_concurrency_limits=tenants, tag_rate_limits=tenant_rates
+    )
     queues = {name: config for name in QUEUES if (config := draw(queue_configs(name))) is not None}
     targets = [GLOBAL, *(f"queue:{name}" for name in QUEUES), "tag:tenant=acme"]
     overrides = draw(st.dictionaries(st.sampled_from(targets), limits, max_size=1)) if draw(st.booleans()) else {}
@@ -60,7 +76,9 @@ def rules(draw: st.DrawFn) -> Rules:
 def sparse_rules(draw: st.DrawFn) -> Rules:
     """Rules with at most one limit of any kind (so plans are often free, and each kind of limit
     is met alone): a kind the plan forgot would make a free plan that `admit` contradicts."""
-    knob = draw(st.sampled_from([None, "global", "tag", "queue", "local", "max_workers", "fair", "override"]))
+    knob = draw(
+        st.sampled_from([None, "global", "tag", "tag_rate", "queue", "local", "max_workers", "fair", "override"])
+    )
     queue = draw(st.sampled_from(QUEUES))
     one = draw(st.integers(min_value=1, max_value=2))
     concurrency = Concurrency(
@@ -75,7 +93,11 @@ def sparse_rules(draw: st.DrawFn) -> Rules:
         ordering="fair" if knob == "fair" else "priority",
     )
     tenants = [TagConcurrencyLimit(key="tenant", per_unique_value=True, limit=one)] if knob == "tag" else []
-    run_queue = RunQueueConfig(max_concurrent_runs=one if knob == "global" else None, tag_concurrency_limits=tenants)
+    run_queue = RunQueueConfig(
+        max_concurrent_runs=one if knob == "global" else None,
+        tag_concurrency_limits=tenants,
+        tag_rate_limits=[_tenant_rate(one)] if knob == "tag_rate" else [],
+    )
     overrides = (
         {draw(st.sampled_from(["tag:tenant=acme", f"queue:{queue}", GLOBAL])): one} if knob == "override" else {}
     )

@@ -4,7 +4,8 @@ A custom collector rather than gauges kept up to date: the store is the one
 source of truth for what every worker of the fleet holds, so each scrape asks
 it (runs per queue and status, the slots in use per scope as the sum of the
 holder rows against the limit in force, queued runs blocked per scope as
-`queue why` would say, pools' pending steps). Nothing is cached, so nothing drifts from the holder rows.
+`queue why` would say, pools' pending steps, and per rate window the cost its
+stored state counts now against its limit). Nothing is cached, so nothing drifts from the holder rows.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from tidegate.bootstrap import Store
+from tidegate.domain.blocking import window_used
+from tidegate.domain.durations import format_duration
 from tidegate.domain.scopes import GLOBAL, Rules, effective_limit, queue_scope
 from tidegate.engine import queues
 
@@ -32,6 +35,7 @@ class FleetCollector(Collector):
             runs.add_metric([queue, status.value], count)
         yield runs
         yield from self._scopes(store)
+        yield from self._rates(store)
         blocked = GaugeMetricFamily(
             "tidegate_scope_blocked_runs",
             "Queued runs this scope holds back now: full, or its queue paused (a run counts for each).",
@@ -71,6 +75,26 @@ class FleetCollector(Collector):
         yield pending
         if rules.adaptive:
             yield _adaptive(rules)
+
+    def _rates(self, store: Store) -> Iterator[GaugeMetricFamily]:
+        """Per rate scope and window: the cost its stored state counts now, and its limit."""
+        used = GaugeMetricFamily(
+            "tidegate_rate_tokens_used",
+            "Cost units (starts) a rate window counts now, from its stored state at the database's time.",
+            labels=["scope", "per"],
+        )
+        limit = GaugeMetricFamily(
+            "tidegate_rate_tokens_limit", "The most cost units a rate window allows.", labels=["scope", "per"]
+        )
+        rules = store.rules()
+        rates = store.rate_states()
+        for scope in sorted({scope for scope, _ in rates.states} | set(rules.declared_rate_scopes())):
+            for rate in rules.rate_windows(scope):
+                per = format_duration(rate.seconds)
+                used.add_metric([scope, per], window_used(scope, rate, rates))
+                limit.add_metric([scope, per], rate.limit)
+        yield used
+        yield limit
 
 
 def _adaptive(rules: Rules) -> GaugeMetricFamily:

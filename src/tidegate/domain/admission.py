@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from tidegate.domain.durations import format_duration
 from tidegate.domain.rates import Held, Rate, held, take, window_key
-from tidegate.domain.scopes import Rules, ScopeNeed, rate_scope
+from tidegate.domain.scopes import Rules, ScopeNeed
 from tidegate.domain.transitions import has_room
 
 RateStates = Mapping[tuple[str, int], int]  # (rate scope, window in ns) -> GCRA's TAT in ns
@@ -176,10 +176,11 @@ def admit(
         group = suspect_group(candidate) if candidate.suspect else None
         if group not in (None, held) and held is not None:
             continue  # another group's suspect: a worker free of suspects takes it
-        waiting = _charge(candidate, rules.rates(candidate.queue), states, charged, charges, now)
-        if waiting is not None:
-            blocked[candidate.id] = (waiting,)
-            next_allowed = _earliest(next_allowed, waiting.retry_at)
+        scopes = rules.rate_scopes(candidate.queue, candidate.rate_partition, candidate.tags)
+        waiting = _charge(candidate, scopes, states, charged, charges, now)
+        if waiting:
+            blocked[candidate.id] = waiting
+            next_allowed = _earliest(next_allowed, _all_allow(waiting))
             continue
         held = group or held
         admitted.append((candidate, needs))
@@ -193,20 +194,21 @@ def admit(
 
 def _charge(
     candidate: Candidate,
-    rates: tuple[Rate, ...],
+    scopes: Sequence[tuple[str, tuple[Rate, ...]]],
     states: dict[tuple[str, int], int],
     charged: dict[tuple[str, int], int],
     charges: dict[str, tuple[RateCharge, ...]],
     now: float,
-) -> Saturation | None:
-    """Take the candidate's cost from every window of its rate (updating `states` and `charged`,
-    and recording in `charges` what it took, for a refund), or take nothing and say which window
-    holds it back until when (None: taken, or no rate)."""
-    if not rates:
-        return None
-    scope = rate_scope(candidate.queue, candidate.rate_partition)
-    keys = [(scope, window_key(rate)) for rate in rates]
-    taken = take([states.get(key) for key in keys], rates, candidate.rate_cost, now)
+) -> tuple[Saturation, ...]:
+    """Take the candidate's cost from every window of every rate it is charged (`scopes`: its
+    queue's and its tags'), updating `states` and `charged` and recording in `charges` what it
+    took, for a refund; or take nothing and name each rate that holds it back, until when (empty:
+    taken, or no rate)."""
+    if not scopes:
+        return ()
+    keys = [(scope, window_key(rate)) for scope, windows in scopes for rate in windows]
+    windows = [rate for _, scope_windows in scopes for rate in scope_windows]
+    taken = take([states.get(key) for key in keys], windows, candidate.rate_cost, now)
     if taken.allowed:
         taken_here: list[RateCharge] = []
         for key, state in zip(keys, taken.states, strict=True):
@@ -214,10 +216,21 @@ def _charge(
             taken_here.append((key[0], key[1], states.get(key), state))
             states[key] = charged[key] = state
         charges[candidate.id] = tuple(taken_here)
-        return None
-    refused = held([states.get(key) for key in keys], rates, candidate.rate_cost, now)
-    assert refused is not None  # take refused it just now
-    return rate_saturation(scope, refused)
+        return ()
+    refusals = []
+    for scope, scope_windows in scopes:
+        refused = held(
+            [states.get((scope, window_key(rate))) for rate in scope_windows], scope_windows, candidate.rate_cost, now
+        )
+        if refused is not None:
+            refusals.append(rate_saturation(scope, refused))
+    return tuple(refusals)
+
+
+def _all_allow(refusals: Sequence[Saturation]) -> float | None:
+    """When every rate that refused a start allows it (None: one never will)."""
+    times = [refusal.retry_at for refusal in refusals]
+    return None if None in times else max(time for time in times if time is not None)
 
 
 def rate_saturation(scope: str, refused: Held) -> Saturation:

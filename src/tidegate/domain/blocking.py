@@ -9,10 +9,11 @@ full only looks, `peek_cycle`, and reads none), so a stored reason cannot
 answer for the rest; the answer is instead computed from what decides a
 claim: the scopes the run needs (`Rules.scopes_for`), the slots in use of
 each (the sum of its holder rows, read once for a whole list), the pauses,
-and its queue's rate: the stored rate states and the database's time of the
-read (`RateStates`), asked exactly as the claim's charge asks them
-(`domain.rates.held`), so a rate-blocked run is named `rate:QUEUE[/PARTITION]`
-with the time until its next allowed start everywhere.
+and its rates (its queue's and its tags'): the stored rate states and the
+database's time of the read (`RateStates`), asked exactly as the claim's
+charge asks them (`domain.rates.held`), so a rate-blocked run is named
+`rate:QUEUE[/PARTITION]` or `rate:tag:KEY=VALUE` with the time until its next
+allowed start everywhere.
 Runs of one shape (queue, partition, tags) share the answer, so a count reads
 queued runs grouped by shape, never the runs themselves.
 
@@ -31,7 +32,7 @@ from typing import Any
 
 from tidegate.domain.durations import format_duration
 from tidegate.domain.rates import NS, Rate, RateStates, interval, window_key
-from tidegate.domain.scopes import Rules, queue_scope, rate_scope
+from tidegate.domain.scopes import Rules, queue_scope
 from tidegate.domain.transitions import has_room
 
 RATE_COST = 1  # what one start takes of each window of its queue's rate (the claim's `Candidate.rate_cost`)
@@ -123,13 +124,12 @@ def verdict(
     rates: RateStates | None = None,
 ) -> Verdict:
     """Why a queued run of `queue`/`partition` carrying `tags` (charged to `rate_partition` of its
-    queue's rate) waits, given the slots in use per scope (`usage`, the sum of the live holder
+    queue's rate, and to its tags' rates) waits, given the slots in use per scope (`usage`, the sum of the live holder
     rows) and the rate states (`rates`; none read: no rate state, every window has room): the same
     scopes, room test and rate charge as the claim's decision (`domain.admission.admit`)."""
     checks = [Check(need.key, usage.get(need.key, 0), need.limit) for need in rules.scopes_for(queue, partition, tags)]
-    windows = rules.rates(queue)
-    if windows:
-        checks.append(rate_check(rate_scope(queue, rate_partition), windows, rates or RateStates()))
+    for scope, windows in rules.rate_scopes(queue, rate_partition, tags):
+        checks.append(rate_check(scope, windows, rates or RateStates()))
     return Verdict(queue, tuple(sorted(checks, key=lambda check: check.scope)), rules.is_paused(queue))
 
 
@@ -142,13 +142,16 @@ def rate_check(scope: str, windows: tuple[Rate, ...], rates: RateStates) -> Chec
         limit = refused.rate.limit
         return Check(scope, limit, limit, refused.rate.seconds, held=True, allowed_in=wait)
 
-    def counted(rate: Rate) -> int:
-        state = rates.states.get((scope, window_key(rate)))
-        ahead = 0 if state is None else max(0, state - math.ceil(rates.now * NS))
-        return min(rate.limit, -(-ahead // interval(rate)))
+    busiest = max(windows, key=lambda rate: window_used(scope, rate, rates) / rate.limit)
+    return Check(scope, window_used(scope, busiest, rates), busiest.limit, busiest.seconds)
 
-    busiest = max(windows, key=lambda rate: counted(rate) / rate.limit)
-    return Check(scope, counted(busiest), busiest.limit, busiest.seconds)
+
+def window_used(scope: str, rate: Rate, rates: RateStates) -> int:
+    """The cost one window of a rate scope still counts now: how far its stored state (GCRA's TAT)
+    lies ahead of now, in emission intervals, at most the limit; 0 for a window never charged."""
+    state = rates.states.get((scope, window_key(rate)))
+    ahead = 0 if state is None else max(0, state - math.ceil(rates.now * NS))
+    return min(rate.limit, -(-ahead // interval(rate)))
 
 
 @dataclass(frozen=True)

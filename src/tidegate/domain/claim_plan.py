@@ -28,8 +28,8 @@ full global cap (every run needs `global`), no queued run at all (when the
 caller read that), this worker's `max_workers`, or the full shared limit of
 a queue that is not partitioned when no queued run of it carries an explicit
 concurrency key (such a run has a scope of its own, `queue:NAME/key=...`).
-Partitioned queue limits, tag limits and per-partition local limits never
-close a queue: a run not read may fall in a partition, or carry tags, with room.
+Partitioned queue limits, tag limits, tag rates and per-partition local limits
+never close a queue: a run not read may fall in a partition, or carry tags, with room.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from functools import cached_property
 
 from tidegate.domain.admission import Admission, LocalUsage
 from tidegate.domain.blocking import Check
-from tidegate.domain.scopes import GLOBAL, Rules, queue_scope
+from tidegate.domain.scopes import GLOBAL, TAG_RATE_PREFIX, Rules, queue_scope
 
 WINDOW_MARGIN = 32  # at most this many rows read past the claim limit where limits apply
 MIN_MARGIN = 8  # at least this many, so that a claim of one still sees (and explains) the runs behind it
@@ -236,7 +236,9 @@ class ClaimPlan:
             saturation.scope.removeprefix("rate:")
             for saturations in decision.blocked.values()
             for saturation in saturations
-            if saturation.per is not None and "/" not in saturation.scope.removeprefix("rate:")
+            if saturation.per is not None
+            and not saturation.scope.startswith(TAG_RATE_PREFIX)  # a tag's rate holds some runs only
+            and "/" not in saturation.scope.removeprefix("rate:")
         }
         return self.all_closed(after, running, empty=rated)
 
@@ -269,7 +271,7 @@ def _queue_plan(queue: str, rules: Rules) -> QueuePlan:
     local_counts = rules.local_limit(queue) is not None or rules.max_workers(queue) is not None
     limited = bool(
         rules.global_limit() is not None
-        or rules.rates(queue)  # every claim charges the rate: never free, one claimer at a time (a turn)
+        or rules.has_rates(queue)  # every claim charges a rate: never free, one claimer at a time (a turn)
         or rules.run_queue.tag_concurrency_limits
         or rules.overrides
         or local_counts

@@ -1,6 +1,6 @@
-"""Declarations of run-level limits: the global cap, tag limits and queues.
+"""Declarations of run-level limits: the global cap, tag limits, tag rates and queues.
 
-These are what users write in code (`RunQueueConfig`, `TagConcurrencyLimit`,
+These are what users write in code (`RunQueueConfig`, `TagConcurrencyLimit`, `TagRateLimit`,
 `Concurrency`, `Partition`, `QueueConfig`). Each validates itself on
 construction so a negative limit or a malformed override fails where it is
 written, not later inside a claim.
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tidegate.domain.adaptive import Adaptive
+from tidegate.domain.durations import format_duration
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.names import check_name, text_problem
@@ -50,15 +51,7 @@ class TagConcurrencyLimit:
         check_limit(f"tag limit {self.key}", self.limit)
         if self.limit is None:
             raise ConfigurationError(f"tag limit {self.key}: a limit is required")
-        if self.value is None and not self.per_unique_value:
-            raise ConfigurationError(
-                f"tag limit {self.key}: give value=... (limit runs with that value) or per_unique_value=True"
-            )
-        if self.value is not None and self.per_unique_value:
-            raise ConfigurationError(f"tag limit {self.key}: value and per_unique_value exclude each other")
-        problem = None if self.value is None else text_problem(self.value)
-        if problem:
-            raise ConfigurationError(f"tag limit {self.key}: value {self.value!r} is not valid: {problem}")
+        _check_tag_target(f"tag limit {self.key}", self.value, self.per_unique_value)
 
     def scope_for(self, tags: Mapping[str, str]) -> str | None:
         """The scope a run with these tags takes under this limit, if any."""
@@ -69,6 +62,71 @@ class TagConcurrencyLimit:
         return None
 
 
+def _check_tag_target(what: str, value: str | None, per_unique_value: bool) -> None:
+    """A tag declaration names one value or every value, never both or neither."""
+    if value is None and not per_unique_value:
+        raise ConfigurationError(f"{what}: give value=... (limit runs with that value) or per_unique_value=True")
+    if value is not None and per_unique_value:
+        raise ConfigurationError(f"{what}: value and per_unique_value exclude each other")
+    problem = None if value is None else text_problem(value)
+    if problem:
+        raise ConfigurationError(f"{what}: value {value!r} is not valid: {problem}")
+
+
+@dataclass(frozen=True)
+class TagRateLimit:
+    """At most `limit` starts (cost units) per `per` of runs carrying tag `key=value`, or per
+    distinct value (`per_unique_value=True`): a rate shared by every queue (domain/rates.py)."""
+
+    key: str
+    limit: int
+    per: str | float
+    value: str | None = None
+    per_unique_value: bool = False
+    burst: int | None = None
+    rate: Rate = field(init=False, repr=False, compare=False)  # its window, built (and checked) once
+
+    def __post_init__(self) -> None:
+        what = f"tag rate {self.key}"
+        check_name("tag", self.key)
+        _check_tag_target(what, self.value, self.per_unique_value)
+        try:
+            object.__setattr__(self, "rate", Rate(self.limit, self.per, self.burst))
+        except ConfigurationError as error:
+            raise ConfigurationError(f"{what}: {error}") from None
+
+    def applies(self, key: str, value: str) -> bool:
+        """Whether a run tagged `key=value` is charged this rate."""
+        return key == self.key and (self.per_unique_value or value == self.value)
+
+    def to_dict(self) -> dict[str, object]:
+        """The stored form (per in seconds)."""
+        return {
+            "key": self.key,
+            "value": self.value,
+            "per_unique_value": self.per_unique_value,
+            **self.rate.to_json(),
+        }
+
+
+def _check_tag_rates(declared: Sequence[object]) -> tuple[TagRateLimit, ...]:
+    """Tag rates, none two with one window length for one tag value: each value's windows are
+    one scope's, one state per window length (`domain.rates.window_key`)."""
+    rates: list[TagRateLimit] = []
+    for limit in declared:
+        if not isinstance(limit, TagRateLimit):
+            raise ConfigurationError(f"tag_rate_limits: expected TagRateLimit, got {limit!r}")
+        for other in rates:
+            same_values = limit.per_unique_value or other.per_unique_value or limit.value == other.value
+            if other.key == limit.key and same_values and other.rate.seconds == limit.rate.seconds:
+                raise ConfigurationError(
+                    f"tag rate {limit.key}: two rates with the window {format_duration(limit.rate.seconds)}"
+                    " apply to one value"
+                )
+        rates.append(limit)
+    return tuple(rates)
+
+
 @dataclass(frozen=True)
 class RunQueueConfig:
     """App-wide run gates: a cap on running runs and tag limits."""
@@ -76,8 +134,12 @@ class RunQueueConfig:
     max_concurrent_runs: int | None = None
     tag_concurrency_limits: Sequence[TagConcurrencyLimit] = ()
     max_active: int | None = None  # admission ceiling: queued + running runs, all queues
+    tag_rate_limits: Sequence[TagRateLimit] = ()  # starts per window per tag value, across queues
 
     def __post_init__(self) -> None:
+        if isinstance(self.tag_rate_limits, (str, bytes)) or not isinstance(self.tag_rate_limits, Sequence):
+            raise ConfigurationError(f"tag_rate_limits: expected a list of TagRateLimit, got {self.tag_rate_limits!r}")
+        object.__setattr__(self, "tag_rate_limits", _check_tag_rates(self.tag_rate_limits))
         object.__setattr__(self, "max_active", check_limit("max_active", self.max_active))
         object.__setattr__(
             self,
@@ -224,6 +286,7 @@ def run_queue_to_dict(config: RunQueueConfig) -> dict[str, object]:
             for t in config.tag_concurrency_limits
         ],
         "max_active": config.max_active,
+        "tag_rate_limits": [limit.to_dict() for limit in config.tag_rate_limits],
     }
 
 
@@ -234,6 +297,7 @@ def run_queue_from_dict(data: Mapping[str, Any]) -> RunQueueConfig:
         max_concurrent_runs=data.get("max_concurrent_runs"),
         tag_concurrency_limits=[TagConcurrencyLimit(**tag) for tag in tags],
         max_active=data.get("max_active"),
+        tag_rate_limits=[TagRateLimit(**limit) for limit in data.get("tag_rate_limits") or ()],
     )
 
 

@@ -80,6 +80,14 @@ def rate_scope(queue: str, partition: str) -> str:
     return f"rate:{queue}/{partition}" if partition else f"rate:{queue}"
 
 
+TAG_RATE_PREFIX = "rate:tag:"
+
+
+def tag_rate_scope(key: str, value: str) -> str:
+    """A tag rate's scope: `rate:tag:KEY=VALUE`, one budget per tag value, shared by every queue."""
+    return f"{TAG_RATE_PREFIX}{key}={value}"
+
+
 @dataclass(frozen=True)
 class ScopeNeed:
     key: str
@@ -149,6 +157,54 @@ class Rules:
         """The windows of a queue's rate, each of which must allow a start (none: no rate)."""
         config = self.queues.get(queue)
         return () if config is None else tuple(config.rate)
+
+    def tag_rates(self, key: str, value: str) -> tuple[Rate, ...]:
+        """The windows of every tag rate a run tagged key=value is charged (none: no tag rate)."""
+        return tuple(limit.rate for limit in self.run_queue.tag_rate_limits if limit.applies(key, value))
+
+    def has_rates(self, queue: str) -> bool:
+        """Whether a start of a run of `queue` may be charged some rate (its queue's, or a tag's)."""
+        return bool(self.rates(queue) or self.run_queue.tag_rate_limits)
+
+    def rate_scopes(
+        self, queue: str, rate_partition: str, tags: Mapping[str, str]
+    ) -> list[tuple[str, tuple[Rate, ...]]]:
+        """Every rate a run's start is charged, as (scope, windows), in key order: its queue's
+        (`rate_partition` of it) and one per tag rate its tags fall under. Every window of every
+        one must allow the start, and the claim charges them all or none."""
+        found: dict[str, tuple[Rate, ...]] = {}
+        windows = self.rates(queue)
+        if windows:
+            found[rate_scope(queue, rate_partition)] = windows
+        if self.run_queue.tag_rate_limits:
+            for key, value in tags.items():
+                windows = self.tag_rates(key, value)
+                if windows:
+                    found[tag_rate_scope(key, value)] = windows
+        return sorted(found.items())
+
+    def rate_windows(self, scope: str) -> tuple[Rate, ...]:
+        """The windows of a rate scope (`rate:QUEUE[/PARTITION]` or `rate:tag:KEY=VALUE`); none
+        when no rate in force has that scope."""
+        if scope.startswith(TAG_RATE_PREFIX):
+            key, _, value = scope[len(TAG_RATE_PREFIX) :].partition("=")
+            return self.tag_rates(key, value)
+        return self.rates(scope.removeprefix("rate:").partition("/")[0]) if scope.startswith("rate:") else ()
+
+    def declared_rate_scopes(self) -> list[str]:
+        """The rate scopes the rules name before any run is charged: each queue's one budget and
+        each fixed-value tag rate (a partitioned or per-value rate's scopes come with its runs)."""
+        scopes = {
+            rate_scope(name, "")
+            for name, config in self.queues.items()
+            if config.rate and not config.rate_partition.enabled
+        }
+        scopes |= {
+            tag_rate_scope(limit.key, limit.value)
+            for limit in self.run_queue.tag_rate_limits
+            if limit.value is not None
+        }
+        return sorted(scopes)
 
     def local_limit(self, queue: str) -> int | None:
         config = self.queues.get(queue)

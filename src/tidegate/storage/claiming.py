@@ -5,9 +5,9 @@ decides is which queued rows to hand it, so that the read stays cheap when a
 large backlog is blocked: a window in claim order per queue, and, when that
 window is full of runs whose partition is saturated, the heads of the other
 partitions found by skip-scan (one index seek per partition) instead of
-walking the blocked backlog; likewise past runs of a rate partition whose
-stored state refuses a start now (one key's blocked backlog must not hide
-another key's runs). Fair queues are always read per partition.
+walking the blocked backlog; likewise past runs of a rate partition, or of
+a tag rate, whose stored state refuses a start now (one key's blocked
+backlog must not hide another key's runs). Fair queues are always read per partition.
 Which queues are read, and how much of each first, is the claim plan's
 (`domain.claim_plan`): paused queues are not read at all.
 """
@@ -23,7 +23,7 @@ from tidegate.domain.admission import Admission, Candidate, LocalUsage, Saturati
 from tidegate.domain.blocking import RATE_COST
 from tidegate.domain.claim_plan import ClaimPlan
 from tidegate.domain.rates import RateStates, window_key
-from tidegate.domain.scopes import GLOBAL, Rules, queue_scope, rate_scope
+from tidegate.domain.scopes import GLOBAL, TAG_RATE_PREFIX, Rules, queue_scope, rate_scope
 from tidegate.domain.transitions import has_room
 
 MAX_PARTITIONS = 1000
@@ -89,6 +89,8 @@ def candidate_rows(
         return Candidates([], False)
     global_full = _full(usage, GLOBAL, rules.global_limit())
     excluded = saturated_tags(usage, rules)
+    if rates:
+        excluded = sorted({*excluded, *held_tag_rates(rules, rates)})
     rows: dict[str, Row] = {}
     exhausted = False
     for queue_plan in plan.open:
@@ -174,8 +176,7 @@ def _partition_heads(
 def _carries(row: Row, tags: Sequence[tuple[str, str]]) -> bool:
     if not tags:
         return False
-    raw = row["tags"]
-    held = json.loads(raw) if isinstance(raw, str) else (raw or {})
+    held = row_tags(row)
     return any(held.get(key) == value for key, value in tags)
 
 
@@ -189,6 +190,18 @@ def held_rate_partitions(queue: str, rules: Rules, rates: RateStates) -> list[st
     scopes = {scope for scope, _ in rates.states if scope == prefix or scope.startswith(prefix + "/")}
     held = [scope for scope in scopes if rates.held(scope, windows, RATE_COST) is not None]
     return sorted(scope[len(prefix) + 1 :] for scope in held)
+
+
+def held_tag_rates(rules: Rules, rates: RateStates) -> list[tuple[str, str]]:
+    """(key, value) of every tag rate whose stored state refuses a start now: like a full tag,
+    the read steps over the runs that carry it."""
+    held = []
+    for scope in {scope for scope, _ in rates.states if scope.startswith(TAG_RATE_PREFIX)}:
+        key, _, value = scope[len(TAG_RATE_PREFIX) :].partition("=")
+        windows = rules.tag_rates(key, value)
+        if windows and rates.held(scope, windows, RATE_COST) is not None:
+            held.append((key, value))
+    return sorted(held)
 
 
 def locally_full_partitions(queue: str, local: LocalUsage, rules: Rules) -> set[str]:
@@ -257,14 +270,22 @@ def to_candidate(
 
 
 def rate_keys(rows: Sequence[Row], rules: Rules) -> list[tuple[str, int]]:
-    """The (rate scope, window in ns) of every rate window the rows' runs would be charged, each
-    once, in key order: the order a claim locks their stored states in."""
+    """The (rate scope, window in ns) of every rate window the rows' runs would be charged (their
+    queues' and their tags'), each once, in key order: the order a claim locks their stored
+    states in."""
     keys = {
-        (rate_scope(row["queue"], row["rate_key"]), window_key(rate))
+        (scope, window_key(rate))
         for row in rows
-        for rate in rules.rates(row["queue"])
+        for scope, windows in rules.rate_scopes(row["queue"], row["rate_key"], row_tags(row))
+        for rate in windows
     }
     return sorted(keys)
+
+
+def row_tags(row: Row) -> Mapping[str, str]:
+    """A row's tags as a mapping (a store may hand them over as JSON text)."""
+    raw = row["tags"]
+    return json.loads(raw) if isinstance(raw, str) else (raw or {})
 
 
 def charges_json(decision: Admission) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from tidegate.domain.admission import LocalUsage, admit
 from tidegate.domain.backpressure import WorkerSlot, claimable_queues, lowest_free_rank
+from tidegate.domain.rates import RateStates
 from tidegate.domain.scopes import Rules
 from tidegate.storage import claiming
 
@@ -80,11 +81,18 @@ def all_serving_full(rows: Iterable[Row], queues: Sequence[str], to_json: ToJSON
 
 
 def eligible_backlog(
-    rows: Iterable[Row], rules: Rules, usage: Mapping[str, int], tags_of: ToJSON, time_of: Callable[[Any], float]
+    rows: Iterable[Row],
+    rules: Rules,
+    usage: Mapping[str, int],
+    rates: RateStates,
+    tags_of: ToJSON,
+    time_of: Callable[[Any], float],
 ) -> int:
     """How many of the sampled queued runs the claim policy would admit were there room:
-    runs held back by a limit do not count as waiting for a worker."""
+    runs held back by a limit, or by a rate (`rates`: the stored states at the database's
+    time), do not count as waiting for a worker."""
     candidates = [
         claiming.to_candidate(row, rules, tags_of(row["tags"]) or {}, time_of(row["scheduled_at"])) for row in rows
     ]
-    return len(admit(candidates, usage, rules, LocalUsage(), len(candidates)).admitted)
+    decision = admit(candidates, usage, rules, LocalUsage(), len(candidates), rate_states=rates.states, now=rates.now)
+    return len(decision.admitted)

@@ -30,6 +30,7 @@ import psycopg
 from tidegate.domain.admission import Admission, admit
 from tidegate.domain.claim_plan import ClaimPlan, plan
 from tidegate.domain.rates import RateStates
+from tidegate.domain.scopes import TAG_RATE_PREFIX
 from tidegate.storage import claiming
 from tidegate.storage.postgres.claim_reads import ClaimReads
 from tidegate.storage.postgres.claim_scopes import ScopeForecast, ScopeLocks
@@ -169,20 +170,30 @@ class Claim:
 
     def _live_rates(self) -> RateStates | None:
         """The rate states that may refuse a start now (unlocked: a hint for the candidate read, which
-        steps over their partitions' runs), when a queue read has a rate (None: none has)."""
+        steps over their partitions' runs), when a run read may be charged a rate (None: none may)."""
         plan = self.reads.plan
-        if not any(plan.rules.rates(queue.name) for queue in plan.open):
+        if not any(plan.rules.has_rates(queue.name) for queue in plan.open):
             return None
         rows = self.connection.execute(self.query("live_rate_states"), {"slack": claiming.STATE_SLACK_NS}).fetchall()
         return RateStates({(scope, window): tat for _, scope, window, tat in rows if scope is not None}, rows[0][0])
 
     def _rate_states(self, rows: Sequence[claiming.Row]) -> tuple[dict[tuple[str, int], int], float]:
-        """The stored states of the rate windows the candidates would be charged, locked (key order)
-        under the rated queues' claim turns (`ClaimPlan` gives a rated queue one), and the
-        database's time to charge them at; no read when no candidate's queue has a rate."""
+        """The stored states of the rate windows the candidates would be charged, locked (key order),
+        and the database's time to charge them at; no read when no candidate may be charged a rate.
+
+        A queue's rate is charged only under its claim turn (`ClaimPlan` gives a rated queue
+        one). A tag's rate is charged by claimers of any queue, so its rows are made to exist
+        first (`rate_states_seed`): the lock then serializes its charges, where a row missing
+        from the lock would let two claimers each charge it from nothing."""
         keys = claiming.rate_keys(rows, self.reads.rules)
         if not keys:
             return {}, 0.0
+        shared = [key for key in keys if key[0].startswith(TAG_RATE_PREFIX)]
+        if shared:  # claimers of other queues charge a tag's rate too: its rows must exist to be locked
+            self.connection.execute(
+                self.query("rate_states_seed"),
+                {"scopes": [scope for scope, _ in shared], "windows": [window for _, window in shared]},
+            )
         found = self.connection.execute(
             self.query("rate_states"),
             {"scopes": [scope for scope, _ in keys], "windows": [window for _, window in keys]},

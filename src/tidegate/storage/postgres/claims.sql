@@ -393,7 +393,8 @@ ORDER BY n NULLS LAST;
 -- The stored states of the rate windows a claim's candidates would be charged, locked in key
 -- order, with the database's time to charge them at (taken after the rated queues' claim turns
 -- were granted: claims of one rate are serialized, so each sees the states the last one wrote).
--- A window never charged has no row yet: its first charge inserts it, under the same turn.
+-- A window of a queue's rate never charged has no row yet: its first charge inserts it, under
+-- the same turn; a tag rate's rows were made to exist first (`rate_states_seed`).
 WITH locked AS (
     SELECT s.scope, s.window_ns, s.tat_ns FROM tidegate_rate_states AS s
     JOIN unnest(%(scopes)s::text[], %(windows)s::bigint[]) AS k(scope, window_ns)
@@ -403,6 +404,16 @@ WITH locked AS (
 )
 SELECT extract(epoch FROM tidegate_statement_timestamp())::double precision, l.scope, l.window_ns, l.tat_ns
 FROM (SELECT 1) AS n LEFT JOIN locked AS l ON true;
+
+-- name: rate_states_seed
+-- The windows of tag rates a claim's candidates would be charged, made to exist (as never
+-- charged: 0) before `rate_states` locks them: claimers of different queues charge one tag's
+-- rate, and a lock finds no row to hold until one exists. A concurrent first insert of the same
+-- key waits here for the other claim to end, then finds its row.
+INSERT INTO tidegate_rate_states (scope, window_ns, tat_ns)
+SELECT k.scope, k.window_ns, 0 FROM unnest(%(scopes)s::text[], %(windows)s::bigint[]) AS k(scope, window_ns)
+ORDER BY k.scope, k.window_ns
+ON CONFLICT (scope, window_ns) DO NOTHING;
 
 -- name: rate_states_write
 -- The states the claim's charges left, written in its transaction (all or none with the claims).

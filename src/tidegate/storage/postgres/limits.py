@@ -156,7 +156,12 @@ class Limits(Aggregate, port.LimitVerbs):
 
     def rate_states(self) -> RateStates:
         with self._connection() as connection:
-            rows = connection.execute(self._q("live_rate_states"), {"slack": STATE_SLACK_NS}).fetchall()
+            return self.live_rates(connection)
+
+    def live_rates(self, connection: psycopg.Connection[Any]) -> RateStates:
+        """The rate states that may hold a start back, with the database's time, read on
+        `connection` (a caller's transaction, or a pooled one)."""
+        rows = connection.execute(self._q("live_rate_states"), {"slack": STATE_SLACK_NS}).fetchall()
         states = {(scope, window): tat for _, scope, window, tat in rows if scope is not None}
         return RateStates(states, rows[0][0])
 

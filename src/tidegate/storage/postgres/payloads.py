@@ -154,8 +154,11 @@ def excluded_json(excluded: Sequence[tuple[str, str]]) -> str:
 
 
 def uses_tags(rules: Rules) -> bool:
-    """Whether any tag limit exists, so that a run's tags may decide a scope."""
-    return bool(rules.run_queue.tag_concurrency_limits) or any(target.startswith("tag:") for target in rules.overrides)
+    """Whether any tag limit or tag rate exists, so that a run's tags may decide a scope."""
+    run_queue = rules.run_queue
+    return bool(run_queue.tag_concurrency_limits or run_queue.tag_rate_limits) or any(
+        target.startswith("tag:") for target in rules.overrides
+    )
 
 
 def local_usage(cursor: psycopg.Cursor[Any]) -> LocalUsage:

@@ -64,7 +64,7 @@ class Workers(Aggregate, port.WorkerVerbs):
         """Raise the overflow signal (once per interval, across workers) when eligible runs wait for a worker.
 
         Eligible means the claim policy would admit it were there room: runs
-        held back by a limit do not count. Only when every live worker serving
+        held back by a limit or a rate do not count. Only when every live worker serving
         these queues is full; returns the backlog when this call raised it.
         Called only by a full worker, so its round trips stay off the hot path.
         """
@@ -80,7 +80,8 @@ class Workers(Aggregate, port.WorkerVerbs):
                 .execute(self._q("check_overflow_window"), {"queues": list(queues), "limit": registry.OVERFLOW_SAMPLE})
                 .fetchall()
             )
-            eligible = registry.eligible_backlog(rows, rules, usage, to_json, datetime.timestamp)
+            rates = self._limits.live_rates(connection)
+            eligible = registry.eligible_backlog(rows, rules, usage, rates, to_json, datetime.timestamp)
             if eligible == 0:
                 return None
             turn = connection.execute(

@@ -255,8 +255,8 @@ class Claims(Aggregate, port.ClaimVerbs):
         return {(scope, window): tat for scope, window, tat in read}
 
     def _live_rates(self, connection: sqlite3.Connection, plan: ClaimPlan, now: float) -> RateStates | None:
-        """The rate states that may refuse a start now, when a queue read has a rate (None: none has)."""
-        if not any(plan.rules.rates(queue.name) for queue in plan.open):
+        """The rate states that may refuse a start now, when a run read may be charged a rate (None: none may)."""
+        if not any(plan.rules.has_rates(queue.name) for queue in plan.open):
             return None
         rows = connection.execute(self._q("live_rate_states"), {"after": to_ns(now) - claiming.STATE_SLACK_NS})
         return RateStates({(scope, window): tat for scope, window, tat in rows}, now)

@@ -143,8 +143,12 @@ class Limits(Aggregate, port.LimitVerbs):
         return dict(self._connection().execute(self._q("scope_usage")))
 
     def rate_states(self) -> RateStates:
-        now = self._db.clock.wall()
-        rows = self._connection().execute(self._q("live_rate_states"), {"after": to_ns(now) - STATE_SLACK_NS})
+        return self.live_rates(self._connection(), self._db.clock.wall())
+
+    def live_rates(self, connection: sqlite3.Connection, now: float) -> RateStates:
+        """The rate states that may hold a start back at `now`, read on `connection` (a caller's
+        transaction, or the reader's)."""
+        rows = connection.execute(self._q("live_rate_states"), {"after": to_ns(now) - STATE_SLACK_NS})
         return RateStates({(scope, window): tat for scope, window, tat in rows}, now)
 
     def scope_holders(self, scope: str) -> list[HolderRecord]:

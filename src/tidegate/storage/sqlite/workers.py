@@ -57,7 +57,7 @@ class Workers(Aggregate, port.WorkerVerbs):
         """Raise the overflow signal (once per interval, across workers) when eligible runs wait for a worker.
 
         Eligible means the claim policy would admit it were there room: runs
-        held back by a limit do not count. Only when every live worker serving
+        held back by a limit or a rate do not count. Only when every live worker serving
         these queues is full; returns the backlog when this call raised it.
         """
         with self._write() as (connection, now):
@@ -74,7 +74,8 @@ class Workers(Aggregate, port.WorkerVerbs):
                     self._q("check_overflow_window"), {"queue": queue, "now": now, "limit": registry.OVERFLOW_SAMPLE}
                 )
             ]
-            eligible = registry.eligible_backlog(rows, rules, usage, to_json, float)
+            rates = self._limits.live_rates(connection, now)
+            eligible = registry.eligible_backlog(rows, rules, usage, rates, to_json, float)
             if eligible == 0:
                 return None
             turn = connection.execute(
