@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tidegate.domain.durations import format_duration
-from tidegate.domain.rates import Charge, Held, Rate, held, interval, take, window_key
+from tidegate.domain.rates import Charge, Held, Rate, held, interval, take, to_ns, window_key
 from tidegate.domain.scopes import Rules, ScopeNeed
 from tidegate.domain.transitions import has_room
 
@@ -212,7 +212,8 @@ def _charge(
         taken_here: list[Charge] = []
         for key, state, rate in zip(keys, taken.states, windows, strict=True):
             assert state is not None  # a charged window always has a state
-            taken_here.append(Charge(key[0], key[1], states.get(key), state, candidate.rate_cost, interval(rate)))
+            charge = Charge(key[0], key[1], states.get(key), state, candidate.rate_cost, interval(rate), to_ns(now))
+            taken_here.append(charge)
             states[key] = charged[key] = state
         charges[candidate.id] = tuple(taken_here)
         return ()

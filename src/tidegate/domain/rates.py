@@ -208,9 +208,10 @@ class Charge:
     after: int  # the state the charge left (GCRA's TAT in ns)
     cost: int = 1
     step: int | None = None  # `interval(rate)` when charged (None: stored before weights, not corrected)
+    at: int | None = None  # the instant it was charged at, in ns of the database's clock (`to_ns(now)`)
 
     def to_json(self) -> list[object]:
-        return [self.scope, self.window, self.before, self.after, self.cost, self.step]
+        return [self.scope, self.window, self.before, self.after, self.cost, self.step, self.at]
 
     @classmethod
     def from_json(cls, item: Sequence[object]) -> Charge:
@@ -218,9 +219,16 @@ class Charge:
         scope, window, before, after, *rest = item
         if not (isinstance(scope, str) and isinstance(window, int) and isinstance(after, int)):
             raise ValueError(f"a stored rate charge must be [scope, window, before, after, ...], got {item!r}")
-        cost = rest[0] if rest and isinstance(rest[0], int) else 1
-        step = rest[1] if len(rest) > 1 and isinstance(rest[1], int) else None
-        return cls(scope, window, before if isinstance(before, int) else None, after, cost, step)
+        cost, step, at = [*rest, None, None, None][:3]
+        return cls(
+            scope,
+            window,
+            before if isinstance(before, int) else None,
+            after,
+            cost if isinstance(cost, int) else 1,
+            step if isinstance(step, int) else None,
+            at if isinstance(at, int) else None,
+        )
 
 
 def unspent(charge: Charge, now: float) -> int:
