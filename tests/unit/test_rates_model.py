@@ -125,7 +125,7 @@ operations = st.lists(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(rates, min_size=1, max_size=2, unique_by=lambda r: r.seconds), operations, st.data())
 def test_refunds_and_corrections_in_any_order_never_admit_what_the_kept_starts_forbid(rate_list, ops, data):
     """The stored states after any refunds and corrections (of any start, in any order, with
