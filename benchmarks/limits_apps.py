@@ -21,6 +21,7 @@ from typing import Any
 import psycopg
 
 import tidegate
+from rate_apps import RATE_SCENARIOS
 from tidegate import Concurrency, Partition, RunQueueConfig, TagConcurrencyLimit
 
 HERE = Path(__file__).parent
@@ -123,6 +124,7 @@ SCENARIOS: dict[str, Callable[[str, str], tidegate.App]] = {
     "handoff": handoff_app,
     "pingpong": pingpong_app,
 }
+SCENARIOS.update(RATE_SCENARIOS)  # benchmarks/rate_limits.py's
 
 
 def build(scenario: str, url: str) -> tidegate.App:

@@ -80,6 +80,7 @@ ONE_RUN = {
     "renew_slots": "the run whose pool slots are renewed (shared)",
     "release_slots": "the run whose pool slots go (shared)",
     "record_steps": "the run whose steps are recorded (shared)",
+    "report_cost_charge": "the running attempt whose rate charge is corrected (then its rate states, as claims)",
 }
 MANY_RUNS = {
     "trigger_children_lock_children",

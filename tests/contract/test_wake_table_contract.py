@@ -35,6 +35,7 @@ from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.keys import ACTIVE_STATES, UniqueClaim
 from tidegate.domain.limits import Concurrency, QueueConfig
 from tidegate.domain.model import RunStatus
+from tidegate.domain.rates import Rate
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleDefinition, Tick
 from tidegate.domain.steps import SlotRequest, StepStatus, StepUpdate
 from tidegate.storage.port import VERBS, WAKES, Store
@@ -70,6 +71,13 @@ def held_run(world: World) -> None:
     enqueue_one(world.store)
     [held] = claim(world.store, "w1")
     world.fence, world.run_id = held.fence, held.fence[0]
+
+
+def rated_run(world: World) -> None:
+    """A run of a rated queue holds its charge; the next start waits for the token it took."""
+    world.store.register_limits(None, [QueueConfig(QUEUE, rate=(Rate(limit=2, per="1h", burst=1),))], [])
+    held_run(world)
+    enqueue_one(world.store)
 
 
 def queued_behind(world: World) -> None:
@@ -128,6 +136,7 @@ SCENARIOS: dict[str, tuple[Callable[[World], None], Callable[[World], Any]]] = {
     ),
     "cycle": (held_run, lambda w: w.store.cycle("w1", [QUEUE], [], [completed(w.fence)], 0, LEASE)),
     "hand_back": (held_run, lambda w: w.store.hand_back("w1", [w.fence])),
+    "report_cost": (rated_run, lambda w: w.store.report_cost("w1", w.fence, 0)),
     "sweep": (lost_run, lambda w: w.store.sweep("sweeper", 1.0)),
     "cancel_run": (queued_behind, lambda w: w.store.cancel_run(w.run_id)),
     "trigger_children": (

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidegate.domain.errors import ConfigurationError
-from tidegate.domain.rates import NS, Rate, check_rates, interval, refund, take, to_ns
+from tidegate.domain.rates import NS, Charge, Rate, check_rates, correct, interval, refund, take, to_ns, window_key
 
 Log = list[tuple[Fraction, int]]  # (start, cost), in time order
 
@@ -85,7 +85,7 @@ def test_never_more_than_the_limit_in_any_window_and_admits_when_the_bucket_has_
 
 @settings(max_examples=200, deadline=None)
 @given(rates, requests, st.data())
-def test_a_refund_of_the_last_charge_is_exact_and_any_refund_keeps_the_limit(rate, arrivals, data):
+def test_a_refund_of_the_last_charge_is_exact(rate, arrivals, data):
     state: int | None = None
     log: Log = []
     now = Fraction(0)
@@ -96,23 +96,107 @@ def test_a_refund_of_the_last_charge_is_exact_and_any_refund_keeps_the_limit(rat
         if not taken.allowed:
             continue
         state = taken.states[0]
+        assert state is not None
         log.append((Fraction(to_ns(float(now)), NS), cost))
         if data.draw(st.booleans()):  # the claim is undone before the run starts
-            back = refund(state, before, state)
+            later = now + data.draw(st.sampled_from([Fraction(0), Fraction(1, 100), Fraction(1, 3)]))
+            back = refund(state, Charge("rate:q", window_key(rate), before, state, cost), float(later))
             log.pop()
-            # exact: the state behaves as if the charge never happened
-            for later in (now, now + Fraction(1, 7), now + 3):
-                again = take((back,), (rate,), 1, float(later)).allowed
-                assert again == take((before,), (rate,), 1, float(later)).allowed
+            # exact: from then on the state behaves as if the charge never happened
+            for after in (later, later + Fraction(1, 7), later + 3):
+                for size in range(1, rate.allowed_burst + 1):
+                    again = take((back,), (rate,), size, float(after)).allowed
+                    assert again == take((before,), (rate,), size, float(after)).allowed
             state = back
+            now = later
         assert most_in_a_window(log, Fraction(rate.seconds)) <= rate.limit
 
 
-def test_a_refund_after_a_later_charge_keeps_the_charge():
+# One of: a start offered after a gap with a cost; a refund of a kept start; a correction of a kept
+# start's cost (pick: which of the kept starts, modulo their number).
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("start"), st.integers(0, 300).map(lambda ms: Fraction(ms, 100)), st.integers(1, 4)),
+        st.tuples(st.just("refund"), st.integers(0, 30).map(lambda ms: Fraction(ms, 100)), st.integers(0, 50)),
+        st.tuples(st.just("correct"), st.integers(0, 30).map(lambda ms: Fraction(ms, 100)), st.integers(0, 50)),
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(rates, min_size=1, max_size=2, unique_by=lambda r: r.seconds), operations, st.data())
+def test_refunds_and_corrections_in_any_order_never_admit_what_the_kept_starts_forbid(rate_list, ops, data):
+    """The stored states after any refunds and corrections (of any start, in any order, with
+    other charges after them) never admit a start that the token bucket over the starts kept,
+    at their corrected costs, would refuse: so no window holds more than the limit unless a
+    correction itself raised a cost past it (a start that already happened)."""
+    states: list[int | None] = [None] * len(rate_list)
+    kept: dict[int, tuple[Fraction, int, list[Charge]]] = {}  # start number -> (at, cost, charges)
+    now = Fraction(0)
+    raised = False
+    for number, (kind, gap, value) in enumerate(ops):
+        now += gap
+        exact = Fraction(to_ns(float(now)), NS)
+        log = sorted((at, cost) for at, cost, _ in kept.values())
+        if kind == "start":
+            taken = take(states, rate_list, value, float(now))
+            if taken.allowed:
+                assert all(conforms(log, rate, value, exact) for rate in rate_list), (log, value, exact)
+                charges = [
+                    Charge("rate:q", window_key(rate), before, after, value, interval(rate))
+                    for rate, before, after in zip(rate_list, states, taken.states, strict=True)
+                ]
+                states = list(taken.states)
+                kept[number] = (exact, value, charges)
+            continue
+        if not kept:
+            continue
+        chosen = sorted(kept)[value % len(kept)]
+        at, cost, charges = kept[chosen]
+        if kind == "refund":
+            states = [refund(state, charge, float(now)) for state, charge in zip(states, charges, strict=True)]
+            del kept[chosen]
+        else:
+            new_cost = data.draw(st.integers(0, 5))
+            raised |= new_cost > cost
+            corrected = [
+                correct(state, charge, new_cost, float(now)) for state, charge in zip(states, charges, strict=True)
+            ]
+            states = [state for state, _ in corrected]
+            kept[chosen] = (at, new_cost, [charge for _, charge in corrected])
+    if not raised:
+        log = sorted((at, cost) for at, cost, _ in kept.values() if cost)
+        for rate in rate_list:
+            assert most_in_a_window(log, Fraction(rate.seconds)) <= rate.limit
+
+
+def test_a_refund_after_a_later_charge_gives_back_only_what_is_unspent():
     rate = Rate(limit=2, per=1, burst=1)
+    step = interval(rate)  # 0.5 s
     first = take((None,), (rate,), 1, 0.0).states
     second = take(first, (rate,), 1, 0.5).states
-    assert refund(second[0], None, first[0]) == second[0]
+    assert first[0] is not None and second[0] is not None
+    charge = Charge("rate:q", window_key(rate), None, first[0], 1)
+    # at 0.5 s the first charge's time (0 to 0.5 s) is all behind: nothing comes back
+    assert refund(second[0], charge, 0.5) == second[0]
+    # at 0.2 s (a hand-back before the second start's claim could see it) 0.3 s come back
+    assert refund(second[0], charge, 0.2) == second[0] - (step - to_ns(0.2))
+
+
+def test_a_correction_takes_more_at_once_and_gives_back_at_most_what_is_unspent():
+    rate = Rate(limit=10, per=1, burst=5)
+    step = interval(rate)
+    [state] = take((None,), (rate,), 2, 0.0).states
+    assert state is not None
+    charge = Charge("rate:q", window_key(rate), None, state, 2, step)
+    more, charged = correct(state, charge, 5, 0.0)
+    assert more == state + 3 * step and (charged.cost, charged.after) == (5, state + 3 * step)
+    less, back = correct(more, charged, 0, 0.0)
+    assert less == 0 and back.cost == 0  # everything given back: as if never charged
+    with pytest.raises(ValueError, match="at least 0"):
+        correct(state, charge, -1, 0.0)
 
 
 def test_burst_equal_to_limit_with_interval_per_over_limit_is_a_bucket_not_a_window():

@@ -60,7 +60,7 @@ def test_the_queue_rate_and_the_tag_rate_are_charged_all_or_none() -> None:
     assert [s.scope for s in first.blocked["a2"]] == ["rate:a"]  # the tenant had room: not named
     charged = {scope: tat for (scope, _), tat in first.rate_states.items()}
     assert set(charged) == {"rate:a", "rate:tag:tenant=acme"}
-    assert first.charges["a1"] and {charge[0] for charge in first.charges["a1"]} == set(charged)
+    assert first.charges["a1"] and {charge.scope for charge in first.charges["a1"]} == set(charged)
     # a2 was refused by the queue's rate: acme's state is a1's charge alone (one of its burst of 2)
     other = admit([run("b1", "acme", "b")], {}, rules, LocalUsage(), 10, rate_states=first.rate_states, now=0.0)
     assert [c.id for c, _ in other.admitted] == ["b1"]

@@ -45,6 +45,11 @@ class SubmitRequest(_Strict):
     idempotency_ttl: StrictStr | None = Field(
         default=None, description="How long an idempotency key is kept (`24h`, `7d`; default a day, at most 30 days)."
     )
+    rate_cost: StrictInt | None = Field(
+        default=None,
+        description="What this run takes of its queue's rate, a whole number from 1 (default: the task's `rate_cost`, "
+        "or what its function of the args answers).",
+    )
 
     @field_validator("run_at", mode="before")
     @classmethod

@@ -31,6 +31,7 @@ from tidegate.domain.clock import Clock
 from tidegate.domain.errors import AdmissionRejected, TidegateError
 from tidegate.domain.limits import QueueConfig
 from tidegate.domain.model import NewRun, RunRecord, TaskDefinition
+from tidegate.domain.rate_costs import cost_of
 from tidegate.domain.unique import check_key
 from tidegate.engine import tracing
 
@@ -258,7 +259,7 @@ def _build(target: _RequestTarget, request: SubmitRequest, at: str) -> list[NewR
         definition = target.definition(request.task)
     queue = definition.queue if request.queue is None else request.queue
     with blame(f"{at}queue"):
-        target.queue_config(names.check_name("queue", queue))  # an undeclared queue is refused here
+        config = target.queue_config(names.check_name("queue", queue))  # an undeclared queue is refused here
     with blame(f"{at}priority"):
         priority = definition.priority if request.priority is None else names.check_priority(request.priority)
     with blame(f"{at}tags"):
@@ -266,7 +267,12 @@ def _build(target: _RequestTarget, request: SubmitRequest, at: str) -> list[NewR
     with blame(f"{at}concurrency_key"):
         key = names.check_concurrency_key(request.concurrency_key)
     keys = _keys(definition, request, at)
-    options = TaskOptions(target, definition, priority, tags or None, queue, request.run_at, key, keys=keys)
+    with blame(f"{at}rate_cost"):
+        given = request.rate_cost  # checked here, against the queue's rate, to name the field
+        cost = None if given is None else cost_of(definition.name, None, given, request.args, config.rate)
+    options = TaskOptions(
+        target, definition, priority, tags or None, queue, request.run_at, key, keys=keys, rate_cost=cost
+    )
     with blame(f"{at}run_at"):
         options.due_in()  # how far ahead a run may be: checked here to name the field
     with blame(f"{at}args"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Unpack, overload
 
 from tidegate.app import settings
@@ -31,6 +32,7 @@ from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.limits import Concurrency, Ordering, Partition, QueueConfig, RunQueueConfig
 from tidegate.domain.model import NewRun, TaskDefinition
+from tidegate.domain.rate_costs import check_declared
 from tidegate.domain.rates import Rate
 from tidegate.domain.schedules import MissedTicks
 from tidegate.domain.steps import PoolConfig
@@ -100,11 +102,14 @@ class App:
         """Register a sync or async function as a task (usable with or without arguments); its
         keywords are `TaskKeywords` (name, queue, priority, tags, max_attempts, retry_backoff,
         timeout, dispatch_deadline, max_snoozes (default 100: `raise tidegate.Snooze` past it fails
-        the run); `unique`: once per key for its runs, `tidegate.Unique`)."""
+        the run); `unique`: once per key for its runs, `tidegate.Unique`; `rate_cost`: what a start
+        takes of its queue's rate, an int or a function of the args)."""
         check_keywords("task", options, TaskKeywords)
 
         def register(function: Callable[..., Any]) -> Task:
             definition = definition_of(function, options)
+            if "rate_cost" in options:
+                definition = replace(definition, rate_cost=check_declared(definition.name, options["rate_cost"]))
             return self._registry.add(Task(self._submitter, function, definition, options.get("unique")))
 
         return register(fn) if fn is not None else register
@@ -316,6 +321,7 @@ class App:
             keys=keys,
             connection=options.get("connection"),
             definition=definition,
+            rate_cost=options.get("rate_cost"),
         )
 
     def declare(self) -> None:

@@ -14,6 +14,7 @@ from typing import Any, TypedDict
 
 from tidegate.app.definitions import task_definition
 from tidegate.domain.model import TaskDefinition
+from tidegate.domain.rate_costs import RateCost
 from tidegate.domain.snooze import DEFAULT_MAX_SNOOZES
 from tidegate.domain.unique import Unique
 from tidegate.workflow import Executor
@@ -32,6 +33,7 @@ class SubmitKeywords(TypedDict, total=False):
     idempotency_key: str | None
     idempotency_ttl: str | float | None
     connection: Any
+    rate_cost: int | None
 
 
 class DefinitionKeywords(TypedDict, total=False):
@@ -51,9 +53,11 @@ class DefinitionKeywords(TypedDict, total=False):
 
 
 class TaskKeywords(DefinitionKeywords, total=False):
-    """`@app.task(...)`: a definition, and `unique` (once per key for its runs)."""
+    """`@app.task(...)`: a definition, `unique` (once per key for its runs) and `rate_cost` (what a
+    start takes of its queue's rate: a whole number, or a function of the args; domain/rate_costs.py)."""
 
     unique: Unique | None
+    rate_cost: RateCost
 
 
 class WorkflowKeywords(DefinitionKeywords, total=False):

@@ -26,6 +26,7 @@ from tidegate.domain.keys import UniqueClaim
 from tidegate.domain.limits import QueueConfig
 from tidegate.domain.model import NewRun, TaskDefinition
 from tidegate.domain.parameters import check_args
+from tidegate.domain.rate_costs import cost_of
 from tidegate.domain.scopes import partition_of, rate_partition_of
 from tidegate.domain.suggest import unknown_task
 from tidegate.domain.unique import DEFAULT_UNIQUE, Admission, DuplicateRun, check_key, idempotency_claim
@@ -67,10 +68,12 @@ class TaskOptions:
         concurrency_key: str | None,
         keys: SubmitKeys | None = None,
         connection: Any = None,
+        rate_cost: int | None = None,
     ) -> None:
         """`definition.parameters` checks every run's args: described from the code here, or as the
         app that has the code registered them (a task registered without them is not checked).
-        `connection`: the caller's own, whose open transaction the runs are written in (see `Task.options`)."""
+        `connection`: the caller's own, whose open transaction the runs are written in (see `Task.options`).
+        `rate_cost`: the cost of these runs to their queue's rate, instead of the task's (domain/rate_costs.py)."""
         self._target = target
         self._definition = definition
         self._priority = definition.priority if priority is UNSET else names.check_priority(priority)
@@ -80,6 +83,7 @@ class TaskOptions:
         self._concurrency_key = names.check_concurrency_key(concurrency_key)
         self._keys = (keys or SubmitKeys()).checked(definition)
         self._connection = connection
+        self._rate_cost = rate_cost
 
     def submit(self, **args: Any) -> RunHandle:
         return self.submit_many([args])[0]
@@ -135,6 +139,9 @@ class TaskOptions:
             queue=self._queue,
             partition=partition_of(queue_config, self._definition.name, args, self._concurrency_key),
             rate_partition=rate_partition_of(queue_config, self._definition.name, args),
+            rate_cost=cost_of(
+                self._definition.name, self._definition.rate_cost, self._rate_cost, args, queue_config.rate
+            ),
             args=dict(args),
             priority=self._priority,
             tags=self._tags,
@@ -244,6 +251,7 @@ class Submitter:
         keys: SubmitKeys | None = None,
         connection: Any = None,
         definition: TaskDefinition | None = None,
+        rate_cost: int | None = None,
     ) -> TaskOptions:
         """Submit options for a task known by name (registered here, or by any worker before);
         `definition`: the task's, when the caller already read it (`definition_async`)."""
@@ -258,6 +266,7 @@ class Submitter:
             concurrency_key,
             keys=keys,
             connection=connection,
+            rate_cost=rate_cost,
         )
 
     async def definition_async(self, task: str) -> TaskDefinition:

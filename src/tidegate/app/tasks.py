@@ -88,16 +88,20 @@ class Task:
         idempotency_key: str | None = None,
         idempotency_ttl: str | float | None = None,
         connection: Any = None,
+        rate_cost: int | None = None,
     ) -> TaskOptions:
         """Per-submit options. `unique_key`: the key of the task's `Unique` rule (or of the default one:
         a run queued, running or waiting holds it) instead of its args; `idempotency_key`: every
         submit with it within `idempotency_ttl` (default a day) of the first returns that run, unless
         it failed or was canceled. `connection`: your own open transaction's connection (psycopg
         `Connection` / `AsyncConnection` on PostgreSQL, `sqlite3.Connection` on SQLite): the runs are
-        written in it and reach workers only if you commit it."""
+        written in it and reach workers only if you commit it. `rate_cost`: these runs' cost to their
+        queue's rate, instead of the task's `rate_cost`."""
         options = (priority, tags, queue, run_at, concurrency_key)
         keys = SubmitKeys(unique_key, idempotency_key, idempotency_ttl)
-        return TaskOptions(self._target, self.definition, *options, keys=keys, connection=connection)
+        return TaskOptions(
+            self._target, self.definition, *options, keys=keys, connection=connection, rate_cost=rate_cost
+        )
 
     def check_args(self, args: Mapping[str, Any]) -> None:
         """Raise `ArgumentMismatch` unless `args` fit this task's parameters (what every submit checks)."""

@@ -59,6 +59,10 @@ def submit(
         str | None,
         typer.Option(metavar="DURATION", help="How long --idempotency-key is kept, e.g. 24h (default a day)."),
     ] = None,
+    rate_cost: Annotated[
+        int | None,
+        typer.Option(metavar="N", help="What the run takes of its queue's rate (default: the task's rate_cost)."),
+    ] = None,
     wait: Annotated[bool, typer.Option("--wait", "-w", help="Wait for the run and print its result as JSON.")] = False,
     timeout: Annotated[
         str | None, typer.Option(metavar="DURATION", help="With --wait: give up after this long (the run goes on).")
@@ -86,6 +90,7 @@ def submit(
             unique_key=unique_key,
             idempotency_key=idempotency_key,
             idempotency_ttl=idempotency_ttl,
+            rate_cost=rate_cost,
         )
         typer.echo(handle.id)
         if handle.duplicate:

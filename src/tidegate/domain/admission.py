@@ -27,12 +27,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tidegate.domain.durations import format_duration
-from tidegate.domain.rates import Held, Rate, held, take, window_key
+from tidegate.domain.rates import Charge, Held, Rate, held, interval, take, to_ns, window_key
 from tidegate.domain.scopes import Rules, ScopeNeed
 from tidegate.domain.transitions import has_room
 
 RateStates = Mapping[tuple[str, int], int]  # (rate scope, window in ns) -> GCRA's TAT in ns
-RateCharge = tuple[str, int, int | None, int]  # (rate scope, window in ns, TAT before, TAT after)
 
 
 @dataclass(frozen=True)
@@ -85,8 +84,8 @@ class Admission:
     blocked: dict[str, tuple[Saturation, ...]]
     rate_states: dict[tuple[str, int], int] = field(default_factory=dict)  # the windows charged: store these
     next_allowed_at: float | None = None  # the earliest time a run held back only by a rate may start
-    # per admitted run, what it was charged: (scope, window in ns, state before, state after), for a refund
-    charges: dict[str, tuple[RateCharge, ...]] = field(default_factory=dict)
+    # per admitted run, what each window of its rate was charged: for a refund or a correction
+    charges: dict[str, tuple[Charge, ...]] = field(default_factory=dict)
 
 
 def claim_order(
@@ -144,7 +143,7 @@ def admit(
     """
     states = dict(rate_states or {})
     charged: dict[tuple[str, int], int] = {}
-    charges: dict[str, tuple[RateCharge, ...]] = {}
+    charges: dict[str, tuple[Charge, ...]] = {}
     next_allowed: float | None = None
     in_use = dict(usage)
     per_queue = dict(local.per_queue)
@@ -197,7 +196,7 @@ def _charge(
     scopes: Sequence[tuple[str, tuple[Rate, ...]]],
     states: dict[tuple[str, int], int],
     charged: dict[tuple[str, int], int],
-    charges: dict[str, tuple[RateCharge, ...]],
+    charges: dict[str, tuple[Charge, ...]],
     now: float,
 ) -> tuple[Saturation, ...]:
     """Take the candidate's cost from every window of every rate it is charged (`scopes`: its
@@ -210,10 +209,11 @@ def _charge(
     windows = [rate for _, scope_windows in scopes for rate in scope_windows]
     taken = take([states.get(key) for key in keys], windows, candidate.rate_cost, now)
     if taken.allowed:
-        taken_here: list[RateCharge] = []
-        for key, state in zip(keys, taken.states, strict=True):
+        taken_here: list[Charge] = []
+        for key, state, rate in zip(keys, taken.states, windows, strict=True):
             assert state is not None  # a charged window always has a state
-            taken_here.append((key[0], key[1], states.get(key), state))
+            charge = Charge(key[0], key[1], states.get(key), state, candidate.rate_cost, interval(rate), to_ns(now))
+            taken_here.append(charge)
             states[key] = charged[key] = state
         charges[candidate.id] = tuple(taken_here)
         return ()

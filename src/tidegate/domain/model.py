@@ -7,6 +7,7 @@ one vocabulary and no layer depends on how another stores things.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -83,6 +84,9 @@ class TaskDefinition:
     max_snoozes: int = DEFAULT_MAX_SNOOZES  # snoozes a run may take before the next one fails it
     parameters: TaskParameters | None = None  # what its args must be; None: registered without a description
     unique: CheckedUnique | None = None  # once per key for its runs (domain/unique.py)
+    # Cost units a start takes of its queue's rate: a whole number, or a function of the args
+    # (domain/rate_costs.py); None: a function, read from the store by a process without the code.
+    rate_cost: int | Callable[..., Any] | None = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +120,7 @@ class NewRun:
     unique: UniqueClaim | None = None  # once per key (domain/unique.py): the store takes the key or meets its holder
     trace_context: str | None = None  # the submit's span (W3C traceparent), which the run's attempts join
     rate_partition: str = ""  # the partition of its queue's rate it is charged to ('' when one budget)
+    rate_cost: int = 1  # the cost units it takes of every window of its queue's rate (domain/rate_costs.py)
 
 
 @dataclass(frozen=True, slots=True)

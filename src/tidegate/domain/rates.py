@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from tidegate.domain.durations import format_duration, parse_duration
@@ -193,16 +193,85 @@ class RateStates:
         return held([self.states.get((scope, window_key(rate))) for rate in rates], rates, cost, self.now)
 
 
-def refund(state: int | None, before: int | None, after: int | None) -> int | None:
-    """A window's state once a charge that never started is given back (`before`/`after`: around it).
+@dataclass(frozen=True)
+class Charge:
+    """What one start took of one rate window: the window's state before and after it, its cost,
+    and the window's emission interval then (what one cost unit is worth, in ns).
 
-    Exact when nothing was charged after it: the window is as if it never was.
-    Once another charge landed after it, the state no longer says when the
-    refunded units were taken, and lowering it could let a later burst overlap
-    the kept ones: the charge is then kept (never past the limit, at the price
-    of a few tokens).
+    Stored with the run's attempt (`rate_charge`), so that a claim undone before
+    the start can give it back and `report_cost` can correct it.
     """
-    return before if state == after else state
+
+    scope: str
+    window: int  # the window's length in ns (`window_key`)
+    before: int | None  # the state before the charge (None: the window was never charged)
+    after: int  # the state the charge left (GCRA's TAT in ns)
+    cost: int = 1
+    step: int | None = None  # `interval(rate)` when charged (None: stored before weights, not corrected)
+    at: int | None = None  # the instant it was charged at, in ns of the database's clock (`to_ns(now)`)
+
+    def to_json(self) -> list[object]:
+        return [self.scope, self.window, self.before, self.after, self.cost, self.step, self.at]
+
+    @classmethod
+    def from_json(cls, item: Sequence[object]) -> Charge:
+        """A stored charge; one of four items is from before weights, when every cost was 1."""
+        scope, window, before, after, *rest = item
+        if not (isinstance(scope, str) and isinstance(window, int) and isinstance(after, int)):
+            raise ValueError(f"a stored rate charge must be [scope, window, before, after, ...], got {item!r}")
+        cost, step, at = [*rest, None, None, None][:3]
+        return cls(
+            scope,
+            window,
+            before if isinstance(before, int) else None,
+            after,
+            cost if isinstance(cost, int) else 1,
+            step if isinstance(step, int) else None,
+            at if isinstance(at, int) else None,
+        )
+
+
+def unspent(charge: Charge, now: float) -> int:
+    """How much of a charge's time (ns) is still ahead of `now`: what giving it back may return.
+
+    A charge moved the window's state from `before` to `after`; the part of that
+    span already behind `now` was spent (those tokens would have come back by
+    now anyway), the rest is `after - max(before, now)`. Giving back at most that
+    leaves the state at or above what it would be had the charge never happened,
+    whatever was charged after it (tests/unit/test_rates_model.py checks this
+    against a log of every start, with refunds and corrections in any order).
+    """
+    at = to_ns(now)
+    return max(0, charge.after - (at if charge.before is None else max(charge.before, at)))
+
+
+def refund(state: int | None, charge: Charge, now: float) -> int | None:
+    """A window's state once a charge that never started is given back at `now`.
+
+    Exact when nothing was charged after it (the window is as if it never was);
+    otherwise it returns what of the charge is still unspent, never more.
+    """
+    return None if state is None else state - unspent(charge, now)
+
+
+def correct(state: int | None, charge: Charge, cost: int, now: float) -> tuple[int | None, Charge]:
+    """A window's state and the charge once the start's cost is corrected to `cost` at `now`.
+
+    More: the difference is taken at once (the state moves on by it, even past the
+    burst: the start already happened, later starts wait for it). Less: the
+    difference is given back at once, as far as it is unspent (`unspent`). Either
+    way the charge records the cost and where it now ends, for a later correction.
+    A charge stored without its interval is left as it is.
+    """
+    if isinstance(cost, bool) or not isinstance(cost, int) or cost < 0:
+        raise ValueError(f"a corrected rate cost is a whole number of at least 0, got {cost!r}")
+    if state is None or charge.step is None or cost == charge.cost:
+        return state, charge
+    if cost > charge.cost:
+        more = (cost - charge.cost) * charge.step
+        return state + more, replace(charge, after=charge.after + more, cost=cost)
+    back = min((charge.cost - cost) * charge.step, unspent(charge, now))
+    return state - back, replace(charge, after=charge.after - back, cost=cost)
 
 
 def _up(value: Fraction) -> float:

@@ -22,6 +22,7 @@ from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.jsonvalue import JSONValue
 from tidegate.domain.limits import QueueConfig
 from tidegate.domain.model import NewRun, TaskDefinition
+from tidegate.domain.rate_costs import cost_of
 from tidegate.domain.scopes import partition_of, rate_partition_of
 
 MissedTicks = Literal["skip", "catch_up"]
@@ -153,6 +154,7 @@ def scheduled_run(
         queue=definition.queue,
         partition=partition_of(queue, definition.name, args, None),
         rate_partition=rate_partition_of(queue, definition.name, args),
+        rate_cost=cost_of(definition.name, definition.rate_cost, None, args, () if queue is None else queue.rate),
         args=dict(args),
         priority=definition.priority,
         tags=dict(definition.tags),

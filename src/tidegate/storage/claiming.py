@@ -266,6 +266,7 @@ def to_candidate(
         group=group,
         resumed=bool(row["resumed"]),
         rate_partition=row["rate_key"],
+        rate_cost=row["rate_cost"],
     )
 
 
@@ -289,9 +290,10 @@ def row_tags(row: Row) -> Mapping[str, str]:
 
 
 def charges_json(decision: Admission) -> str:
-    """Per claimed run, the rate windows it was charged ({id: [[scope, window, before, after]]}):
-    stored on the run, so a claim undone before the start can give them back."""
-    return json.dumps({run_id: list(charge) for run_id, charge in decision.charges.items()}, separators=(",", ":"))
+    """Per claimed run, the rate windows it was charged ({id: [[scope, window, before, after, cost]]}):
+    stored on the run, so a claim undone before the start can give them back (`domain.rates.Charge`)."""
+    charges = {run_id: [charge.to_json() for charge in taken] for run_id, taken in decision.charges.items()}
+    return json.dumps(charges, separators=(",", ":"))
 
 
 def reason_json(saturations: Sequence[Saturation]) -> str:

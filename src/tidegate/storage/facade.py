@@ -253,6 +253,9 @@ class AggregateStore:
     def hand_back(self, worker_id: str, held: Sequence[Fence]) -> list[str]:
         return self._leases.hand_back(worker_id, held)
 
+    def report_cost(self, worker_id: str, fence: Fence, cost: int) -> bool:
+        return self._leases.report_cost(worker_id, fence, cost)
+
     def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
         return self._leases.sweep(sweeper_id, interval)
 

@@ -64,6 +64,7 @@ WAKES: Mapping[str, str] = MappingProxyType(
         "enqueue_unique": "new queued runs (a duplicate stores none: a spare wake-up at worst)",
         "cycle": "outcomes free their scopes and may end an awaited child; a full fill-order claim leaves work",
         "hand_back": "handed-back runs are queued again and their scopes freed",
+        "report_cost": "a lowered cost gives rate tokens back",
         "sweep": "lost runs re-queued, leaked holders and expired step slots freed, waiting parents resumed",
         "cancel_run": "a canceled run frees its scopes (a waiting one its held slots)",
         "trigger_children": "children queued; a wait releases the parent's slots",
@@ -262,7 +263,13 @@ class LeaseVerbs(Protocol):
         """Extend the leases of attempts this worker still holds; return those it lost."""
 
     def hand_back(self, worker_id: str, held: Sequence[Fence]) -> list[str]:
-        """Return unfinished attempts to the queue without counting them (graceful shutdown)."""
+        """Return unfinished attempts to the queue without counting them (graceful shutdown); an
+        attempt that never started gives its rate charge back (`domain.rates.refund`)."""
+
+    def report_cost(self, worker_id: str, fence: Fence, cost: int) -> bool:
+        """Correct the rate charge of this worker's running attempt to `cost` units: the difference
+        is taken, or given back as far as unspent, at once (`domain.rates.correct`). False, with
+        nothing changed, when the attempt is no longer this worker's."""
 
     def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
         """Re-queue or fail runs whose lease expired and free step holders whose pool lease

@@ -23,6 +23,7 @@ from tidegate.domain.model import (
     WorkerRecord,
 )
 from tidegate.domain.parameters import TaskParameters
+from tidegate.domain.rate_costs import stored_declaration
 from tidegate.domain.steps import StepRecord, StepStatus
 
 ToTime = Callable[[Any], datetime | None]
@@ -148,6 +149,7 @@ def task_definition(row: Mapping[str, Any], to_json: ToJSON) -> TaskDefinition:
         dispatch_deadline=row["dispatch_deadline"],
         parameters=TaskParameters.from_json(to_json(row["parameters"])),
         unique=CheckedUnique.from_json(to_json(row["unique_rule"])),
+        rate_cost=row["rate_cost"],
     )
 
 
@@ -170,6 +172,7 @@ def task_row(task: TaskDefinition, worker_id: str | None) -> dict[str, Any]:
         "dispatch_deadline": task.dispatch_deadline,
         "parameters": None if task.parameters is None else task.parameters.to_json(),
         "unique_rule": None if task.unique is None else task.unique.to_json(),
+        "rate_cost": stored_declaration(task.rate_cost),
         "worker_id": worker_id,
     }
 
@@ -182,6 +185,7 @@ def new_run_row(run: NewRun) -> dict[str, Any]:
         "queue": run.queue,
         "partition_key": run.partition,
         "rate_key": run.rate_partition,
+        "rate_cost": run.rate_cost,
         "priority": run.priority,
         "args": run.args,
         "tags": run.tags,

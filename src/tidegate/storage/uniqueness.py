@@ -32,6 +32,7 @@ def replace_params(holder_id: str, run: NewRun) -> dict[str, Any]:
         "args": run.args,
         "partition": run.partition,
         "rate_key": run.rate_partition,
+        "rate_cost": run.rate_cost,
         "debounce": debounce,
         "delay": run.delay,
         "max_wait": None if claim is None else claim.max_wait,

@@ -11,12 +11,13 @@ import asyncio
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tidegate.domain.children import CANCEL
 from tidegate.domain.errors import TidegateError
+from tidegate.domain.rate_costs import check_report
 from tidegate.engine.children import RunsBuilder, Triggerable, result_of
 from tidegate.worker.children import ChildLink
 
@@ -37,6 +38,7 @@ class Context:
         self._lock = threading.Lock()
         self._workdir: Path | None = None
         self._children: ChildLink | None = None  # set by the worker that runs the attempt
+        self._costs: Callable[[int], bool] | None = None  # the store's report_cost for this attempt
 
     # --- children (issue 13) ---------------------------------------------------------------
 
@@ -108,6 +110,22 @@ class Context:
             lambda: link.trigger(task, many_args, wait=True, release=release, on_parent_cancel=on_parent_cancel),
         )
         return [result_of(child) for child in children]
+
+    # --- rates (issue 25) ---------------------------------------------------------------------
+
+    def report_cost(self, cost: int) -> bool:
+        """Correct what this attempt takes of its queue's rate to `cost` units (from 0), once it knows
+        (a reply's token count): the difference is taken, or given back as far as it is unspent, at
+        once. False when the attempt is no longer this worker's (nothing changed)."""
+        checked = check_report(cost)
+        if self._costs is None:
+            raise TidegateError("report_cost needs a run executed by a tidegate worker")
+        return self._costs(checked)
+
+    async def report_cost_async(self, cost: int) -> bool:
+        """`report_cost` for async tasks (the store call runs off the event loop)."""
+        checked = check_report(cost)
+        return await asyncio.get_running_loop().run_in_executor(None, self.report_cost, checked)
 
     def _link(self) -> ChildLink:
         if self._children is None:

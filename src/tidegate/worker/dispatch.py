@@ -13,6 +13,7 @@ after its outcome was recorded.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
@@ -93,6 +94,7 @@ class Dispatcher:
         attempt.context._children = ChildLink(
             self._store, run.fence, worker, on_resumed=lambda children: attempt_log.resumed(run, worker, children)
         )
+        attempt.context._costs = functools.partial(self._store.report_cost, worker, run.fence)
         with tracing.use(attempt.span):
             attempt_log.claimed(run, worker)
         self._busy[attempt.fence] = attempt

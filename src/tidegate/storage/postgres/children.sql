@@ -38,17 +38,17 @@ WHERE id = %(id)s::text AND attempt = %(attempt)s::integer AND started_at IS NUL
 
 -- name: trigger_children_insert
 INSERT INTO tidegate_runs (
-    id, task, queue, partition_key, rate_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
+    id, task, queue, partition_key, rate_key, rate_cost, status, priority, args, tags, concurrency_key, attempt, max_attempts,
     retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at,
     parent_id, root_id, depth, child_index, awaited, on_parent_cancel, trace_context)
-SELECT r.id, r.task, r.queue, r.partition_key, r.rate_key, 'queued', r.priority, r.args, r.tags, r.concurrency_key, 0,
+SELECT r.id, r.task, r.queue, r.partition_key, r.rate_key, r.rate_cost, 'queued', r.priority, r.args, r.tags, r.concurrency_key, 0,
        r.max_attempts, r.retry_backoff, r.timeout, tidegate_now(), tidegate_now(),
        tidegate_now() + make_interval(secs => r.delay),
        tidegate_now() + make_interval(secs => r.deadline),
        %(parent)s::text, %(root)s::text, %(depth)s::integer, r.child_index, r.awaited, r.on_parent_cancel,
        r.trace_context
 FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
-    n integer, id text, task text, queue text, partition_key text, rate_key text, priority integer, args jsonb,
+    n integer, id text, task text, queue text, partition_key text, rate_key text, rate_cost integer, priority integer, args jsonb,
     tags jsonb, concurrency_key text, max_attempts integer, retry_backoff double precision,
     timeout double precision, delay double precision, deadline double precision,
     child_index integer, awaited boolean, on_parent_cancel text, trace_context text)

@@ -135,11 +135,11 @@ SELECT 0.0::double precision;
 -- otherwise no scope depends on them. They come as text, and the adapter parses
 -- each distinct text once (claim_reads.py): a window holds few tag sets. Rows come grouped by queue, unsorted
 -- across queues; every row read stays locked until commit.
-SELECT c.id, c.task, c.queue, c.partition_key, c.tags, c.priority, c.scheduled_at, c.block_reason, c.suspect, c.resumed, c.rate_key
+SELECT c.id, c.task, c.queue, c.partition_key, c.tags, c.priority, c.scheduled_at, c.block_reason, c.suspect, c.resumed, c.rate_key, c.rate_cost
 FROM unnest(%(queues)s::text[], %(sizes)s::integer[]) AS q(name, size)
 CROSS JOIN LATERAL (
     SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags::text END AS tags,
-           priority, scheduled_at, block_reason, suspect, resumed, rate_key FROM tidegate_runs AS r
+           priority, scheduled_at, block_reason, suspect, resumed, rate_key, rate_cost FROM tidegate_runs AS r
     WHERE status = 'queued' AND queue = q.name AND scheduled_at <= tidegate_statement_timestamp()
       AND (deadline_at IS NULL OR deadline_at > tidegate_statement_timestamp())
       AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
@@ -182,12 +182,12 @@ WITH RECURSIVE parts(key) AS (
     FROM found
 )
 SELECT f.key, t.per_partition, h.id, h.task, h.queue, h.partition_key, h.tags, h.priority, h.scheduled_at,
-       h.block_reason, h.suspect, h.resumed, h.rate_key
+       h.block_reason, h.suspect, h.resumed, h.rate_key, h.rate_cost
 FROM found AS f
 CROSS JOIN turns AS t
 LEFT JOIN LATERAL (
     SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags::text END AS tags,
-           priority, scheduled_at, block_reason, suspect, resumed, rate_key FROM tidegate_runs AS r
+           priority, scheduled_at, block_reason, suspect, resumed, rate_key, rate_cost FROM tidegate_runs AS r
     WHERE status = 'queued' AND queue = %(queue)s::text AND partition_key = f.key
       AND scheduled_at <= tidegate_statement_timestamp() AND (deadline_at IS NULL OR deadline_at > tidegate_statement_timestamp())
       AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)
@@ -199,7 +199,7 @@ LEFT JOIN LATERAL (
 -- name: claim_partition_head
 -- The head of one partition, when claim_partitions did not read what is asked.
 SELECT id, task, queue, partition_key, CASE WHEN %(tags)s::boolean THEN tags::text END AS tags,
-       priority, scheduled_at, block_reason, suspect, resumed, rate_key FROM tidegate_runs AS r
+       priority, scheduled_at, block_reason, suspect, resumed, rate_key, rate_cost FROM tidegate_runs AS r
 WHERE status = 'queued' AND queue = %(queue)s::text AND partition_key = %(partition)s::text
   AND scheduled_at <= tidegate_statement_timestamp() AND (deadline_at IS NULL OR deadline_at > tidegate_statement_timestamp())
   AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(%(excluded)s::jsonb) AS x(tag) WHERE r.tags @> x.tag)

@@ -18,6 +18,7 @@ from psycopg.rows import dict_row
 from tidegate.domain import events as history
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import SweepReport
+from tidegate.domain.rates import Charge
 from tidegate.storage import port, rescue
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres.children import Children
@@ -25,7 +26,7 @@ from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.payloads import fence_arrays, payload_json
 from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.postgres.steps import PostgresStepVerbs
-from tidegate.storage.shared import wakes
+from tidegate.storage.shared import rate_charges, wakes
 
 # What the database answers a verdict it will not write (a value out of range, a constraint, a
 # trigger's refusal): that run's verdict is isolated. A lost connection, a deadlock or a timeout
@@ -73,7 +74,55 @@ class Leases(Aggregate, port.LeaseVerbs):
                         "most_attempts": STORED_INT_MAX,
                     },
                 )
-            return [row[0] for row in back.fetchall()]
+                rows = back.fetchall()
+                self._refund(connection, [charge for _, stored in rows for charge in rate_charges.charges_of(stored)])
+            return [row[0] for row in rows]
+
+    def report_cost(self, worker_id: str, fence: Fence, cost: int) -> bool:
+        run_id, attempt = fence
+        with self._connection() as connection, transaction(connection):
+            row = connection.execute(
+                self._q("report_cost_charge"), {"id": run_id, "attempt": attempt, "worker": worker_id}
+            ).fetchone()
+            if row is None:
+                wakes.only_if(False)
+                return False
+            charges = rate_charges.charges_of(row[0])
+            states, now = self._states(connection, rate_charges.keys_of(charges))
+            new_states, new_charges = rate_charges.corrected(states, charges, cost, now)
+            self._write_states(connection, new_states)
+            stored = rate_charges.stored(new_charges)
+            connection.execute(self._q("report_cost_write"), {"id": run_id, "attempt": attempt, "charge": stored})
+            wakes.only_if(any(tat < states[key] for key, tat in new_states.items()))  # tokens given back
+        return True
+
+    def _refund(self, connection: psycopg.Connection[Any], charges: list[Charge]) -> None:
+        """Give the rate charges back at the database's time."""
+        states, now = self._states(connection, rate_charges.keys_of(charges))
+        self._write_states(connection, rate_charges.refunded(states, charges, now))
+
+    def _states(
+        self, connection: psycopg.Connection[Any], keys: list[rate_charges.Key]
+    ) -> tuple[dict[rate_charges.Key, int], float]:
+        """The windows' states, locked in key order (as a claim locks them), and the database's time."""
+        if not keys:
+            return {}, 0.0
+        found = connection.execute(
+            self._q("rate_states"), {"scopes": [scope for scope, _ in keys], "windows": [window for _, window in keys]}
+        ).fetchall()
+        return {(scope, window): tat for _, scope, window, tat in found if scope is not None}, found[0][0]
+
+    def _write_states(self, connection: psycopg.Connection[Any], states: dict[rate_charges.Key, int]) -> None:
+        if states:
+            keys = sorted(states)
+            connection.execute(
+                self._q("rate_states_write"),
+                {
+                    "scopes": [scope for scope, _ in keys],
+                    "windows": [window for _, window in keys],
+                    "tats": [states[key] for key in keys],
+                },
+            )
 
     def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
         with self._connection() as connection, transaction(connection):

@@ -30,8 +30,10 @@ SELECT id, attempt FROM renewed;
 -- leaving, the run did nothing wrong (its event says charged: false). It keeps
 -- its place in the queue and its suspect flag. A run whose cancel was asked
 -- ends canceled (domain.transitions.settle; events: domain.events.handed_back). Locks first, in the order of cycle_reports.
+-- An attempt that never started gives its rate charge back: returned here (and cleared) for
+-- hand_back to give back in the same transaction (storage/shared/rate_charges.py).
 WITH locked AS (
-    SELECT id FROM tidegate_runs
+    SELECT id, CASE WHEN started_at IS NULL THEN rate_charge END AS refund FROM tidegate_runs
     WHERE id = ANY(%(ids)s::text[]) AND status = 'running' AND worker_id = %(worker)s::text
     ORDER BY depth DESC, id
     FOR UPDATE
@@ -41,11 +43,12 @@ WITH locked AS (
         finished_at = CASE WHEN r.cancel_requested THEN tidegate_now() ELSE NULL END,
         max_attempts = least(r.max_attempts, %(most_attempts)s::integer - 1) + 1,  -- domain.integers.grown
         worker_shutdowns = r.worker_shutdowns + 1,
-        worker_id = NULL, lease_expires_at = NULL
+        worker_id = NULL, lease_expires_at = NULL,
+        rate_charge = CASE WHEN r.started_at IS NULL THEN NULL ELSE r.rate_charge END
     FROM unnest(%(ids)s::text[], %(attempts)s::integer[]) WITH ORDINALITY AS f(id, attempt, n), locked AS l
     WHERE r.id = f.id AND l.id = f.id AND r.attempt = f.attempt
       AND r.status = 'running' AND r.worker_id = %(worker)s::text
-    RETURNING f.n, r.id, r.attempt, r.status, r.suspect
+    RETURNING f.n, r.id, r.attempt, r.status, r.suspect, l.refund
 ), released AS (
     DELETE FROM tidegate_holders AS h USING back AS b WHERE h.run_id = b.id
 ), events AS (
@@ -57,7 +60,16 @@ WITH locked AS (
            tidegate_now()
     FROM back ORDER BY n
 )
-SELECT id FROM back ORDER BY n;
+SELECT id, refund FROM back ORDER BY n;
+
+-- name: report_cost_charge
+-- The rate charge of this worker's running attempt, locked (report_cost corrects it).
+SELECT rate_charge FROM tidegate_runs
+WHERE id = %(id)s::text AND attempt = %(attempt)s::integer AND status = 'running' AND worker_id = %(worker)s::text
+FOR UPDATE;
+
+-- name: report_cost_write
+UPDATE tidegate_runs SET rate_charge = %(charge)s::text WHERE id = %(id)s::text AND attempt = %(attempt)s::integer;
 
 -- name: take_lock
 -- The turn is free when it expired, or already ours (then it is extended).

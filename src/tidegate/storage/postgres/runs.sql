@@ -6,30 +6,30 @@
 -- registering leaves the last worker as it was.
 INSERT INTO tidegate_tasks (
     name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters,
-    unique_rule, worker_id, worker_seen_at, updated_at)
+    unique_rule, rate_cost, worker_id, worker_seen_at, updated_at)
 SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters,
-       unique_rule, worker_id, CASE WHEN worker_id IS NULL THEN NULL ELSE tidegate_now() END, tidegate_now()
+       unique_rule, rate_cost, worker_id, CASE WHEN worker_id IS NULL THEN NULL ELSE tidegate_now() END, tidegate_now()
 FROM jsonb_to_recordset(%(tasks)s::jsonb) AS t(
     name text, queue text, priority integer, tags jsonb, max_attempts integer,
     retry_backoff double precision, timeout double precision, dispatch_deadline double precision,
-    parameters jsonb, unique_rule jsonb, worker_id text)
+    parameters jsonb, unique_rule jsonb, rate_cost integer, worker_id text)
 ON CONFLICT (name) DO UPDATE SET
     queue = excluded.queue, priority = excluded.priority, tags = excluded.tags,
     max_attempts = excluded.max_attempts, retry_backoff = excluded.retry_backoff,
     timeout = excluded.timeout, dispatch_deadline = excluded.dispatch_deadline, parameters = excluded.parameters,
-    unique_rule = excluded.unique_rule,
+    unique_rule = excluded.unique_rule, rate_cost = excluded.rate_cost,
     worker_id = coalesce(excluded.worker_id, tidegate_tasks.worker_id),
     worker_seen_at = coalesce(excluded.worker_seen_at, tidegate_tasks.worker_seen_at),
     updated_at = excluded.updated_at;
 
 -- name: get_task
 SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters,
-       unique_rule
+       unique_rule, rate_cost
 FROM tidegate_tasks WHERE name = %(name)s::text;
 
 -- name: list_tasks
 SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters,
-       unique_rule, worker_id, worker_seen_at, updated_at
+       unique_rule, rate_cost, worker_id, worker_seen_at, updated_at
 FROM tidegate_tasks ORDER BY name;
 
 -- name: enqueue_fence
@@ -66,7 +66,7 @@ FROM (
 -- the adapter raises with them (and the ceiling's pace, read then: activity.sql's run_pace).
 WITH new AS (
     SELECT * FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
-        n integer, id text, task text, queue text, partition_key text, rate_key text, priority integer, args jsonb,
+        n integer, id text, task text, queue text, partition_key text, rate_key text, rate_cost integer, priority integer, args jsonb,
         tags jsonb, concurrency_key text, max_attempts integer, retry_backoff double precision,
         timeout double precision, delay double precision, deadline double precision, trace_context text)
 ), ceilings AS (
@@ -94,9 +94,9 @@ WITH new AS (
     LIMIT 1
 ), stored AS (
     INSERT INTO tidegate_runs (
-        id, task, queue, partition_key, rate_key, status, priority, args, tags, concurrency_key, attempt,
+        id, task, queue, partition_key, rate_key, rate_cost, status, priority, args, tags, concurrency_key, attempt,
         max_attempts, retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at, trace_context)
-    SELECT id, task, queue, partition_key, rate_key, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
+    SELECT id, task, queue, partition_key, rate_key, rate_cost, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
            retry_backoff, timeout, tidegate_now(), tidegate_now(), tidegate_now() + make_interval(secs => delay),
            tidegate_now() + make_interval(secs => deadline), trace_context
     FROM new WHERE NOT EXISTS (SELECT 1 FROM refused) ORDER BY n
@@ -142,15 +142,15 @@ WITH current_rules AS MATERIALIZED (
            AS same
 ), new AS (
     SELECT * FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
-        n integer, id text, task text, queue text, partition_key text, rate_key text, priority integer, args jsonb,
+        n integer, id text, task text, queue text, partition_key text, rate_key text, rate_cost integer, priority integer, args jsonb,
         tags jsonb, concurrency_key text, max_attempts integer, retry_backoff double precision,
         timeout double precision, delay double precision, deadline double precision, trace_context text)
     WHERE (SELECT same FROM current_rules)
 ), stored AS (
     INSERT INTO tidegate_runs (
-        id, task, queue, partition_key, rate_key, status, priority, args, tags, concurrency_key, attempt,
+        id, task, queue, partition_key, rate_key, rate_cost, status, priority, args, tags, concurrency_key, attempt,
         max_attempts, retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at, trace_context)
-    SELECT id, task, queue, partition_key, rate_key, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
+    SELECT id, task, queue, partition_key, rate_key, rate_cost, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
            retry_backoff, timeout, tidegate_now(), tidegate_now(), tidegate_now() + make_interval(secs => delay),
            tidegate_now() + make_interval(secs => deadline), trace_context
     FROM new ORDER BY n

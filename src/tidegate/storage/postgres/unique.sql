@@ -33,6 +33,7 @@ UPDATE tidegate_runs SET
     args = %(args)s::jsonb,
     partition_key = %(partition)s::text,
     rate_key = %(rate_key)s::text,
+    rate_cost = %(rate_cost)s::integer,
     scheduled_at = CASE
         WHEN NOT %(debounce)s::boolean THEN scheduled_at
         WHEN %(max_wait)s::double precision IS NULL THEN tidegate_now() + make_interval(secs => %(delay)s::double precision)

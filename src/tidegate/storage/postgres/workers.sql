@@ -39,10 +39,10 @@ WHERE w.expires_at >= tidegate_now();
 -- The first due runs of each queue in claim order, as claim_window reads them
 -- but without locking them: looking must not hide runs from claimers.
 SELECT c.id, c.task, c.queue, c.partition_key, c.tags, c.priority, c.scheduled_at, c.block_reason, c.suspect, c.resumed,
-       c.rate_key
+       c.rate_key, c.rate_cost
 FROM unnest(%(queues)s::text[]) AS q(name)
 CROSS JOIN LATERAL (
-    SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect, resumed, rate_key
+    SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect, resumed, rate_key, rate_cost
     FROM tidegate_runs
     WHERE status = 'queued' AND queue = q.name AND scheduled_at <= tidegate_now()
       AND (deadline_at IS NULL OR deadline_at > tidegate_now())

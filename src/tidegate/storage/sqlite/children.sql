@@ -16,11 +16,11 @@ UPDATE tidegate_runs SET started_at = :now WHERE id = :id AND attempt = :attempt
 
 -- name: trigger_children_insert
 INSERT INTO tidegate_runs (
-    id, task, queue, partition_key, rate_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
+    id, task, queue, partition_key, rate_key, rate_cost, status, priority, args, tags, concurrency_key, attempt, max_attempts,
     retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at,
     parent_id, root_id, depth, child_index, awaited, on_parent_cancel, trace_context)
 VALUES (
-    :id, :task, :queue, :partition_key, :rate_key, 'queued', :priority, :args, :tags, :concurrency_key, 0, :max_attempts,
+    :id, :task, :queue, :partition_key, :rate_key, :rate_cost, 'queued', :priority, :args, :tags, :concurrency_key, 0, :max_attempts,
     :retry_backoff, :timeout, :now, :now, :now + :delay, :now + :deadline,
     :parent_id, :root_id, :depth, :child_index, :awaited, :on_parent_cancel, :trace_context);
 

@@ -59,7 +59,7 @@ WHERE worker_id = :worker AND status = 'running' AND cancel_requested = 1;
 -- cost is the window, not the backlog. Without :suspects, what lies past the
 -- suspects; without the rate partitions :held, past a rate that refuses them now
 -- (claiming.candidate_rows).
-SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect, resumed, rate_key
+SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect, resumed, rate_key, rate_cost
 FROM tidegate_runs
 WHERE status = 'queued' AND queue = :queue AND +scheduled_at <= :now
   AND (deadline_at IS NULL OR deadline_at > :now) AND (:suspects OR NOT suspect)
@@ -85,7 +85,7 @@ WITH RECURSIVE parts(key) AS (
 SELECT key FROM parts WHERE key IS NOT NULL LIMIT :limit;
 
 -- name: claim_partition_head
-SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect, resumed, rate_key
+SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect, resumed, rate_key, rate_cost
 FROM tidegate_runs
 WHERE status = 'queued' AND queue = :queue AND partition_key = :partition AND +scheduled_at <= :now
   AND (deadline_at IS NULL OR deadline_at > :now)

@@ -19,9 +19,10 @@ from tidegate.domain import transitions
 from tidegate.domain.events import Event
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import SweepReport
+from tidegate.domain.rates import Charge
 from tidegate.storage import port, rescue
 from tidegate.storage.port import Fence
-from tidegate.storage.shared import wakes
+from tidegate.storage.shared import rate_charges, wakes
 from tidegate.storage.sqlite.children import Children
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row
@@ -74,6 +75,9 @@ class Leases(Aggregate, port.LeaseVerbs):
         if not held:
             return []
         with self._write() as (connection, now):
+            charges = connection.execute(
+                self._q("hand_back_charges"), {"fences": json.dumps(held), "worker": worker_id}
+            ).fetchall()
             rows = connection.execute(
                 self._q("hand_back"),
                 {
@@ -85,12 +89,49 @@ class Leases(Aggregate, port.LeaseVerbs):
                 },
             ).fetchall()
             connection.execute(self._q("release_holders"), {"ids": json.dumps([row[0] for row in rows])})
+            self._refund(
+                connection, [charge for (stored,) in charges for charge in rate_charges.charges_of(stored)], now
+            )
             events = [
                 event_row(run_id, history.handed_back(status, attempt, worker_id, bool(suspect)), now)
                 for run_id, attempt, status, suspect in rows
             ]
             connection.executemany(self._q("insert_event"), events)
         return [row[0] for row in rows]
+
+    def report_cost(self, worker_id: str, fence: Fence, cost: int) -> bool:
+        run_id, attempt = fence
+        with self._write() as (connection, now):
+            row = connection.execute(
+                self._q("report_cost_charge"), {"id": run_id, "attempt": attempt, "worker": worker_id}
+            ).fetchone()
+            if row is None:
+                wakes.only_if(False)
+                return False
+            charges = rate_charges.charges_of(row[0])
+            states = self._states(connection, rate_charges.keys_of(charges))
+            new_states, new_charges = rate_charges.corrected(states, charges, cost, now)
+            self._write_states(connection, new_states)
+            stored = rate_charges.stored(new_charges)
+            connection.execute(self._q("report_cost_write"), {"id": run_id, "attempt": attempt, "charge": stored})
+        wakes.only_if(any(tat < states[key] for key, tat in new_states.items()))  # tokens given back
+        return True
+
+    def _refund(self, connection: sqlite3.Connection, charges: list[Charge], now: float) -> None:
+        """Give the rate charges back at `now` (BEGIN IMMEDIATE: no claim charges meanwhile)."""
+        states = self._states(connection, rate_charges.keys_of(charges))
+        self._write_states(connection, rate_charges.refunded(states, charges, now))
+
+    def _states(self, connection: sqlite3.Connection, keys: list[rate_charges.Key]) -> dict[rate_charges.Key, int]:
+        if not keys:
+            return {}
+        read = connection.execute(self._q("rate_states"), {"keys": json.dumps(keys)})
+        return {(scope, window): tat for scope, window, tat in read}
+
+    def _write_states(self, connection: sqlite3.Connection, states: dict[rate_charges.Key, int]) -> None:
+        if states:
+            rows = [[scope, window, tat] for (scope, window), tat in sorted(states.items())]
+            connection.execute(self._q("rate_states_write"), {"states": json.dumps(rows)})
 
     def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
         with self._write() as (connection, now):

@@ -9,12 +9,24 @@ WHERE tidegate_runs.id = f.id AND tidegate_runs.attempt = f.attempt
   AND +tidegate_runs.status = 'running' AND +tidegate_runs.worker_id = :worker
 RETURNING tidegate_runs.id, tidegate_runs.attempt;
 
+-- name: hand_back_charges
+-- What the claim charged the rates of the attempts about to be handed back that never started
+-- (read first: the update below clears it). Given back by hand_back (storage/shared/rate_charges.py).
+SELECT tidegate_runs.rate_charge
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
+      FROM json_each(:fences)) AS f
+JOIN tidegate_runs ON tidegate_runs.id = f.id AND tidegate_runs.attempt = f.attempt
+WHERE +tidegate_runs.status = 'running' AND +tidegate_runs.worker_id = :worker
+  AND tidegate_runs.started_at IS NULL AND tidegate_runs.rate_charge IS NOT NULL;
+
 -- name: hand_back
 -- A handed-back attempt does not count against max_attempts: the worker is
 -- leaving, the run did nothing wrong (its event says charged: false). It keeps
 -- its place in the queue and its suspect flag. A run whose cancel was asked takes
--- :if_canceled (domain.transitions.settle).
+-- :if_canceled (domain.transitions.settle). An attempt that never started gives
+-- its rate charge back (hand_back_charges): it is cleared here.
 UPDATE tidegate_runs SET
+    rate_charge = iif(started_at IS NULL, NULL, rate_charge),
     status = iif(cancel_requested, :if_canceled, 'queued'),
     finished_at = iif(iif(cancel_requested, :if_canceled, 'queued') = 'queued', NULL, :now),
     max_attempts = min(max_attempts, :most_attempts - 1) + 1,  -- domain.integers.grown
@@ -25,6 +37,14 @@ FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS a
 WHERE tidegate_runs.id = f.id AND tidegate_runs.attempt = f.attempt
   AND +tidegate_runs.status = 'running' AND +tidegate_runs.worker_id = :worker
 RETURNING tidegate_runs.id, tidegate_runs.attempt, tidegate_runs.status, tidegate_runs.suspect;
+
+-- name: report_cost_charge
+-- The rate charge of this worker's running attempt (report_cost corrects it).
+SELECT rate_charge FROM tidegate_runs
+WHERE id = :id AND attempt = :attempt AND status = 'running' AND worker_id = :worker;
+
+-- name: report_cost_write
+UPDATE tidegate_runs SET rate_charge = :charge WHERE id = :id AND attempt = :attempt;
 
 -- name: take_lock
 INSERT INTO tidegate_locks (name, holder, expires_at) VALUES (:name, :holder, :now + :ttl)

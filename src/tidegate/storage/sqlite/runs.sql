@@ -6,35 +6,35 @@
 -- registering leaves the last worker as it was.
 INSERT INTO tidegate_tasks (
     name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters,
-    unique_rule, worker_id, worker_seen_at, updated_at)
+    unique_rule, rate_cost, worker_id, worker_seen_at, updated_at)
 VALUES (
     :name, :queue, :priority, :tags, :max_attempts, :retry_backoff, :timeout, :dispatch_deadline, :parameters,
-    :unique_rule, :worker_id, CASE WHEN :worker_id IS NULL THEN NULL ELSE :now END, :now)
+    :unique_rule, :rate_cost, :worker_id, CASE WHEN :worker_id IS NULL THEN NULL ELSE :now END, :now)
 ON CONFLICT (name) DO UPDATE SET
     queue = excluded.queue, priority = excluded.priority, tags = excluded.tags,
     max_attempts = excluded.max_attempts, retry_backoff = excluded.retry_backoff,
     timeout = excluded.timeout, dispatch_deadline = excluded.dispatch_deadline, parameters = excluded.parameters,
-    unique_rule = excluded.unique_rule,
+    unique_rule = excluded.unique_rule, rate_cost = excluded.rate_cost,
     worker_id = coalesce(excluded.worker_id, tidegate_tasks.worker_id),
     worker_seen_at = coalesce(excluded.worker_seen_at, tidegate_tasks.worker_seen_at),
     updated_at = excluded.updated_at;
 
 -- name: get_task
 SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters,
-       unique_rule
+       unique_rule, rate_cost
 FROM tidegate_tasks WHERE name = :name;
 
 -- name: list_tasks
 SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispatch_deadline, parameters,
-       unique_rule, worker_id, worker_seen_at, updated_at
+       unique_rule, rate_cost, worker_id, worker_seen_at, updated_at
 FROM tidegate_tasks ORDER BY name;
 
 -- name: enqueue
 INSERT INTO tidegate_runs (
-    id, task, queue, partition_key, rate_key, status, priority, args, tags, concurrency_key, attempt, max_attempts,
+    id, task, queue, partition_key, rate_key, rate_cost, status, priority, args, tags, concurrency_key, attempt, max_attempts,
     retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at, trace_context)
 VALUES (
-    :id, :task, :queue, :partition_key, :rate_key, 'queued', :priority, :args, :tags, :concurrency_key, 0, :max_attempts,
+    :id, :task, :queue, :partition_key, :rate_key, :rate_cost, 'queued', :priority, :args, :tags, :concurrency_key, 0, :max_attempts,
     :retry_backoff, :timeout, :now, :now, :now + :delay, :now + :deadline, :trace_context);
 
 -- name: run_status

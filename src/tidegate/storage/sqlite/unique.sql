@@ -22,6 +22,7 @@ UPDATE tidegate_runs SET
     args = :args,
     partition_key = :partition,
     rate_key = :rate_key,
+    rate_cost = :rate_cost,
     scheduled_at = CASE
         WHEN NOT :debounce THEN scheduled_at
         WHEN :max_wait IS NULL THEN :now + :delay

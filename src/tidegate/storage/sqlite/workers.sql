@@ -36,7 +36,7 @@ RETURNING holder;
 
 -- name: check_overflow_window
 -- The first due runs of a queue in claim order, as claim_window reads them.
-SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect, resumed, rate_key
+SELECT id, task, queue, partition_key, tags, priority, scheduled_at, block_reason, suspect, resumed, rate_key, rate_cost
 FROM tidegate_runs
 WHERE status = 'queued' AND queue = :queue AND +scheduled_at <= :now
   AND (deadline_at IS NULL OR deadline_at > :now)

@@ -1,0 +1,190 @@
+"""Rates: a drain paced by a rate, a rate that never binds, and many rate partitions.
+
+    python benchmarks/rate_limits.py [--runs 3000] [--loose-runs 10000] [--partition-runs 50000]
+        [--repeat 3] [--backends sqlite,postgres]
+
+Each scenario in a fresh database, drained by one worker process (max_workers=64):
+- paced: --runs no-op runs through one budget of 200 starts per second. Reported:
+  achieved / allowed (claims from the first to the last, as the database recorded
+  them; aim >= 0.95, never above 1.0), the most claims in any one second (at most
+  200), and the worker's CPU while it paces, in % of one core;
+- waiting: one start a minute and 100 runs queued behind it: the worker's CPU over
+  5 s while it waits for the next token (aim < 5 % of a core: it sleeps until the
+  store's next allowed time instead of polling);
+- loose: --loose-runs runs with no rate (the baseline) and with a rate that never
+  binds (10^6 per second): drain rate ratio (aim >= 0.9);
+- partitions: --partition-runs runs over 1,000 rate partitions of 50/s each, against
+  one budget of 50,000/s (neither binds): wall time per run, ratio (aim <= 1.5).
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+from common import fresh_database, measured_with, median, medians, parse_options, repeated, write_markdown
+from limits_apps import build, cpu_seconds, event_times, idle_cpu_percent, start_worker, stop_worker, wait_ready
+from rate_apps import PACED_RATE, PARTITIONS
+
+MAX_WORKERS = 64
+CHUNK = 1000
+WAITING_RUNS = 100
+WAITING_SECONDS = 5.0
+console = Console()
+
+
+def submit(url: str, scenario: str, runs: int, partitions: int = 1) -> None:
+    app = build(scenario, url)
+    task = app.tasks["rated_noop"]
+    for first in range(0, runs, CHUNK):
+        task.submit_many([{"p": n % partitions} for n in range(first, min(runs, first + CHUNK))])
+    app.close()
+
+
+def drain(url: str, scenario: str, runs: int, partitions: int = 1) -> dict[str, float]:
+    """Submit, then drain with one worker process; the claims' and completions' database times."""
+    submit(url, scenario, runs, partitions)
+    worker = start_worker(url, scenario, ["rated"], MAX_WORKERS, drain=True)
+    try:
+        wait_ready(worker)
+        cpu_before = cpu_seconds(worker.pid)
+        begun = time.monotonic()
+        cpu_after = cpu_before
+        while worker.poll() is None:  # the last reading before it exits: its CPU while draining
+            cpu_after = cpu_seconds(worker.pid)
+            time.sleep(0.2)
+        if worker.returncode != 0:
+            raise SystemExit(f"the worker process exited with {worker.returncode}")
+        elapsed = time.monotonic() - begun
+    finally:
+        stop_worker(worker)
+    times = event_times(url, "rated", ("RunDequeued", "RunCompleted"))
+    claims = sorted(at for _, kind, at, _ in times if kind == "RunDequeued")
+    completions = [at for _, kind, at, _ in times if kind == "RunCompleted"]
+    if len(completions) != runs:
+        raise SystemExit(f"expected {runs} completed runs, found {len(completions)}")
+    return {
+        "drain": runs / (max(completions) - claims[0]),
+        "claim_rate": (len(claims) - 1) / (claims[-1] - claims[0]),
+        "most_in_a_second": most_in_a_second(claims),
+        "cpu": 100 * (cpu_after - cpu_before) / elapsed,
+    }
+
+
+def most_in_a_second(times: list[float]) -> float:
+    """The most claims in any half-open second [t, t + 1)."""
+    most, end = 0, 0
+    for begin, at in enumerate(times):
+        while end < len(times) and times[end] < at + 1.0:
+            end += 1
+        most = max(most, end - begin)
+    return float(most)
+
+
+def waiting_cpu(url: str) -> float:
+    """% of one core the worker uses while every queued run waits for the next token (a minute)."""
+    submit(url, "rate_waiting", WAITING_RUNS)
+    worker = start_worker(url, "rate_waiting", ["rated"], MAX_WORKERS)
+    try:
+        wait_ready(worker)
+        time.sleep(1.0)  # the first run starts; the rest wait for the next token, a minute on
+        [percent] = idle_cpu_percent([worker.pid], WAITING_SECONDS)
+    finally:
+        stop_worker(worker)
+    return percent
+
+
+def measure(backend: str, runs: int, loose_runs: int, partition_runs: int) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    with fresh_database(backend) as url:
+        paced = drain(url, "rate_paced", runs)
+    figures["paced_ratio"] = paced["claim_rate"] / PACED_RATE
+    figures["paced_most"] = paced["most_in_a_second"]
+    figures["paced_cpu"] = paced["cpu"]
+    with fresh_database(backend) as url:
+        figures["waiting_cpu"] = waiting_cpu(url)
+    for scenario in ("rate_none", "rate_loose"):
+        with fresh_database(backend) as url:
+            figures[f"{scenario}_drain"] = drain(url, scenario, loose_runs)["drain"]
+    for scenario, partitions in (("rate_one_partition", 1), ("rate_partitions", PARTITIONS)):
+        with fresh_database(backend) as url:
+            figures[f"{scenario}_drain"] = drain(url, scenario, partition_runs, partitions)["drain"]
+    figures["loose_ratio"] = figures["rate_loose_drain"] / figures["rate_none_drain"]
+    figures["partitions_ratio"] = figures["rate_one_partition_drain"] / figures["rate_partitions_drain"]
+    return figures
+
+
+def main() -> None:
+    def extra(parser: object) -> None:
+        parser.add_argument("--loose-runs", type=int, default=10_000)  # type: ignore[attr-defined]
+        parser.add_argument("--partition-runs", type=int, default=50_000)  # type: ignore[attr-defined]
+
+    options = parse_options(__doc__, runs=3000, extra=extra)
+    results: dict[str, dict[str, float]] = {}
+    for backend, samples in repeated(
+        options.backends,
+        options.repeat,
+        lambda b: measure(b, options.runs, options.loose_runs, options.partition_runs),
+        console,
+    ).items():
+        figures = medians(samples)
+        figures["paced_most"] = max(sample["paced_most"] for sample in samples)  # the worst repeat
+        figures["paced_ratio_max"] = max(sample["paced_ratio"] for sample in samples)
+        figures["loose_ratio"] = median([sample["loose_ratio"] for sample in samples])
+        figures["partitions_ratio"] = median([sample["partitions_ratio"] for sample in samples])
+        results[backend] = figures
+    header = [
+        "backend",
+        f"{PACED_RATE}/s drain: achieved / allowed (highest)",
+        "most claims in 1 s",
+        "worker CPU pacing (% core)",
+        "worker CPU waiting for a token (% core)",
+        "drain/s no rate; never-binding rate; ratio",
+        f"s/run {PARTITIONS:,} partitions vs 1 (ratio)",
+    ]
+    rows = [
+        [
+            backend,
+            f"{f['paced_ratio']:.3f} ({f['paced_ratio_max']:.3f})",
+            f"{f['paced_most']:.0f}",
+            f"{f['paced_cpu']:.0f}",
+            f"{f['waiting_cpu']:.1f}",
+            f"{f['rate_none_drain']:,.0f}; {f['rate_loose_drain']:,.0f}; {f['loose_ratio']:.2f}",
+            f"{1e6 / f['rate_partitions_drain']:,.0f} us vs {1e6 / f['rate_one_partition_drain']:,.0f} us "
+            f"({f['partitions_ratio']:.2f}x)",
+        ]
+        for backend, f in results.items()
+    ]
+    title = f"Rate limits: 1 worker process x {MAX_WORKERS}, median of {options.repeat}"
+    table = Table(title=title)
+    for column in header:
+        table.add_column(column, justify="right" if column != "backend" else "left")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    path = write_markdown(
+        "rate_limits",
+        title,
+        header,
+        rows,
+        [
+            measured_with("python benchmarks/rate_limits.py"),
+            f"Paced: {options.runs:,} no-op runs through Rate({PACED_RATE}, '1s') (default burst 10, so at most "
+            f"{PACED_RATE + 1 - 10}/s once the burst is spent: docs/rates.md); achieved is claims per second "
+            "between the first and the last claim as the database recorded them (aim >= 0.95, never above 1.0); "
+            "the most claims in any second is the worst repeat's (at most the limit).",
+            f"Waiting: Rate(1, '1m') with {WAITING_RUNS} runs queued; the worker's CPU over {WAITING_SECONDS:.0f} s "
+            "after the first start (aim < 5 % of a core).",
+            f"Never-binding: {options.loose_runs:,} runs, Rate(1,000,000, '1s') vs no rate (aim >= 0.9).",
+            f"Partitions: {options.partition_runs:,} runs over {PARTITIONS:,} rate partitions of 50/s each vs one "
+            "budget of 50,000/s, neither binding; wall time per run from the first claim to the last completion "
+            "(aim <= 1.5x).",
+        ],
+    )
+    console.print(f"written to {path}")
+
+
+if __name__ == "__main__":
+    main()

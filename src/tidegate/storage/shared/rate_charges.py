@@ -1,0 +1,62 @@
+"""A run's stored rate charge (`rate_charge`), read back to give it back or to correct it.
+
+The claim stores, with each attempt it charged, what every window of its rate
+took (`domain.rates.Charge`, as JSON). A claim undone before the run starts (a
+hand-back) gives it back; `report_cost` corrects it while the attempt runs. The
+adapters lock and read the windows' states in their own transaction and write
+back what this module computes with `domain.rates`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+
+from tidegate.domain.rates import Charge, correct, refund
+
+Key = tuple[str, int]  # (rate scope, window in ns)
+
+
+def charges_of(stored: str | Sequence[Sequence[object]] | None) -> list[Charge]:
+    """The charges stored on a run (its `rate_charge`, JSON text or already decoded); none when NULL."""
+    if stored is None:
+        return []
+    items = json.loads(stored) if isinstance(stored, str) else stored
+    return [Charge.from_json(item) for item in items]
+
+
+def stored(charges: Sequence[Charge]) -> str | None:
+    """The column's value for `charges` (NULL when nothing is charged)."""
+    return json.dumps([charge.to_json() for charge in charges], separators=(",", ":")) if charges else None
+
+
+def keys_of(charges: Iterable[Charge]) -> list[Key]:
+    """The windows the charges touch, each once, in key order: the order their states are locked in."""
+    return sorted({(charge.scope, charge.window) for charge in charges})
+
+
+def refunded(states: Mapping[Key, int], charges: Iterable[Charge], now: float) -> dict[Key, int]:
+    """The states of the windows `charges` touch once each is given back at `now`, in turn."""
+    result: dict[Key, int] = {}
+    for charge in charges:
+        key = (charge.scope, charge.window)
+        state = refund(result.get(key, states.get(key)), charge, now)
+        if state is not None:
+            result[key] = state
+    return result
+
+
+def corrected(
+    states: Mapping[Key, int], charges: Sequence[Charge], cost: int, now: float
+) -> tuple[dict[Key, int], list[Charge]]:
+    """The states of the windows `charges` touch and the charges once the running attempt's cost is
+    corrected to `cost` at `now`."""
+    result: dict[Key, int] = {}
+    changed: list[Charge] = []
+    for charge in charges:
+        key = (charge.scope, charge.window)
+        state, charge_now = correct(states.get(key), charge, cost, now)
+        if state is not None:
+            result[key] = state
+        changed.append(charge_now)
+    return result, changed

@@ -1,0 +1,106 @@
+"""Rates under load: an app whose no-op task logs when each attempt starts, on the database's clock.
+
+`tests.apps.rates:app` is what the worker processes of
+`tests/process/test_rates_processes.py` run. Each execution appends
+`start <run id> <attempt> <t>` to `$TIDEGATE_TEST_LOG` (one O_APPEND write per
+line), `t` read from the database's clock at the start of the task's body
+(PostgreSQL's `clock_timestamp()`; SQLite has no clock of its own: the
+machine's, which its store uses too). The declarations come from
+`make_app`, so the test and the workers agree on them exactly: a rate of 50
+starts per second (burst 10), one budget per `p`.
+
+With `$TIDEGATE_TEST_SKIP_RATE_CHARGE` set, the claim never charges a rate
+(`admission._charge` answers "no rate"): the mutation the proof must catch.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import tidegate
+from tidegate import Context, Partition, Rate
+from tidegate.domain import admission
+
+if os.environ.get("TIDEGATE_TEST_SKIP_RATE_CHARGE"):
+    admission._charge = lambda *args, **kwargs: None  # type: ignore[assignment]  # the mutation
+
+RATE_PER_SECOND = 50
+# A claim takes at most the burst per partition: a burst of a fifth of the limit lets a claim every
+# 0.2 s keep up (a loaded machine claims far less often than every 1/50 s), at the price of the
+# steady rate the limiter promises, limit + 1 - burst = 41 per second (docs/rates.md).
+BURST = 10
+RATE = Rate(limit=RATE_PER_SECOND, per="1s", burst=BURST)
+_clock_lock = threading.Lock()
+_clock: list[object] = []  # this process's connection to the database's clock (PostgreSQL), made on first use
+
+
+def database_time(database: str) -> float:
+    """Now on the database's clock, in seconds since the epoch."""
+    if not database.startswith("postgres"):
+        return time.time()
+    import psycopg
+
+    with _clock_lock:
+        if not _clock:
+            _clock.append(psycopg.connect(database, autocommit=True))
+        connection = _clock[0]
+        row = connection.execute("SELECT extract(epoch FROM clock_timestamp())::double precision").fetchone()  # type: ignore[attr-defined]
+    return float(row[0])
+
+
+def _log(line: str) -> None:
+    fd = os.open(os.environ["TIDEGATE_TEST_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def make_app(database: str | None = None) -> tidegate.App:
+    app = tidegate.App(database)
+    app.queue("paced", rate=RATE, rate_partition=Partition(by_args=["p"]))
+
+    @app.task(name="rates.tick", queue="paced")
+    def tick(ctx: Context, p: int) -> int:
+        _log(f"start {ctx.run_id} {ctx.attempt} {database_time(os.environ['TIDEGATE_DATABASE']):.6f}")
+        return p
+
+    return app
+
+
+app = make_app()
+
+
+def read_starts(path: Path) -> dict[tuple[str, int], float]:
+    """Every attempt's start on the database's clock, by (run id, attempt)."""
+    starts: dict[tuple[str, int], float] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                _, run_id, attempt, at = line.split()
+                starts[(run_id, int(attempt))] = float(at)
+    return starts
+
+
+def most_in_a_window(times: list[float], per: float) -> int:
+    """The most starts in any half-open window [t, t + per) (some such window starts at a start)."""
+    ordered = sorted(times)
+    most, end = 0, 0
+    for begin, at in enumerate(ordered):
+        end = max(end, begin)
+        while end < len(ordered) and ordered[end] < at + per:
+            end += 1
+        most = max(most, end - begin)
+    return most
+
+
+def steady_rate(times: list[float]) -> float:
+    """Starts per second between the 10th and 90th percentile of the starts: the backlog's steady
+    pace, without the first burst and the tail."""
+    ordered = sorted(times)
+    low, high = len(ordered) // 10, (len(ordered) * 9) // 10
+    span = ordered[high] - ordered[low]
+    return (high - low) / span if span > 0 else float("inf")
