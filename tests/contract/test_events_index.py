@@ -77,10 +77,10 @@ def test_a_runs_events_are_read_through_the_index_oldest_first(store: Store, dat
 
 def test_postgres_keeps_a_runs_entries_deduplicated(store: Store, database_url: str, backend: str) -> None:
     """The index's bytes per run, built as a drain builds it (interleaved inserts, no REINDEX):
-    about 55 each for four separate (run_id, id) entries, one key and four 6-byte row pointers
-    deduplicated. The bound sits between the two."""
+    about 360 for four separate (run_id, id) entries, about 110 for one key and a posting list
+    of four row pointers (both measured on PostgreSQL 15). The bound sits between the two."""
     if backend != "postgres":
         pytest.skip("SQLite keeps one entry per event whatever the key: nothing to deduplicate")
     _fill(database_url, backend)
     [(size,)] = execute_sql(database_url, "SELECT pg_relation_size('tidegate_events_run')")
-    assert size / RUNS < 120, f"{size / RUNS:.0f} bytes per run: the entries are not deduplicated"
+    assert size / RUNS < 180, f"{size / RUNS:.0f} bytes per run: the entries are not deduplicated"
