@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -224,12 +226,14 @@ def main() -> None:
     parser.add_argument("--minutes", type=int, default=30)
     parser.add_argument("--retention", type=float, default=5.0, help="minutes (at least 1)")
     parser.add_argument("--window", type=int, default=5, help="minutes compared, first vs last")
-    parser.add_argument("--rate", type=float, default=100.0, help="runs submitted per second on `soak`")
+    parser.add_argument("--rate", type=float, default=50.0, help="runs submitted per second on `soak`")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--backend", choices=["postgres", "sqlite"], default="postgres")
     options = parser.parse_args()
     if options.retention < 1 or options.minutes < options.window:
         parser.error("--retention must be at least 1 minute, and --minutes at least --window")
+    # A stop by SIGTERM still stops the workers and drops the database (the `finally` blocks run).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     load = os.getloadavg()
     with fresh_database(options.backend) as url:
         samples = soak(url, options)
