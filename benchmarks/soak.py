@@ -218,7 +218,7 @@ def verdicts(samples: list[Sample], retention: float, window: int) -> list[str]:
 def judged(label: str, first: float, last: float) -> str:
     ratio = last / first if first else float("nan")
     stable = "stable" if abs(ratio - 1) <= TOLERANCE else "NOT stable"
-    return f"{label}: first window {first:,.1f}, last window {last:,.1f}, last/first {ratio:.2f}: {stable} (within 20 %)"
+    return f"{label}: first window {first:,.1f}, last {last:,.1f}, last/first {ratio:.2f}: {stable} (within 20 %)"
 
 
 def main() -> None:

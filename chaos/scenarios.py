@@ -220,11 +220,12 @@ def crash(harness: Harness, rng: random.Random, cluster: Cluster, crashes: int) 
     submitter = Submitter(harness, random.Random(rng.random()))
     submitter.start()
     resumes = []
+    killed = 0  # processes: each crash takes the postmaster and every backend and helper it forked
     try:
         for _ in range(crashes):
             time.sleep(rng.uniform(*CRASH_GAP))
             harness.note("db-crash", 0)
-            cluster.crash()
+            killed += len(cluster.crash())
             time.sleep(rng.uniform(*CRASH_DOWN))
             cluster.start()
             resumes.append(_resume_delay(harness, cluster.wait_accepting()))
@@ -238,6 +239,7 @@ def crash(harness: Harness, rng: random.Random, cluster: Cluster, crashes: int) 
         submitter.acknowledged,
         started,
         crashes=crashes,
+        killed=killed,
         replays=replays,
         refused=submitter.refused,
         resume_max=f"{max(resumes, default=0.0):.1f}s",
