@@ -109,6 +109,12 @@ class Cluster:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the private cluster's processes outlived SIGKILL: {victims}")
             time.sleep(0.02)
+        # The dead postmaster was reparented to init, which may leave it a zombie for a while; the
+        # next postmaster would take the pid in its lock files (the data directory's and the
+        # socket's) for a live server and refuse to start. Every process is dead, so the locks are
+        # stale: removed, as an operator would after a crash.
+        for lock in (self.data / "postmaster.pid", self.folder / f".s.PGSQL.{self.port}.lock"):
+            lock.unlink(missing_ok=True)
         return victims
 
     def recoveries(self) -> int:
