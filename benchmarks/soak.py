@@ -1,11 +1,14 @@
 """Soak: a sustained load with retention on, sampled every minute, to see whether anything drifts.
 
-    python benchmarks/soak.py [--minutes 30] [--retention 5] [--window 5] [--rate 100]
-                              [--workers 2] [--backend postgres|sqlite]
+    python benchmarks/soak.py [--minutes 30] [--retention 5] [--window 5] [--rate 50]
+                              [--workers 2] [--backend postgres|sqlite] [--shared]
 
-One command: a fresh database, --workers worker processes (`limits_worker.py soak`, serving
-both queues, `TIDEGATE_RETENTION` = --retention minutes, so their sweeper prunes), and this
-process submitting for --minutes:
+One command: a fresh database (on PostgreSQL, in a private cluster the soak starts with
+`initdb` and removes, whose defaults keep autovacuum on: without it no deleted row's space
+is ever reused and no size can stay flat; `--shared` uses $TIDEGATE_BENCH_PG's server
+instead, and the results say whether its autovacuum is on), --workers worker processes
+(`limits_worker.py soak`, serving both queues, `TIDEGATE_RETENTION` = --retention minutes, so
+their sweeper prunes), and this process submitting for --minutes:
 
 - `soak`: --rate no-op runs per second, in a batch every 100 ms (`submit_many`), on a queue
   with no limit: the sustained stream whose drain rate is counted per minute;
@@ -34,10 +37,16 @@ import statistics
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from rich.console import Console
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the chaos suite's private cluster
+
+import common
+from chaos.cluster import private_cluster
 from common import fresh_database, measured_with, write_markdown
 from limits_apps import build, percentile, query, start_worker, stop_worker, wait_ready
 
@@ -141,7 +150,8 @@ def soak(url: str, options: argparse.Namespace) -> list[Sample]:
         submitted = submitted_at_sample = 0
         next_burst = started
         next_sample = started + SAMPLE_EVERY
-        while (now := time.monotonic()) < started + options.minutes * 60:
+        while len(samples) < options.minutes:  # the last sample ends the soak
+            now = time.monotonic()
             due = int((now - started) * options.rate) - submitted
             if due > 0:
                 due = min(due, 1000)  # after a stall, catch up a batch at a time
@@ -229,13 +239,23 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=50.0, help="runs submitted per second on `soak`")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--backend", choices=["postgres", "sqlite"], default="postgres")
+    parser.add_argument(
+        "--shared",
+        action="store_true",
+        help="use $TIDEGATE_BENCH_PG's server instead of a private cluster started for the soak (initdb, "
+        "PostgreSQL's defaults: autovacuum on, which sizes flat over time depend on)",
+    )
     options = parser.parse_args()
     if options.retention < 1 or options.minutes < options.window:
         parser.error("--retention must be at least 1 minute, and --minutes at least --window")
     # A stop by SIGTERM still stops the workers and drops the database (the `finally` blocks run).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     load = os.getloadavg()
-    with fresh_database(options.backend) as url:
+    with ExitStack() as stack:
+        if options.backend == "postgres" and not options.shared:
+            common.PG_SERVER = stack.enter_context(private_cluster()).url
+        url = stack.enter_context(fresh_database(options.backend))
+        autovacuum = "-" if options.backend == "sqlite" else query(url, "", "SHOW autovacuum")[0][0]
         samples = soak(url, options)
     load_after = os.getloadavg()
     summary = verdicts(samples, options.retention, options.window)
@@ -244,12 +264,18 @@ def main() -> None:
     command = (
         f"python benchmarks/soak.py --minutes {options.minutes} --retention {options.retention:g} "
         f"--window {options.window} --rate {options.rate:g} --workers {options.workers} --backend {options.backend}"
+        + (" --shared" if options.shared else "")
+    )
+    server = (
+        "SQLite"
+        if options.backend == "sqlite"
+        else f"{'the shared server' if options.shared else 'a private cluster (fsync off)'}, autovacuum {autovacuum}"
     )
     header = ["minute", "submitted", "completed (soak)", "queued", "runs MB", "events MB", "hand-off p99 ms"]
     notes = [
         measured_with(command),
         f"{options.backend}; {options.workers} worker processes (`max_workers={MAX_WORKERS}`); retention "
-        f"{options.retention:g} min; {options.rate:g} no-op runs/s on a queue with no limit, plus "
+        f"{options.retention:g} min; {server}; {options.rate:g} no-op runs/s on a queue with no limit, plus "
         f"{HANDOFF_BURST} runs every {HANDOFF_EVERY:.0f} s on a queue of one slot (the hand-offs). Sizes: tables "
         "with their indexes, as they are (no VACUUM). Load average (1 min) "
         f"{load[0]:.1f} at the start, {load_after[0]:.1f} at the end.",
