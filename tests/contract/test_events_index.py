@@ -3,8 +3,8 @@ through it, oldest first.
 
 Why it matters is bytes: on PostgreSQL a key of (run_id) lets B-tree deduplication keep one key
 and a posting list per run instead of one entry per event, the cheapest cut of bytes per run
-(docs/postgres-scale.md). On SQLite every entry ends with the rowid (the event id), so the
-definition changes nothing there but is kept alike.
+(docs/postgres-scale.md). On SQLite every entry ends with the rowid (the event id): the same
+definition there only stops storing the id twice.
 """
 
 from __future__ import annotations
