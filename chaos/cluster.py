@@ -92,9 +92,9 @@ class Cluster:
         self._ctl("restart", "-m", "fast")
 
     def crash(self) -> list[int]:
-        """SIGKILL the postmaster and every process it forked, as when the kernel's OOM killer or a
-        power cut takes the whole server: no shutdown checkpoint is written, so the next `start`
-        replays the WAL (`recoveries` counts it). The postmaster is stopped first, so it cannot
+        """SIGKILL the postmaster and every process it forked, as when the kernel's OOM killer takes
+        the whole server: no shutdown checkpoint is written, so the next `start` replays the WAL
+        (`recoveries` counts it). The postmaster is stopped first, so it cannot
         fork a backend between the listing of its children and the kill. The cluster runs with
         fsync off: a committed transaction's WAL is in the kernel's page cache, which a process
         crash leaves intact (a machine crash is not this fault). Returns the pids killed."""
