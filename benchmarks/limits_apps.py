@@ -115,6 +115,19 @@ def pingpong_app(scenario: str, url: str) -> tidegate.App:
     return app
 
 
+def soak_app(scenario: str, url: str) -> tidegate.App:
+    """The soak: a sustained stream of no-op runs on `soak` (no limit), and bursts on `handoff`
+    (one slot), whose gaps between one run's completion and the next one's claim are the hand-off."""
+    app = handoff_app(scenario, url)
+    app.queue("soak")
+
+    @app.task(queue="soak", name="soak_noop")
+    def soak_noop() -> None:
+        """Zero work: the soak measures the store as it ages, not the task."""
+
+    return app
+
+
 SCENARIOS: dict[str, Callable[[str, str], tidegate.App]] = {
     "makespan": makespan_app,
     "makespan_local": makespan_app,
@@ -123,6 +136,7 @@ SCENARIOS: dict[str, Callable[[str, str], tidegate.App]] = {
     "backlog": backlog_app,
     "handoff": handoff_app,
     "pingpong": pingpong_app,
+    "soak": soak_app,
 }
 SCENARIOS.update(RATE_SCENARIOS)  # benchmarks/rate_limits.py's
 

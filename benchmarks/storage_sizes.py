@@ -12,6 +12,7 @@ import sqlite3
 from dataclasses import dataclass
 
 import psycopg
+from psycopg import sql
 
 PG_SIZES = """
 SELECT c.relname, c.relkind = 'i', coalesce(t.relname, c.relname),
@@ -21,6 +22,12 @@ JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_index i ON i.indexrelid = c.oid
 LEFT JOIN pg_class t ON t.oid = i.indrelid
 WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'i') AND c.relname LIKE 'tidegate%'
+"""
+
+PG_TABLES = """
+SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname LIKE 'tidegate%'
+ORDER BY c.relname
 """
 
 
@@ -43,7 +50,11 @@ def read_sizes(url: str, compact: bool) -> dict[str, Relation]:
     if url.startswith("sqlite"):
         return _sqlite_sizes(sqlite_path(url), compact)
     with psycopg.connect(url, autocommit=True) as connection:
-        connection.execute("VACUUM (FULL, ANALYZE)" if compact else "VACUUM (ANALYZE)")
+        # Only this schema's tables: a VACUUM of the whole database would also take the locks of
+        # every other schema on the server (other benchmarks and tests), and deadlock with their DDL.
+        tables = [row[0] for row in connection.execute(PG_TABLES).fetchall()]
+        command = "VACUUM (FULL, ANALYZE) {}" if compact else "VACUUM (ANALYZE) {}"
+        connection.execute(sql.SQL(command).format(sql.SQL(", ").join(map(sql.Identifier, tables))))
         rows = connection.execute(PG_SIZES).fetchall()
     return {name: Relation(name, is_index, table, size) for name, is_index, table, size in rows}
 

@@ -4,9 +4,9 @@ Runs every scenario against SQLite (a temp file) and a private PostgreSQL
 cluster (never the shared server: the suite restarts it and freezes its
 backends), prints one aligned line of figures per scenario and exits 1 when
 the history checker found any violation (each is printed below its line).
-Scenarios that need a server (restart, LISTEN faults, clock skew) run on
-PostgreSQL only: SQLite has no server, and every process on one host reads
-the same clock.
+Scenarios that need a server (restart, a crash of the whole server, LISTEN
+faults, clock skew) run on PostgreSQL only: SQLite has no server, and every
+process on one host reads the same clock.
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ def run_backend(backend: str, mode_name: str, seed: int, folder: Path, only: Col
             if cluster is not None:
                 plan += [
                     ("restart", lambda h: scenarios.restart(h, rng, cluster, mode.outage)),
+                    ("crash", lambda h: scenarios.crash(h, rng, cluster, mode.crashes)),
                     ("listen", lambda h: scenarios.listen(h, rng, cluster)),
                     ("skew", lambda h: scenarios.skew(h, rng)),
                 ]
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         help="run only this one (repeatable)",
-        choices=["storm", "poison", "zombie", "restart", "listen", "skew"],
+        choices=["storm", "poison", "zombie", "restart", "crash", "listen", "skew"],
     )
     parser.add_argument("--keep", type=Path, default=None, help="write the logs here (default: a temp dir, removed)")
     options = parser.parse_args(argv)

@@ -53,8 +53,11 @@ def log(kind: str, run: str, attempt: int, scopes: list[str], step: str | None =
 
 
 def _sleep_logged(ctx: Context, scopes: list[str], ms: int) -> None:
-    log("start", ctx.run_id, ctx.attempt, scopes)
     try:
+        # Inside the try: the worker stops a thread's attempt by raising in it, at any bytecode;
+        # raised just after the start was written, it must still log the end (an end without a
+        # start, raised before the write, is ignored by the checker).
+        log("start", ctx.run_id, ctx.attempt, scopes)
         time.sleep(ms / 1000)
     finally:  # an attempt the worker stops (lease lost, timeout) ends here too: its real end
         log("end", ctx.run_id, ctx.attempt, scopes)

@@ -9,8 +9,10 @@ root the binaries run as the `postgres` user (`runuser`), who owns the dir.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -40,7 +42,7 @@ def free_port() -> int:
 
 
 class Cluster:
-    """A running private cluster: its URL, and the faults the suite injects (restart, stop, start)."""
+    """A running private cluster: its URL, and the faults the suite injects (restart, stop, start, crash)."""
 
     def __init__(self, folder: Path, bin_dir: Path, port: int) -> None:
         self.folder = folder
@@ -89,6 +91,36 @@ class Cluster:
     def restart(self) -> None:
         self._ctl("restart", "-m", "fast")
 
+    def crash(self) -> list[int]:
+        """SIGKILL the postmaster and every process it forked, as when the kernel's OOM killer takes
+        the whole server: no shutdown checkpoint is written, so the next `start` replays the WAL
+        (`recoveries` counts it). The postmaster is stopped first, so it cannot
+        fork a backend between the listing of its children and the kill. The cluster runs with
+        fsync off: a committed transaction's WAL is in the kernel's page cache, which a process
+        crash leaves intact (a machine crash is not this fault). Returns the pids killed."""
+        postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        os.kill(postmaster, signal.SIGSTOP)
+        victims = [postmaster, *children_of(postmaster)]
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while any(alive(pid) for pid in victims):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the private cluster's processes outlived SIGKILL: {victims}")
+            time.sleep(0.02)
+        # The dead postmaster was reparented to init, which may leave it a zombie for a while; the
+        # next postmaster would take the pid in its lock files (the data directory's and the
+        # socket's) for a live server and refuse to start. Every process is dead, so the locks are
+        # stale: removed, as an operator would after a crash.
+        for lock in (self.data / "postmaster.pid", self.folder / f".s.PGSQL.{self.port}.lock"):
+            lock.unlink(missing_ok=True)
+        return victims
+
+    def recoveries(self) -> int:
+        """How many starts of this cluster found it not shut down and replayed the WAL."""
+        return recoveries_in((self.folder / "server.log").read_text(errors="replace"))
+
     def accepting(self) -> bool:
         import psycopg
 
@@ -123,6 +155,36 @@ class Cluster:
 
         with psycopg.connect(self.url, autocommit=True) as connection:
             connection.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+RECOVERY_LINE = "database system was not properly shut down; automatic recovery in progress"
+
+
+def recoveries_in(server_log: str) -> int:
+    """Crash recoveries (WAL replays at start) that a server log records."""
+    return server_log.count(RECOVERY_LINE)
+
+
+def children_of(parent: int) -> list[int]:
+    """Pids whose parent is `parent` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                # the command name may hold spaces and parentheses: the fields after its last ')'
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == parent:
+                    found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie waiting for its parent to reap it does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
 
 
 @contextmanager

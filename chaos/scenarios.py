@@ -11,6 +11,7 @@ import contextlib
 import os
 import random
 import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,13 +45,16 @@ class Mode:
     storm_workers: int
     kill_gap: tuple[float, float]  # seconds between two kills, uniform
     outage: float  # seconds the database stays stopped
+    crashes: int  # SIGKILLs of the whole PostgreSQL server (the crash scenario)
 
 
-SHORT = Mode(storm_kills=12, storm_workers=3, kill_gap=(0.3, 1.0), outage=3.0)
+SHORT = Mode(storm_kills=12, storm_workers=3, kill_gap=(0.3, 1.0), outage=3.0, crashes=2)
 LONG = {
-    "postgres": Mode(storm_kills=1000, storm_workers=4, kill_gap=(0.05, 0.45), outage=10.0),
-    "sqlite": Mode(storm_kills=300, storm_workers=3, kill_gap=(0.1, 0.6), outage=10.0),
+    "postgres": Mode(storm_kills=1000, storm_workers=4, kill_gap=(0.05, 0.45), outage=10.0, crashes=20),
+    "sqlite": Mode(storm_kills=300, storm_workers=3, kill_gap=(0.1, 0.6), outage=10.0, crashes=0),
 }
+CRASH_GAP = (1.0, 4.0)  # seconds of load between two server crashes, uniform
+CRASH_DOWN = (0.0, 2.0)  # seconds the crashed server stays down before its restart, uniform
 
 
 def submit_mix(harness: Harness, rng: random.Random, count: int) -> list[str]:
@@ -202,6 +206,76 @@ def restart(harness: Harness, rng: random.Random, cluster: Cluster, outage: floa
     return finish(
         harness, "restart", submitted, started, resume_restart=f"{after_restart:.1f}s", resume_stop=f"{after_stop:.1f}s"
     )
+
+
+def crash(harness: Harness, rng: random.Random, cluster: Cluster, crashes: int) -> Result:
+    """SIGKILL the whole PostgreSQL server mid-load (`Cluster.crash`), `crashes` times; each start
+    replays the WAL. Submits go on from a thread throughout: every id a submit returned was
+    acknowledged and must be in the store at the end (the checker's `lost` rule), and no limit may
+    be exceeded across the crashes and recoveries (its `concurrency` rule)."""
+    started = time.monotonic()
+    replays_before = cluster.recoveries()  # the cluster serves every scenario of the backend
+    for _ in range(3):
+        harness.spawn()
+    submitter = Submitter(harness, random.Random(rng.random()))
+    submitter.start()
+    resumes = []
+    killed = 0  # processes: each crash takes the postmaster and every backend and helper it forked
+    try:
+        for _ in range(crashes):
+            time.sleep(rng.uniform(*CRASH_GAP))
+            harness.note("db-crash", 0)
+            killed += len(cluster.crash())
+            time.sleep(rng.uniform(*CRASH_DOWN))
+            cluster.start()
+            resumes.append(_resume_delay(harness, cluster.wait_accepting()))
+        time.sleep(rng.uniform(*CRASH_GAP))
+    finally:
+        submitter.stop()
+    replays = cluster.recoveries() - replays_before
+    result = finish(
+        harness,
+        "crash",
+        submitter.acknowledged,
+        started,
+        crashes=crashes,
+        killed=killed,
+        replays=replays,
+        refused=submitter.refused,
+        resume_max=f"{max(resumes, default=0.0):.1f}s",
+    )
+    if replays != crashes:
+        result.violations.append(f"setup: {crashes} crashes but {replays} WAL replays: a fault was not a crash")
+    return result
+
+
+class Submitter:
+    """Submits a mix of runs one at a time from its own thread until stopped, whatever the server
+    does: an id returned is an acknowledged submit, an exception a refused one (the server was
+    down). A submit whose commit reached the server but whose answer was lost is neither; its run
+    is in the store, and the checker holds it to the same rules as the others."""
+
+    def __init__(self, harness: Harness, rng: random.Random) -> None:
+        self.harness = harness
+        self.rng = rng
+        self.acknowledged: list[str] = []
+        self.refused = 0
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="chaos-submitter", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=120)
+
+    def _loop(self) -> None:
+        while not self._stopping.wait(self.rng.uniform(0.05, 0.25)):
+            try:
+                self.acknowledged += submit_mix(self.harness, self.rng, 1)
+            except Exception:  # the server is down on purpose: counted, not raised
+                self.refused += 1
 
 
 def listen(harness: Harness, rng: random.Random, cluster: Cluster) -> Result:
