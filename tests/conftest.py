@@ -1,7 +1,9 @@
 """Shared fixtures: one behaviour suite, run against both storage adapters.
 
 `database_url` is parametrized over SQLite (a temp file) and PostgreSQL (a
-fresh schema per test in database `test`). When PostgreSQL cannot be reached
+fresh schema per test in database `test`), each already migrated unless the
+test is marked `unmigrated` (tests/support/fresh_databases.py says how, and
+why). When PostgreSQL cannot be reached
 the postgres variants are skipped locally and *fail* in CI (`CI=true`), so a
 broken CI database never turns into a green run that tested nothing.
 """
@@ -14,7 +16,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 
 import tidegate
+from tests.support.fresh_databases import MigratedSQLite, PostgresSchemas, schema_url
 from tidegate import App, RunStatus, Worker
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock, ShiftedClock
 
@@ -41,32 +43,56 @@ def _postgres_unavailable(reason: str) -> None:
     pytest.skip(message)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "unmigrated: the test's database starts empty (it migrates, or checks an unmigrated one, itself)"
+    )
+
+
+def _migrated(request: pytest.FixtureRequest) -> bool:
+    return request.node.get_closest_marker("unmigrated") is None
+
+
+@pytest.fixture(scope="session")
+def postgres_schemas() -> Iterator[PostgresSchemas]:
+    """The session's maker of test schemas (tests/support/fresh_databases.py)."""
+    schemas = PostgresSchemas(POSTGRES_ADMIN_URL)
+    try:
+        yield schemas
+    finally:
+        schemas.close()
+
+
 @pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A fresh schema in the `test` database, selected through search_path, dropped afterwards."""
+def postgres_url(request: pytest.FixtureRequest, postgres_schemas: PostgresSchemas) -> Iterator[str]:
+    """A fresh schema in the `test` database, selected through search_path, dropped after the test;
+    migrated unless the test is marked `unmigrated`."""
     try:
         import psycopg
     except ImportError as error:  # pragma: no cover - psycopg is a dependency
         _postgres_unavailable(f"psycopg is not importable ({error})")
         raise
-    schema = f"t_{uuid.uuid4().hex[:12]}"
     try:
-        admin = psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=5)
-    except Exception as error:
+        schema = postgres_schemas.migrated() if _migrated(request) else postgres_schemas.bare()
+    except psycopg.OperationalError as error:
         _postgres_unavailable(str(error).strip())
         raise
-    with admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
     try:
-        yield f"{POSTGRES_ADMIN_URL}?options=-csearch_path%3D{schema}"
+        yield schema_url(POSTGRES_ADMIN_URL, schema)
     finally:
-        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True, connect_timeout=5) as admin:
-            admin.execute("SET lock_timeout = '20s'")
-            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        postgres_schemas.drop_later(schema, request.node.nodeid)
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> MigratedSQLite:
+    return MigratedSQLite(tmp_path_factory.mktemp("migrated-sqlite"))
 
 
 @pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
+def sqlite_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A file of the test's own folder: a copy of a migrated one unless the test is marked `unmigrated`."""
+    if _migrated(request):
+        request.getfixturevalue("migrated_sqlite").copy_to(tmp_path / "t.db")
     return f"sqlite:///{tmp_path}/t.db"
 
 

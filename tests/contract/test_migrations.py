@@ -12,6 +12,9 @@ from tidegate.storage.migrations import load_migrations
 
 from .conftest import execute_sql, raw_store
 
+# each test starts from an empty database: what it proves is how one gets migrated
+pytestmark = pytest.mark.unmigrated
+
 
 def test_a_fresh_database_migrates_and_rerunning_is_a_no_op(database_url):
     store = raw_store(database_url)

@@ -13,6 +13,9 @@ from tidegate import SchemaError
 from tidegate.bootstrap import open_store
 from tidegate.storage.migrations import load_migrations
 
+# each test starts from an empty database: what it proves is how one gets migrated
+pytestmark = pytest.mark.unmigrated
+
 
 def test_migrate_applies_every_version_once_and_then_nothing(database_url, backend):
     store = open_store(database_url, migrate=False, check=False)
