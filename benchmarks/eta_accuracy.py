@@ -5,7 +5,7 @@
 A steady workload: a queue of limit 3, two workers (threads of this process,
 max_workers=4 each, so the queue's limit binds), runs sleeping 0.3-0.7 s
 (uniform, seeded), a backlog of 300 queued before the workers start. Every
-1.5 s for the first 45 s, `engine.why.explain` is asked about --sample queued
+1.5 s for the first 45 s, `engine.operators.why.explain` is asked about --sample queued
 runs at random positions (seeded); each answer's ETA is compared with the wait
 that followed: the run's recorded start minus the time of the question, both
 on the store's clock. Reported per backend, the median over --repeat fresh
@@ -29,7 +29,7 @@ from rich.table import Table
 
 from common import fresh_database, measured_with, median, write_markdown
 from tidegate import App, Concurrency
-from tidegate.engine.why import explain
+from tidegate.engine.operators.why import explain
 
 QUEUE = "eta"
 LIMIT = 3

@@ -23,7 +23,7 @@ from rich.console import Console
 
 import tidegate
 from common import fresh_database, measured_with, parse_options, write_markdown
-from tidegate.engine.why import explain
+from tidegate.engine.operators.why import explain
 
 TENANTS = 20
 console = Console()

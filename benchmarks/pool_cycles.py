@@ -2,8 +2,8 @@
 
     python benchmarks/pool_cycles.py [--seconds 3] [--repeat 3] [--backends sqlite,postgres]
 
-Each process loops: `guard.acquire_sync` one slot of pool `bench` (all or
-none, fenced, with its StepSlotClaimed event), then `guard.release` it (with
+Each process loops on one event loop, as a worker's steps do: `await guard.acquire`
+one slot of pool `bench` (all or none, fenced, with its StepSlotClaimed event), then `guard.release` it (with
 StepSlotReleased and a wake-up for waiters); a cycle is one of each, every
 step with its own key. Counted over --seconds after a common start. Set-ups:
 
@@ -20,6 +20,7 @@ upserts with their events), i.e. what any two fenced writes with events cost.
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import time
@@ -33,7 +34,8 @@ from pool_apps import prepare
 from tidegate.bootstrap import open_store
 from tidegate.domain.pools import pool_needs
 from tidegate.domain.steps import StepStatus, StepUpdate
-from tidegate.engine.pools import ClaimPolicy, PoolGuard
+from tidegate.engine.runtime.pools import ClaimPolicy, PoolGuard
+from tidegate.storage.port import Store
 
 POOL = "bench"
 SETUPS = [("1 process, limit 1", 1, 1), ("2 processes, limit 2", 2, 2), ("2 processes, limit 1", 2, 1)]
@@ -45,28 +47,32 @@ def contender(url: str, fence: tuple[str, int], start_at: float, seconds: float,
     """Cycle until the window ends; put the cycles completed inside it."""
     store = open_store(url, migrate=False)
     guard = PoolGuard(store, POLICY)
-    needs = pool_needs({POOL: 1})
-    worker = f"bench-{os.getpid()}"
-    index = counted = 0
     while time.time() < start_at:
         time.sleep(0.0005)
-    end = start_at + seconds
     try:
-        while True:
-            key = f"c[{index}]"
-            if baseline:
-                store.record_steps(fence, [StepUpdate(key, StepStatus.RUNNING)])
-                store.record_steps(fence, [StepUpdate(key, StepStatus.COMPLETED)])
-            else:
-                guard.release(guard.acquire_sync(fence, worker, key, needs))
-            index += 1
-            if time.time() >= end:
-                break
-            counted += 1
+        counted = asyncio.run(cycles(store, guard, fence, start_at + seconds, baseline))
     finally:
         guard.close()
         store.close()
     out.put(counted)
+
+
+async def cycles(store: Store, guard: PoolGuard, fence: tuple[str, int], end: float, baseline: bool) -> int:
+    """The cycles completed from now until `end` (wall clock)."""
+    needs = pool_needs({POOL: 1})
+    worker = f"bench-{os.getpid()}"
+    index = counted = 0
+    while True:
+        key = f"c[{index}]"
+        if baseline:
+            store.record_steps(fence, [StepUpdate(key, StepStatus.RUNNING)])
+            store.record_steps(fence, [StepUpdate(key, StepStatus.COMPLETED)])
+        else:
+            guard.release(await guard.acquire(fence, worker, key, needs))
+        index += 1
+        if time.time() >= end:
+            return counted
+        counted += 1
 
 
 def measure(backend: str, processes: int, limit: int, seconds: float, baseline: bool = False) -> float:
@@ -114,7 +120,7 @@ def main() -> None:
     notes = [
         "",
         measured_with(f"python benchmarks/pool_cycles.py --seconds {options.seconds:g} --repeat {options.repeat}"),
-        "A cycle is `PoolGuard.acquire_sync` of one slot of one pool then `PoolGuard.release`: two store "
+        "A cycle is `await PoolGuard.acquire` of one slot of one pool then `PoolGuard.release`: two store "
         "transactions, each fenced on the run's (id, attempt), writing or deleting the holder row and its "
         "StepSlotClaimed / StepSlotReleased event; on PostgreSQL the claim locks the pool's scope row, then "
         "reads the limit and the holders' sum (two round trips), the release is one statement with its NOTIFY. "

@@ -21,6 +21,7 @@ poll), over --baseline-handoffs hand-offs.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import multiprocessing
 import time
 from collections.abc import Callable
@@ -35,7 +36,7 @@ from limits_apps import percentile
 from pool_apps import prepare
 from tidegate.bootstrap import open_store
 from tidegate.domain.pools import pool_needs
-from tidegate.engine.pools import ClaimPolicy, PoolGuard
+from tidegate.engine.runtime.pools import ClaimPolicy, PoolGuard
 from tidegate.storage.port import Store
 
 POOL = "handoff"
@@ -65,24 +66,37 @@ def taker(url: str, fence: tuple[str, int], me: int, turns: int, wakeups: bool, 
     """Take the slot on every other turn; put [(acquired, release called)] for the turns taken."""
     store = open_store(url, migrate=False)
     guard = PoolGuard(store if wakeups else NoWakeups(store), ClaimPolicy())
-    needs = pool_needs({POOL: 1})
-    held = []
     try:
-        for index in range(me, turns, 2):
-            while turn.value < index:  # the other process holds the slot once this reaches index
-                time.sleep(0.0002)
-            claim = guard.acquire_sync(fence, f"taker-{me}", f"turn[{index}]", needs)
-            acquired = time.monotonic()
-            with turn.get_lock():
-                turn.value = index + 1
-            time.sleep(HOLD)
-            released = time.monotonic()
-            guard.release(claim)
-            held.append((acquired, released))
+        held = asyncio.run(take_turns(guard, fence, me, turns, turn))
     finally:
         guard.close()
         store.close()
     out.put(held)
+
+
+def wait_for_turn(turn: Any, index: int) -> None:
+    """Until the other process holds the slot (it sets `turn` to `index` once it has it)."""
+    while turn.value < index:
+        time.sleep(0.0002)
+
+
+async def take_turns(
+    guard: PoolGuard, fence: tuple[str, int], me: int, turns: int, turn: Any
+) -> list[tuple[float, float]]:
+    """On one event loop, as a worker's steps wait: [(acquired, release called)] for the turns taken."""
+    needs = pool_needs({POOL: 1})
+    held = []
+    for index in range(me, turns, 2):
+        wait_for_turn(turn, index)
+        hold = await guard.acquire(fence, f"taker-{me}", f"turn[{index}]", needs)
+        acquired = time.monotonic()
+        with turn.get_lock():
+            turn.value = index + 1
+        await asyncio.sleep(HOLD)
+        released = time.monotonic()
+        guard.release(hold)
+        held.append((acquired, released))
+    return held
 
 
 def measure(backend: str, handoffs: int, wakeups: bool) -> list[float]:
@@ -175,7 +189,7 @@ def main() -> None:
         "",
         measured_with(f"python benchmarks/pool_handoff.py --handoffs {options.handoffs} --repeat {options.repeat}"),
         "Gap: from just before the holder's `PoolGuard.release` (its transaction included) to the return of the "
-        "waiter's `PoolGuard.acquire_sync` holding the slot; every hand-off is to the other process, which was "
+        "waiter's `await PoolGuard.acquire` holding the slot; every hand-off is to the other process, which was "
         f"refused and waiting in the guard. Holders keep the slot {HOLD * 1000:.0f} ms. p99 is nearest-rank; "
         "max is the median over repeats of each run's largest gap. The aim is p99 < 10 ms.",
         f"Baseline ({options.baseline_handoffs} hand-offs per run): the waiters' wake-up subscription is replaced "

@@ -167,7 +167,7 @@ def start_worker(app: App) -> Iterator[StartWorker]:
     def start(application: App | None = None, **options: Any) -> Worker:
         worker = (application or app).worker(**options).start()
         workers.append(worker)
-        assert worker._error is None, f"worker failed to start: {worker._error!r}"
+        assert not worker.join(0), "the worker stopped as it started (its error is logged)"
         return worker
 
     yield start

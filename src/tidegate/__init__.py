@@ -85,8 +85,8 @@ from tidegate.domain.steps import (
     StepUpdate,
 )
 from tidegate.domain.unique import Admission, DuplicateRun, Unique
-from tidegate.engine.children import RunsBuilder, Triggerable
-from tidegate.engine.pools import ClaimPolicy
+from tidegate.engine.runtime.children import RunsBuilder, Triggerable
+from tidegate.engine.runtime.pools import ClaimPolicy
 from tidegate.storage.port import Listener, Store
 from tidegate.storage.submits import Submits
 from tidegate.worker.context import Cancelled, Context

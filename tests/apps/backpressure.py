@@ -74,7 +74,7 @@ def running_workers(app: tidegate.App, *options: dict[str, Any]) -> Iterator[lis
         for option in options:
             worker = app.worker(**option).start()
             workers.append(worker)
-            assert worker._error is None, f"worker failed to start: {worker._error!r}"
+            assert not worker.join(0), "the worker stopped as it started (its error is logged)"
         yield workers
     finally:
         for worker in workers:

@@ -18,7 +18,7 @@ import time
 from tests.support.pool_guard import holding
 from tidegate.bootstrap import open_store
 from tidegate.domain.pools import pool_needs
-from tidegate.engine.pools import ClaimPolicy, PoolGuard
+from tidegate.engine.runtime.pools import ClaimPolicy, PoolGuard
 
 REQUESTS = [{"a": 1, "b": 1}, {"b": 1, "c": 1}, {"a": 1, "c": 1}, {"c": 2}, {"a": 1, "b": 1, "c": 1}]
 POLICY = ClaimPolicy(timeout=60, poll_interval=0.2, poll_jitter=0.1)

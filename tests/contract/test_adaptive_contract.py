@@ -16,7 +16,7 @@ from tidegate.domain import events as history
 from tidegate.domain.adaptive import Adaptive
 from tidegate.domain.limits import Concurrency, Partition, QueueConfig
 from tidegate.domain.model import Outcome, OutcomeKind
-from tidegate.engine.limit_table import limit_table
+from tidegate.engine.operators.limit_table import limit_table
 from tidegate.storage.port import Store
 
 from .conftest import LEASE, claim, enqueue_one, start

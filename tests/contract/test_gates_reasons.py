@@ -2,7 +2,7 @@
 
 Claims are made with `store.cycle` under made-up worker ids, so every pass
 is explicit: which scopes were full, what the run row says, which events were
-written, and what `engine.why.explain` tells an operator.
+written, and what `engine.operators.why.explain` tells an operator.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 from tidegate import App, Concurrency, RunNotFound, RunQueueConfig, RunStatus, TagConcurrencyLimit
 from tidegate.domain.model import Outcome, OutcomeKind
-from tidegate.engine import limits as live
-from tidegate.engine.why import explain
+from tidegate.engine.operators import limits as live
+from tidegate.engine.operators.why import explain
 
 QUEUE = "br"
 

@@ -27,7 +27,7 @@ import pytest
 
 from tests import races
 from tidegate import App, Concurrency, Partition, RunQueueConfig, RunStatus, TagConcurrencyLimit
-from tidegate.engine import limits as live
+from tidegate.engine.operators import limits as live
 
 from .conftest import execute_sql
 from .test_children_round_trips import counted_trips

@@ -14,7 +14,7 @@ import pytest
 
 from tidegate import Concurrency, QueueConfig, QueueCounts, QueueNotFound, RunStatus
 from tidegate.bootstrap import open_store
-from tidegate.engine import queues
+from tidegate.engine.operators import queues
 
 from .conftest import QUEUE, claim, enqueue_one, execute_sql
 

@@ -1,6 +1,6 @@
 """What operators read through the Store port: the queue in claim order, a run's place, why it waits.
 
-`queue why` (engine/why.py) is built from these reads: the run, its position,
+`queue why` (engine/operators/why.py) is built from these reads: the run, its position,
 the rules, the usage and the holders of a full scope. Same expectations on
 both adapters.
 """
@@ -12,7 +12,7 @@ import pytest
 from tidegate import RunNotFound
 from tidegate.domain.limits import QueueConfig
 from tidegate.domain.pools import pool_needs
-from tidegate.engine.why import explain
+from tidegate.engine.operators.why import explain
 
 from .conftest import QUEUE, claim, enqueue_one
 

@@ -24,7 +24,7 @@ from tests.apps.api import local_client
 from tests.conftest import REPO_ROOT, wait_until
 from tidegate import App, Concurrency, RunQueueConfig, RunStatus, TagConcurrencyLimit
 from tidegate.domain.scopes import effective_limit
-from tidegate.engine.why import explain
+from tidegate.engine.operators.why import explain
 
 TENANT_LIMIT = TagConcurrencyLimit("tenant", limit=1, per_unique_value=True)
 

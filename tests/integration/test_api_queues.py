@@ -14,7 +14,7 @@ from tests.apps.api import local_client, store_size
 from tests.conftest import wait_status
 from tidegate import App, Concurrency, RunStatus
 from tidegate.api import Tokens, create_api
-from tidegate.engine.why import explain
+from tidegate.engine.operators.why import explain
 
 HELD, OPEN = "held", "open"
 

@@ -19,7 +19,7 @@ from tests.apps.api import local_client
 from tidegate import App
 from tidegate.api import Tokens, create_api
 from tidegate.cli.main import app as cli
-from tidegate.engine.schedules import wall_now
+from tidegate.domain.clock import wall_now
 
 TIMES = ("next_fire_at", "last_fire_at")
 

@@ -5,7 +5,7 @@ has the fields `tidegate workers list` shows.
 A worker claims and starts a run, then never calls the store again (as after
 `kill -9`); the app's clock is moved past its lease instead of sleeping it out.
 The API judges "stuck" by the app's clock, with the rule the CLI uses
-(`engine.runs.is_stuck`).
+(`engine.operators.runs.is_stuck`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tests.apps.api import local_client, store_size
 from tidegate import App, RunStatus
 from tidegate.api import Tokens, create_api
 from tidegate.cli.main import app as cli
-from tidegate.engine.schedules import wall_now
+from tidegate.domain.clock import wall_now
 
 DEAD, ALIVE = "host-a:4242:abcd1234", "host-b:77:ffff0000"
 LEASE, LONG = 5.0, 3600.0  # seconds: the dead worker's lease (and heartbeat), the live one's

@@ -17,7 +17,7 @@ from tests.apps.api import local_client, store_size
 from tidegate import App, Concurrency, Partition
 from tidegate.api import Tokens, create_api
 from tidegate.cli.main import app as cli
-from tidegate.engine.limits import set_limit
+from tidegate.engine.operators.limits import set_limit
 
 TIMES = ("worker_seen_at", "registered_at")
 

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from tidegate import App, Concurrency, Partition, RunStatus
 from tidegate.api import Tokens, create_api
 from tidegate.cli.main import app as cli
-from tidegate.engine.why import explain
+from tidegate.engine.operators.why import explain
 
 BLOCKED = 100
 FULL = "queue:emails/customer_id=11"

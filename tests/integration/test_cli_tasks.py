@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from tidegate import App, Concurrency, Context, Partition, RunQueueConfig, TagConcurrencyLimit
 from tidegate.cli.main import app as cli
-from tidegate.engine.limits import set_limit
+from tidegate.engine.operators.limits import set_limit
 
 
 def invoke(*args: str, columns: int = 80) -> Any:

@@ -20,7 +20,7 @@ from tests.apps.api import local_client
 from tidegate import App, Concurrency, Partition, TidegateError
 from tidegate.cli.main import app as cli
 from tidegate.domain.limits import TagConcurrencyLimit
-from tidegate.engine import limits
+from tidegate.engine.operators import limits
 
 from .conftest import execute_sql
 

@@ -1,4 +1,4 @@
-"""`tidegate doctor` and `GET /api/v1/doctor` (engine/doctor.py), on both backends where a store is
+"""`tidegate doctor` and `GET /api/v1/doctor` (engine/operators/doctor.py), on both backends where a store is
 involved: a healthy store, a dead worker with queued runs, an unconfigured pool, a skewed clock
 (the injected one) and an unreachable database (a closed local port)."""
 
@@ -12,7 +12,7 @@ from tests.apps.api import local_client
 from tidegate import App, Executor, Workflow
 from tidegate.cli.main import app as cli
 from tidegate.domain.doctor import Diagnosis, Level
-from tidegate.engine.doctor import diagnose
+from tidegate.engine.operators.doctor import diagnose
 
 CLOSED = "postgresql://postgres@127.0.0.1:1/test"  # nothing listens on port 1: refused at once
 WEEK = 7 * 86400.0

@@ -20,7 +20,7 @@ from tidegate import (
     RunQueueConfig,
     TagConcurrencyLimit,
 )
-from tidegate.engine import limits as live
+from tidegate.engine.operators import limits as live
 
 from .conftest import execute_sql
 

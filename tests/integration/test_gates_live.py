@@ -11,7 +11,7 @@ import json
 import pytest
 
 from tidegate import App, Concurrency, ConfigurationError, Partition, RunQueueConfig, RunStatus
-from tidegate.engine import limits as live
+from tidegate.engine.operators import limits as live
 
 from .conftest import execute_sql
 

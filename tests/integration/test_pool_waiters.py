@@ -19,7 +19,7 @@ from tidegate.api import Tokens, create_api
 from tidegate.cli.main import app as cli
 from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.pools import pool_needs
-from tidegate.engine import pool_config
+from tidegate.engine.operators import pool_config
 
 
 def _waiting_steps(app: App, clock: ShiftedClock) -> list[tuple[str, str, int]]:

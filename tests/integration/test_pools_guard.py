@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from tests.support.pool_guard import holding
+from tests.support.pool_guard import acquire_sync, holding
 from tidegate import PoolClaimTimeout, PoolRequestTooLarge
 from tidegate.domain.errors import StepFencedOut
 from tidegate.domain.pools import pool_needs
-from tidegate.engine.pools import ClaimPolicy, PoolGuard
+from tidegate.engine.runtime.pools import ClaimPolicy, PoolGuard
 
 from .conftest import wait_until
 
@@ -52,11 +52,11 @@ def test_a_release_wakes_a_waiting_guard_long_before_its_poll(app, job, guard):
     store = app.store
     store.set_pool_limit("db", 1, 300)
     holder, waiter = claim(store, job), claim(store, job)
-    first = guard().acquire_sync(holder, "w1", "first", pool_needs({"db": 1}))
+    first = acquire_sync(guard(), holder, "w1", "first", pool_needs({"db": 1}))
     got: list[float] = []
 
     def wait() -> None:
-        claim_ = guard().acquire_sync(waiter, "w1", "second", pool_needs({"db": 1}))
+        claim_ = acquire_sync(guard(), waiter, "w1", "second", pool_needs({"db": 1}))
         got.append(time.monotonic())
         guard_for_release.release(claim_)
 
@@ -109,8 +109,12 @@ def test_a_claim_timeout_fails_clearly_and_names_the_full_pools(app, job, guard)
     assert store.acquire_slots(holder, "w1", "hog", pool_needs({"db": 2}), {}).granted
     started = time.monotonic()
     with pytest.raises(PoolClaimTimeout) as caught:
-        guard(ClaimPolicy(timeout=0.3, poll_interval=0.05, poll_jitter=0.01)).acquire_sync(
-            waiter, "w1", "query[2]", pool_needs({"db": 1, "api": 1})
+        acquire_sync(
+            guard(ClaimPolicy(timeout=0.3, poll_interval=0.05, poll_jitter=0.01)),
+            waiter,
+            "w1",
+            "query[2]",
+            pool_needs({"db": 1, "api": 1}),
         )
     assert time.monotonic() - started < 5
     message = str(caught.value)
@@ -124,7 +128,7 @@ def test_an_over_limit_request_fails_at_once(app, job, guard):
     fence = claim(app.store, job)
     started = time.monotonic()
     with pytest.raises(PoolRequestTooLarge, match="limit is 1"):
-        guard().acquire_sync(fence, "w1", "train", pool_needs({"gpu": 2}))
+        acquire_sync(guard(), fence, "w1", "train", pool_needs({"gpu": 2}))
     assert time.monotonic() - started < 5
 
 
@@ -171,7 +175,7 @@ def test_a_taken_over_attempt_cannot_acquire(app, job, guard, clock):
     clock.advance(0.35)
     assert handle.id in store.sweep("sweeper", 0.05).requeued
     with pytest.raises(StepFencedOut, match="was taken over"):
-        guard().acquire_sync(run.fence, "w1", "s", pool_needs({"db": 1}))
+        acquire_sync(guard(), run.fence, "w1", "s", pool_needs({"db": 1}))
     assert store.pools() == []
 
 
@@ -199,7 +203,7 @@ def test_recording_a_step_finished_frees_its_slots_and_the_guard_can_just_forget
     store.set_pool_limit("db", 1, 0.6)
     fence = claim(store, job)
     the_guard = guard()
-    held = the_guard.acquire_sync(fence, "w1", "s", pool_needs({"db": 1}))
+    held = acquire_sync(the_guard, fence, "w1", "s", pool_needs({"db": 1}))
     assert store.record_steps(fence, [StepUpdate("s", StepStatus.COMPLETED, output=1)])
     the_guard.forget(held)
     assert store.pool_holders("db") == []

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from tidegate import App, Partition, Rate
 from tidegate.api import Tokens, create_api
 from tidegate.cli.main import app as cli
-from tidegate.engine.why import explain
+from tidegate.engine.operators.why import explain
 
 BLOCKED = 30
 SCOPE = "rate:api/key=a"

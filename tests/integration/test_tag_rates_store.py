@@ -18,7 +18,7 @@ from tests.conftest import raw_store
 from tidegate import App, RunQueueConfig, TagRateLimit
 from tidegate.cli.main import app as cli
 from tidegate.domain.clock import ShiftedClock
-from tidegate.engine.why import explain
+from tidegate.engine.operators.why import explain
 
 SCOPE = "rate:tag:tenant=acme"
 QUEUES = ["a", "b"]

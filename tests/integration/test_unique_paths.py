@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from tidegate import App, DuplicateRun, Unique
 from tidegate.cli.main import app as cli
 from tidegate.domain.keys import CheckedUnique
-from tidegate.engine.schedules import fire_due
+from tidegate.engine.runtime.schedules import fire_due
 
 
 def _declared(app: App) -> None:

@@ -24,7 +24,7 @@ import pytest
 from tests.apps import gates
 from tests.apps.gates import make_app, max_overlap, overlap_by, read_intervals
 from tidegate import RunStatus
-from tidegate.engine import limits as live
+from tidegate.engine.operators import limits as live
 
 from .conftest import execute_sql, wait_until
 

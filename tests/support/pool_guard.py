@@ -1,17 +1,31 @@
-"""`with holding(guard, ...)`: slots of a `PoolGuard` held for a block, from a plain thread.
+"""Slots of a `PoolGuard` taken from a plain thread: `acquire_sync`, and `with holding(guard, ...)`.
 
-Only tests hold slots around a block of synchronous code (the orchestrator uses
-`PoolGuard.holding_async`), so this lives with them rather than in `src/`.
+Only tests hold slots from synchronous code (the orchestrator awaits `PoolGuard.acquire`
+on the worker's event loop), so these live with them rather than in `src/`. Each runs the
+guard's own `acquire` on an event loop of its call, so a test exercises the path steps take.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from tidegate.engine.claims import SlotClaim
-from tidegate.engine.pools import PoolGuard
+from tidegate.engine.runtime.holds import SlotHold
+from tidegate.engine.runtime.pools import PoolGuard
 from tidegate.storage.port import Fence
+
+
+def acquire_sync(
+    guard: PoolGuard,
+    fence: Fence,
+    worker_id: str,
+    step_key: str,
+    needs: Mapping[str, int],
+    fixed_limits: Mapping[str, int] | None = None,
+) -> SlotHold:
+    """Block until every slot of `needs` is held (all or none); see `PoolGuard.acquire`."""
+    return asyncio.run(guard.acquire(fence, worker_id, step_key, needs, fixed_limits))
 
 
 @contextmanager
@@ -22,10 +36,10 @@ def holding(
     step_key: str,
     needs: Mapping[str, int],
     fixed_limits: Mapping[str, int] | None = None,
-) -> Iterator[SlotClaim]:
+) -> Iterator[SlotHold]:
     """The slots of `needs` are held for the block (all or none) and released after it."""
-    claim = guard.acquire_sync(fence, worker_id, step_key, needs, fixed_limits)
+    hold = acquire_sync(guard, fence, worker_id, step_key, needs, fixed_limits)
     try:
-        yield claim
+        yield hold
     finally:
-        guard.release(claim)
+        guard.release(hold)

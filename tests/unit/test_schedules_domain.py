@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.schedules import CATCH_UP_LIMIT, check_missed, ticks_to_fire
-from tidegate.engine.cron import Cron
+from tidegate.engine.runtime.cron import Cron
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

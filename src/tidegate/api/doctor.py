@@ -1,4 +1,4 @@
-"""`GET /api/v1/doctor`: the findings of `tidegate doctor`, from the served app's store (`engine.doctor`)."""
+"""`GET /api/v1/doctor`: the findings of `tidegate doctor`, from the served app's store (`engine.operators.doctor`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from tidegate.api.routing import ERRORS, PREFIX, app_of
 from tidegate.api.security import can_read
 from tidegate.app import settings
-from tidegate.engine.doctor import diagnose
+from tidegate.engine.operators.doctor import diagnose
 
 router = APIRouter(prefix=PREFIX, tags=["operators"])
 

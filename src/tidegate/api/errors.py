@@ -34,7 +34,7 @@ from tidegate.domain.errors import (
     UnknownTask,
 )
 from tidegate.domain.unique import DuplicateRun
-from tidegate.engine.pool_config import InvalidField
+from tidegate.engine.operators.pool_config import InvalidField
 
 log = logging.getLogger("tidegate.api")
 

@@ -30,6 +30,7 @@ from tidegate.api.gaps import InOrder
 from tidegate.api.wakeups import Wakeups
 from tidegate.bootstrap import Store
 from tidegate.domain.model import EventRecord
+from tidegate.engine.operators.events import events_after, last_event_id
 
 log = logging.getLogger("tidegate.api")
 
@@ -94,7 +95,7 @@ class EventHub:
             start = bisect.bisect_right(self._ids, cursor)
             return self._frames[start:], max(cursor, self.head)
         async with self._catchups:
-            events = await asyncio.to_thread(self._store().events_after, cursor, self._read_batch)
+            events = await asyncio.to_thread(events_after, self._store(), cursor, self._read_batch)
         self._stats.catchup_reads += 1
         floor = self.floor  # the ring may have moved on during the read: it serves what lies above
         below = [event for event in events if event.id <= floor]
@@ -106,7 +107,7 @@ class EventHub:
         woken = await self._wakeups.subscribe()
         try:
             try:
-                order = InOrder(await asyncio.to_thread(self._store().last_event_id), self._patience)
+                order = InOrder(await asyncio.to_thread(last_event_id, self._store()), self._patience)
             except asyncio.CancelledError:
                 self._started.cancel()
                 raise
@@ -130,7 +131,7 @@ class EventHub:
                     await asyncio.sleep(self._debounce)  # let a burst of wake-ups settle into one read
                     woken.clear()
             try:
-                events = await asyncio.to_thread(self._store().events_after, order.cursor, self._read_batch)
+                events = await asyncio.to_thread(events_after, self._store(), order.cursor, self._read_batch)
             except Exception:  # the store is down: its streams stay open and wait, as a worker would
                 log.warning("event streams: reading the store's events failed; retrying", exc_info=True)
                 more = False

@@ -19,7 +19,9 @@ from tidegate.bootstrap import Store
 from tidegate.domain.blocking import window_used
 from tidegate.domain.durations import format_duration
 from tidegate.domain.scopes import GLOBAL, Rules, effective_limit, queue_scope
-from tidegate.engine import queues
+from tidegate.engine.operators import limits, queues
+from tidegate.engine.operators.pool_config import list_pools
+from tidegate.engine.operators.runs import run_counts
 
 
 class FleetCollector(Collector):
@@ -31,7 +33,7 @@ class FleetCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         store = self._store()
         runs = GaugeMetricFamily("tidegate_runs", "Runs in the store, by queue and status.", labels=["queue", "status"])
-        for (queue, status), count in sorted(store.run_counts().items()):
+        for (queue, status), count in sorted(run_counts(store).items()):
             runs.add_metric([queue, status.value], count)
         yield runs
         yield from self._scopes(store)
@@ -57,14 +59,14 @@ class FleetCollector(Collector):
         pending = GaugeMetricFamily(
             "tidegate_pool_pending_steps", "Steps of live attempts waiting for slots of a pool.", labels=["pool"]
         )
-        rules = store.rules()
-        usage = store.scope_usage()
+        rules = limits.rules(store)
+        usage = limits.scope_usage(store)
         for scope in sorted(set(usage) | _declared_scopes(rules)):
             used.add_metric([scope], usage.get(scope, 0))
             in_force = effective_limit(rules, scope)
             if in_force is not None:
                 limit.add_metric([scope], in_force)
-        for pool in store.pools():
+        for pool in list_pools(store):
             scope = f"pool:{pool.name}"
             used.add_metric([scope], pool.claimed)
             if pool.limit is not None:
@@ -86,8 +88,8 @@ class FleetCollector(Collector):
         limit = GaugeMetricFamily(
             "tidegate_rate_tokens_limit", "The most cost units a rate window allows.", labels=["scope", "per"]
         )
-        rules = store.rules()
-        rates = store.rate_states()
+        rules = limits.rules(store)
+        rates = limits.rate_states(store)
         for scope in sorted({scope for scope, _ in rates.states} | set(rules.declared_rate_scopes())):
             for rate in rules.rate_windows(scope):
                 per = format_duration(rate.seconds)

@@ -1,7 +1,7 @@
 """`/api/v1/limits`: the run-level limits in force, live changes (with a dry run), and resets.
 
 The targets, their validation, the dry-run preview and the audit are the
-engine's (`engine.limits`), exactly as `tidegate limits list|set|reset` use
+engine's (`engine.operators.limits`), exactly as `tidegate limits list|set|reset` use
 them: the two interfaces cannot disagree on what a target means or on what
 a change would do.
 """
@@ -19,8 +19,8 @@ from tidegate.api.routing import ERRORS, PREFIX, declared_store
 from tidegate.api.security import can_read, can_write, json_body
 from tidegate.domain.model import LimitChange
 from tidegate.domain.scopes import check_override_target, check_override_value
-from tidegate.engine import limits
-from tidegate.engine.limit_table import limit_table
+from tidegate.engine.operators import limits
+from tidegate.engine.operators.limit_table import limit_table
 
 router = APIRouter(prefix=PREFIX, tags=["limits"])
 
@@ -58,7 +58,7 @@ def show_limits(request: Request) -> dict[str, Any]:
 def set_limit(body: schemas.LimitUpdate, request: Request) -> dict[str, Any]:
     store = declared_store(request)
     with blame("target"):
-        target = check_override_target(body.target, store.rules())
+        target = check_override_target(body.target, limits.rules(store))
     with blame("limit"):
         check_override_value(target, body.limit)
     if not body.dry_run:

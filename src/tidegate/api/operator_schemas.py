@@ -35,7 +35,7 @@ class Layer(BaseModel):
     limit: int
     slots: int = Field(description="What the run (or its waiting step) asks of it.")
     ok: bool = Field(description="False: this layer holds the run back.")
-    per: float | None = Field(None, description="A rate: its window in seconds (`used` of `limit` per `per`).")
+    per: float | None = Field(None, description="A rate: its period in seconds (`used` of `limit` per `per`).")
     next_allowed_in: float | None = Field(
         None, description="A rate that holds the run back: seconds until its next start is allowed."
     )

@@ -1,6 +1,6 @@
 """`/api/v1`: the operator routes: why a run waits, retry a run, the queue, the workers.
 
-`why` renders `engine.why.explain`, the same explanation `tidegate queue why`
+`why` renders `engine.operators.why.explain`, the same explanation `tidegate queue why`
 prints. Endpoints are plain functions, run in FastAPI's thread pool, so store
 calls never block the event loop.
 """
@@ -21,8 +21,10 @@ from tidegate.api.security import can_read, can_write
 from tidegate.api.submission import REJECTED
 from tidegate.domain import names
 from tidegate.domain.model import HolderRecord, WorkerRecord, host_and_pid
-from tidegate.engine.queues import claim_order
-from tidegate.engine.why import Explanation, ScopeCheck, explain
+from tidegate.engine.operators import runs as operator_runs
+from tidegate.engine.operators.queues import claim_order
+from tidegate.engine.operators.why import Explanation, ScopeCheck, explain
+from tidegate.engine.operators.workers import list_workers
 
 _RETRY_ERRORS: dict[int | str, dict[str, Any]] = {
     **_ERRORS,
@@ -52,7 +54,7 @@ def retry_run(run_id: RunId, request: Request) -> dict[str, Any]:
     app = _app(request)
     with blame("run_id"):
         names.check_run_id(run_id)
-    record = app.store.retry_run(run_id)
+    record = operator_runs.retry_run(app.store, run_id)
     return {"id": record.id, "status": record.status, "attempt": record.attempt, "max_attempts": record.max_attempts}
 
 
@@ -89,7 +91,7 @@ def queued_runs(
     summary="Registered workers: capacity, busy, queues, heartbeat age",
 )  # fmt: skip
 def workers(request: Request) -> dict[str, Any]:
-    registry = _app(request).store.list_workers()
+    registry = list_workers(_app(request).store)
     return {"workers": [_worker(worker) for worker in registry]}
 
 
@@ -128,7 +130,7 @@ def _layer(check: ScopeCheck, holders: list[HolderRecord]) -> dict[str, Any]:
         "limit": check.limit,
         "slots": check.slots,
         "ok": check.ok,
-        "per": None if check.rate is None else check.rate.per,  # a rate's window (s)
+        "per": None if check.rate is None else check.rate.per,  # a rate's period (s)
         "next_allowed_in": None if check.rate is None or check.rate.ok else check.rate.allowed_in,
         "holders": [
             {

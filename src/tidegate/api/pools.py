@@ -3,7 +3,7 @@
 Usage is the sum of the holder rows, read from the store, so what these
 routes show is what every claimer judges by. Changes go through the same
 validation as `App.set_pool_limit` and `tidegate pools set`
-(`engine.pool_config`), audited as a LimitChanged.
+(`engine.operators.pool_config`), audited as a LimitChanged.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tidegate.api.routing import ERRORS, PREFIX, app_of, not_found
 from tidegate.api.security import can_read, can_write, json_body
 from tidegate.domain.errors import PoolNotFound
 from tidegate.domain.steps import PoolStatus
-from tidegate.engine import pool_config
+from tidegate.engine.operators import pool_config
 
 router = APIRouter(prefix=PREFIX, tags=["pools"])
 PoolName = Annotated[str, Path(description="The pool's name.", max_length=200)]

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from tidegate.api import schemas
 from tidegate.api.security import can_read
 from tidegate.app import App
+from tidegate.engine.operators.schema import schema_version
 
 router = APIRouter(tags=["probes"])
 
@@ -30,5 +31,5 @@ async def healthz() -> dict[str, str]:
 )  # fmt: skip
 def readyz(request: Request) -> dict[str, str]:
     app: App = request.app.state.tidegate
-    app.store.schema_version()
+    schema_version(app.store)
     return {"status": "ok"}

@@ -15,8 +15,8 @@ from tidegate.api import control_schemas as schemas
 from tidegate.api.errors import blame
 from tidegate.api.routing import ERRORS, PREFIX, declared_store, not_found
 from tidegate.api.security import can_read, can_write
-from tidegate.engine import queues
-from tidegate.engine.queues import QueueSummary
+from tidegate.engine.operators import queues
+from tidegate.engine.operators.queues import QueueSummary
 
 router = APIRouter(prefix=PREFIX, tags=["queues"])
 QueueName = Annotated[str, Path(description="A declared queue's name.", max_length=200)]

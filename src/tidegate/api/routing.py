@@ -18,6 +18,7 @@ from tidegate.bootstrap import Store
 from tidegate.domain import names
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import RunRecord
+from tidegate.engine.operators import runs as operator_runs
 
 PREFIX = "/api/v1"
 MAX_PAGE = 500  # the most rows one page of any listing returns
@@ -49,7 +50,7 @@ def find_run(app: App, run_id: str) -> RunRecord:
     """The run a route names, or a 422 (malformed id, field run_id) or 404 (unknown id)."""
     with blame("run_id"):
         names.check_run_id(run_id)
-    record = app.store.get_run(run_id)
+    record = operator_runs.get_run(app.store, run_id)
     if record is None:
         raise RunNotFound(f"no run with id {run_id!r}")
     return record

@@ -27,12 +27,13 @@ from tidegate.api.security import can_read, can_write, json_body
 from tidegate.api.submission import REJECTED, Duplicate, Stored, submit, submit_one, submitted_fields
 from tidegate.app import App
 from tidegate.domain import names
+from tidegate.domain.clock import wall_now
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.model import RunRecord, RunStatus, WorkerRecord
-from tidegate.engine.queues import Live, live
-from tidegate.engine.runs import heartbeat_lost_s, is_stuck, matching_runs, workers_of_running
-from tidegate.engine.schedules import wall_now
+from tidegate.engine.operators import runs as operator_runs
+from tidegate.engine.operators.queues import Live, live
+from tidegate.engine.operators.runs import heartbeat_lost_s, is_stuck, matching_runs, workers_of_running
 
 _SUBMIT_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS,
@@ -64,8 +65,8 @@ class _Now:
 
 def _run(request: Request, record: RunRecord, now: _Now) -> dict[str, Any]:
     """The run as stored, but a queued run's block reason is why it waits now, as `queue why` says
-    (engine/queues.py), a running run whose worker's heartbeat is lost says since when, and a run past
-    its lease is flagged stuck with its worker's last heartbeat (engine/runs.py)."""
+    (engine/operators/queues.py), a running run whose worker's heartbeat is lost says since when, and a run past
+    its lease is flagged stuck with its worker's last heartbeat (engine/operators/runs.py)."""
     derived = ("links", "stuck", "last_heartbeat", "worker_heartbeat_lost_s")
     fields = {name: getattr(record, name) for name in schemas.Run.model_fields if name not in derived}
     stuck = is_stuck(record, now.at)
@@ -150,14 +151,14 @@ def list_runs(
     with blame("tag"):
         tags = names.check_tags(dict(_tag_filter(item) for item in tag or []))
     with blame("since"):
-        window = None if since is None else parse_duration(since, name="since", minimum=1.0)
+        age = None if since is None else parse_duration(since, name="since", minimum=1.0)
     if stuck and status not in (None, RunStatus.RUNNING):
         raise FieldError("status", InvalidArgument(f"a stuck run is running: status={status.value} has none"))
     with blame("cursor"):
         before = None if cursor is None else _decode_cursor(cursor)
     app = _app(request)
     at = wall_now(app.clock)
-    cutoff = None if window is None else at - timedelta(seconds=window)
+    cutoff = None if age is None else at - timedelta(seconds=age)
     matching = matching_runs(
         app.store, at, status=status, queue=queue, task=task, tags=tags, submitted_since=cutoff,
         only_stuck=stuck, before=before, page=limit + 1,
@@ -181,11 +182,11 @@ def show_run(run_id: RunId, request: Request) -> dict[str, Any]:
     record = find_run(app, run_id)
     steps = [
         {**{name: getattr(step, name) for name in schemas.Step.model_fields if name != "key"}, "key": step.step_key}
-        for step in app.store.run_steps(record.id)
+        for step in operator_runs.run_steps(app.store, record.id)
     ]
     children = [
         {name: getattr(child, name) for name in schemas.Child.model_fields}
-        for child in app.store.run_children(record.id)
+        for child in operator_runs.run_children(app.store, record.id)
     ]
     links = {"parent_id": record.parent_id, "root_id": record.root_id, "depth": record.depth}
     now = _Now.read(app, [record], wall_now(app.clock))
@@ -199,7 +200,7 @@ def show_run(run_id: RunId, request: Request) -> dict[str, Any]:
 def run_events(run_id: RunId, request: Request) -> dict[str, Any]:
     app = _app(request)
     record = find_run(app, run_id)
-    return {"events": app.store.run_events(record.id)}
+    return {"events": operator_runs.run_events(app.store, record.id)}
 
 
 @router.post(
@@ -210,7 +211,7 @@ def cancel_run(run_id: RunId, request: Request) -> dict[str, Any]:
     app = _app(request)
     with blame("run_id"):
         names.check_run_id(run_id)
-    after = app.store.cancel_run(run_id)
+    after = operator_runs.cancel_run(app.store, run_id)
     return {"id": run_id, "status": after, "cancel_requested": after is RunStatus.RUNNING}
 
 

@@ -1,8 +1,8 @@
 """`/api/v1/schedules`: the stored schedules and when they fire; pausing, resuming or removing one.
 
-The same verbs `tidegate schedules` runs: `Store.list_schedules`, the engine's
-`set_paused` (a resume fires from the first tick after now, by the app's
-clock: the paused ticks are not made up) and `Store.remove_schedule`. A pause
+The same services `tidegate schedules` runs (`engine.operators.schedules`): the
+list, `set_paused` (a resume fires from the first tick after now, by the app's
+clock: the paused ticks are not made up) and the removal. A pause
 is stored apart from the declaration, so a worker restarting with the same
 code never undoes it.
 """
@@ -17,10 +17,10 @@ from tidegate.api import verb_schemas as schemas
 from tidegate.api.errors import blame
 from tidegate.api.routing import ERRORS, PREFIX, app_of, not_found
 from tidegate.api.security import can_read, can_write
-from tidegate.bootstrap import Store
+from tidegate.domain.clock import wall_now
 from tidegate.domain.errors import ScheduleNotFound
-from tidegate.domain.schedules import ScheduleRecord, check_schedule_name
-from tidegate.engine.schedules import set_paused, wall_now
+from tidegate.domain.schedules import check_schedule_name
+from tidegate.engine.operators import schedules
 
 router = APIRouter(prefix=PREFIX, tags=["schedules"])
 ScheduleName = Annotated[str, Path(description="A stored schedule's name.", max_length=200)]
@@ -32,7 +32,7 @@ _ONE = {**ERRORS, **not_found("schedule")}
     summary="Stored schedules: task, cron, time zone, next and last fire, paused",
 )  # fmt: skip
 def list_schedules(request: Request) -> dict[str, Any]:
-    return {"schedules": [record.document() for record in app_of(request).store.list_schedules()]}
+    return {"schedules": [record.document() for record in schedules.list_schedules(app_of(request).store)]}
 
 
 @router.post(
@@ -58,7 +58,7 @@ def resume_schedule(name: ScheduleName, request: Request) -> dict[str, Any]:
 def remove_schedule(name: ScheduleName, request: Request) -> dict[str, Any]:
     with blame("name"):
         check_schedule_name(name)
-    app_of(request).store.remove_schedule(name)
+    schedules.remove_schedule(app_of(request).store, name)
     return {"name": name, "removed": True}
 
 
@@ -66,12 +66,8 @@ def _set_paused(request: Request, name: str, *, paused: bool) -> dict[str, Any]:
     app = app_of(request)
     with blame("name"):
         check_schedule_name(name)
-    changed = set_paused(app.store, name, paused, wall_now(app.clock))
-    return {**_find(app.store, name).document(), "changed": changed}
-
-
-def _find(store: Store, name: str) -> ScheduleRecord:
-    found = next((record for record in store.list_schedules() if record.name == name), None)
+    changed = schedules.set_paused(app.store, name, paused, wall_now(app.clock))
+    found = schedules.find_schedule(app.store, name)
     if found is None:  # removed between the change and this read
         raise ScheduleNotFound(f"no schedule named {name!r} (GET /api/v1/schedules lists them)")
-    return found
+    return {**found.document(), "changed": changed}

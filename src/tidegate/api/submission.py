@@ -33,7 +33,8 @@ from tidegate.domain.limits import QueueConfig
 from tidegate.domain.model import NewRun, RunRecord, TaskDefinition
 from tidegate.domain.rate_costs import cost_of
 from tidegate.domain.unique import check_key
-from tidegate.engine import tracing
+from tidegate.engine.operators import runs as operator_runs
+from tidegate.engine.runtime import tracing
 
 # The 429 of a submit, and of anything that makes a run active again (an operator's retry).
 REJECTED: dict[int | str, dict[str, Any]] = {
@@ -235,7 +236,7 @@ def _one_by_one(
 
 
 def _duplicate(app: App, run_id: str) -> Stored:
-    record = app.store.get_run(run_id)
+    record = operator_runs.get_run(app.store, run_id)
     if record is None:  # the holder was purged since: its key was free, but the submit read it held
         raise TidegateError(f"the run holding this submit's key is gone: {run_id}; submit again")
     return Duplicate(record)

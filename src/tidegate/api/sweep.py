@@ -15,7 +15,7 @@ from fastapi import APIRouter, Request
 from tidegate.api import verb_schemas as schemas
 from tidegate.api.routing import ERRORS, PREFIX, app_of
 from tidegate.api.security import can_write
-from tidegate.engine.sweep import sweep_now
+from tidegate.engine.operators.sweep import sweep_now
 
 router = APIRouter(prefix=PREFIX, tags=["operators"])
 

@@ -1,6 +1,6 @@
 """`GET /api/v1/tasks`: the registered tasks, their parameters, the limits their runs meet, their last worker.
 
-The same views `tidegate tasks list` prints (`engine.tasks.task_views`): the
+The same views `tidegate tasks list` prints (`engine.operators.tasks.task_views`): the
 parameters every submit by name is checked against and the limits asked of
 the rules a claim applies, never worked out again here.
 """
@@ -16,7 +16,7 @@ from tidegate.api.errors import blame
 from tidegate.api.routing import ERRORS, PREFIX, declared_store
 from tidegate.api.security import can_read
 from tidegate.domain import names
-from tidegate.engine.tasks import task_views
+from tidegate.engine.operators.tasks import task_views
 
 router = APIRouter(prefix=PREFIX, tags=["tasks"])
 

@@ -115,6 +115,6 @@ class SweepResult(BaseModel):
     leaks_repaired: int = Field(description="Slot holders of runs no longer running, freed.")
     step_slots_expired: int = Field(description="Step slot holders whose pool lease lapsed, freed.")
     unapplied: dict[str, str] = Field(
-        description="Lost runs whose verdict the database refused (run id: its error), left as they were; "
+        description="Lost runs whose rescue the database refused (run id: its error), left as they were; "
         "the others were recovered."
     )

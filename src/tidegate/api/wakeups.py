@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 
 from tidegate.bootstrap import Listener, Store
+from tidegate.engine.operators.events import listen
 
 
 class Wakeups:
@@ -33,7 +34,7 @@ class Wakeups:
             self._subscribers[woken] = asyncio.get_running_loop()
             first = self._listener is None
         if first:
-            opened: Listener | None = await asyncio.to_thread(self._store().listen, self._wake)  # a connection
+            opened: Listener | None = await asyncio.to_thread(listen, self._store(), self._wake)  # a connection
             with self._lock:
                 if self._listener is None and self._subscribers:
                     self._listener, opened = opened, None

@@ -37,7 +37,7 @@ from tidegate.domain.rates import Rate
 from tidegate.domain.schedules import MissedTicks
 from tidegate.domain.steps import PoolConfig
 from tidegate.domain.tunables import DEFAULT_MAX_WORKERS, DEFAULT_POOL_LEASE
-from tidegate.engine import pool_config
+from tidegate.engine.operators import pool_config
 from tidegate.storage.port import Store
 from tidegate.storage.urls import parse_database_url, resolve_database_url
 from tidegate.worker.loop import Worker

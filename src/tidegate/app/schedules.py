@@ -1,7 +1,7 @@
 """The schedules an app declares (`app.schedule`), checked at once and stored before its workers start.
 
 A declaration is checked where it is written: the cron expression and time
-zone (engine/cron.py), the missed-ticks policy, and the args, as a submit of
+zone (engine/runtime/cron.py), the missed-ticks policy, and the args, as a submit of
 the task would check them, so a schedule can never store a run that its task
 refuses. Declarations reach the store when a worker starts (or the app pauses,
 resumes or lists its schedules); every worker then fires every stored
@@ -15,11 +15,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tidegate.app.tasks import Task
-from tidegate.domain.clock import Clock
+from tidegate.domain.clock import Clock, wall_now
 from tidegate.domain.errors import ConfigurationError, InvalidArgument, UnknownTask
 from tidegate.domain.schedules import ScheduleDefinition, ScheduleRecord, check_missed, check_schedule_name
-from tidegate.engine import schedules as engine
-from tidegate.engine.cron import Cron
+from tidegate.engine.operators import schedules as controls
+from tidegate.engine.runtime import schedules as engine
+from tidegate.engine.runtime.cron import Cron
 from tidegate.storage.port import Store
 
 
@@ -96,17 +97,17 @@ class Schedules:
         with self._lock:
             if self._persisted or not self._declared:
                 return
-            now = engine.wall_now(self._clock)
+            now = wall_now(self._clock)
             self._store().register_schedules([engine.declare(d, now) for d in self._declared.values()])
             self._persisted = True
 
     def set_paused(self, name: str, paused: bool) -> bool:
         self.persist()
-        return engine.set_paused(self._store(), check_schedule_name(name), paused, engine.wall_now(self._clock))
+        return controls.set_paused(self._store(), check_schedule_name(name), paused, wall_now(self._clock))
 
     def stored(self) -> list[ScheduleRecord]:
         self.persist()
-        return self._store().list_schedules()
+        return controls.list_schedules(self._store())
 
     def forget_persisted(self) -> None:
         """The store was closed: the next one (perhaps another database) is told everything again."""

@@ -19,7 +19,7 @@ from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD, PAYLOAD_SETTING
 from tidegate.domain.sizes import format_size, parse_size
 from tidegate.domain.tunables import COUNTS, LOG_FORMATS, MAX_PAYLOAD, MIN_PAYLOAD, TUNABLES, sweep_interval_for
-from tidegate.engine.pools import ClaimPolicy
+from tidegate.engine.runtime.pools import ClaimPolicy
 
 LOG_FORMAT_SETTING = "TIDEGATE_LOG_FORMAT"
 

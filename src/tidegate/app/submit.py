@@ -30,7 +30,7 @@ from tidegate.domain.rate_costs import cost_of
 from tidegate.domain.scopes import partition_of, rate_partition_of
 from tidegate.domain.suggest import unknown_task
 from tidegate.domain.unique import DEFAULT_UNIQUE, Admission, DuplicateRun, check_key, idempotency_claim
-from tidegate.engine import tracing
+from tidegate.engine.runtime import tracing
 from tidegate.storage.port import Store
 from tidegate.storage.urls import masked
 

@@ -10,7 +10,7 @@ that is almost always a typo in the path or the wrong working directory.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 
 from tidegate.bootstrap import Store, open_store, parse_database_url
 from tidegate.cli.errors import CommandError
@@ -27,8 +27,5 @@ def check_exists(url: str) -> None:
 @contextmanager
 def existing_store(url: str) -> Iterator[Store]:
     check_exists(url)
-    store = open_store(url, migrate=False)
-    try:
+    with closing(open_store(url, migrate=False)) as store:
         yield store
-    finally:
-        store.close()

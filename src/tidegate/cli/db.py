@@ -4,11 +4,12 @@ Migrating is explicit here (apps migrate on first use unless told not to), so
 an operator can upgrade the schema before rolling out new workers. A database
 from a newer tidegate is reported, never touched. Pruning is what the sweeper
 does after each sweep (`TIDEGATE_RETENTION`), by hand and to the end, batch
-after short batch (engine/retention.py).
+after short batch (engine/operators/retention.py).
 """
 
 from __future__ import annotations
 
+from contextlib import closing
 from typing import Annotated
 
 import typer
@@ -22,7 +23,8 @@ from tidegate.cli.render import stderr, stdout
 from tidegate.domain.durations import format_duration, parse_duration
 from tidegate.domain.retention import PruneReport
 from tidegate.domain.tunables import TUNABLES
-from tidegate.engine.retention import prune as prune_runs
+from tidegate.engine.operators import schema
+from tidegate.engine.operators.retention import prune as prune_runs
 
 RETENTION = TUNABLES["TIDEGATE_RETENTION"]
 
@@ -32,20 +34,20 @@ app = typer.Typer(help="Manage the database schema.", no_args_is_help=True)
 @app.command()
 def migrate(database: Database = DEFAULT_DATABASE) -> None:
     """Apply pending schema migrations."""
-    store = open_store(database, migrate=False, check=False)
-    try:
-        before = store.schema_version()
-        applied = store.migrate()  # refuses a schema newer than this tidegate
-        version = store.schema_version()
-    finally:
-        store.close()
-    if not applied:
-        stdout.print(Text.assemble(masked(database), ": already up to date (schema version ", str(version), ")"))
+    with closing(open_store(database, migrate=False, check=False)) as store:
+        migrated = schema.migrate(store)  # refuses a schema newer than this tidegate
+    if not migrated.applied:
+        stdout.print(
+            Text.assemble(masked(database), ": already up to date (schema version ", str(migrated.version), ")")
+        )
     else:
-        versions = ", ".join(str(number) for number in applied)
+        versions = ", ".join(str(number) for number in migrated.applied)
         stdout.print(
             Text.assemble(
-                masked(database), f": schema {before} -> ", (str(version), "bold green"), f" (applied {versions})"
+                masked(database),
+                f": schema {migrated.before} -> ",
+                (str(migrated.version), "bold green"),
+                f" (applied {versions})",
             )
         )
 

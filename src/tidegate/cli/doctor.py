@@ -1,4 +1,4 @@
-"""`tidegate doctor`: is this deployment healthy? One pass/warn/fail line per check (`engine.doctor`).
+"""`tidegate doctor`: is this deployment healthy? One pass/warn/fail line per check (`engine.operators.doctor`).
 
 The exit code is the worst finding's: 0 pass, 1 warn, 2 fail, so a script or a
 readiness probe can act on it; `--json` gives the same findings as `GET /api/v1/doctor`.
@@ -20,7 +20,7 @@ from tidegate.cli.render import print_json, stdout
 from tidegate.domain import doctor
 from tidegate.domain.clock import SYSTEM_CLOCK
 from tidegate.domain.doctor import Diagnosis, Level
-from tidegate.engine.doctor import diagnose
+from tidegate.engine.operators.doctor import diagnose
 
 STYLES = {Level.PASS: "green", Level.WARN: "yellow", Level.FAIL: "bold red"}
 

@@ -5,12 +5,11 @@ declaration until reset, and is versioned and audited (`LimitChanged`).
 Targets are scope keys: `global`, `queue:NAME` (every partition of it),
 `queue:NAME/PARTITION`, `tag:KEY=VALUE`, `tag:KEY` (every value of a
 per-value tag limit). Validation and the dry-run preview are the engine's
-(`engine.limits`), so this module only parses and renders.
+(`engine.operators.limits`), so this module only parses and renders.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Annotated
 
 import typer
@@ -27,8 +26,9 @@ from tidegate.cli.scopes import limit_text, usage_text
 from tidegate.domain.limits import queue_to_dict
 from tidegate.domain.model import LimitOverride
 from tidegate.domain.scopes import Rules, check_override_target, effective_limit
-from tidegate.engine.limit_table import CeilingRow, LimitRow, code_limit, limit_table, natural_key
-from tidegate.engine.limits import PREVIEW_RUNS, LimitPreview, parse_limit, preview, reset_limit, set_limit
+from tidegate.engine.operators import limits
+from tidegate.engine.operators.limit_table import CeilingRow, LimitRow, code_limit, limit_table, natural_key
+from tidegate.engine.operators.limits import PREVIEW_RUNS, LimitPreview, parse_limit, preview, reset_limit, set_limit
 
 app = typer.Typer(help="Show run-level limits; change them live (persisted until reset).", no_args_is_help=True)
 
@@ -171,11 +171,10 @@ def set_command(
     with existing_store(database) as store:
         if dry_run:
             result = preview(store, target, value)
-            usage = store.scope_usage()
         else:
             change = set_limit(store, target, value)
     if dry_run:
-        _print_preview(result, usage)
+        _print_preview(result)
     else:
         stdout.print(
             Text.assemble(
@@ -191,7 +190,7 @@ def set_command(
 def reset_command(target: Target, dry_run: DryRun = False, database: Database = DEFAULT_DATABASE) -> None:
     """Remove the live limit on TARGET: the code's limit is in force again."""
     with existing_store(database) as store:
-        rules = store.rules()
+        rules = limits.rules(store)
         target = check_override_target(target, rules)
         if target not in rules.overrides:
             in_force = limit_text(effective_limit(rules, target))
@@ -199,11 +198,10 @@ def reset_command(target: Target, dry_run: DryRun = False, database: Database = 
             return
         if dry_run:
             result = preview(store, target, None, reset=True)
-            usage = store.scope_usage()
         else:
             change = reset_limit(store, target)
     if dry_run:
-        _print_preview(result, usage)
+        _print_preview(result)
         return
     stdout.print(
         Text.assemble(
@@ -219,7 +217,7 @@ def _arrow(old: int | None, new: int | None) -> Text:
     return Text.assemble((limit_text(old), "dim"), " -> ", (limit_text(new), "bold green"))
 
 
-def _print_preview(result: LimitPreview, usage: Mapping[str, int]) -> None:
+def _print_preview(result: LimitPreview) -> None:
     stdout.print(
         Text.assemble(
             (result.target, "bold"), ": ", _arrow(result.old, result.new), ("  (dry run: nothing changed)", "yellow")
@@ -238,7 +236,7 @@ def _print_preview(result: LimitPreview, usage: Mapping[str, int]) -> None:
         style="dim",
     )
     stdout.print(line)
-    held = usage.get(result.target)
+    held = result.held
     if held is not None and result.new is not None and held > result.new:
         stdout.print(
             Text(

@@ -22,7 +22,7 @@ from pythonjsonlogger.json import JsonFormatter
 
 from tidegate.cli.errors import CommandError
 from tidegate.cli.terminal import VisibleFormatter
-from tidegate.engine import tracing
+from tidegate.engine.runtime import tracing
 from tidegate.worker import attempt_log
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

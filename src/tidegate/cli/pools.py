@@ -5,7 +5,7 @@ these commands show is what every claimer judges by. A pool no one has
 configured is unlimited and shown as such ("unconfigured"), never hidden, even
 after its steps are done. `set` is a live override of the code's value
 (`App.set_pool_limit`), kept until `reset`; `source` says which is in force.
-Validation is the engine's (`engine.pool_config`), as for `App.set_pool_limit`.
+Validation is the engine's (`engine.operators.pool_config`), as for `App.set_pool_limit`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,14 @@ from tidegate.domain.durations import format_duration
 from tidegate.domain.model import HolderRecord
 from tidegate.domain.steps import PoolStatus, PoolWaiter
 from tidegate.domain.tunables import DEFAULT_POOL_LEASE
-from tidegate.engine import pool_config
-from tidegate.engine.pool_config import change_pool, find_pool, parse_pool_limit, pool_holders, reset_pool_limit
+from tidegate.engine.operators import pool_config
+from tidegate.engine.operators.pool_config import (
+    change_pool,
+    find_pool,
+    parse_pool_limit,
+    pool_holders,
+    reset_pool_limit,
+)
 
 app = typer.Typer(
     help="Show pools and their slot holders; override a pool's limit live, or reset it to the code's.",

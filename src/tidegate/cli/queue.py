@@ -3,7 +3,7 @@ the operator's hold on a queue.
 
 `list` shows queued runs in claim order with what holds each back now (the pause,
 each full scope: `domain.blocking.verdict` on the live usage, whichever claim path
-read the run or none); `why` gives the same answer in full (`engine.why.explain`, also
+read the run or none); `why` gives the same answer in full (`engine.operators.why.explain`, also
 `GET /api/v1/runs/{id}/why`): every limit, the workers serving the queue when all are
 full, the runs holding the blocking slots and an ETA from the blocking scopes' recent
 completion rate. Positions are per queue, as `why` counts them, so the two always agree.
@@ -34,9 +34,10 @@ from tidegate.cli.scopes import (
 )
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import RunStatus
-from tidegate.engine import queues
-from tidegate.engine.queues import Waiting
-from tidegate.engine.why import explain
+from tidegate.engine.operators import limits, queues
+from tidegate.engine.operators import runs as operator_runs
+from tidegate.engine.operators.queues import Waiting
+from tidegate.engine.operators.why import explain
 
 app = typer.Typer(
     help="Look at queued runs: claim order, what blocks them; cancel one; pause or resume a queue.",
@@ -64,7 +65,7 @@ def list_queued(
     """List queued runs in claim order (priority, then age), with what holds each back."""
     with existing_store(database) as store:
         waiting, total = queues.claim_order(store, queue, limit)
-        rules = store.rules()
+        rules = limits.rules(store)
     if json_output:
         listed = [
             {**asdict(each.run), "position": each.position, "block_reason": each.verdict.reason()} for each in waiting
@@ -137,7 +138,7 @@ def why(run_id: RunId, database: Database = DEFAULT_DATABASE, json_output: JsonO
             explanation = explain(store, run_id)
         except RunNotFound:
             raise RunNotFound(f"no run with id {run_id!r} in {masked(database)}") from None
-        rules = store.rules() if explanation.run.status is RunStatus.QUEUED else None
+        rules = limits.rules(store) if explanation.run.status is RunStatus.QUEUED else None
     if json_output:
         print_json(explanation)
         return
@@ -152,7 +153,7 @@ def why(run_id: RunId, database: Database = DEFAULT_DATABASE, json_output: JsonO
 def cancel(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
     """Cancel a queued run (refused if it is not queued: use 'runs cancel' for a running one)."""
     with existing_store(database) as store:
-        run = store.get_run(run_id)
+        run = operator_runs.get_run(store, run_id)
         if run is None:
             raise RunNotFound(f"no run with id {run_id!r} in {masked(database)}")
         if run.status is RunStatus.RUNNING:
@@ -161,8 +162,8 @@ def cancel(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
             )
         if run.status is not RunStatus.QUEUED:
             raise CommandError(f"run {run_id} is {run.status.value}, not queued: nothing to cancel")
-        position, total = store.queue_position(run_id)
-        status = store.cancel_run(run_id)
+        position, total = operator_runs.queue_position(store, run_id)
+        status = operator_runs.cancel_run(store, run_id)
     line = Text.assemble("run ", (run_id, "bold"), f" ({run.task}): ", status_text(status))
     if status is RunStatus.CANCELED:
         line.append(f"  (it was queued at position {position} of {total} in queue {run.queue})", style="dim")

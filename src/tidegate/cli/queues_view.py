@@ -13,7 +13,7 @@ from tidegate.cli.fit import Cell, Column, fitted_table
 from tidegate.cli.render import stdout
 from tidegate.cli.scopes import limit_text
 from tidegate.domain.scopes import Rules
-from tidegate.engine.limit_table import natural_key, partition_text
+from tidegate.engine.operators.limit_table import natural_key, partition_text
 
 QUEUE_COLUMNS = [
     Column("queue", identifier=True, options={"style": "bold"}),

@@ -1,11 +1,11 @@
 """`tidegate runs list`: runs newest first, filtered by status, queue, task, age; stuck runs flagged.
 
-A running run whose lease expired is *stuck* (`engine.runs.is_stuck`): its
+A running run whose lease expired is *stuck* (`engine.operators.runs.is_stuck`): its
 worker stopped renewing it (killed, hung, cut off) and it holds its slots
 until a sweep re-queues it. Such a run is never shown as plain "running":
 its status reads "stuck", `--stuck` lists only those with their worker's last
 heartbeat, and `tidegate sweep` recovers them without a worker. Before that,
-as soon as its worker's heartbeat is late (`engine.runs.heartbeat_lost_s`),
+as soon as its worker's heartbeat is late (`engine.operators.runs.heartbeat_lost_s`),
 its status says since when.
 """
 
@@ -28,9 +28,15 @@ from tidegate.cli.scopes import age_text
 from tidegate.domain import attempts
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.model import RunRecord, RunStatus, WorkerRecord
-from tidegate.engine import queues
-from tidegate.engine.queues import Live
-from tidegate.engine.runs import heartbeat_lost_s, is_stuck, matching_runs, workers_of_running
+from tidegate.engine.operators import queues
+from tidegate.engine.operators.queues import Live
+from tidegate.engine.operators.runs import (
+    heartbeat_lost_s,
+    is_stuck,
+    matching_runs,
+    status_counts,
+    workers_of_running,
+)
 
 _STATUSES = ", ".join(status.value for status in RunStatus)
 STUCK_HINT = "stuck: running past its lease (its worker stopped renewing it); recover with 'tidegate sweep'"
@@ -102,9 +108,9 @@ def list_runs(
     json_output: JsonOutput = False,
 ) -> None:
     """List runs, newest first; stuck runs (running past their lease) are flagged."""
-    window = None if since is None else parse_duration(since, name="--since", minimum=1.0)
+    age = None if since is None else parse_duration(since, name="--since", minimum=1.0)
     now = datetime.now(UTC)
-    cutoff = None if window is None else now - timedelta(seconds=window)
+    cutoff = None if age is None else now - timedelta(seconds=age)
     if only_stuck:
         status = RunStatus.RUNNING
     with existing_store(database) as store:
@@ -113,7 +119,7 @@ def list_runs(
             store, now, status=status, queue=queue, task=task, submitted_since=cutoff, only_stuck=only_stuck
         )
         runs = list(islice(found, limit))
-        counts = None if filtered else store.status_counts(queue=queue)
+        counts = None if filtered else status_counts(store, queue=queue)
         any_stuck = any(is_stuck(run, now) for run in runs)
         workers = workers_of_running(store, runs)
         blocks = queues.live(store)

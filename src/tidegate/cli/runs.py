@@ -39,8 +39,9 @@ from tidegate.domain import attempts
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import EventRecord, RunRecord, RunStatus, WorkerRecord
 from tidegate.domain.steps import StepRecord, StepStatus
-from tidegate.engine import queues
-from tidegate.engine.runs import heartbeat_lost_s, is_stuck, workers_of_running
+from tidegate.engine.operators import queues
+from tidegate.engine.operators import runs as operator_runs
+from tidegate.engine.operators.runs import heartbeat_lost_s, is_stuck, workers_of_running
 
 app = typer.Typer(help="List, inspect, cancel and retry runs.", no_args_is_help=True)
 
@@ -61,12 +62,10 @@ def show(run_id: RunId, database: Database = DEFAULT_DATABASE, json_output: Json
     whose worker's heartbeat is lost says since when."""
     now = datetime.now(UTC)
     with existing_store(database) as store:
-        run = store.get_run(run_id)
-        if run is None:
+        found = operator_runs.detail(store, run_id)
+        if found is None:
             raise RunNotFound(f"no run with id {run_id!r} in {masked(database)}")
-        steps = store.run_steps(run_id)
-        children = store.run_children(run_id)
-        events = store.run_events(run_id)
+        run, steps, children, events = found.run, found.steps, found.children, found.events
         workers = workers_of_running(store, [run])
         blocks = queues.live(store)
     if json_output:
@@ -267,7 +266,7 @@ _EVENT_STYLES = {
 def cancel(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
     """Cancel a run: at once if queued; if running, its worker is told to stop it."""
     with existing_store(database) as store:
-        status = store.cancel_run(run_id)
+        status = operator_runs.cancel_run(store, run_id)
     line = Text.assemble("run ", (run_id, "bold"), ": ", status_text(status))
     if status is RunStatus.RUNNING:
         line.append("  (cancel requested: its worker will stop it)", style="dim")
@@ -281,7 +280,7 @@ def retry(run_id: RunId, database: Database = DEFAULT_DATABASE) -> None:
     """Give a failed or canceled run one more attempt: queued again now, its history kept
     (a RunRetriedManually event); refused in any other status or past an admission ceiling."""
     with existing_store(database) as store:
-        run = store.retry_run(run_id)
+        run = operator_runs.retry_run(store, run_id)
     stdout.print(
         Text.assemble(
             "run ",

@@ -21,7 +21,7 @@ from tidegate.cli.connect import existing_store
 from tidegate.cli.options import Database, JsonOutput
 from tidegate.cli.render import print_json, short_time, stdout
 from tidegate.domain.schedules import check_schedule_name
-from tidegate.engine.schedules import set_paused
+from tidegate.engine.operators import schedules
 
 app = typer.Typer(help="Show the schedules and when they fire; pause, resume or remove one.", no_args_is_help=True)
 
@@ -32,7 +32,7 @@ ScheduleName = Annotated[str, typer.Argument(metavar="NAME", help="The schedule'
 def list_schedules(database: Database = DEFAULT_DATABASE, json_output: JsonOutput = False) -> None:
     """Every schedule: its task, cron expression and time zone, next and last fire, and whether paused."""
     with existing_store(database) as store:
-        records = store.list_schedules()
+        records = schedules.list_schedules(store)
     if json_output:
         print_json({"schedules": [record.document() for record in records]})
         return
@@ -83,14 +83,14 @@ def remove(name: ScheduleName, database: Database = DEFAULT_DATABASE) -> None:
     """Delete a stored schedule (its runs stay); a worker whose code still declares it stores it again."""
     check_schedule_name(name)
     with existing_store(database) as store:
-        store.remove_schedule(name)
+        schedules.remove_schedule(store, name)
     stdout.print(Text.assemble("schedule ", (name, "bold"), " removed"))
 
 
 def _set(database: str, name: str, *, paused: bool) -> None:
     check_schedule_name(name)
     with existing_store(database) as store:
-        changed = set_paused(store, name, paused, datetime.now(UTC))
+        changed = schedules.set_paused(store, name, paused, datetime.now(UTC))
     state = "paused" if paused else "resumed"
     note = "" if changed else f" (it was already {'paused' if paused else 'running'})"
     stdout.print(Text.assemble("schedule ", (name, "bold"), f" {state}{note}"))

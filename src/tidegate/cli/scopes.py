@@ -5,7 +5,7 @@ limit, show its usage and explain a blocked run; they share these helpers so
 an operator reads one vocabulary: the scope key (`queue:api/customer_id=3`,
 the same string `tidegate limits set` takes), `used/limit`, and the
 sentences of `queue why`. Nothing here decides anything: limits come from
-`Rules` (the claim's own view) and explanations from `engine.why`.
+`Rules` (the claim's own view) and explanations from `engine.operators.why`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from tidegate.domain.durations import format_duration
 from tidegate.domain.leases import stuck
 from tidegate.domain.model import HolderRecord, RunRecord, RunStatus
 from tidegate.domain.scopes import Rules, effective_limit
-from tidegate.engine.limits import UNLIMITED
-from tidegate.engine.why import Explanation, ScopeCheck, label_of
+from tidegate.engine.operators.limits import UNLIMITED
+from tidegate.engine.operators.why import Explanation, ScopeCheck, label_of
 
 HOLDERS_SHOWN = 8  # `queue why` lists this many holders of a blocking scope, then "and N more"
 
@@ -168,8 +168,8 @@ def blocking_text(
     """`queue api partition customer_id=3 — 2 of 2 slots held by 01H..., 01H...`; a holder whose lease
     expired (its worker stopped renewing: stuck until a sweep) is marked so."""
     if check.rate is not None and check.rate.per is not None:  # a rate has no holders: it says when
-        window = f"{check.used} of {check.limit} per {format_duration(check.rate.per)} used"
-        return Text.assemble((check.label, "bold yellow"), f" — {window}; {allowed_text(check.rate.allowed_in)}")
+        used = f"{check.used} of {check.limit} per {format_duration(check.rate.per)} used"
+        return Text.assemble((check.label, "bold yellow"), f" — {used}; {allowed_text(check.rate.allowed_in)}")
     slots = "slot" if check.limit == 1 else "slots"
     line = Text.assemble((check.label, "bold yellow"), f" — {check.used} of {check.limit} {slots} held")
     if not holders:

@@ -1,4 +1,4 @@
-"""`tidegate sweep`: recover stuck runs now, without a worker (`engine.sweep`, as `POST /api/v1/sweep`)."""
+"""`tidegate sweep`: recover stuck runs now, without a worker (`engine.operators.sweep`, as `POST /api/v1/sweep`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from tidegate.bootstrap import DEFAULT_DATABASE
 from tidegate.cli.connect import existing_store
 from tidegate.cli.options import Database, JsonOutput
 from tidegate.cli.render import print_json, stdout
-from tidegate.engine.sweep import sweep_now
+from tidegate.engine.operators.sweep import sweep_now
 
 
 def sweep(database: Database = DEFAULT_DATABASE, json_output: JsonOutput = False) -> None:

@@ -3,7 +3,7 @@ their runs meet, and the worker that last registered each.
 
 A task is registered as `module.qualname` unless its decorator gives `name=`;
 this is where a user finds the name to submit by. Everything shown comes from
-the store and the engine (`engine.tasks`): the same parameters every submit
+the store and the engine (`engine.operators.tasks`): the same parameters every submit
 by name is checked against and the same limits a claim applies.
 """
 
@@ -20,7 +20,7 @@ from tidegate.bootstrap import DEFAULT_DATABASE
 from tidegate.cli.connect import existing_store
 from tidegate.cli.options import Database, JsonOutput, check_queue_filter
 from tidegate.cli.render import print_json, short_time, stdout
-from tidegate.engine.tasks import TaskView, task_views
+from tidegate.engine.operators.tasks import TaskView, task_views
 
 app = typer.Typer(help="Show the tasks registered in the database.", no_args_is_help=True)
 

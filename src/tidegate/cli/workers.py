@@ -19,6 +19,7 @@ from tidegate.cli.options import Database, JsonOutput
 from tidegate.cli.render import print_json, stdout
 from tidegate.cli.scopes import age_text
 from tidegate.domain.model import WorkerRecord, host_and_pid
+from tidegate.engine.operators import workers as operator_workers
 
 app = typer.Typer(help="The workers in the registry: where they run, how busy, their heartbeat.", no_args_is_help=True)
 
@@ -43,7 +44,7 @@ def worker_json(worker: WorkerRecord) -> dict[str, Any]:
 def list_workers(database: Database = DEFAULT_DATABASE, json_output: JsonOutput = False) -> None:
     """Every registered worker: id, host, pid, rank, capacity, busy, queues and heartbeat age."""
     with existing_store(database) as store:
-        workers = store.list_workers()
+        workers = operator_workers.list_workers(store)
     if json_output:
         print_json({"workers": [worker_json(worker) for worker in workers]})
         return

@@ -1,7 +1,7 @@
-"""What the pages read, through the engine and store verbs the API and CLI use (no query of its own).
+"""What the pages read, through the engine's operator services the API and CLI use (no query of its own).
 
-Each helper returns plain values for a template; the numbers are the verbs'
-own (queue positions are `engine.queues.claim_order`'s, as `GET /api/v1/queue` shows them).
+Each helper returns plain values for a template; the numbers are the services'
+own (queue positions are `engine.operators.queues.claim_order`'s, as `GET /api/v1/queue` shows them).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from tidegate.bootstrap import Store
 from tidegate.domain import names
 from tidegate.domain.blocking import Verdict, paused_text
 from tidegate.domain.model import EventRecord, RunRecord, RunStatus
-from tidegate.engine import queues
-from tidegate.engine.queues import QueueSummary
+from tidegate.engine.operators import events, queues, runs
+from tidegate.engine.operators.queues import QueueSummary
 
 QUEUE_PAGE = 200  # queued runs one /queue page lists, from the head
 
@@ -65,18 +65,18 @@ def queued(store: Store, queue: str | None) -> tuple[list[QueuedRow], int]:
 
 
 def status_counts(store: Store) -> dict[str, int]:
-    return {status.value: count for status, count in store.status_counts().items()}
+    return {status.value: count for status, count in runs.status_counts(store).items()}
 
 
 def completions_per_minute(store: Store, minutes: int = 60) -> list[int]:
     """Runs ended in each of the last `minutes` minutes, oldest first (from `finished_count`)."""
-    cumulative = [store.finished_count(60.0 * (index + 1)) for index in range(minutes)]
+    cumulative = [runs.finished_count(store, 60.0 * (index + 1)) for index in range(minutes)]
     per_minute = [cumulative[0]] + [cumulative[i] - cumulative[i - 1] for i in range(1, minutes)]
     return [max(0, count) for count in reversed(per_minute)]
 
 
 def top_blocking(store: Store, limit: int = 5) -> list[tuple[str, int]]:
-    """The scopes holding back the most queued runs now (`engine.queues.blocked`)."""
+    """The scopes holding back the most queued runs now (`engine.operators.queues.blocked`)."""
     counts = queues.blocked(store).per_scope
     return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:limit]
 
@@ -93,7 +93,7 @@ OVERFLOW_RECENT = 300.0
 
 
 def last_overflow(store: Store, now: datetime) -> Overflow | None:
-    found = store.latest_events("CapacityOverflow", 1)
+    found = events.latest_events(store, "CapacityOverflow", 1)
     if not found:
         return None
     return Overflow(found[0], (now - found[0].at).total_seconds() < OVERFLOW_RECENT)

@@ -34,7 +34,7 @@ class Drawn:
     key: str
     kind: str  # step, map, child
     state: str
-    detail: str  # "7/10 done" for a map or children (and its window: "· 3 at once"), else the state's word
+    detail: str  # "7/10 done" for a map or children (and its concurrency: "· 3 at once"), else the state's word
     href: str  # its row in the steps table, or the child run(s)
     tooltip: str
     done: float | None = None  # the share of a map's items (or of the children) done: a bar in the box
@@ -121,8 +121,8 @@ def _drawn(
 
 def _total(items: Sequence[Any] | StepRef | None, rows: dict[str, StepRecord]) -> int | None:
     """How many items a map has: its list, or the output list of the step it maps over once that
-    step has it; None while unknown. A window of children or items starts only some of them, so the
-    rows started so far are not the total."""
+    step has it; None while unknown. A concurrency below the count starts only some of the children
+    or items, so the rows started so far are not the total."""
     if isinstance(items, StepRef):
         source = rows.get(items.key)
         output = source.output if source is not None else None
@@ -135,10 +135,12 @@ def _share(states: Sequence[str], total: int | None) -> float | None:
     return states.count("completed") / of if of else None
 
 
-def _summary(states: Sequence[str], many: bool, total: int | None = None, window: int | None = None) -> tuple[str, str]:
+def _summary(
+    states: Sequence[str], many: bool, total: int | None = None, concurrency: int | None = None
+) -> tuple[str, str]:
     """One state for a group (a map's items, a node's children): failed if any failed, else
     running while any is under way, completed when all are, else pending; and its words: done of
-    the total (the items not started yet counted), and the window when it holds some back."""
+    the total (the items not started yet counted), and the concurrency when it holds some back."""
     counts = Counter(states)
     done = counts["completed"]
     of = max(len(states), total or 0)
@@ -154,5 +156,5 @@ def _summary(states: Sequence[str], many: bool, total: int | None = None, window
         return state, state
     if not of:
         return state, "no items yet"
-    held_back = f" · {window} at once" if window is not None and window < of and done < of else ""
+    held_back = f" · {concurrency} at once" if concurrency is not None and concurrency < of and done < of else ""
     return state, f"{done}/{of} done{held_back}"

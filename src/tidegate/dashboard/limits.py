@@ -1,8 +1,8 @@
 """`/limits`: every scope with used/limit and where the limit comes from; live changes with a dry run.
 
 Targets, validation, the preview ("unblocks N queued runs") and the audited
-change are `engine.limits`, exactly as `PUT /api/v1/limits` and `tidegate
-limits set` use them; pause and resume are `engine.queues`.
+change are `engine.operators.limits`, exactly as `PUT /api/v1/limits` and `tidegate
+limits set` use them; pause and resume are `engine.operators.queues`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from tidegate.dashboard.access import FormDep, ViewerDep
 from tidegate.dashboard.render import app_of, page, redirect
 from tidegate.domain.errors import InvalidArgument, TidegateError
 from tidegate.domain.model import EventType
-from tidegate.engine import limits, queues
-from tidegate.engine.limit_table import limit_table
-from tidegate.engine.limits import LimitPreview
+from tidegate.engine.operators import events, limits, queues
+from tidegate.engine.operators.limit_table import limit_table
+from tidegate.engine.operators.limits import LimitPreview
 
 router = APIRouter()
 HISTORY = 50  # audit rows shown
@@ -29,11 +29,11 @@ HISTORY = 50  # audit rows shown
 def _render(request: Request, viewer: Any, status: int = 200, **extra: Any) -> Response:
     store = data.declared(app_of(request))
     table = limit_table(store)
-    holders = {row.target: store.scope_holders(row.target) for row in table.limits if row.used}
+    holders = {row.target: limits.scope_holders(store, row.target) for row in table.limits if row.used}
     context = {"preview": None, "resetting": False, "error": None, "target": "", "limit": "", **extra}
     return page(
         request, "limits.html", viewer, status, targets=table.limits, ceilings=table.ceilings, holders=holders,
-        queues=data.queue_summaries(store), history=store.latest_events(EventType.LIMIT_CHANGED.value, HISTORY),
+        queues=data.queue_summaries(store), history=events.latest_events(store, EventType.LIMIT_CHANGED.value, HISTORY),
         **context,
     )  # fmt: skip
 

@@ -10,6 +10,7 @@ from tidegate.dashboard import chart, data
 from tidegate.dashboard.access import ViewerDep
 from tidegate.dashboard.render import app_of, now_of, page
 from tidegate.domain.model import RunStatus
+from tidegate.engine.operators.workers import list_workers
 
 router = APIRouter()
 
@@ -19,7 +20,7 @@ def overview_page(request: Request, viewer: ViewerDep) -> Response:
     store = app_of(request).store
     counts = data.status_counts(store)
     per_minute = data.completions_per_minute(store)
-    workers = store.list_workers()
+    workers = list_workers(store)
     live = [worker for worker in workers if worker.live]
     return page(
         request, "overview.html", viewer, counts=counts, statuses=[status.value for status in RunStatus],

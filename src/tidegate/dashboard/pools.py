@@ -1,7 +1,7 @@
 """`/pools`: each pool's utilisation, its holders and pending steps; edit a limit and lease (write access).
 
 Usage is the sum of the holder rows (`Store.pools`, `Store.pool_holders`), what
-every claimer judges by; an edit goes through `engine.pool_config`, exactly as
+every claimer judges by; an edit goes through `engine.operators.pool_config`, exactly as
 `PUT /api/v1/pools/{name}` and `tidegate pools set` do.
 """
 
@@ -19,7 +19,7 @@ from tidegate.dashboard.render import app_of, now_of, page, redirect
 from tidegate.domain.errors import TidegateError
 from tidegate.domain.model import HolderRecord
 from tidegate.domain.steps import PoolStatus, PoolWaiter
-from tidegate.engine import pool_config
+from tidegate.engine.operators import pool_config
 
 router = APIRouter()
 NEAR_EXPIRY = 1 / 3  # a lease with less than this share of its duration left is marked near expiry

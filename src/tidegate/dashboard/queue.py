@@ -13,6 +13,7 @@ from tidegate.dashboard.access import FormDep, ViewerDep
 from tidegate.dashboard.render import app_of, page, redirect
 from tidegate.domain import names
 from tidegate.domain.errors import TidegateError
+from tidegate.engine.operators.runs import cancel_run
 
 router = APIRouter()
 
@@ -38,7 +39,7 @@ async def cancel(request: Request, form: FormDep) -> Response:
 
     def work() -> None:
         names.check_run_id(run_id)
-        store.cancel_run(run_id)
+        cancel_run(store, run_id)
 
     await run_in_threadpool(work)
     back = "/queue" + (f"?{urlencode({'queue': form['queue']})}" if form.get("queue") else "")

@@ -1,9 +1,9 @@
 """`/runs` (filtered, paged) and `/runs/{id}` with its tabs: Overview, Steps, Children, Concurrency, Why, Events.
 
-The list is `Store.page_runs` (as `GET /api/v1/runs`; a running run whose
-worker's heartbeat is lost says since when, by `engine.runs`), the children are
-`Store.run_children` (as `GET /api/v1/runs/{id}` lists them), the Why tab and a
-waiting run's header are `engine.why.explain` (as `GET /api/v1/runs/{id}/why`
+The list, the run with its steps, children and events, and the cancel and retry are
+`engine.operators.runs` (as `GET /api/v1/runs` and `GET /api/v1/runs/{id}`; a running
+run whose worker's heartbeat is lost says since when), the Why tab and a
+waiting run's header are `engine.operators.why.explain` (as `GET /api/v1/runs/{id}/why`
 and `tidegate queue why`). A retry or cancel the store refuses (a ceiling, a
 status that cannot be retried) is shown on the run's page, not as an error page.
 """
@@ -25,8 +25,9 @@ from tidegate.dashboard.render import app_of, page, redirect, root_of
 from tidegate.domain import names
 from tidegate.domain.errors import AdmissionRejected, InvalidArgument, RunNotFound, TidegateError
 from tidegate.domain.model import EventRecord, RunStatus
-from tidegate.engine.runs import heartbeat_lost_s, workers_of_running
-from tidegate.engine.why import explain
+from tidegate.engine.operators import runs as operator_runs
+from tidegate.engine.operators.runs import heartbeat_lost_s, workers_of_running
+from tidegate.engine.operators.why import explain
 
 router = APIRouter()
 PAGE = 50
@@ -76,7 +77,7 @@ def runs_page(
     except TidegateError as error:
         return page(request, "runs.html", viewer, 422, runs=[], more=None, shown=shown, queues=queues,
                     statuses=list(RunStatus), error=str(error), first=True, newest="")  # fmt: skip
-    records = store.page_runs(**filters, before=before or None, limit=PAGE + 1)
+    records = operator_runs.page_runs(store, **filters, before=before or None, limit=PAGE + 1)
     listed = records[:PAGE]
     more = (
         urlencode({**{k: v for k, v in shown.items() if v}, "before": listed[-1].id}) if len(records) > PAGE else None
@@ -113,13 +114,12 @@ def _run_page(
 ) -> Response:
     app = app_of(request)
     store = app.store
-    record = store.get_run(run_id) if names.is_one_line(run_id) else None
-    if record is None:
+    found = operator_runs.detail(store, run_id) if names.is_one_line(run_id) else None
+    if found is None:
         return page(request, "missing.html", viewer, 404, what=f"run {run_id}")
+    record, steps, children, events = found.run, found.steps, found.children, found.events
     tab = tab if tab in TABS else "overview"
-    steps, children = store.run_steps(record.id), store.run_children(record.id)
     graph = run_graph(app, record, steps, children, root_of(request)) if tab == "steps" else None
-    events = store.run_events(record.id)
     run_events, step_events = _concurrency(events)
     waits = record.status is RunStatus.WAITING
     explanation = explain(store, record.id) if tab == "why" or waits else None
@@ -145,9 +145,9 @@ async def _act(request: Request, viewer: Any, run_id: str, verb: str) -> Respons
     def work() -> None:
         names.check_run_id(run_id)
         if verb == "cancel":
-            store.cancel_run(run_id)
+            operator_runs.cancel_run(store, run_id)
         else:
-            store.retry_run(run_id)
+            operator_runs.retry_run(store, run_id)
 
     try:
         await run_in_threadpool(work)

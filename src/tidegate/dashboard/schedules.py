@@ -1,8 +1,8 @@
 """`/schedules`: every stored schedule (task, cron, zone, next and last fire, paused), pause and resume.
 
-The list is `Store.list_schedules` (what workers declared, as `tidegate schedules
-list` reads it); pause and resume are `engine.schedules.set_paused`, as
-`app.pause_schedule` and the CLI use it (a resume fires from the next tick on).
+The list, the pause and the resume are `engine.operators.schedules`, as `tidegate
+schedules` and `app.pause_schedule` use them (the schedules workers declared; a resume
+fires from the next tick on).
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from tidegate.dashboard.access import FormDep, ViewerDep
 from tidegate.dashboard.render import app_of, now_of, page, redirect
 from tidegate.domain.errors import InvalidArgument, ScheduleNotFound, TidegateError
 from tidegate.domain.schedules import check_schedule_name
-from tidegate.engine.schedules import set_paused
+from tidegate.engine.operators import schedules as operator_schedules
 
 router = APIRouter()
 
 
 def _render(request: Request, viewer: Any, status: int = 200, error: str | None = None) -> Response:
-    schedules = app_of(request).store.list_schedules()
+    schedules = operator_schedules.list_schedules(app_of(request).store)
     return page(request, "schedules.html", viewer, status, schedules=schedules, error=error)
 
 
@@ -39,7 +39,7 @@ async def pause_or_resume(name: str, action: str, request: Request, viewer: View
     def work() -> None:
         if action not in ("pause", "resume"):
             raise InvalidArgument(f"{action!r} is neither pause nor resume")
-        set_paused(store, check_schedule_name(name), action == "pause", now_of(request))
+        operator_schedules.set_paused(store, check_schedule_name(name), action == "pause", now_of(request))
 
     try:
         await run_in_threadpool(work)

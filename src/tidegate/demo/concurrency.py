@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from tidegate.domain.model import EventRecord, RunRecord
 from tidegate.domain.scopes import GLOBAL, Rules, ScopeNeed
-from tidegate.engine.limit_table import natural_key
+from tidegate.engine.operators.limit_table import natural_key
 
 CLAIM = "RunDequeued"
 RELEASES = frozenset({"RunCompleted", "RunFailed", "RunRetried", "RunCanceled", "RunRequeued"})

@@ -2,8 +2,8 @@
 
 Everything shown is read from the store a few times a second through the
 same verbs an operator's tools use: `status_counts`, `scope_usage` (the sum
-of holder rows), `rules`, `queued_shapes` (what holds queued runs back now, `engine.queues.blocked`)
-and `engine.why`.
+of holder rows), `rules`, `queued_shapes` (what holds queued runs back now, `engine.operators.queues.blocked`)
+and `engine.operators.why`.
 Scope rows appear once first seen and then stay, in a fixed order, so the
 view does not jump around while it refreshes.
 """
@@ -25,9 +25,9 @@ from tidegate.cli.scopes import blocking_text, scope_limit, slot_cells, usage_te
 from tidegate.domain.blocking import tally
 from tidegate.domain.model import FINISHED_STATUSES, RunStatus
 from tidegate.domain.scopes import GLOBAL, Rules
-from tidegate.engine import queues
-from tidegate.engine.limit_table import natural_key
-from tidegate.engine.why import explain
+from tidegate.engine.operators import queues
+from tidegate.engine.operators.limit_table import natural_key
+from tidegate.engine.operators.why import explain
 
 MAX_ROWS = 14
 WHY_EVERY = 1.0  # seconds between two `queue why` samples: often enough to follow, calm enough to read

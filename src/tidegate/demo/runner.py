@@ -2,7 +2,7 @@
 
 It drives tidegate only through its public faces (the `tidegate worker`
 command, `Task.options(...).submit_many`, the store's read verbs and
-`engine.why`), so what it shows is what a user gets. The live view is read
+`engine.operators.why`), so what it shows is what a user gets. The live view is read
 from the store every 200 ms; the verdict that no limit was exceeded is
 replayed afterwards from the claim and release events the store recorded.
 It exits 0 only if every run completed and no scope ever held more runs

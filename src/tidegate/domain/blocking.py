@@ -1,7 +1,7 @@
 """Why a queued run is not running now: derived from the rules and the live usage, never stored.
 
 One answer for every surface: `queue why` and `GET /runs/{id}/why`
-(`engine.why`), every list of queued runs (`queue list`, `GET /api/v1/queue`,
+(`engine.operators.why`), every list of queued runs (`queue list`, `GET /api/v1/queue`,
 `/queue`, a run's page and JSON) and every count of blocked runs (the
 overview, `/limits`, `GET /api/v1/queues`, `/metrics`). A claim records a
 reason only for the runs it happens to read (a worker that finds every scope

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Protocol
 
 
@@ -76,3 +77,8 @@ class ShiftedClock:
 
 
 SYSTEM_CLOCK = SystemClock()
+
+
+def wall_now(clock: Clock) -> datetime:
+    """A clock's wall time as an aware UTC datetime (what cron ticks and run times are compared with)."""
+    return datetime.fromtimestamp(clock.wall(), UTC)

@@ -1,6 +1,6 @@
 """`tidegate doctor`'s rules: facts about a deployment in, one pass/warn/fail finding per check out.
 
-Pure: the engine (`engine/doctor.py`) reads the facts through the store, these
+Pure: the engine (`engine/operators/doctor.py`) reads the facts through the store, these
 functions judge them, and the CLI and the API only render the findings. The
 thresholds are here, once, so both faces say the same thing.
 """
@@ -65,7 +65,7 @@ class DatabaseFacts:
 
 @dataclass(frozen=True)
 class Facts:
-    """Everything the checks look at, read in one go by `engine.doctor`."""
+    """Everything the checks look at, read in one go by `engine.operators.doctor`."""
 
     host_now: datetime  # this host's clock (the injected one)
     schema_version: int

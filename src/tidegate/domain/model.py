@@ -305,7 +305,7 @@ class LimitOverride:
 
 @dataclass(frozen=True, slots=True)
 class QueueCounts:
-    """A queue's runs now: queued and running (how many are blocked: `engine.queues.blocked`)."""
+    """A queue's runs now: queued and running (how many are blocked: `engine.operators.queues.blocked`)."""
 
     queued: int = 0
     running: int = 0

@@ -2,7 +2,7 @@
 
 A schedule submits a run of its task at each tick of a cron expression in a
 time zone. The expression itself is read by a cron library in the engine
-(`engine/cron.py`, so the domain keeps to the standard library); what is
+(`engine/runtime/cron.py`, so the domain keeps to the standard library); what is
 decided here is pure: which due ticks a schedule fires after downtime (its
 `missed` policy) and the run a tick submits. Both stores keep a schedule's
 cursor (`next_fire_at`: the earliest tick not yet fired or skipped) and one

@@ -13,7 +13,7 @@ from typing import Any
 
 from tidegate.app import App, RunHandle, Task
 from tidegate.domain.model import RunRecord, RunStatus
-from tidegate.engine.why import explain
+from tidegate.engine.operators.why import explain
 
 PAGE = 500
 SHOWN = 5  # runs a failed assertion lists

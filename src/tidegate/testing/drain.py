@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from tidegate.app import App, Task
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.model import RunRecord, RunStatus
-from tidegate.engine import schedules
-from tidegate.engine.sweep import sweep_now
+from tidegate.engine.operators.sweep import sweep_now
+from tidegate.engine.runtime import schedules
 from tidegate.worker.loop import Worker
 
 DEFAULT_CAP = 1000  # attempts one drain runs before it calls the loop a runaway

@@ -24,8 +24,8 @@ from tidegate.domain.children import (
     check_replay,
 )
 from tidegate.domain.errors import InvalidArgument
-from tidegate.engine import tracing
-from tidegate.engine.children import RunsBuilder, Triggerable, builder_of
+from tidegate.engine.runtime import tracing
+from tidegate.engine.runtime.children import RunsBuilder, Triggerable, builder_of
 from tidegate.storage.port import Fence, Store
 
 RELEASE_ALL = "all"

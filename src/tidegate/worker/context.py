@@ -18,7 +18,7 @@ from typing import Any
 from tidegate.domain.children import CANCEL
 from tidegate.domain.errors import TidegateError
 from tidegate.domain.rate_costs import check_report
-from tidegate.engine.children import RunsBuilder, Triggerable, result_of
+from tidegate.engine.runtime.children import RunsBuilder, Triggerable, result_of
 from tidegate.worker.children import ChildLink
 
 

@@ -22,8 +22,8 @@ from tidegate.domain.children import TriggerCanceled, WaitSuspended
 from tidegate.domain.clock import Clock
 from tidegate.domain.model import ClaimedRun, CycleResult, Outcome
 from tidegate.domain.snooze import Snooze
-from tidegate.engine import tracing
-from tidegate.engine.pools import PoolGuard
+from tidegate.engine.runtime import tracing
+from tidegate.engine.runtime.pools import PoolGuard
 from tidegate.storage.port import Fence, Store
 from tidegate.worker import attempt_log, outcomes
 from tidegate.worker.bridge import LoopBridge

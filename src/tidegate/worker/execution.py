@@ -65,7 +65,7 @@ class Attempt:
         self.task = task
         self.claim_sent = claim_sent  # monotonic: the store stamped the claim's lease no earlier
         self.context = Context(run.id, run.attempt, run.task, run.queue)
-        self.span: Span = INVALID_SPAN  # its trace span (engine/tracing.py), ended when its slot is freed
+        self.span: Span = INVALID_SPAN  # its trace span (engine/runtime/tracing.py), ended when its slot is freed
         self.settled = False  # set once, by `claim_settlement`
         self.reporting = False  # its own thread is writing its outcome (`Dispatcher._report_now`)
         self.stop_reason: str | None = None  # why the worker asked it to stop

@@ -24,12 +24,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.model import CycleResult, Outcome
-from tidegate.engine.pools import PoolGuard
+from tidegate.engine.runtime.pools import PoolGuard
 from tidegate.storage.port import Fence, Store
 from tidegate.worker.bridge import LoopBridge
 from tidegate.worker.dispatch import Dispatcher
 from tidegate.worker.execution import TaskFunction
-from tidegate.worker.gate import ClaimGate
+from tidegate.worker.latch import ClaimLatch
 from tidegate.worker.maintenance import Maintenance
 from tidegate.worker.metrics import OVERFLOW_SIGNALS, record_claims
 from tidegate.worker.reports import Reports
@@ -87,10 +87,9 @@ class Worker:
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
         self._finished = threading.Event()
-        self._error: BaseException | None = None
         self._maintenance: Maintenance | None = None
         self._overflow_quiet_until = 0.0  # this worker raised the overflow signal: none can before this
-        self._gate = ClaimGate()
+        self._latch = ClaimLatch()
         self._found_nothing = False  # the last turn claimed for free slots and got none (drain="due")
 
     # --- public control ---------------------------------------------------------
@@ -145,9 +144,9 @@ class Worker:
         _serving(+1)
         try:
             asyncio.run(self._serve(install_signals=False))
-        except BaseException as error:  # surfaced to the embedding code by join/stop
-            self._error = error
+        except BaseException:  # logged; the worker has ended, so `join` returns at once
             log.exception("worker stopped on an error")
+            self._finished.set()
             self._started.set()
         finally:
             if _serving(-1) == 0:
@@ -200,7 +199,7 @@ class Worker:
         look = True  # read the store this turn even with no free slot: a cancel may wait there
         while True:
             if woken.is_set() or look:
-                self._gate.unsettle()  # something may have changed since the last claim
+                self._latch.unsettle()  # something may have changed since the last claim
             woken.clear()  # before the turn: a commit its reads miss wakes the loop again after it
             turn = await self._turn(look, backoff)
             if turn is None:
@@ -235,7 +234,7 @@ class Worker:
         starts, outcomes = self._reports.take()
         held_back = self._stopping or not self._alive()
         free = 0 if held_back else self.settings.max_workers - self._dispatcher.in_flight
-        claim = self._gate.claim_limit(free, starts, outcomes, look)
+        claim = self._latch.claim_limit(free, starts, outcomes, look)
         if not (starts or outcomes or claim > 0 or look):
             return None, False
         sent = self.clock.monotonic()  # the leases of the runs it claims are stamped no earlier
@@ -247,7 +246,7 @@ class Worker:
             return None
         self._reports.sent()  # an outcome sent at once may have waited for its start in this turn
         self._apply(result, sent)
-        self._gate.claimed(claim, result)
+        self._latch.claimed(claim, result)
         self._found_nothing = claim > 0 and not result.claimed
         if free == 0 and look and not self._stopping:
             await self._check_overflow()

@@ -24,7 +24,8 @@ from tidegate.domain.clock import Clock
 from tidegate.domain.leases import heartbeat_interval, usable_until
 from tidegate.domain.retention import PRUNE_BATCHES_PER_SWEEP
 from tidegate.domain.tunables import default_seconds
-from tidegate.engine import retention, schedules
+from tidegate.engine.operators import retention
+from tidegate.engine.runtime import schedules
 from tidegate.storage.port import Fence, Store
 from tidegate.worker import attempt_log
 
@@ -100,7 +101,7 @@ class Maintenance:
         sweep_every = self._sweep_every
         next_renew = self._clock.monotonic() + renew_every
         next_sweep = self._clock.monotonic()  # sweep once at start: recover what a crash left
-        next_fire = next_sweep  # due schedule ticks, about once a second (engine/schedules.py)
+        next_fire = next_sweep  # due schedule ticks, about once a second (engine/runtime/schedules.py)
         while not self._stop.is_set():
             now = self._clock.monotonic()
             if now >= next_renew or self._nudged.is_set():
@@ -177,7 +178,7 @@ class Maintenance:
             log.exception("sweep failed; will retry")
             return
         if report is None:
-            return  # another worker holds the sweeper's turn
+            return  # another worker holds the sweeper's lease
         self._log_unapplied(report.unapplied)
         if report.requeued or report.failed:
             requeued, failed = len(report.requeued), len(report.failed)
@@ -186,7 +187,7 @@ class Maintenance:
                 attempt_log.swept(self._store, report)
             except Exception:
                 log.exception("could not read the swept runs to log them")
-        # This worker holds the sweeper's turn: retention is its job too.
+        # This worker holds the sweeper's lease: retention is its job too.
         try:
             pruned = retention.prune(self._store, self._retention, max_batches=PRUNE_BATCHES_PER_SWEEP)
         except Exception:

@@ -13,7 +13,7 @@ from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.integers import check_whole
 from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD
 from tidegate.domain.tunables import DEFAULT_MAX_WORKERS, MIN_LEASE, default_seconds, sweep_interval_for
-from tidegate.engine.pools import ClaimPolicy
+from tidegate.engine.runtime.pools import ClaimPolicy
 
 _DEFAULT_LEASE = default_seconds("TIDEGATE_LEASE_DURATION")
 

@@ -74,7 +74,7 @@ class ChildNode:
     """
 
     key: str
-    task: Any  # a task, or a task with options (engine.children.Triggerable | RunsBuilder)
+    task: Any  # a task, or a task with options (engine.runtime.children.Triggerable | RunsBuilder)
     items: Sequence[Any] | StepRef | None
     kwargs: dict[str, Any]
     arg: str | None

@@ -28,8 +28,8 @@ from typing import Any
 
 from tidegate.domain.children import ChildRecord, NewChild, WaitSuspended
 from tidegate.domain.errors import TidegateError
-from tidegate.engine import tracing
-from tidegate.engine.children import builder_of, result_of
+from tidegate.engine.runtime import tracing
+from tidegate.engine.runtime.children import builder_of, result_of
 from tidegate.storage.port import Fence, Store
 from tidegate.workflow.builder import CHILD_SPAN, ChildNode
 from tidegate.workflow.errors import StepError, WorkflowError

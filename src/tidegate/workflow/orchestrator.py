@@ -41,7 +41,7 @@ from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD, JSONValue, ensure_pay
 from tidegate.domain.pools import fanout_scope
 from tidegate.domain.retry import retry_delay
 from tidegate.domain.steps import StepRecord, StepStatus, StepUpdate
-from tidegate.engine import tracing
+from tidegate.engine.runtime import tracing
 from tidegate.storage.port import Fence, Store
 from tidegate.workflow.builder import ChildNode, Dag, MapNode, Node, StepNode, StepRef, build_dag, resolve
 from tidegate.workflow.children import ChildWaits
@@ -53,7 +53,7 @@ from tidegate.workflow.remote import remote_steps
 from tidegate.workflow.slots import Held, SlotClaims
 
 if TYPE_CHECKING:
-    from tidegate.engine.pools import PoolGuard
+    from tidegate.engine.runtime.pools import PoolGuard
 
 log = logging.getLogger("tidegate.workflow")
 

@@ -38,8 +38,8 @@ from typing import Any
 
 from tidegate.domain.errors import StepFencedOut
 from tidegate.domain.steps import SlotGrant, SlotRequest, StepFinish, StepStatus, StepUpdate
-from tidegate.engine.claims import Handed, SlotClaim
-from tidegate.engine.pools import PoolGuard
+from tidegate.engine.runtime.holds import Handed, SlotHold
+from tidegate.engine.runtime.pools import PoolGuard
 from tidegate.storage.port import Fence, Store
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class Held:
     running, so it writes no StepStarted of its own.
     """
 
-    claim: SlotClaim
+    claim: SlotHold
     turn: _Turn
     landing: asyncio.Future[None] | None = None
     on_its_way: asyncio.Future[None] | None = None
@@ -245,7 +245,7 @@ class SlotClaims:
             self._store.finish_step, self._fence, self._worker_id, update, successor, started
         )
 
-    async def _wait_turn(self, turn: _Turn, waiter: _Waiter) -> SlotClaim:
+    async def _wait_turn(self, turn: _Turn, waiter: _Waiter) -> SlotHold:
         """Queue in the turn until a finishing step hands this one its slots; meanwhile the
         longest-waiting step of the turn asks the guard (a hand-off answers it too)."""
         request = waiter.request
@@ -282,7 +282,7 @@ class SlotClaims:
         finally:
             turn.waiters.remove(waiter)
 
-    def _release_later(self, step_key: str, landing: asyncio.Future[None] | None, claim: SlotClaim | None) -> None:
+    def _release_later(self, step_key: str, landing: asyncio.Future[None] | None, claim: SlotHold | None) -> None:
         """Give a step's slots back in the background, once a hand-off moving them to it has landed."""
 
         async def release() -> None:

@@ -24,8 +24,9 @@ from tidegate.domain.model import CycleResult, Outcome
 from tidegate.storage.port import Fence
 
 
-class ClaimGate:
-    """The loop's memory of its last claim: whether it proved nothing more claimable."""
+class ClaimLatch:
+    """The loop's memory of its last claim: latched when it proved nothing more claimable, released
+    by anything that happens since."""
 
     def __init__(self) -> None:
         self._settled = False  # the last claim came back short, and nothing happened since

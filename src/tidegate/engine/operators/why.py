@@ -23,7 +23,7 @@ from tidegate.domain.model import HolderRecord, RunRecord, RunStatus, WorkerReco
 from tidegate.domain.pools import pool_of
 from tidegate.domain.scopes import GLOBAL, Rules
 from tidegate.domain.transitions import has_room
-from tidegate.engine.limit_table import adaptive_note
+from tidegate.engine.operators.limit_table import adaptive_note
 from tidegate.storage.port import Store
 
 WORKERS = "workers"  # the worker-capacity layer's scope key: `workers:QUEUE` (not a stored scope)
@@ -38,7 +38,7 @@ class ScopeCheck:
     used: int
     limit: int
     slots: int = 1  # what the run (or its waiting step) asks of it
-    rate: Check | None = None  # a rate scope: the verdict's check (its window, and the wait when held)
+    rate: Check | None = None  # a rate scope: the verdict's check (its period, and the wait when held)
 
     @property
     def ok(self) -> bool:

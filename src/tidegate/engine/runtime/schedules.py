@@ -1,7 +1,8 @@
-"""Schedules through the port: declaring them, firing due ticks, pausing and resuming.
+"""Schedules at work: declaring them and firing due ticks (an operator's controls are
+`engine.operators.schedules`).
 
 Every worker calls `fire_due` from its maintenance thread about once a second.
-Each due schedule gets a plan (`Firing`: the ticks its missed policy fires, each
+Each due schedule gets a firing (`Firing`: the ticks its missed policy fires, each
 with a fresh run, and the cursor after them) computed here from the cron
 expression, and `Store.fire_schedule` applies it in one transaction that fires
 nothing if another worker got there first, so a tick submits exactly one run
@@ -13,11 +14,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 
 from ulid import ULID
 
-from tidegate.domain.clock import Clock
 from tidegate.domain.errors import TidegateError, UnknownTask
 from tidegate.domain.limits import QueueConfig
 from tidegate.domain.model import NewRun, TaskDefinition
@@ -31,7 +31,7 @@ from tidegate.domain.schedules import (
     scheduled_run,
     ticks_to_fire,
 )
-from tidegate.engine.cron import Cron
+from tidegate.engine.runtime.cron import Cron
 from tidegate.storage.port import Store
 
 log = logging.getLogger("tidegate.schedules")
@@ -41,18 +41,13 @@ FIRE_EVERY = 1.0  # seconds between a worker's looks for due ticks: a tick fires
 RunFor = Callable[[ScheduleDefinition], NewRun]
 
 
-def wall_now(clock: Clock) -> datetime:
-    """A clock's wall time as an aware UTC datetime (what cron ticks are compared with)."""
-    return datetime.fromtimestamp(clock.wall(), UTC)
-
-
 def declare(definition: ScheduleDefinition, now: datetime) -> NewSchedule:
     """Check the expression and zone (a bad one raises InvalidArgument naming it) and pick the first
     tick after `now`, used only if the store has no cursor for this schedule yet."""
     return NewSchedule(definition, Cron(definition.cron, definition.timezone).next_after(now))
 
 
-def plan(record: ScheduleRecord, now: datetime, run_for: RunFor) -> Firing:
+def firing_of(record: ScheduleRecord, now: datetime, run_for: RunFor) -> Firing:
     """What to fire for a schedule due at `now` (see `domain.schedules.ticks_to_fire`)."""
     definition = record.definition
     cron = Cron(definition.cron, definition.timezone)
@@ -80,7 +75,7 @@ def fire_due(store: Store) -> int:
     fired = 0
     for record in due:
         try:
-            firing = plan(record, now, runs.build)
+            firing = firing_of(record, now, runs.build)
             stored = store.fire_schedule(firing)
         except TidegateError as error:
             log.warning("schedule %s: not fired: %s", record.name, error)
@@ -96,17 +91,6 @@ def fire_due(store: Store) -> int:
                 ticks,
             )
     return fired
-
-
-def set_paused(store: Store, name: str, paused: bool, now: datetime) -> bool:
-    """Pause or resume a schedule; a resume starts at the first tick after `now` (a pause's ticks
-    are not made up). True if it changed; ScheduleNotFound for an unknown name."""
-    next_fire_at = None
-    if not paused:
-        record = next((found for found in store.list_schedules() if found.name == name), None)
-        if record is not None:
-            next_fire_at = Cron(record.definition.cron, record.definition.timezone).next_after(now)
-    return store.set_schedule_paused(name, paused, next_fire_at)
 
 
 class _RunBuilder:

@@ -1,10 +1,11 @@
-"""A step's hold on its pool slots: the claim, its deadline, and the threads that renew it.
+"""A step's hold on its pool slots (what `PoolGuard.acquire` gives): its deadline, and the threads
+that renew it.
 
-Each claim keeps `safe_until`, the moment (a monotonic reading of the guard's
+Each hold keeps `safe_until`, the moment (a monotonic reading of the guard's
 clock) after which the store could find its lease expired, less a margin
 (`domain.leases`): the send of the request that last set the lease, plus
 the lease. The renewer moves it on with each renewal that lands and
-declares the claim lost when it passes, from a thread that never waits for
+declares the hold lost when it passes, from a thread that never waits for
 a store call, so a step stops using its slots before the sweeper can give
 them to someone else, even while a renewal hangs in an outage.
 """
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
-class SlotClaim:
+class SlotHold:
     """Slots a step holds; `lost` is set if a renewal found them gone (swept, or the run taken over)
     or at `safe_until` if no renewal moved that on, and then each of `on_lost` is called, from a
     renewal thread.
@@ -49,7 +50,7 @@ class SlotClaim:
 @dataclass(frozen=True, slots=True)
 class Handed:
     """Slots a step got without a try of its own: the grant, and until when it may use them
-    (monotonic; see `SlotClaim.safe_until`)."""
+    (monotonic; see `SlotHold.safe_until`)."""
 
     grant: SlotGrant
     safe_until: float
@@ -66,12 +67,12 @@ def lease_deadline(grant: SlotGrant, sent_at: float) -> float:
 
 
 class Renewer:
-    """Renews every held claim each third of its lease, and gives a claim up at its `safe_until`.
+    """Renews every hold each third of its lease, and gives a hold up at its `safe_until`.
 
     Two daemon threads per guard: one calls the store (renewals one after the
     other), the other schedules them and enforces the deadlines. A renewal
     blocked in an outage (up to the connection timeout) thus never holds a
-    deadline up: a claim whose lease could have run out in the store is
+    deadline up: a hold whose lease could have run out in the store is
     declared lost while its renewal is still waiting for an answer.
     """
 
@@ -79,19 +80,19 @@ class Renewer:
         self._store = store
         self._clock = clock  # due times and deadlines are its readings; the waits stay on real time
         self._condition = threading.Condition()
-        self._due: dict[SlotClaim, float] = {}  # claim -> monotonic time of its next renewal
-        self._renewing: set[SlotClaim] = set()  # renewals sent to the store thread, not answered yet
-        self._calls: queue.SimpleQueue[SlotClaim | None] = queue.SimpleQueue()
+        self._due: dict[SlotHold, float] = {}  # hold -> monotonic time of its next renewal
+        self._renewing: set[SlotHold] = set()  # renewals sent to the store thread, not answered yet
+        self._calls: queue.SimpleQueue[SlotHold | None] = queue.SimpleQueue()
         self._wake_at = math.inf  # when the scheduling thread's current wait ends
         self._threads: list[threading.Thread] = []
         self._closed = False
 
-    def add(self, claim: SlotClaim) -> None:
-        if claim.lease_seconds is None:
-            return  # nothing of its own to renew: window slots share the run's lease
-        due = self._clock.monotonic() + claim.lease_seconds / 3
+    def add(self, hold: SlotHold) -> None:
+        if hold.lease_seconds is None:
+            return  # nothing of its own to renew: fan-out slots share the run's lease
+        due = self._clock.monotonic() + hold.lease_seconds / 3
         with self._condition:
-            self._due[claim] = due
+            self._due[hold] = due
             if not self._threads:
                 self._threads = [
                     threading.Thread(target=self._loop, name="tidegate-pool-renewal", daemon=True),
@@ -99,80 +100,80 @@ class Renewer:
                 ]
                 for thread in self._threads:
                     thread.start()
-            elif min(due, claim.safe_until) < self._wake_at:
-                self._condition.notify()  # only then: waking the thread for every claim costs a GIL hand-off each
+            elif min(due, hold.safe_until) < self._wake_at:
+                self._condition.notify()  # only then: waking the thread for every hold costs a GIL hand-off each
 
-    def discard(self, claim: SlotClaim) -> None:
+    def discard(self, hold: SlotHold) -> None:
         with self._condition:
-            self._due.pop(claim, None)
+            self._due.pop(hold, None)
 
     def _loop(self) -> None:
         while True:
             with self._condition:
                 while not self._closed:
                     now = self._clock.monotonic()
-                    lapsed = [claim for claim in self._due if claim.safe_until <= now]
+                    lapsed = [hold for hold in self._due if hold.safe_until <= now]
                     ready = [
-                        claim
-                        for claim, due in self._due.items()
-                        if due <= now and claim not in self._renewing and claim.safe_until > now
+                        hold
+                        for hold, due in self._due.items()
+                        if due <= now and hold not in self._renewing and hold.safe_until > now
                     ]
                     if lapsed or ready:
                         break
-                    nexts = (self._next_event(claim, due) for claim, due in self._due.items())
+                    nexts = (self._next_event(hold, due) for hold, due in self._due.items())
                     self._wake_at = min(nexts, default=now + 60)
                     self._condition.wait(self._wake_at - now)
                 self._wake_at = math.inf
                 if self._closed:
                     self._calls.put(None)
                     return
-                for claim in lapsed:
-                    del self._due[claim]
-                for claim in ready:
-                    # only claims with a lease are scheduled for renewal (lease_seconds set)
-                    self._due[claim] = now + claim.lease_seconds / 3  # type: ignore[operator]
-                    self._renewing.add(claim)
-            for claim in lapsed:
-                self._lose(claim, "its lease could run out before a renewal lands: renewals failed or are late")
-            for claim in ready:
-                self._calls.put(claim)
+                for hold in lapsed:
+                    del self._due[hold]
+                for hold in ready:
+                    # only holds with a lease are scheduled for renewal (lease_seconds set)
+                    self._due[hold] = now + hold.lease_seconds / 3  # type: ignore[operator]
+                    self._renewing.add(hold)
+            for hold in lapsed:
+                self._lose(hold, "its lease could run out before a renewal lands: renewals failed or are late")
+            for hold in ready:
+                self._calls.put(hold)
 
-    def _next_event(self, claim: SlotClaim, due: float) -> float:
-        """When the claim next needs the scheduler: its deadline, or its renewal unless one is on its way."""
-        return claim.safe_until if claim in self._renewing else min(due, claim.safe_until)
+    def _next_event(self, hold: SlotHold, due: float) -> float:
+        """When the hold next needs the scheduler: its deadline, or its renewal unless one is on its way."""
+        return hold.safe_until if hold in self._renewing else min(due, hold.safe_until)
 
     def _call_loop(self) -> None:
-        while (claim := self._calls.get()) is not None:
-            self._renew(claim)
+        while (hold := self._calls.get()) is not None:
+            self._renew(hold)
 
-    def _renew(self, claim: SlotClaim) -> None:
+    def _renew(self, hold: SlotHold) -> None:
         sent = self._clock.monotonic()  # the store stamps the new expiry no earlier than this
         kept: bool | None = None
         try:
-            kept = self._store.renew_slots(claim.fence, claim.step_key)
+            kept = self._store.renew_slots(hold.fence, hold.step_key)
         except Exception:  # a store hiccup: try again at the next turn, unless the deadline comes first
-            log.exception("renewing the pool slots of step %s failed; will retry", claim.step_key)
+            log.exception("renewing the pool slots of step %s failed; will retry", hold.step_key)
         with self._condition:
-            self._renewing.discard(claim)
-            held = claim in self._due  # not a claim released, or given up, while it was being renewed
+            self._renewing.discard(hold)
+            held = hold in self._due  # not a hold released, or given up, while it was being renewed
             if held and kept:
-                # only claims with a lease are renewed (lease_seconds set)
-                claim.safe_until = max(claim.safe_until, usable_until(sent, claim.lease_seconds))  # type: ignore[arg-type]
+                # only holds with a lease are renewed (lease_seconds set)
+                hold.safe_until = max(hold.safe_until, usable_until(sent, hold.lease_seconds))  # type: ignore[arg-type]
             elif held and kept is False:
-                del self._due[claim]
-            if held and self._due.get(claim, math.inf) <= self._clock.monotonic():
+                del self._due[hold]
+            if held and self._due.get(hold, math.inf) <= self._clock.monotonic():
                 self._condition.notify()  # its next renewal fell due while this one was on its way
         if held and kept is False:
-            self._lose(claim, "lease expired or run taken over")
+            self._lose(hold, "lease expired or run taken over")
 
-    def _lose(self, claim: SlotClaim, why: str) -> None:
-        log.warning("step %s of run %s lost its pool slots (%s)", claim.step_key, claim.fence[0], why)
-        claim.lost.set()
-        for callback in claim.on_lost:
+    def _lose(self, hold: SlotHold, why: str) -> None:
+        log.warning("step %s of run %s lost its pool slots (%s)", hold.step_key, hold.fence[0], why)
+        hold.lost.set()
+        for callback in hold.on_lost:
             try:
                 callback()
-            except Exception:  # e.g. its event loop has closed: the threads must go on for the other claims
-                log.exception("a lost-slots callback of step %s failed", claim.step_key)
+            except Exception:  # e.g. its event loop has closed: the threads must go on for the other holds
+                log.exception("a lost-slots callback of step %s failed", hold.step_key)
 
     def close(self) -> None:
         with self._condition:

@@ -16,8 +16,8 @@ from tidegate.domain.limits import Partition
 from tidegate.domain.model import TaskDefinition, TaskRegistration
 from tidegate.domain.scopes import Rules, queue_scope
 from tidegate.domain.transitions import ceilings_met
-from tidegate.engine.limit_table import partition_text
-from tidegate.engine.why import label_of
+from tidegate.engine.operators.limit_table import partition_text
+from tidegate.engine.operators.why import label_of
 from tidegate.storage.port import Store
 
 

@@ -7,8 +7,8 @@ slot is re-used in milliseconds; a poll every TIDEGATE_CLAIM_POLL_INTERVAL plus
 random TIDEGATE_CLAIM_POLL_JITTER is only the safety net for a lost wake-up,
 and TIDEGATE_CLAIM_TIMEOUT bounds the wait with a `PoolClaimTimeout` that says
 which pools were full. While held, slots are renewed every third of their
-lease on threads of the guard's own (`engine.claims`), so a step that blocks
-its thread or its event loop cannot starve its own lease; and a claim is
+lease on threads of the guard's own (`engine.runtime.holds`), so a step that blocks
+its thread or its event loop cannot starve its own lease; and a hold is
 given up (`lost`) before the store could find its lease expired, without
 waiting for a renewal blocked in an outage.
 """
@@ -30,7 +30,7 @@ from tidegate.domain.durations import format_duration
 from tidegate.domain.errors import PoolClaimTimeout, StepFencedOut
 from tidegate.domain.steps import ScopeUse, SlotGrant
 from tidegate.domain.tunables import default_seconds
-from tidegate.engine.claims import Handed, Renewer, SlotClaim
+from tidegate.engine.runtime.holds import Handed, Renewer, SlotHold
 from tidegate.storage.port import Fence, Listener, Store
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ class ClaimPolicy:
 
 
 class _Wakeups:
-    """One store subscription shared by every waiter of a guard, sync or async.
+    """One store subscription shared by every waiter of a guard, on whichever event loop it waits.
 
     A generation counter closes the gap between a refused try and the wait:
     a waiter that saw generation g before trying waits only while it is still g.
@@ -54,7 +54,7 @@ class _Wakeups:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._condition = threading.Condition()
+        self._lock = threading.Lock()
         self._generation = 0
         self._loops: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
         self._listener: Listener | None = None
@@ -65,33 +65,28 @@ class _Wakeups:
 
     def listen(self) -> None:
         """Subscribe on first use (PostgreSQL waits here for its LISTEN to be in place)."""
-        with self._condition:
+        with self._lock:
             if self._listener is None:
                 self._listener = self._store.listen(self._woken)
 
     @property
     def generation(self) -> int:
-        with self._condition:
+        with self._lock:
             return self._generation
 
     def _woken(self) -> None:
-        with self._condition:
+        with self._lock:
             self._generation += 1
-            self._condition.notify_all()
             waiters = list(self._loops)
         for loop, event in waiters:
             with contextlib.suppress(RuntimeError):  # that loop has closed; its waiter is gone
                 loop.call_soon_threadsafe(event.set)
 
-    def wait(self, seen: int, timeout: float) -> None:
-        with self._condition:
-            self._condition.wait_for(lambda: self._generation != seen, timeout)
-
     async def wait_async(self, seen: int, pause: float, also: asyncio.Future[Any] | None = None) -> None:
         """Wait for a wake-up after generation `seen`, or for `also` to be done, at most `pause` seconds."""
         event = asyncio.Event()
         entry = (asyncio.get_running_loop(), event)
-        with self._condition:
+        with self._lock:
             if self._generation != seen:
                 return
             self._loops.add(entry)
@@ -101,11 +96,11 @@ class _Wakeups:
             await asyncio.wait(awaited, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
         finally:
             woken.cancel()
-            with self._condition:
+            with self._lock:
                 self._loops.discard(entry)
 
     def close(self) -> None:
-        with self._condition:
+        with self._lock:
             listener, self._listener = self._listener, None
         if listener is not None:
             listener.close()
@@ -117,7 +112,7 @@ class PoolGuard:
     One guard serves a whole worker: it shares one store subscription and its
     renewal threads between every step that waits or holds slots. Deadlines and
     lease send times are read from `clock` (the worker's), so a test that
-    advances it sees claims time out and lapse; waits still run on real time.
+    advances it sees acquires time out and holds lapse; waits still run on real time.
     """
 
     def __init__(
@@ -137,25 +132,6 @@ class PoolGuard:
 
     # --- acquiring ----------------------------------------------------------------------
 
-    def acquire_sync(
-        self,
-        fence: Fence,
-        worker_id: str,
-        step_key: str,
-        needs: Mapping[str, int],
-        fixed_limits: Mapping[str, int] | None = None,
-    ) -> SlotClaim:
-        """Block until every slot of `needs` is held (all or none); see `acquire`."""
-        deadline = self.clock.monotonic() + self._policy.timeout
-        self._wakeups.listen()
-        while True:
-            seen = self._wakeups.generation
-            sent = self.clock.monotonic()
-            grant = self._store.acquire_slots(fence, worker_id, step_key, needs, fixed_limits or {})
-            if grant.granted:
-                return self._held(fence, step_key, needs, Handed.leased(grant, sent))
-            self._wakeups.wait(seen, self._pause(fence, step_key, grant, deadline))
-
     async def acquire(
         self,
         fence: Fence,
@@ -166,7 +142,7 @@ class PoolGuard:
         *,
         handed: asyncio.Future[Handed] | None = None,
         full_at: int | None = None,
-    ) -> SlotClaim:
+    ) -> SlotHold:
         """Wait, without blocking the event loop, until every slot of `needs` ({scope: slots}) is held.
 
         `handed` is resolved when another step of the run hands its slots to
@@ -203,7 +179,7 @@ class PoolGuard:
     async def _try(
         self, fence: Fence, worker_id: str, step_key: str, needs: Mapping[str, int], fixed_limits: Mapping[str, int]
     ) -> SlotGrant:
-        """One claim on a thread; cancelled meanwhile, it lets the claim finish and gives back what it got.
+        """One try on a thread; cancelled meanwhile, it lets the try finish and gives back what it got.
 
         Abandoning the thread's transaction instead could leave slots granted
         to no one, pinned until their lease expired.
@@ -219,10 +195,10 @@ class PoolGuard:
                     await asyncio.to_thread(self._store.release_slots, fence, step_key)
             raise
 
-    def _held(self, fence: Fence, step_key: str, needs: Mapping[str, int], handed: Handed) -> SlotClaim:
-        claim = SlotClaim(fence, step_key, dict(needs), handed.grant.lease_seconds, handed.safe_until)
-        self._renewer.add(claim)
-        return claim
+    def _held(self, fence: Fence, step_key: str, needs: Mapping[str, int], handed: Handed) -> SlotHold:
+        hold = SlotHold(fence, step_key, dict(needs), handed.grant.lease_seconds, handed.safe_until)
+        self._renewer.add(hold)
+        return hold
 
     def _pause(self, fence: Fence, step_key: str, grant: SlotGrant | None, deadline: float) -> float:
         """How long to wait for a wake-up before trying again; raises when there is no point."""
@@ -238,19 +214,19 @@ class PoolGuard:
 
     # --- releasing ----------------------------------------------------------------------
 
-    def release(self, claim: SlotClaim) -> None:
+    def release(self, hold: SlotHold) -> None:
         """Give the slots back (waking whoever waits for them); safe to call twice."""
-        self._renewer.discard(claim)
-        self._store.release_slots(claim.fence, claim.step_key)
+        self._renewer.discard(hold)
+        self._store.release_slots(hold.fence, hold.step_key)
 
-    def forget(self, claim: SlotClaim) -> None:
-        """Stop renewing a claim the store already freed (recording a step finished frees its
+    def forget(self, hold: SlotHold) -> None:
+        """Stop renewing a hold the store already freed (recording a step finished frees its
         slots in the same transaction), saving the release's write transaction."""
-        self._renewer.discard(claim)
+        self._renewer.discard(hold)
 
-    async def release_async(self, claim: SlotClaim) -> None:
-        self._renewer.discard(claim)
-        await asyncio.to_thread(self._store.release_slots, claim.fence, claim.step_key)
+    async def release_async(self, hold: SlotHold) -> None:
+        self._renewer.discard(hold)
+        await asyncio.to_thread(self._store.release_slots, hold.fence, hold.step_key)
 
     @asynccontextmanager
     async def holding_async(
@@ -260,13 +236,13 @@ class PoolGuard:
         step_key: str,
         needs: Mapping[str, int],
         fixed_limits: Mapping[str, int] | None = None,
-    ) -> AsyncIterator[SlotClaim]:
+    ) -> AsyncIterator[SlotHold]:
         """`async with guard.holding_async(...)`: the slots are held for the block and released after it."""
-        claim = await self.acquire(fence, worker_id, step_key, needs, fixed_limits)
+        hold = await self.acquire(fence, worker_id, step_key, needs, fixed_limits)
         try:
-            yield claim
+            yield hold
         finally:
-            await self.release_async(claim)
+            await self.release_async(hold)
 
     def close(self) -> None:
         """Stop the subscription and the renewal thread (held slots then lapse unless released)."""

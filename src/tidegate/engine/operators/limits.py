@@ -1,6 +1,7 @@
-"""Live limits: read a limit as said, validate a change, preview its effect, apply it.
+"""Live limits: the rules and usage in force, read a limit as said, validate a change, preview
+its effect, apply it.
 
-The table of limits in force is `engine.limit_table`.
+The table of limits in force is `engine.operators.limit_table`.
 
 A change is previewed by running the claim policy over the queued runs with
 the limits before and after (as if every worker had room), so `--dry-run`
@@ -13,7 +14,8 @@ from dataclasses import dataclass, replace
 
 from tidegate.domain.admission import Candidate, LocalUsage, admit
 from tidegate.domain.errors import InvalidArgument
-from tidegate.domain.model import LimitChange, RunRecord
+from tidegate.domain.model import HolderRecord, LimitChange, RunRecord
+from tidegate.domain.rates import RateStates
 from tidegate.domain.scopes import Rules, check_override_target, check_override_value, effective_limit
 from tidegate.storage.port import Store
 
@@ -51,6 +53,27 @@ class LimitPreview:
     unblocked: int  # queued runs that could start now under the new limit and not the old
     blocked: int  # queued runs that could start now under the old limit and not the new
     considered: int  # queued runs looked at (the first PREVIEW_RUNS in claim order)
+    held: int | None  # slots of the target held now (None: no holder row names it)
+
+
+def rules(store: Store) -> Rules:
+    """The rules in force: the declarations, the live overrides and the pauses, under one version."""
+    return store.rules()
+
+
+def scope_usage(store: Store) -> dict[str, int]:
+    """Slots in use per scope: the sum of its live holder rows (scopes with none are left out)."""
+    return store.scope_usage()
+
+
+def rate_states(store: Store) -> RateStates:
+    """The rate states that may still hold a start back, with the database's time of the read."""
+    return store.rate_states()
+
+
+def scope_holders(store: Store, scope: str) -> list[HolderRecord]:
+    """The holder rows of `scope` now: who holds its slots, how many, until when."""
+    return store.scope_holders(scope)
 
 
 def preview(store: Store, target: str, limit: int | None, *, reset: bool = False) -> LimitPreview:
@@ -73,6 +96,7 @@ def preview(store: Store, target: str, limit: int | None, *, reset: bool = False
         unblocked=len(after_ids - before_ids),
         blocked=len(before_ids - after_ids),
         considered=len(queued),
+        held=usage.get(target),
     )
 
 

@@ -1,0 +1,1 @@
+"""Runtime pieces: what workers and workflows run with, beside the worker loop itself."""
