@@ -242,7 +242,7 @@ def test_from_an_event_loop_a_submit_is_one_round_trip(store, backend, database_
     assert len(store.page_runs()) == 6
 
 
-STORES = "    SELECT (SELECT same FROM current_rules) AND NOT EXISTS (SELECT 1 FROM held) AS stores\n"
+STORES = "    SELECT coalesce((SELECT same FROM current_rules), false) AS stores\n"
 
 
 @pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])
@@ -283,3 +283,20 @@ def test_the_one_statement_keyed_submit_is_serialised_by_its_key_lock(database_u
             assert second.result[0] == replace(first.result[0], duplicate=True)
     finally:
         store.close()
+
+
+def test_a_duplicate_locks_no_row_and_a_new_key_locks_the_rules_version(store, backend, database_url):
+    """The version row is read FOR SHARE only when the batch may be stored: a batch of duplicates
+    writes nothing and locks nothing (it commits with no WAL flush, as cheap as a read)."""
+    _postgres_only(backend)
+    from tests.conftest import execute_sql
+
+    def locker() -> str:
+        return execute_sql(database_url, "SELECT xmax::text FROM tidegate_settings WHERE name = 'rules_version'")[0][0]
+
+    store.enqueue_unique([keyed("d")])
+    before = locker()
+    store.enqueue_unique([keyed("d")])  # a duplicate
+    assert locker() == before
+    store.enqueue_unique([keyed("e")])  # a new key: the version is read FOR SHARE
+    assert locker() != before

@@ -50,13 +50,11 @@ RETURNING id;
 -- committed before. It reads the keys' holders (unique_holders' rule) and stores the runs, their
 -- RunQueued events, their keys and the wake-up only if no key is held and the rules version is
 -- still `known` (read FOR SHARE, as enqueue_free does: no ceiling set since is submitted past).
+-- The version is read only when no key is held (CASE: its subquery runs only when asked for), so
+-- a batch of duplicates locks no row and writes nothing: it commits with no WAL flush.
 -- Its rows: one head row (stored, same rules, NULL, NULL, NULL), then one per holder (NULL,
 -- NULL, key, run id, status), from which the adapter answers duplicates.
-WITH current_rules AS MATERIALIZED (
-    SELECT coalesce((SELECT value = %(known)s::text FROM tidegate_settings WHERE name = 'rules_version'
-                     FOR SHARE), false)
-           AS same
-), taken AS MATERIALIZED (
+WITH taken AS MATERIALIZED (
     SELECT * FROM jsonb_to_recordset(%(keys)s::jsonb) AS k(key text, run_id text, holds text, period double precision)
 ), held AS MATERIALIZED (
     SELECT k.key, r.id, r.status
@@ -65,8 +63,13 @@ WITH current_rules AS MATERIALIZED (
     WHERE k.key IN (SELECT key FROM taken)
       AND (position('|' || r.status || '|' in k.holds) > 0
            OR (r.status = 'completed' AND k.expires_at > tidegate_now()))
+), current_rules AS MATERIALIZED (
+    SELECT CASE WHEN EXISTS (SELECT 1 FROM held) THEN NULL
+                ELSE coalesce((SELECT value = %(known)s::text FROM tidegate_settings WHERE name = 'rules_version'
+                               FOR SHARE), false)
+           END AS same
 ), go AS MATERIALIZED (
-    SELECT (SELECT same FROM current_rules) AND NOT EXISTS (SELECT 1 FROM held) AS stores
+    SELECT coalesce((SELECT same FROM current_rules), false) AS stores
 ), new AS (
     SELECT * FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
         n integer, id text, task text, queue text, partition_key text, rate_key text, priority integer, args jsonb,
