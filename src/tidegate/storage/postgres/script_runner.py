@@ -120,6 +120,9 @@ def run_batch(
     which is left to its owner; `savepoint`: the batch starts with the submit's savepoint, for
     the caller to release or undo (`UNDO`) once it has read the answers.
     """
+    if len(steps) == 1 and not savepoint:  # one statement: one round trip without a pipeline's own work
+        cursor = _send(connection, query, steps[0])
+        return [cursor.fetchall()] if steps[0].read else []
     own = connection.autocommit and connection.info.transaction_status == TransactionStatus.IDLE
     with connection.pipeline():
         try:
@@ -142,6 +145,9 @@ async def run_batch_async(
     savepoint: bool = False,
 ) -> list[Rows]:
     """`run_batch` over an async connection (a cancel before the Sync rolls the store's own back)."""
+    if len(steps) == 1 and not savepoint:
+        cursor = await _send_async(connection, query, steps[0])
+        return [await cursor.fetchall()] if steps[0].read else []
     own = connection.autocommit and connection.info.transaction_status == TransactionStatus.IDLE
     async with connection.pipeline():
         try:
