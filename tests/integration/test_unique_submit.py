@@ -1,5 +1,7 @@
 """Once per key (issue 26): `Unique` on a task, unique and idempotency keys at submit, on both adapters."""
 
+import time
+
 import pytest
 
 from tidegate import AdmissionRejected, DuplicateRun, InvalidArgument, RunStatus, Unique
@@ -138,6 +140,32 @@ def test_debounce_holds_the_run_and_keeps_the_last_args_within_max_wait(app, clo
     assert record.args == {"doc": 1, "version": 4}
     # three pushes of 3 s: due 5 s after the last (at 14 s) is past max_wait, so due at 12 s
     assert (record.scheduled_at - submitted).total_seconds() == pytest.approx(12, abs=0.5)
+
+
+def test_a_burst_of_submits_with_a_worker_runs_once_with_the_last_args_between_debounce_and_max_wait(app, start_worker):
+    """50 submits of one key over 3 s, a real worker polling all along: one run, the last args,
+    started no sooner than the debounce after the last submit, and no later than max_wait after
+    the first (with the worker's pick-up as slack). The debounce is short to keep the test fast."""
+    debounce, max_wait = 0.5, 5.0
+
+    @app.task(name="u.burst", unique=Unique(by_args=["doc"], debounce=debounce, max_wait=max_wait))
+    def reindex(doc: int, version: int) -> int:
+        return version
+
+    start_worker(poll_interval="50ms")
+    handles = []
+    for version in range(1, 51):
+        handles.append(reindex.submit(doc=1, version=version))
+        time.sleep(3.0 / 50)
+    last_submit = time.time()
+    assert {handle.id for handle in handles} == {handles[0].id}
+    assert handles[0].wait(timeout="10s") == 50  # the last args won
+    record = handles[0].info()
+    assert len(_runs(app)) == 1
+    first_submit = record.submitted_at.timestamp()
+    started = record.started_at.timestamp()
+    assert started >= last_submit - 3.0 / 50 + debounce - 0.05  # held for the debounce after the last submit
+    assert started - first_submit <= max_wait + 1.0  # never past max_wait (one second for the pick-up)
 
 
 @pytest.mark.parametrize(

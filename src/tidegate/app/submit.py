@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from ulid import ULID
 
+from tidegate.app.callers import driver_connection, driver_connection_async
 from tidegate.app.handle import RunHandle
 from tidegate.app.registry import Registered, Registry
 from tidegate.domain import names
@@ -178,6 +179,7 @@ class Submitter:
         """Store the runs (all or none); a batch with a unique or idempotency key goes the keyed way,
         and a run that met its key's holder is answered with the holder's handle (`duplicate`).
         With `connection`, in the caller's open transaction, left for the caller to commit."""
+        connection = driver_connection(connection)
         store = self._ready(connection)
         if not runs:
             return []
@@ -193,6 +195,7 @@ class Submitter:
 
     async def enqueue_async(self, runs: Sequence[NewRun], connection: Any = None) -> list[RunHandle]:
         """`enqueue` from an event loop, by the same statements and decisions."""
+        connection = await driver_connection_async(connection)
         submits = self._ready(connection).submits
         if not runs:
             return []

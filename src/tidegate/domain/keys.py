@@ -28,6 +28,11 @@ class UniqueClaim:
     max_wait: float | None = None
 
     @property
+    def replaces(self) -> bool:
+        """A submit that meets a still-queued holder gives it its args (on_conflict "replace", or a debounce)."""
+        return self.on_conflict == "replace" or self.debounce is not None
+
+    @property
     def holds(self) -> str:
         """The states as the stores match them: '|queued|running|'."""
         return "|" + "|".join(self.states) + "|"

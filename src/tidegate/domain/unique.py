@@ -186,8 +186,7 @@ def plan(runs: Sequence[NewRun], holders: Mapping[str, Holder]) -> KeyedPlan:
             continue
         if claim.on_conflict == "raise":
             raise DuplicateRun(holder.run_id, run.task)
-        replaces = claim.on_conflict == "replace" or claim.debounce is not None
-        if not replaces or holder.status != "queued":
+        if not claim.replaces or holder.status != "queued":
             answers.append(Admission(holder.run_id, duplicate=True))
         elif claim.key in stored:  # the holder is this batch's: it takes these args before it is stored
             index = stored[claim.key]

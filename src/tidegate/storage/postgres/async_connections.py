@@ -46,6 +46,7 @@ class AsyncConnections:
         pool = await self._pool()
         try:
             async with pool.connection() as connection:
+                _honour_cancel()
                 offset = self._clock.offset
                 if self._offsets.get(connection, 0.0) != offset:
                     await connection.execute(SET_CLOCK_OFFSET, {"offset": repr(offset)})
@@ -112,6 +113,17 @@ class AsyncConnections:
 
     def _unavailable(self, why: str) -> StoreUnavailable:
         return StoreUnavailable(f"cannot connect to PostgreSQL at {self._where}: {why}")
+
+
+def _honour_cancel() -> None:
+    """Raise the cancellation of the calling task if a wait swallowed it. Python 3.11's
+    `asyncio.wait_for`, which the pool's wait for a free connection uses, returns the connection
+    when a cancel arrives as it is handed over, and the cancel is lost: a canceled `wait_async`
+    would then poll on. The task still counts the request (`cancelling()`): honour it here, and
+    the pool takes the connection back."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 _closing: set[asyncio.Task[None]] = set()  # closes under way (a task not referenced may be collected)

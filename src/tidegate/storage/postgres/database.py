@@ -22,6 +22,7 @@ from psycopg.types.json import set_json_loads
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.errors import ConfigurationError
+from tidegate.storage.postgres.ceilings import Ceilings
 from tidegate.storage.postgres.connections import Connections
 from tidegate.storage.postgres.connections import first_line as _first_line
 from tidegate.storage.postgres.pooler import check_session_defaults, clocked_sql, endpoint
@@ -46,6 +47,7 @@ class Database:
     def __init__(self, url: str, *, min_size: int, max_size: int, clock: Clock = SYSTEM_CLOCK) -> None:
         self.clock = clock  # the server's clock is the time; only this clock's offset is applied to it
         self.queries = load_queries("tidegate.storage.postgres")
+        self.ceilings = Ceilings()  # shared by every submit path of this store (ceilings.py)
         found = endpoint(url)
         self.pooled = found.pooled
         self.listen_url = found.listen_url

@@ -9,56 +9,34 @@ transaction (pipeline.implicit_transaction): the fence, the ceilings in force,
 the locks, and the count with the insert.
 
 Most batches meet no ceiling: for them a submit is one statement,
-`enqueue_free`, which stores the batch only while the rules version is the
-one under which this adapter last read that no ceiling applies to it
-(`_Ceilings`); a ceiling set since then moved the version, so the statement
-stores nothing and the submit is made again the full way. It reads the
-version row FOR SHARE instead of taking the rules fence first: the locking
-read sees the newest committed version whatever its snapshot, and holds the
-version still until it commits, with no second statement (runs.sql).
+`enqueue_free` (free_submit.py), which stores the batch only while the rules
+version is the one under which this store last read that no ceiling applies
+to it (ceilings.py); a ceiling set since then moved the version, so the
+statement stores nothing and the submit is made again the full way. It reads
+the version row FOR SHARE instead of taking the rules fence first: the
+locking read sees the newest committed version whatever its snapshot, and
+holds the version still until it commits, with no second statement (runs.sql).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import EventRecord, NewRun, RunRecord, RunStatus, TaskDefinition, TaskRegistration
 from tidegate.domain.transitions import Ceiling
 from tidegate.storage import port, records
 from tidegate.storage.postgres.activity import read_pace
-from tidegate.storage.postgres.database import Aggregate, Database
+from tidegate.storage.postgres.database import Aggregate
+from tidegate.storage.postgres.free_submit import free_answers, free_steps, free_version
 from tidegate.storage.postgres.payloads import enqueue_payload, payload_json, to_json, to_time
 from tidegate.storage.postgres.pipeline import implicit_transaction, transaction
+from tidegate.storage.postgres.script_runner import run_batch
 from tidegate.storage.shared import wakes
-
-
-class _Ceilings:
-    """The admission ceilings as a full submit last read them, with the rules version they hold under."""
-
-    def __init__(self) -> None:
-        self._read: tuple[str, bool, frozenset[str]] | None = None  # (version, global ceiling, queues with one)
-
-    def read(self, row: tuple[Any, ...] | None) -> None:
-        """Remember an `enqueue_ceilings` row (None, before the rules version exists: nothing)."""
-        self._read = None if row is None else (row[0], bool(row[1]), frozenset(row[2]))
-
-    def free_version(self, queues: Sequence[str]) -> str | None:
-        """The version under which no ceiling applies to these queues; None when one may apply
-        or nothing was read yet (then the submit goes the full way)."""
-        read = self._read
-        if read is None or read[1] or not read[2].isdisjoint(queues):
-            return None
-        return read[0]
 
 
 class Runs(Aggregate, port.RunVerbs):
     """The run verbs of the storage port."""
-
-    def __init__(self, db: Database) -> None:
-        super().__init__(db)
-        self._ceilings = _Ceilings()
 
     def register_tasks(self, tasks: Sequence[TaskDefinition], worker_id: str | None = None) -> None:
         if not tasks:
@@ -78,19 +56,13 @@ class Runs(Aggregate, port.RunVerbs):
     def enqueue(self, runs: Sequence[NewRun]) -> None:
         if not runs:
             return
-        payload = enqueue_payload(runs)
-        queues = sorted({run.queue for run in runs})
-        known = self._ceilings.free_version(queues)
         wakes.sent_in_statement()  # by `enqueue_free` or `enqueue`, even when refused: a spare one at worst
-        if known is not None:
-            with self._connection() as connection:
-                # One statement, its own transaction (autocommit): it reads the version FOR SHARE,
-                # the newest committed one, which then cannot move before its commit (runs.sql).
-                row = connection.execute(self._q("enqueue_free"), {"runs": payload, "known": known}).fetchone()
-            if row is not None and row[0]:
-                return
-            # The rules moved since the ceilings were read: submit again the full way, which reads them.
         with self._connection() as connection:
+            steps = free_steps(runs, free_version(self._db, runs, connection))
+            if steps is not None and free_answers(runs, run_batch(connection, self._q, steps)[-1]) is not None:
+                return
+            # The rules moved since the ceilings were read, or a ceiling applies: the full way.
+            payload = enqueue_payload(runs)
             # Four statements, one implicit READ COMMITTED transaction (the count must see every
             # submit committed before the ceiling's lock was granted), one round trip. The fence
             # and the locks are statements of their own: each later statement reads a snapshot
@@ -98,9 +70,9 @@ class Runs(Aggregate, port.RunVerbs):
             with implicit_transaction(connection):
                 connection.execute(self._q("enqueue_fence"))
                 ceilings = connection.execute(self._q("enqueue_ceilings"))
-                connection.execute(self._q("enqueue_lock"), {"queues": queues})
+                connection.execute(self._q("enqueue_lock"), {"queues": sorted({run.queue for run in runs})})
                 refused = connection.execute(self._q("enqueue"), {"runs": payload})
-            self._ceilings.read(ceilings.fetchone())
+            self._db.ceilings.read(ceilings.fetchone())
             row = refused.fetchone()
             if row is not None:  # nothing was stored; the hint goes by the pace of the ceiling's runs
                 queue, active, limit, incoming = row

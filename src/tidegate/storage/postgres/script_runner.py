@@ -1,15 +1,16 @@
-"""Running a submit's script (submit_script.py) over a sync or an async psycopg connection.
+"""Running a submit's script (submit_script.py), or a batch of statements, over a psycopg connection.
 
 Both runners send the script's statements in a pipeline: a statement whose rows the script
 does not read travels with the next one that it does, so a submit costs about as many round
-trips as it has decisions to make. Where the transaction is the store's own, it is
+trips as it has decisions to make; a batch (`run_batch`, free_submit.py) is read only after its
+Sync, one round trip in all. Where the transaction is the store's own, it is
 BEGIN ... COMMIT around the script; where it is the caller's, a savepoint, so that a refused
 submit leaves the caller's transaction as it was (nothing of the batch, no failed state).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any, TypeVar, cast
 
@@ -107,17 +108,86 @@ async def transaction_async(connection: psycopg.AsyncConnection[Any]) -> AsyncIt
         raise
 
 
+def run_batch(
+    connection: psycopg.Connection[Any], query: Callable[[str], str], steps: Sequence[Step], *, savepoint: bool = False
+) -> list[Rows]:
+    """Send `steps` in one pipeline and read the rows of those that read after its Sync: one
+    round trip (reads deferred past the commit).
+
+    On an autocommit connection (the store's) the batch is one implicit transaction, committed
+    at that Sync; a failure before it sends a ROLLBACK first, so nothing of the batch commits.
+    On a connection in a transaction (the caller's), the batch is part of that transaction,
+    which is left to its owner; `savepoint`: the batch starts with the submit's savepoint, for
+    the caller to release or undo (`UNDO`) once it has read the answers.
+    """
+    if len(steps) == 1 and not savepoint:  # one statement: one round trip without a pipeline's own work
+        cursor = _send(connection, query, steps[0])
+        return [cursor.fetchall()] if steps[0].read else []
+    own = connection.autocommit and connection.info.transaction_status == TransactionStatus.IDLE
+    with connection.pipeline():
+        try:
+            if savepoint:
+                connection.execute(SAVEPOINT)
+            cursors = [(_send(connection, query, step), step.read) for step in steps]
+        except BaseException:
+            if own:
+                with suppress(psycopg.Error):
+                    connection.execute(b"ROLLBACK")
+            raise
+    return [cursor.fetchall() for cursor, read in cursors if read]
+
+
+async def run_batch_async(
+    connection: psycopg.AsyncConnection[Any],
+    query: Callable[[str], str],
+    steps: Sequence[Step],
+    *,
+    savepoint: bool = False,
+) -> list[Rows]:
+    """`run_batch` over an async connection (a cancel before the Sync rolls the store's own back)."""
+    if len(steps) == 1 and not savepoint:
+        cursor = await _send_async(connection, query, steps[0])
+        return [await cursor.fetchall()] if steps[0].read else []
+    own = connection.autocommit and connection.info.transaction_status == TransactionStatus.IDLE
+    async with connection.pipeline():
+        try:
+            if savepoint:
+                await connection.execute(SAVEPOINT)
+            cursors = [(await _send_async(connection, query, step), step.read) for step in steps]
+        except BaseException:
+            if own:
+                with suppress(psycopg.Error):
+                    await connection.execute(b"ROLLBACK")
+            raise
+    return [await cursor.fetchall() for cursor, read in cursors if read]
+
+
+def _send(connection: psycopg.Connection[Any], query: Callable[[str], str], step: Step) -> psycopg.Cursor[Any]:
+    return named_cursor(connection, step.name, tuple_row).execute(query(step.name), step.params)
+
+
+async def _send_async(
+    connection: psycopg.AsyncConnection[Any], query: Callable[[str], str], step: Step
+) -> psycopg.AsyncCursor[Any]:
+    cursor = _async_cursor(connection, step.name)
+    await cursor.execute(query(step.name), step.params)
+    return cursor
+
+
+def _async_cursor(connection: psycopg.AsyncConnection[Any], name: str) -> psycopg.AsyncCursor[Any]:
+    """As named_cursor: a statement planned per call inlines its values."""
+    if name in PLANNED_PER_CALL:
+        return psycopg.AsyncClientCursor(connection, row_factory=tuple_row)
+    return connection.cursor(row_factory=tuple_row)
+
+
 def _execute(connection: psycopg.Connection[Any], queries: Queries, step: Step) -> Rows:
     cursor = named_cursor(connection, step.name, tuple_row).execute(queries[step.name], step.params)
     return cursor.fetchall() if step.read else []
 
 
 async def _execute_async(connection: psycopg.AsyncConnection[Any], queries: Queries, step: Step) -> Rows:
-    cursor: psycopg.AsyncCursor[tuple[Any, ...]]
-    if step.name in PLANNED_PER_CALL:  # as named_cursor: inlined values, planned for them
-        cursor = psycopg.AsyncClientCursor(connection, row_factory=tuple_row)
-    else:
-        cursor = connection.cursor(row_factory=tuple_row)
+    cursor = _async_cursor(connection, step.name)
     await cursor.execute(queries[step.name], step.params)
     return await cursor.fetchall() if step.read else []
 

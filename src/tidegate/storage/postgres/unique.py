@@ -1,11 +1,13 @@
-"""PostgreSQL: a keyed submit (once per key, domain/unique.py) in one transaction.
+"""PostgreSQL: a keyed submit (once per key, domain/unique.py).
 
-The statements and decisions are the script's (`submit_script.keyed`): one advisory lock per
-key in key order, the holders read after them, the domain's `plan`, the replaced holders, the
-new runs stored by `enqueue`'s own statements (its admission ceilings included) and the keys
-taken. Here they run in one pipelined transaction of the store's pool; a refusal, a
-`DuplicateRun` or any error rolls the whole batch back. The plain submit (`runs.py`) is
-untouched: only a batch with a key comes here.
+Most keyed batches take one round trip (free_submit.py): `unique_lock`, then one statement that
+reads the keys' holders and stores the batch with its keys only if none is held, read after the
+implicit transaction's commit. A batch that statement cannot decide (a ceiling applies, two runs
+share a key, a claim replaces a queued holder, some runs are duplicates and others new) goes the
+full way, the script's (`submit_script.keyed`): one advisory lock per key in key order, the
+holders read after them, the domain's `plan`, the replaced holders, the new runs stored by
+`enqueue`'s own statements (its admission ceilings included) and the keys taken, in one
+pipelined transaction; a refusal, a `DuplicateRun` or any error rolls the whole batch back.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from tidegate.domain.unique import Admission
 from tidegate.storage import port
 from tidegate.storage.postgres import script_runner, submit_script
 from tidegate.storage.postgres.database import Aggregate
+from tidegate.storage.postgres.free_submit import free_answers, free_steps, free_version
 from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.shared import wakes
 
@@ -25,6 +28,13 @@ class Unique(Aggregate, port.UniqueVerbs):
     """The keyed submit of the storage port."""
 
     def enqueue_unique(self, runs: Sequence[NewRun]) -> list[Admission]:
-        wakes.sent_in_statement()  # by the script's `enqueue` statement, when runs are stored
-        with self._connection() as connection, transaction(connection):
-            return script_runner.run(connection, self._db.queries, submit_script.keyed(runs))
+        wakes.sent_in_statement()  # by the statement that stores the runs, when it stores any
+        with self._connection() as connection:
+            steps = free_steps(runs, free_version(self._db, runs, connection))
+            if steps is not None:
+                answers = free_answers(runs, script_runner.run_batch(connection, self._q, steps)[-1])
+                if answers is not None:
+                    return answers
+                self._db.ceilings.forget()  # perhaps the rules moved: read again before the next one
+            with transaction(connection):
+                return script_runner.run(connection, self._db.queries, submit_script.keyed(runs))

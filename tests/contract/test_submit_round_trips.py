@@ -1,0 +1,302 @@
+"""What a submit costs the store: one round trip on every PostgreSQL path that one statement can
+decide (issue 26), and the same answers on both adapters.
+
+The counter is exact as the client sees the wire: a statement outside a pipeline waits for its
+answer (a round trip); inside a pipeline nothing waits until a fetch of a statement not yet
+answered or the pipeline's Sync at its end (each a round trip, answering everything sent
+before). Statements are named by the store's queries (SAVEPOINT and the like by their text).
+
+Pinned here, once the store has read the admission ceilings (none):
+- a plain submit: `enqueue_free`, one statement, one round trip;
+- a keyed one, new key or duplicate (or "raise"): `unique_lock` + `enqueue_unique_free`, one trip;
+- in the caller's transaction: the first submit on a connection sends its check first inside a
+  savepoint (two trips: the batch, the release); later ones the batch alone (one trip);
+- from an event loop (the store's async pool, or the caller's async connection): the same.
+SQLite has no round trips; its answers are pinned beside PostgreSQL's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import psycopg
+import pytest
+
+from tidegate import DuplicateRun
+from tidegate.domain.keys import ACTIVE_STATES, UniqueClaim
+
+from .conftest import new_run
+
+
+class Trips:
+    """Round trips and statements, counted as the client waits for the server."""
+
+    def __init__(self) -> None:
+        self.trips = 0
+        self.statements: list[str] = []
+        self._unanswered: set[int] = set()  # cursors whose statement went into a pipeline unanswered
+
+    def executed(self, cursor: Any, query: Any) -> None:
+        self.statements.append(query.decode() if isinstance(query, bytes) else str(query))
+        if cursor.connection._pipeline is None:
+            self.trips += 1
+        else:
+            self._unanswered.add(id(cursor))
+
+    def fetched(self, cursor: Any) -> None:
+        if id(cursor) in self._unanswered:
+            self.synced()
+
+    def synced(self) -> None:
+        self.trips += 1
+        self._unanswered.clear()
+
+    def named(self, queries: dict[str, str]) -> list[str]:
+        """The statements by query name (others by their text)."""
+        names = {text: name for name, text in queries.items()}
+        return [names.get(statement, statement) for statement in self.statements]
+
+
+@contextmanager
+def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[Trips]:
+    trips = Trips()
+    for kind, pipeline, exit_name in (
+        (psycopg.Cursor, psycopg.Pipeline, "__exit__"),
+        (psycopg.AsyncCursor, psycopg.AsyncPipeline, "__aexit__"),
+    ):
+        _count_cursor(monkeypatch, kind, trips)
+        real_exit = getattr(pipeline, exit_name)
+        if exit_name == "__exit__":
+
+            def exit_(self: Any, *args: Any, _real: Any = real_exit) -> Any:
+                try:
+                    return _real(self, *args)
+                finally:
+                    trips.synced()
+
+        else:
+
+            async def exit_(self: Any, *args: Any, _real: Any = real_exit) -> Any:
+                try:
+                    return await _real(self, *args)
+                finally:
+                    trips.synced()
+
+        monkeypatch.setattr(pipeline, exit_name, exit_)
+    yield trips
+    monkeypatch.undo()
+
+
+def _count_cursor(monkeypatch: pytest.MonkeyPatch, kind: type, trips: Trips) -> None:
+    asynchronous = kind is psycopg.AsyncCursor
+    real_execute = kind.execute
+    if asynchronous:
+
+        async def execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            trips.executed(self, query)
+            return await real_execute(self, query, *args, **kwargs)
+
+    else:
+
+        def execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            trips.executed(self, query)
+            return real_execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(kind, "execute", execute)
+    for name in ("fetchone", "fetchall", "fetchmany"):
+        real = getattr(kind, name)
+        if asynchronous:
+
+            async def fetch(self: Any, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
+                trips.fetched(self)
+                return await _real(self, *args, **kwargs)
+
+        else:
+
+            def fetch(self: Any, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
+                trips.fetched(self)
+                return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(kind, name, fetch)
+
+
+def keyed(key: str, on_conflict: str = "existing", **fields: Any):
+    return replace(new_run(**fields), unique=UniqueClaim(key, ACTIVE_STATES, None, on_conflict))
+
+
+def _postgres_only(backend: str) -> None:
+    if backend != "postgres":
+        pytest.skip("round trips are PostgreSQL's; SQLite's answers are pinned by the test after each")
+
+
+def test_a_plain_submit_is_one_statement_in_one_round_trip(store, backend, monkeypatch):
+    _postgres_only(backend)
+    store.enqueue([new_run()])  # reads the ceilings (none) on its way
+    with counted(monkeypatch) as trips:
+        store.enqueue([new_run()])
+    assert (trips.trips, trips.named(store._queries)) == (1, ["enqueue_free"])
+
+
+def test_a_keyed_submit_new_or_duplicate_is_two_statements_in_one_round_trip(store, backend, monkeypatch):
+    _postgres_only(backend)
+    store.enqueue_unique([keyed("warm")])
+    first = keyed("k")
+    with counted(monkeypatch) as new:
+        [taken] = store.enqueue_unique([first])
+    with counted(monkeypatch) as duplicate:
+        [met] = store.enqueue_unique([keyed("k")])
+    with counted(monkeypatch) as raised, pytest.raises(DuplicateRun) as error:
+        store.enqueue_unique([keyed("k", on_conflict="raise")])
+    assert (taken.run_id, taken.duplicate) == (first.id, False)
+    assert (met.run_id, met.duplicate) == (first.id, True) and error.value.run_id == first.id
+    for trips in (new, duplicate, raised):
+        assert (trips.trips, trips.named(store._queries)) == (1, ["unique_lock", "enqueue_unique_free"])
+    assert len(store.page_runs()) == 2
+
+
+def test_keyed_answers_that_one_statement_cannot_decide_are_the_same(store):
+    """Both adapters: a batch with a new key and a held one stores only the new run; a replacing
+    claim gives the queued holder its args; a "raise" among duplicates stores nothing."""
+    held = keyed("held", args={"v": 1})
+    store.enqueue_unique([held])
+    fresh = keyed("fresh")
+    answers = store.enqueue_unique([keyed("held"), fresh])
+    assert [(a.run_id, a.duplicate) for a in answers] == [(held.id, True), (fresh.id, False)]
+    [replaced] = store.enqueue_unique([keyed("held", on_conflict="replace", args={"v": 2})])
+    assert (replaced.run_id, replaced.duplicate) == (held.id, True)
+    assert store.get_run(held.id).args == {"v": 2}
+    with pytest.raises(DuplicateRun):
+        store.enqueue_unique([keyed("another"), keyed("held", on_conflict="raise")])
+    assert sorted(run.id for run in store.page_runs()) == sorted([held.id, fresh.id])
+
+
+def test_a_replacing_claim_goes_the_full_way_at_once(store, backend, monkeypatch):
+    """No one-statement try first (it would find the holder and cost a round trip for nothing)."""
+    _postgres_only(backend)
+    store.enqueue_unique([keyed("r", args={"v": 1})])
+    with counted(monkeypatch) as trips:
+        store.enqueue_unique([keyed("r", on_conflict="replace", args={"v": 2})])
+    assert "enqueue_unique_free" not in trips.named(store._queries)
+
+
+def test_in_the_callers_transaction_the_check_comes_once_per_connection(store, backend, database_url, monkeypatch):
+    _postgres_only(backend)
+    store.enqueue([new_run()])
+    with psycopg.connect(database_url) as other:  # the store reads its own database and schema once
+        store.submits.enqueue_in(other, [new_run()])
+    with psycopg.connect(database_url) as connection:
+        connection.execute("SELECT 1")  # the caller's transaction is open before the submits
+        first, second = new_run(), new_run()
+        with counted(monkeypatch) as checked:
+            store.submits.enqueue_in(connection, [first])
+        with counted(monkeypatch) as known:
+            store.submits.enqueue_in(connection, [second])
+        connection.rollback()
+        third = keyed("tx")
+        with counted(monkeypatch) as keyed_trips:
+            store.submits.enqueue_in(connection, [third])  # a new transaction of the checked connection
+        connection.commit()
+    queries = store._queries
+    assert checked.named(queries) == [
+        "SAVEPOINT tidegate_submit",
+        "submit_in_check",
+        "enqueue_free",
+        "RELEASE SAVEPOINT tidegate_submit",
+    ]
+    assert checked.trips == 2
+    assert (known.trips, known.named(queries)) == (1, ["enqueue_free"])
+    assert (keyed_trips.trips, keyed_trips.named(queries)) == (1, ["unique_lock", "enqueue_unique_free"])
+    assert store.get_run(first.id) is None and store.get_run(second.id) is None  # rolled back
+    assert store.get_run(third.id) is not None  # committed
+    assert len(store.page_runs()) == 3  # the first run, the other connection's (committed on leaving), the third
+
+
+def test_from_an_event_loop_a_submit_is_one_round_trip(store, backend, database_url, monkeypatch):
+    _postgres_only(backend)
+
+    async def main() -> tuple[Trips, Trips, Trips]:
+        await store.submits.enqueue_async([new_run()])  # the loop's pool opened, the ceilings read
+        await store.submits.enqueue_async([keyed("warm")])
+        with counted(monkeypatch) as plain:
+            await store.submits.enqueue_async([new_run()])
+        with counted(monkeypatch) as unique:
+            await store.submits.enqueue_async([keyed("a")])
+        async with await psycopg.AsyncConnection.connect(database_url) as connection:
+            await connection.execute("SELECT 1")
+            await store.submits.enqueue_in_async(connection, [new_run()])  # the connection's check
+            with counted(monkeypatch) as callers:
+                await store.submits.enqueue_in_async(connection, [keyed("b")])
+            await connection.commit()
+        await store.submits.aclose()
+        return plain, unique, callers
+
+    plain, unique, callers = asyncio.run(main())
+    queries = store._queries
+    assert (plain.trips, plain.named(queries)) == (1, ["enqueue_free"])
+    assert (unique.trips, unique.named(queries)) == (1, ["unique_lock", "enqueue_unique_free"])
+    assert (callers.trips, callers.named(queries)) == (1, ["unique_lock", "enqueue_unique_free"])
+    assert len(store.page_runs()) == 6
+
+
+STORES = "    SELECT coalesce((SELECT same FROM current_rules), false) AS stores\n"
+
+
+@pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])
+def test_the_one_statement_keyed_submit_is_serialised_by_its_key_lock(database_url, backend, removed):
+    """A mutation check of the fast path's one serialisation: two submits of one new key, the first
+    stalled inside `enqueue_unique_free` (its snapshot taken, nothing written yet). With
+    `unique_lock` the second waits for the first and answers its run as a duplicate; without it,
+    the second reads no holder, and so does the first, whose snapshot predates the second's
+    commit: both store a run."""
+    if backend != "postgres":
+        pytest.skip("the race needs a statement to stall in: PostgreSQL's (SQLite's one writer is raced elsewhere)")
+    from tests import races
+    from tidegate.bootstrap import open_store
+
+    store = open_store(database_url)
+    try:
+        store.enqueue_unique([keyed("warm")])  # the ceilings read: both submits go the one-statement way
+        first = races.Party("first", lambda: store.enqueue_unique([keyed("k")]))
+        second = races.Party("second", lambda: store.enqueue_unique([keyed("k")]))
+        race = races.Race(database_url)
+        try:
+            races.track(store)
+            if removed:
+                races.remove_query(store, "unique_lock")
+            with race.stall() as stall:
+                text = store._queries["enqueue_unique_free"]
+                assert STORES in text
+                stalled_go = f"), stall AS MATERIALIZED ({stall}), go AS MATERIALIZED (\n{STORES.rstrip()} FROM stall\n"
+                stalled = text.replace("), go AS MATERIALIZED (\n" + STORES, stalled_go, 1)
+                races.stall_query(store, first, "enqueue_unique_free", stalled)
+                race.run(first, second, first_parked=race.blocked, release=race.release_stall)
+        finally:
+            race.close()
+        assert first.error is None and second.error is None, (first.error, second.error)
+        keyed_runs = len(store.page_runs()) - 1  # the warm-up's run aside
+        assert keyed_runs == (2 if removed else 1), (race.second_ended_first, first.result, second.result)
+        if not removed:
+            assert second.result[0] == replace(first.result[0], duplicate=True)
+    finally:
+        store.close()
+
+
+def test_a_duplicate_locks_no_row_and_a_new_key_locks_the_rules_version(store, backend, database_url):
+    """The version row is read FOR SHARE only when the batch may be stored: a batch of duplicates
+    writes nothing and locks nothing (it commits with no WAL flush, as cheap as a read)."""
+    _postgres_only(backend)
+    from tests.conftest import execute_sql
+
+    def locker() -> str:
+        return execute_sql(database_url, "SELECT xmax::text FROM tidegate_settings WHERE name = 'rules_version'")[0][0]
+
+    store.enqueue_unique([keyed("d")])
+    before = locker()
+    store.enqueue_unique([keyed("d")])  # a duplicate
+    assert locker() == before
+    store.enqueue_unique([keyed("e")])  # a new key: the version is read FOR SHARE
+    assert locker() != before
