@@ -33,6 +33,7 @@ from tidegate.cli.scopes import (
     waiting_seconds,
 )
 from tidegate.domain.errors import RunNotFound
+from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import RunStatus
 from tidegate.engine.operators import limits, queues
 from tidegate.engine.operators import runs as operator_runs
@@ -57,7 +58,10 @@ def list_queued(
         typer.Option("--queue", "-q", metavar="QUEUE", help="Only runs of this queue.", callback=check_queue_filter),
     ] = None,
     limit: Annotated[
-        int, typer.Option("--limit", "-n", min=1, metavar="N", help="At most this many, in claim order.")
+        int,
+        typer.Option(
+            "--limit", "-n", min=1, max=STORED_INT_MAX, metavar="N", help="At most this many, in claim order."
+        ),
     ] = 50,
     database: Database = DEFAULT_DATABASE,
     json_output: JsonOutput = False,

@@ -27,6 +27,7 @@ from tidegate.cli.render import print_json, short_time, status_text, stdout
 from tidegate.cli.scopes import age_text
 from tidegate.domain import attempts
 from tidegate.domain.durations import parse_duration
+from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import RunRecord, RunStatus, WorkerRecord
 from tidegate.engine.operators import queues
 from tidegate.engine.operators.queues import Live
@@ -102,7 +103,8 @@ def list_runs(
         bool, typer.Option("--stuck", help="Only running runs whose lease expired, with their worker's heartbeat.")
     ] = False,
     limit: Annotated[
-        int, typer.Option("--limit", "-n", min=1, metavar="N", help="At most this many, newest first.")
+        int,
+        typer.Option("--limit", "-n", min=1, max=STORED_INT_MAX, metavar="N", help="At most this many, newest first."),
     ] = 50,
     database: Database = DEFAULT_DATABASE,
     json_output: JsonOutput = False,
