@@ -13,6 +13,7 @@ from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.model import RunStatus
 
 from .conftest import LEASE, QUEUE, claim, enqueue_one, failed, start
+from tidegate.domain.model import CycleRequest
 
 CAUSES = ("child_waits", "worker_shutdowns", "lost_workers", "manual_retries")
 
@@ -41,7 +42,7 @@ def _grown_every_way(store, clock: ShiftedClock) -> str:
     while True:  # a worker takes one group of the rescued suspects at a time
         [again] = claim(store, "w2")
         start(store, "w2", [again.fence])
-        store.cycle("w2", [QUEUE], [], [failed(again.fence)], 0, LEASE)
+        store.cycle(CycleRequest("w2", [QUEUE], [], [failed(again.fence)], 0, LEASE))
         if again.id == run_id:
             break
     assert store.get_run(run_id).status is RunStatus.FAILED

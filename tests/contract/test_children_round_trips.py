@@ -23,6 +23,7 @@ import pytest
 from tidegate.domain.children import NewChild
 
 from .conftest import claim, enqueue_one, new_run
+from tidegate.domain.children import TriggerRequest
 
 KIDS = "kids"
 
@@ -84,7 +85,7 @@ def test_a_roots_wait_costs_two_round_trips_on_postgresql(store, backend, monkey
     enqueue_one(store)
     (parent,) = claim(store)
     with counted_trips(monkeypatch) as counter:
-        answer = store.trigger_children(parent.fence, "w1", _children(), True, False)
+        answer = store.trigger_children(TriggerRequest(parent.fence, "w1", _children(), True, False))
     assert answer.waiting and len(answer.children) == 5
     assert counter.trips == 2
 
@@ -95,7 +96,7 @@ def test_a_fire_and_forget_trigger_costs_two_round_trips_on_postgresql(store, ba
     enqueue_one(store)
     (parent,) = claim(store)
     with counted_trips(monkeypatch) as counter:
-        answer = store.trigger_children(parent.fence, "w1", _children(), False, False)
+        answer = store.trigger_children(TriggerRequest(parent.fence, "w1", _children(), False, False))
     assert not answer.waiting
     assert counter.trips == 2
 
@@ -109,7 +110,7 @@ def test_a_roots_wait_reads_its_children_once_and_no_chain_on_sqlite(store, back
     connection = store._db.connection()  # this thread's: the one the trigger writes with
     connection.set_trace_callback(statements.append)
     try:
-        answer = store.trigger_children(parent.fence, "w1", _children(), True, False)
+        answer = store.trigger_children(TriggerRequest(parent.fence, "w1", _children(), True, False))
     finally:
         connection.set_trace_callback(None)
     assert answer.waiting and len(answer.children) == 5

@@ -24,6 +24,7 @@ from tidegate.bootstrap import open_store
 from tidegate.domain.model import RunStatus
 
 from .conftest import LEASE, claim, completed, enqueue_one
+from tidegate.domain.model import CycleRequest
 
 FREE = "free"
 MUTATION = pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])
@@ -107,7 +108,7 @@ def test_a_one_batch_cycle_that_fails_midway_commits_nothing(store, backend, mon
 
     monkeypatch.setattr(free_claims, "send", broken)
     with pytest.raises(RuntimeError):
-        store.cycle("w1", [FREE], [run.fence], [completed(run.fence)], 1, LEASE)
+        store.cycle(CycleRequest("w1", [FREE], [run.fence], [completed(run.fence)], 1, LEASE))
     monkeypatch.undo()
     assert store.get_run(run.id).status is RunStatus.RUNNING
     assert store.status_counts(FREE)[RunStatus.QUEUED] == 1

@@ -15,6 +15,7 @@ from tidegate.domain.schedules import Firing, NewSchedule, ScheduleDefinition, T
 from tidegate.domain.steps import StepStatus, StepUpdate
 
 from .conftest import QUEUE, claim, completed, enqueue_one, execute_sql, failed, new_run, start
+from tidegate.domain.model import CycleRequest
 
 DAY = 86400.0
 WEEK = 7 * DAY
@@ -30,7 +31,7 @@ def finish(store, status: str) -> str:
     start(store, "w1", [claimed.fence])
     assert store.record_steps(claimed.fence, [StepUpdate("s", StepStatus.COMPLETED, output=1)])
     outcome = completed(claimed.fence) if status == "completed" else failed(claimed.fence)
-    store.cycle("w1", [QUEUE], [], [outcome], 0, 30.0)
+    store.cycle(CycleRequest("w1", [QUEUE], [], [outcome], 0, 30.0))
     assert store.get_run(run_id).status.value == status
     return run_id
 

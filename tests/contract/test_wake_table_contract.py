@@ -41,6 +41,9 @@ from tidegate.domain.steps import SlotRequest, StepStatus, StepUpdate
 from tidegate.storage.port import VERBS, WAKES, Store
 
 from .conftest import LEASE, QUEUE, claim, completed, enqueue_one, failed, new_run
+from tidegate.domain.model import CycleRequest
+from tidegate.domain.steps import FinishStepRequest
+from tidegate.domain.children import TriggerRequest
 
 BACKSTOP_THREAD = "tidegate-sqlite-listener"  # SQLite's listener thread, whose data_version poll sees any commit
 POOL = "pool:wake"
@@ -115,12 +118,12 @@ def fire(store: Store) -> None:
 
 def failed_run(world: World) -> None:
     held_run(world)
-    world.store.cycle("w1", [QUEUE], [], [failed(world.fence)], 0, LEASE)
+    world.store.cycle(CycleRequest("w1", [QUEUE], [], [failed(world.fence)], 0, LEASE))
 
 
 def lost_run(world: World) -> None:
     enqueue_one(world.store)
-    [held] = world.store.cycle("w1", [QUEUE], [], [], 1, 1.0).claimed
+    [held] = world.store.cycle(CycleRequest("w1", [QUEUE], [], [], 1, 1.0)).claimed
     world.fence, world.run_id = held.fence, held.fence[0]
     world.clock.advance(5.0)
 
@@ -134,14 +137,14 @@ SCENARIOS: dict[str, tuple[Callable[[World], None], Callable[[World], Any]]] = {
             [replace(new_run(), unique=UniqueClaim("k", ACTIVE_STATES, None, "existing"))]
         ),
     ),
-    "cycle": (held_run, lambda w: w.store.cycle("w1", [QUEUE], [], [completed(w.fence)], 0, LEASE)),
+    "cycle": (held_run, lambda w: w.store.cycle(CycleRequest("w1", [QUEUE], [], [completed(w.fence)], 0, LEASE))),
     "hand_back": (held_run, lambda w: w.store.hand_back("w1", [w.fence])),
     "report_cost": (rated_run, lambda w: w.store.report_cost("w1", w.fence, 0)),
     "sweep": (lost_run, lambda w: w.store.sweep("sweeper", 1.0)),
     "cancel_run": (queued_behind, lambda w: w.store.cancel_run(w.run_id)),
     "trigger_children": (
         held_run,
-        lambda w: w.store.trigger_children(w.fence, "w1", [NewChild(new_run(), 0, False)], False, False),
+        lambda w: w.store.trigger_children(TriggerRequest(w.fence, "w1", [NewChild(new_run(), 0, False)], False, False)),
     ),
     "retry_run": (failed_run, lambda w: w.store.retry_run(w.run_id)),
     "deregister_worker": (
@@ -168,9 +171,9 @@ SCENARIOS: dict[str, tuple[Callable[[World], None], Callable[[World], Any]]] = {
     "record_steps": (holding_step, lambda w: w.store.record_steps(w.fence, [StepUpdate("s1", StepStatus.COMPLETED)])),
     "finish_step": (
         holding_step,
-        lambda w: w.store.finish_step(
+        lambda w: w.store.finish_step(FinishStepRequest(
             w.fence, "w1", StepUpdate("s1", StepStatus.COMPLETED), successor=SlotRequest("s2", {"pool:other": 1})
-        ),
+        )),
     ),
     "fire_schedule": (schedule, lambda w: fire(w.store)),
     "set_schedule_paused": (

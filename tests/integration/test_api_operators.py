@@ -19,6 +19,7 @@ from tidegate.api.security import Tokens
 from tidegate.domain.model import ClaimedRun, Outcome, OutcomeKind
 
 from .conftest import wait_status
+from tidegate.domain.model import CycleRequest
 
 QUEUES = ["default", "api"]
 
@@ -42,13 +43,13 @@ def _submit(client: TestClient, task: str, **body: Any) -> str:
 
 
 def _claim(app: App, worker: str = "w1", limit: int = 10) -> list[ClaimedRun]:
-    return app.store.cycle(worker, QUEUES, [], [], limit, 60).claimed
+    return app.store.cycle(CycleRequest(worker, QUEUES, [], [], limit, 60)).claimed
 
 
 def _finish(app: App, worker: str, claimed: ClaimedRun) -> None:
     """Its start and its end, as a worker reports a run that ran (the ETA goes by how long runs took)."""
     fence = (claimed.id, claimed.attempt)
-    app.store.cycle(worker, QUEUES, [fence], [Outcome(claimed.id, claimed.attempt, OutcomeKind.COMPLETED)], 0, 60)
+    app.store.cycle(CycleRequest(worker, QUEUES, [fence], [Outcome(claimed.id, claimed.attempt, OutcomeKind.COMPLETED)], 0, 60))
 
 
 def _why(client: TestClient, run_id: str) -> dict[str, Any]:
@@ -218,9 +219,9 @@ def test_queue_lists_queued_runs_in_claim_order_with_positions_and_reasons(app: 
     blocked = _submit(client, "sync_customer", args={"customer_id": 3})
     low = _submit(client, "hello")
     high = _submit(client, "hello", priority=5)
-    app.store.cycle("w1", ["default"], [], [], 1, 60)  # takes `high` (priority first)
+    app.store.cycle(CycleRequest("w1", ["default"], [], [], 1, 60))  # takes `high` (priority first)
     assert app.store.get_run(high).status is RunStatus.RUNNING  # type: ignore[union-attr]
-    app.store.cycle("w1", ["api"], [], [], 10, 60)  # `held` runs, `blocked` records its reason
+    app.store.cycle(CycleRequest("w1", ["api"], [], [], 10, 60))  # `held` runs, `blocked` records its reason
     assert app.store.get_run(held).status is RunStatus.RUNNING  # type: ignore[union-attr]
 
     page = client.get("/api/v1/queue").json()

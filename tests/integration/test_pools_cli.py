@@ -15,6 +15,7 @@ from tidegate import App, InvalidArgument
 from tidegate.cli.main import app as cli
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.pools import pool_needs
+from tidegate.domain.model import CycleRequest
 
 QUEUE = "etl"
 
@@ -78,7 +79,7 @@ def busy(url):
     for _ in range(3):
         wf.submit()
     store = app.store
-    runs = store.cycle("w1", [QUEUE], [], [], 3, 60).claimed
+    runs = store.cycle(CycleRequest("w1", [QUEUE], [], [], 3, 60)).claimed
     first, second, third = (run.fence for run in runs)
     assert store.acquire_slots(first, "w1", "heavy_query[3]", pool_needs({"database": 2}), {}).granted
     assert store.acquire_slots(second, "w1", "heavy_query[4]", pool_needs({"database": 2}), {}).granted

@@ -15,6 +15,7 @@ from tidegate.domain.pools import pool_needs
 from tidegate.engine.runtime.pools import ClaimPolicy, PoolGuard
 
 from .conftest import wait_until
+from tidegate.domain.model import CycleRequest
 
 QUEUE = "guarded"
 SLOW_POLL = ClaimPolicy(timeout=60, poll_interval=30, poll_jitter=0)  # only a wake-up can finish in time
@@ -31,7 +32,7 @@ def job(app):
 
 def claim(store, job, lease: float = 60.0) -> tuple[str, int]:
     job.submit()
-    [run] = store.cycle("w1", [QUEUE], [], [], 1, lease).claimed
+    [run] = store.cycle(CycleRequest("w1", [QUEUE], [], [], 1, lease)).claimed
     return run.fence
 
 
@@ -171,7 +172,7 @@ def test_the_context_manager_releases_on_error(app, job, guard):
 def test_a_taken_over_attempt_cannot_acquire(app, job, guard, clock):
     store = app.store
     handle = job.submit()
-    [run] = store.cycle("w1", [QUEUE], [], [], 1, 0.3).claimed
+    [run] = store.cycle(CycleRequest("w1", [QUEUE], [], [], 1, 0.3)).claimed
     clock.advance(0.35)
     assert handle.id in store.sweep("sweeper", 0.05).requeued
     with pytest.raises(StepFencedOut, match="was taken over"):

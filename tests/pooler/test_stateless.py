@@ -24,6 +24,7 @@ from tidegate.domain.errors import ConfigurationError
 from tidegate.storage.postgres import pooler
 from tidegate.storage.postgres.listener import PollOnly
 from tidegate.storage.postgres.pooler import clocked_sql, endpoint
+from tidegate.domain.model import CycleRequest
 
 
 def test_each_pooled_store_reads_its_own_clock_whatever_the_server_session_kept(pgbouncer: PgBouncer):
@@ -56,7 +57,7 @@ def test_a_pooled_store_prepares_nothing_and_sets_nothing_in_the_session(pgbounc
         clock.advance(60)
         for _ in range(4):  # past any prepare threshold
             store.enqueue([new_run()])
-            store.cycle("w1", ["contract"], [], [], 1, 30)
+            store.cycle(CycleRequest("w1", ["contract"], [], [], 1, 30))
         with psycopg.connect(pgbouncer.url.partition("?")[0], autocommit=True) as connection:
             prepared = connection.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
             offset = connection.execute("SELECT current_setting('tidegate.clock_offset', true)").fetchone()

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from .conftest import REPO_ROOT, execute_sql
+from tidegate.domain.model import CycleRequest
 
 QUEUE = "contended"
 LIMITS = {"a": 1, "b": 1, "c": 2}
@@ -65,7 +66,7 @@ def test_three_processes_never_hold_part_of_their_pools_nor_exceed_a_limit(app, 
         app.set_pool_limit(pool, limit, lease_duration="5m")
     for _ in range(PROCESSES):
         contended.submit()
-    runs = app.store.cycle("parent", [QUEUE], [], [], PROCESSES, 300).claimed
+    runs = app.store.cycle(CycleRequest("parent", [QUEUE], [], [], PROCESSES, 300)).claimed
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     logs = [tmp_path / f"holds-{index}.log" for index in range(PROCESSES)]
     processes = [

@@ -7,7 +7,7 @@ one vocabulary and no layer depends on how another stores things.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -161,6 +161,20 @@ class Outcome:
     # False only when the claim said the run has no parent: then its end resumes no one, and the
     # store's cycle skips looking for a parent to resume. True (the safe default) when not known.
     has_parent: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CycleRequest:
+    """One worker cycle, as `Store.cycle` takes it: report `starts` (attempts the worker began) and
+    `outcomes` (attempts that ended), then claim up to `claim_limit` runs of `queues` (in the
+    worker's order) with leases of `lease_seconds`. A claim limit of 0 only reports."""
+
+    worker_id: str
+    queues: Sequence[str]
+    starts: Sequence[tuple[str, int]]  # (run id, attempt)
+    outcomes: Sequence[Outcome]
+    claim_limit: int
+    lease_seconds: float
 
 
 @dataclass(frozen=True, slots=True)

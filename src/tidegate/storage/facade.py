@@ -18,10 +18,11 @@ from typing import Any, Protocol, TypeVar
 
 from tidegate.domain.backpressure import Pace
 from tidegate.domain.blocking import QueuedShape
-from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
+from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer, TriggerRequest
 from tidegate.domain.doctor import DatabaseFacts
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
 from tidegate.domain.model import (
+    CycleRequest,
     CycleResult,
     EventRecord,
     HolderRecord,
@@ -42,6 +43,7 @@ from tidegate.domain.retention import PruneReport
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.domain.scopes import Rules
 from tidegate.domain.steps import (
+    FinishStepRequest,
     PoolConfig,
     PoolStatus,
     PoolWaiter,
@@ -142,16 +144,8 @@ class AggregateStore:
     def cancel_run(self, run_id: str) -> RunStatus:
         return self._children.cancel_run(run_id)
 
-    def trigger_children(
-        self,
-        fence: Fence,
-        worker_id: str,
-        children: Sequence[NewChild],
-        wait: bool,
-        release_all: bool,
-        wait_any: bool = False,
-    ) -> TriggerAnswer:
-        return self._children.trigger_children(fence, worker_id, children, wait, release_all, wait_any)
+    def trigger_children(self, request: TriggerRequest) -> TriggerAnswer:
+        return self._children.trigger_children(request)
 
     def run_children(self, run_id: str) -> list[ChildRecord]:
         return self._children.run_children(run_id)
@@ -231,16 +225,8 @@ class AggregateStore:
 
     # --- claims ----------------------------------------------------------------
 
-    def cycle(
-        self,
-        worker_id: str,
-        queues: Sequence[str],
-        starts: Sequence[Fence],
-        outcomes: Sequence[Outcome],
-        claim_limit: int,
-        lease_seconds: float,
-    ) -> CycleResult:
-        return self._claims.cycle(worker_id, queues, starts, outcomes, claim_limit, lease_seconds)
+    def cycle(self, request: CycleRequest) -> CycleResult:
+        return self._claims.cycle(request)
 
     def peek_cycle(self, worker_id: str, queues: Sequence[str]) -> CycleResult | None:
         return self._guard.peek_cycle(worker_id, queues)
@@ -350,15 +336,8 @@ class AggregateStore:
     def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
         return self._steps.record_steps(fence, steps)
 
-    def finish_step(
-        self,
-        fence: Fence,
-        worker_id: str,
-        step: StepUpdate,
-        successor: SlotRequest | None = None,
-        successor_started: StepUpdate | None = None,
-    ) -> StepFinish:
-        return self._steps.finish_step(fence, worker_id, step, successor, successor_started)
+    def finish_step(self, request: FinishStepRequest) -> StepFinish:
+        return self._steps.finish_step(request)
 
     def run_steps(self, run_id: str) -> list[StepRecord]:
         return self._steps.run_steps(run_id)

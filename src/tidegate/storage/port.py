@@ -15,10 +15,11 @@ from typing import Protocol
 
 from tidegate.domain.backpressure import Pace
 from tidegate.domain.blocking import QueuedShape
-from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
+from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer, TriggerRequest
 from tidegate.domain.doctor import DatabaseFacts
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
 from tidegate.domain.model import (
+    CycleRequest,
     CycleResult,
     EventRecord,
     HolderRecord,
@@ -39,6 +40,7 @@ from tidegate.domain.retention import PruneReport
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.domain.scopes import Rules
 from tidegate.domain.steps import (
+    FinishStepRequest,
     PoolConfig,
     PoolStatus,
     PoolWaiter,
@@ -231,17 +233,9 @@ class ActivityVerbs(Protocol):
 class ClaimVerbs(Protocol):
     """A worker's cycle: reports and claims in one transaction."""
 
-    def cycle(
-        self,
-        worker_id: str,
-        queues: Sequence[str],
-        starts: Sequence[Fence],
-        outcomes: Sequence[Outcome],
-        claim_limit: int,
-        lease_seconds: float,
-    ) -> CycleResult:
+    def cycle(self, request: CycleRequest) -> CycleResult:
         """One worker round trip: record starts and outcomes (fenced, releasing their scopes),
-        then claim up to `claim_limit`: every scope of each claimed run is taken in the same
+        then claim up to `request.claim_limit`: every scope of each claimed run is taken in the same
         transaction (holder rows) or the run is skipped with its block reason recorded."""
 
 
@@ -339,15 +333,7 @@ class QueueVerbs(Protocol):
 class ChildVerbs(Protocol):
     """Children, waits and cancels (a cancel reaches a run's children)."""
 
-    def trigger_children(
-        self,
-        fence: Fence,
-        worker_id: str,
-        children: Sequence[NewChild],
-        wait: bool,
-        release_all: bool,
-        wait_any: bool = False,
-    ) -> TriggerAnswer:
+    def trigger_children(self, request: TriggerRequest) -> TriggerAnswer:
         """Store the children a running attempt triggers (positions already stored are checked,
         NonDeterministicReplay, and answered, not stored twice); with `wait`, if some awaited
         child is unfinished, end the attempt `waiting`, releasing slots per domain/waits.py
@@ -439,14 +425,7 @@ class StepVerbs(Protocol):
         step completed or failed also frees every slot it still holds (its
         fan-out window slot included)."""
 
-    def finish_step(
-        self,
-        fence: Fence,
-        worker_id: str,
-        step: StepUpdate,
-        successor: SlotRequest | None = None,
-        successor_started: StepUpdate | None = None,
-    ) -> StepFinish:
+    def finish_step(self, request: FinishStepRequest) -> StepFinish:
         """`record_steps` of a finished step that may hand its slots to `successor`, in one transaction.
 
         The successor is the run's next step waiting for the same slots.

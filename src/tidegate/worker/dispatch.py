@@ -34,6 +34,7 @@ from tidegate.worker.reports import Reports
 from tidegate.worker.settings import WorkerSettings
 from tidegate.worker.threads import DaemonThreadPool
 from tidegate.workflow import RunScope, execute_workflow
+from tidegate.domain.model import CycleRequest
 
 log = logging.getLogger("tidegate.worker")
 
@@ -215,7 +216,7 @@ class Dispatcher:
             return
         settings = self._settings
         try:
-            self._store.cycle(self._worker_id, settings.queues, [attempt.fence], [], 0, settings.lease_duration)
+            self._store.cycle(CycleRequest(self._worker_id, settings.queues, [attempt.fence], [], 0, settings.lease_duration))
         except Exception:
             log.exception(
                 "could not record the start of suspect run %s; reporting it with the next turn", attempt.run.id
@@ -246,7 +247,7 @@ class Dispatcher:
         settings = self._settings
 
         def cycle(starts: list[Fence], ended: list[Outcome]) -> CycleResult:
-            return self._store.cycle(self._worker_id, settings.queues, starts, ended, 0, settings.lease_duration)
+            return self._store.cycle(CycleRequest(self._worker_id, settings.queues, starts, ended, 0, settings.lease_duration))
 
         self._reports.send_now(outcome, cycle)
         self._bridge.call(self._settled, attempt, outcome)

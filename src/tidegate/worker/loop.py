@@ -35,6 +35,7 @@ from tidegate.worker.metrics import OVERFLOW_SIGNALS, record_claims
 from tidegate.worker.reports import Reports
 from tidegate.worker.settings import WorkerSettings
 from tidegate.workflow.executors import shutdown_process_pool
+from tidegate.domain.model import CycleRequest
 
 log = logging.getLogger("tidegate.worker")
 
@@ -263,7 +264,7 @@ class Worker:
             peeked = self._store.peek_cycle(self.id, settings.queues)
             if peeked is not None:
                 return peeked
-        return self._store.cycle(self.id, settings.queues, starts, outcomes, free, settings.lease_duration)
+        return self._store.cycle(CycleRequest(self.id, settings.queues, starts, outcomes, free, settings.lease_duration))
 
     async def _done(self) -> bool:
         """Whether to leave the loop: stopped and settled (or out of grace), idle too long, or drained."""

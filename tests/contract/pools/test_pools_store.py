@@ -14,6 +14,7 @@ from tidegate.domain.pools import fanout_scope, pool_needs
 from tidegate.domain.steps import StepStatus, StepUpdate
 
 from .conftest import QUEUE, claim, step_events, usage
+from tidegate.domain.model import CycleRequest
 
 
 def test_a_grant_holds_weighted_slots_until_released(store, job):
@@ -153,14 +154,14 @@ def test_a_live_lease_is_not_swept(store, job):
 def test_a_stale_attempt_changes_nothing(store, job, clock):
     store.set_pool_limit("a", 1, 300)
     handle = job.submit()
-    [first] = store.cycle("A", [QUEUE], [], [], 1, 0.3).claimed
+    [first] = store.cycle(CycleRequest("A", [QUEUE], [], [], 1, 0.3)).claimed
     stale = first.fence
     assert store.acquire_slots(stale, "A", "s", pool_needs({"a": 1}), {}).granted
     assert store.record_steps(stale, [StepUpdate("m[0]", StepStatus.PENDING, "m", 0)])
     clock.advance(0.35)
     assert handle.id in store.sweep("sweeper", 0.05).requeued
     assert usage(store) == {"a": 0}  # the run's end released its step holders (defence in depth)
-    [second] = store.cycle("B", [QUEUE], [], [], 1, 30).claimed
+    [second] = store.cycle(CycleRequest("B", [QUEUE], [], [], 1, 30)).claimed
     current = second.fence
     assert current == (handle.id, 2)
     assert store.acquire_slots(current, "B", "s", pool_needs({"a": 1}), {}).granted
@@ -235,14 +236,14 @@ def test_map_items_fill_a_sliding_window_in_index_order(store, job):
 
 def test_a_recovered_run_takes_again_the_items_its_dead_attempt_had_taken(store, job, clock):
     handle = job.submit()
-    [first] = store.cycle("A", [QUEUE], [], [], 1, 0.3).claimed
+    [first] = store.cycle(CycleRequest("A", [QUEUE], [], [], 1, 0.3)).claimed
     store.record_steps(first.fence, [StepUpdate(f"f[{i}]", StepStatus.PENDING, "f", i) for i in range(4)])
     for _ in range(2):
         store.next_map_item(first.fence, "A", "f", 2)
     store.record_steps(first.fence, [StepUpdate("f[0]", StepStatus.COMPLETED, "f", 0, output=0)])
     clock.advance(0.35)
     assert handle.id in store.sweep("sweeper", 0.05).requeued
-    [second] = store.cycle("B", [QUEUE], [], [], 1, 30).claimed
+    [second] = store.cycle(CycleRequest("B", [QUEUE], [], [], 1, 30)).claimed
     # re-recording the items up front keeps the checkpoint of f[0]
     store.record_steps(second.fence, [StepUpdate(f"f[{i}]", StepStatus.PENDING, "f", i) for i in range(4)])
     taken = [store.next_map_item(second.fence, "B", "f", 2) for _ in range(3)]
@@ -279,8 +280,8 @@ def test_the_end_of_a_run_frees_its_step_slots_and_waiters_of_dead_attempts_are_
     assert store.acquire_slots(first, "w1", "s", pool_needs({"a": 1}), {}).granted
     assert not store.acquire_slots(second, "w1", "s", pool_needs({"a": 1}), {}).granted
     assert [(p.claimed, p.pending) for p in store.pools()] == [(1, 1)]
-    store.cycle("w1", [QUEUE], [], [Outcome(first[0], first[1], OutcomeKind.COMPLETED)], 0, 30)
-    store.cycle("w1", [QUEUE], [], [Outcome(second[0], second[1], OutcomeKind.FAILED, error="x")], 0, 30)
+    store.cycle(CycleRequest("w1", [QUEUE], [], [Outcome(first[0], first[1], OutcomeKind.COMPLETED)], 0, 30))
+    store.cycle(CycleRequest("w1", [QUEUE], [], [Outcome(second[0], second[1], OutcomeKind.FAILED, error="x")], 0, 30))
     assert [(p.claimed, p.pending) for p in store.pools()] == [(0, 0)]
 
 

@@ -16,7 +16,7 @@ import psycopg
 
 from tidegate.domain import claim_plan
 from tidegate.domain.integers import STORED_INT_MAX
-from tidegate.domain.model import CycleResult, Outcome
+from tidegate.domain.model import CycleRequest, CycleResult, Outcome
 from tidegate.storage import adaptation, port
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres import free_claims
@@ -41,15 +41,7 @@ class Claims(Aggregate, port.ClaimVerbs):
         self._children = children
         self.forecast = ScopeForecast()  # the scopes a limited claim locks in its first batch (guard.py too)
 
-    def cycle(
-        self,
-        worker_id: str,
-        queues: Sequence[str],
-        starts: Sequence[Fence],
-        outcomes: Sequence[Outcome],
-        claim_limit: int,
-        lease_seconds: float,
-    ) -> CycleResult:
+    def cycle(self, request: CycleRequest) -> CycleResult:
         """Report, then claim, in one transaction of pipelined batches.
 
         The first batch records starts and outcomes (releasing the scopes of
@@ -64,6 +56,8 @@ class Claims(Aggregate, port.ClaimVerbs):
         claim committed before the scope lock was granted. A worker in the fill
         order above rank 0 first reads the registry (one more round trip).
         """
+        worker_id, queues, starts, outcomes = request.worker_id, request.queues, request.starts, request.outcomes
+        claim_limit, lease_seconds = request.claim_limit, request.lease_seconds
         if not (starts or outcomes or claim_limit > 0):  # a full worker woken looks for cancels: one read
             cancels = [(row[0], row[1]) for row in self._fetchall("cancel_requests", {"worker": worker_id})]
             return CycleResult([], [], cancels, None, False)

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from tidegate.domain import events as history
-from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
+from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer, TriggerRequest
 from tidegate.domain.errors import AttemptFencedOut, RunNotFound
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.jsonvalue import dumps
@@ -39,16 +39,9 @@ class Children(Aggregate, port.ChildVerbs):
         self._limits = limits
         self._runs = runs
 
-    def trigger_children(
-        self,
-        fence: Fence,
-        worker_id: str,
-        children: Sequence[NewChild],
-        wait: bool,
-        release_all: bool,
-        wait_any: bool = False,
-    ) -> TriggerAnswer:
-        run_id, attempt = fence
+    def trigger_children(self, request: TriggerRequest) -> TriggerAnswer:
+        run_id, attempt = request.fence
+        worker_id, children, wait = request.worker_id, request.children, request.wait
         with self._write() as (connection, now):
             parent = connection.execute(
                 self._q("trigger_children"), {"id": run_id, "attempt": attempt, "worker": worker_id}
@@ -68,11 +61,11 @@ class Children(Aggregate, port.ChildVerbs):
                 )
             asked = [existing.get(child.index) or waiting.queued_child(child) for child in children]
             asked = [replace(record, awaited=record.awaited or wait) for record in asked]
-            pending = waiting.waited_on(asked, wait, wait_any)
+            pending = waiting.waited_on(asked, wait, request.wait_any)
             if pending:
                 shapes = waiting.waited_shapes(pending, new, waiting.shapes_of(stored, to_json))
-                remaining = waiting.wait_remaining(existing, asked, wait_any)
-                events.append(self._wait(connection, parent, pending, shapes, release_all, remaining, now))
+                remaining = waiting.wait_remaining(existing, asked, request.wait_any)
+                events.append(self._wait(connection, parent, pending, shapes, request.release_all, remaining, now))
             connection.executemany(self._q("insert_event"), events)
         return TriggerAnswer(asked, waiting=bool(pending))
 

@@ -17,6 +17,7 @@ from tidegate.domain import events as history
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, fanout_scope, holder_key
 from tidegate.domain.steps import (
+    FinishStepRequest,
     SlotGrant,
     SlotRequest,
     StepFinish,
@@ -182,14 +183,9 @@ class SQLiteStepVerbs(OneStepAcquire, Aggregate, port.StepVerbs):
         wakes.only_if(freed)
         return True
 
-    def finish_step(
-        self,
-        fence: Fence,
-        worker_id: str,
-        step: StepUpdate,
-        successor: SlotRequest | None = None,
-        successor_started: StepUpdate | None = None,
-    ) -> StepFinish:
+    def finish_step(self, request: FinishStepRequest) -> StepFinish:
+        fence, worker_id, step, successor = request.fence, request.worker_id, request.step, request.successor
+        successor_started = request.successor_started
         run_id, attempt = fence
         with self._write() as (connection, now):
             run = connection.execute(self._q("step_fence"), {"run_id": run_id, "attempt": attempt}).fetchone()
