@@ -25,8 +25,8 @@ from tests import races
 from tidegate import RunStatus
 from tidegate.domain.children import NewChild
 from tidegate.domain.model import Outcome, OutcomeKind
-from tidegate.storage import waiting
-from tidegate.storage.sqlfile import load_queries
+from tidegate.storage.shared import waiting
+from tidegate.storage.shared.sqlfile import load_queries
 
 from .conftest import claim, enqueue_one, new_run
 from tidegate.domain.model import CycleRequest

@@ -25,7 +25,7 @@ from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.model import RunStatus
 from tidegate.storage.port import Store
 from tidegate.storage.postgres.database import PLAN_CACHE_MODE, PLANNED_PER_CALL, PREPARE_THRESHOLD
-from tidegate.storage.sqlfile import load_queries
+from tidegate.storage.shared.sqlfile import load_queries
 from tidegate.domain.model import CycleRequest
 
 QUERIES = load_queries("tidegate.storage.postgres")

@@ -17,7 +17,7 @@ from importlib import resources
 import pytest
 
 from tidegate.storage.port import VERBS
-from tidegate.storage.sqlfile import parse_queries
+from tidegate.storage.shared.sqlfile import parse_queries
 
 DIALECTS = ("sqlite", "postgres")
 

@@ -19,7 +19,7 @@ from tidegate import Concurrency, RunStatus, WaitDeadlock
 from tidegate.domain.children import NewChild
 from tidegate.domain.limits import QueueConfig
 from tidegate.domain.model import Outcome, OutcomeKind
-from tidegate.storage import waiting
+from tidegate.storage.shared import waiting
 
 from .conftest import claim, enqueue_one, new_run
 from tidegate.domain.model import CycleRequest

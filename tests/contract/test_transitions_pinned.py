@@ -26,7 +26,7 @@ from tidegate.domain.errors import AdmissionRejected
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
 from tidegate.domain.model import NewRun, Outcome, OutcomeKind, RunStatus
 from tidegate.domain.steps import StepStatus, StepUpdate
-from tidegate.storage.sqlfile import load_queries
+from tidegate.storage.shared.sqlfile import load_queries
 
 from .conftest import LEASE, new_run
 from tidegate.domain.model import CycleRequest

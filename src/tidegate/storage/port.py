@@ -545,7 +545,7 @@ class Store(
     Protocol,
 ):
     """The whole port: every role, as the faces and the worker use it. An adapter's aggregates each
-    implement one role (declared, so mypy checks them); `storage/facade.py` composes them."""
+    implement one role (declared, so mypy checks them); `storage/shared/facade.py` composes them."""
 
 
 VERBS: frozenset[str] = frozenset(

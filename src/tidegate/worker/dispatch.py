@@ -203,7 +203,7 @@ class Dispatcher:
         """Report the attempt's start; a suspect's is written now, in its own transaction.
 
         Other starts ride on the next turn (or on a trigger of the attempt, which records the
-        start first if no turn did: `storage.waiting.record_start`). Only an attempt whose
+        start first if no turn did: `storage.shared.waiting.record_start`). Only an attempt whose
         start was recorded is charged for a crash (domain/recovery.py), and a suspect is
         charged for a crash it is the only suspect in: so its start must be in the store
         before its body runs. The write is made off the loop (on the task's thread, or the

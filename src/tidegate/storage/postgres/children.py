@@ -45,7 +45,8 @@ from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import RunStatus
 from tidegate.domain.scopes import Rules
-from tidegate.storage import port, records, waiting
+from tidegate.storage import port
+from tidegate.storage.shared import records, waiting
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres.admission import refuse_past_ceilings
 from tidegate.storage.postgres.database import Aggregate, Database

@@ -17,7 +17,8 @@ import psycopg
 from tidegate.domain import claim_plan
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import CycleRequest, CycleResult, Outcome
-from tidegate.storage import adaptation, port
+from tidegate.storage import port
+from tidegate.storage.shared import adaptation
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres import free_claims
 from tidegate.storage.postgres.children import Children

@@ -26,7 +26,7 @@ from tidegate.storage.postgres.ceilings import Ceilings
 from tidegate.storage.postgres.connections import Connections
 from tidegate.storage.postgres.connections import first_line as _first_line
 from tidegate.storage.postgres.pooler import check_session_defaults, clocked_sql, endpoint
-from tidegate.storage.sqlfile import load_queries
+from tidegate.storage.shared.sqlfile import load_queries
 from tidegate.storage.urls import masked
 
 # Connection set-up, like `SET jit = off` below, not a port verb: PostgreSQL only (SQLite reads the clock itself).

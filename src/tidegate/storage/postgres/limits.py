@@ -20,12 +20,13 @@ from tidegate.domain.limits import QueueConfig, RunQueueConfig, queue_to_dict, r
 from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
 from tidegate.domain.rates import RateStates
 from tidegate.domain.scopes import Rules
-from tidegate.storage import adaptation, port, records
-from tidegate.storage.claiming import STATE_SLACK_NS
+from tidegate.storage import port
+from tidegate.storage.shared import adaptation, records
+from tidegate.storage.shared.claiming import STATE_SLACK_NS
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.payloads import event_params, payload_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
-from tidegate.storage.rules import limit_change, stored_rules
+from tidegate.storage.shared.rules import limit_change, stored_rules
 from tidegate.storage.shared import wakes
 
 
@@ -111,7 +112,7 @@ class Limits(Aggregate, port.LimitVerbs):
         return cached is not None and adaptation.has_adaptive(cached[1])
 
     def adapt(self, connection: psycopg.Connection[Any], ended: Sequence[adaptation.Ended]) -> None:
-        """Apply the outcomes' signals to the adaptive limits they concern (storage/adaptation.py), in
+        """Apply the outcomes' signals to the adaptive limits they concern (storage/shared/adaptation.py), in
         the cycle's transaction: the states locked in target order; a moved limit written under the
         rules fence (no claim in flight decides on the old one after this commits), with a new rules
         version and its LimitChanged event."""

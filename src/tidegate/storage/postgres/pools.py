@@ -13,7 +13,8 @@ from tidegate.domain import pool_settings
 from tidegate.domain.model import HolderRecord
 from tidegate.domain.pool_settings import PoolRow
 from tidegate.domain.steps import PoolConfig, PoolStatus, PoolWaiter
-from tidegate.storage import pool_rows, port, records
+from tidegate.storage import port
+from tidegate.storage.shared import pool_rows, records
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import event_params, to_time
 from tidegate.storage.postgres.pipeline import transaction

@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import EventRecord, NewRun, RunRecord, RunStatus, TaskDefinition, TaskRegistration
 from tidegate.domain.transitions import Ceiling
-from tidegate.storage import port, records
+from tidegate.storage import port
+from tidegate.storage.shared import records
 from tidegate.storage.postgres.activity import read_pace
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.free_submit import free_answers, free_steps, free_version

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
-from tidegate.storage import port, scheduling
+from tidegate.storage import port
+from tidegate.storage.shared import scheduling
 from tidegate.storage.postgres import script_runner, submit_script
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import event_params, payload_json, to_json, to_time

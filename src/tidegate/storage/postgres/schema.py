@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tidegate.storage import port
-from tidegate.storage.migrations import Migration, check_current, load_migrations, pending
+from tidegate.storage.shared.migrations import Migration, check_current, load_migrations, pending
 from tidegate.storage.postgres.database import Aggregate, Database
 
 

@@ -21,7 +21,8 @@ from tidegate.domain import events as history
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, fanout_scope, holder_key, pool_of
 from tidegate.domain.steps import FinishStepRequest, SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
-from tidegate.storage import port, records, slots
+from tidegate.storage import port
+from tidegate.storage.shared import records, slots
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import to_json, to_time

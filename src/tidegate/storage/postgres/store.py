@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
-from tidegate.storage.facade import AggregateStore
+from tidegate.storage.shared.facade import AggregateStore
 from tidegate.storage.postgres.activity import Activity
 from tidegate.storage.postgres.browse import Browse
 from tidegate.storage.postgres.children import Children

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from tidegate.domain.blocking import QueuedShape
 from tidegate.domain.model import EventRecord, RunStatus
-from tidegate.storage import port, records
+from tidegate.storage import port
+from tidegate.storage.shared import records
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import to_json, to_time
 

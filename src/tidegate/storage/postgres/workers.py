@@ -15,7 +15,8 @@ from psycopg.rows import dict_row
 
 from tidegate.domain import events as history
 from tidegate.domain.jsonvalue import dumps
-from tidegate.storage import port, registry
+from tidegate.storage import port
+from tidegate.storage.shared import registry
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.payloads import event_params, to_json

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tidegate.domain.model import RunRecord, RunStatus
-from tidegate.storage import browsing, port, records
+from tidegate.storage import port
+from tidegate.storage.shared import browsing, records
 from tidegate.storage.sqlite.database import Aggregate
 from tidegate.storage.sqlite.payloads import to_json, to_time
 

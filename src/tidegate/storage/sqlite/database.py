@@ -24,7 +24,7 @@ from pathlib import Path
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.errors import StoreUnavailable
 from tidegate.storage.shared import wakes
-from tidegate.storage.sqlfile import load_queries
+from tidegate.storage.shared.sqlfile import load_queries
 from tidegate.storage.sqlite import files
 from tidegate.storage.sqlite.wakeups import DatagramNotifier
 from tidegate.storage.urls import masked

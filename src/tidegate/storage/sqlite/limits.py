@@ -17,9 +17,10 @@ from tidegate.domain.limits import QueueConfig, RunQueueConfig, queue_to_dict, r
 from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
 from tidegate.domain.rates import RateStates, to_ns
 from tidegate.domain.scopes import Rules
-from tidegate.storage import adaptation, port, records
-from tidegate.storage.claiming import STATE_SLACK_NS
-from tidegate.storage.rules import limit_change, stored_rules
+from tidegate.storage import port
+from tidegate.storage.shared import adaptation, records
+from tidegate.storage.shared.claiming import STATE_SLACK_NS
+from tidegate.storage.shared.rules import limit_change, stored_rules
 from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row, to_time
@@ -115,7 +116,7 @@ class Limits(Aggregate, port.LimitVerbs):
         )
 
     def adapt(self, connection: sqlite3.Connection, ended: Sequence[adaptation.Ended], now: float) -> list[Event]:
-        """Apply the outcomes' signals to the adaptive limits they concern (storage/adaptation.py);
+        """Apply the outcomes' signals to the adaptive limits they concern (storage/shared/adaptation.py);
         the LimitChanged events of the limits that moved, for the caller to append."""
         rules = self.load_rules(connection)
         work = adaptation.targets(rules, ended)

@@ -12,7 +12,8 @@ from tidegate.domain import pool_settings
 from tidegate.domain.model import HolderRecord
 from tidegate.domain.pool_settings import PoolRow
 from tidegate.domain.steps import PoolConfig, PoolStatus, PoolWaiter
-from tidegate.storage import pool_rows, port, records
+from tidegate.storage import port
+from tidegate.storage.shared import pool_rows, records
 from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.database import Aggregate
 from tidegate.storage.sqlite.payloads import event_row, to_time

@@ -16,7 +16,8 @@ from tidegate.domain.errors import RunNotFound
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import EventRecord, NewRun, RunRecord, RunStatus, TaskDefinition, TaskRegistration
 from tidegate.domain.transitions import ceilings_met
-from tidegate.storage import port, records
+from tidegate.storage import port
+from tidegate.storage.shared import records
 from tidegate.storage.sqlite.activity import pace_of
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits

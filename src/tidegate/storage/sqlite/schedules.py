@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
-from tidegate.storage import port, scheduling
+from tidegate.storage import port
+from tidegate.storage.shared import scheduling
 from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row, to_json, to_time

@@ -26,7 +26,8 @@ from tidegate.domain.steps import (
     StepUpdate,
 )
 from tidegate.domain.transitions import has_room
-from tidegate.storage import port, records, slots
+from tidegate.storage import port
+from tidegate.storage.shared import records, slots
 from tidegate.storage.port import Fence
 from tidegate.storage.shared import wakes
 from tidegate.storage.shared.steps import OneStepAcquire

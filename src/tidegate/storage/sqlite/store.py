@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
-from tidegate.storage.facade import AggregateStore
+from tidegate.storage.shared.facade import AggregateStore
 from tidegate.storage.shared import wakes
 from tidegate.storage.sqlite.activity import Activity
 from tidegate.storage.sqlite.browse import Browse

@@ -7,7 +7,8 @@ import sqlite3
 from collections.abc import Sequence
 
 from tidegate.domain import events as history
-from tidegate.storage import port, registry
+from tidegate.storage import port
+from tidegate.storage.shared import registry
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
 from tidegate.storage.sqlite.payloads import event_row, to_json
