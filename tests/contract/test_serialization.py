@@ -35,7 +35,7 @@ from tidegate import (
 from tidegate.domain import claim_plan
 from tidegate.domain.pools import pool_needs
 from tidegate.engine.operators import limits as live
-from tidegate.storage import slots
+from tidegate.storage.shared import slots
 
 from .conftest import execute_sql
 from tidegate.domain.model import CycleRequest

@@ -17,20 +17,20 @@ from tidegate.domain.adaptive import by_target
 from tidegate.domain.errors import StoreUnavailable
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.limits import QueueConfig, RunQueueConfig, queue_to_dict, run_queue_to_dict
-from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
+from tidegate.domain.model import LimitChange
 from tidegate.domain.rates import RateStates
 from tidegate.domain.scopes import Rules
 from tidegate.storage import port
-from tidegate.storage.shared import adaptation, records
-from tidegate.storage.shared.claiming import STATE_SLACK_NS
 from tidegate.storage.postgres.database import Aggregate, Database
-from tidegate.storage.postgres.payloads import event_params, payload_json, to_time
+from tidegate.storage.postgres.payloads import event_params, payload_json
 from tidegate.storage.postgres.pipeline import transaction
+from tidegate.storage.shared import adaptation, wakes
+from tidegate.storage.shared.claiming import STATE_SLACK_NS
+from tidegate.storage.shared.reads import LimitReads
 from tidegate.storage.shared.rules import limit_change, stored_rules
-from tidegate.storage.shared import wakes
 
 
-class Limits(Aggregate, port.LimitVerbs):
+class Limits(Aggregate, LimitReads, port.LimitVerbs):
     """The rules and limit verbs, and the cache of the rules every claim uses."""
 
     def __init__(self, db: Database) -> None:
@@ -145,16 +145,6 @@ class Limits(Aggregate, port.LimitVerbs):
         cached = self.cached
         return None if cached is None else cached[0]
 
-    def limit_overrides(self) -> list[LimitOverride]:
-        with self._connection() as connection:
-            rows = connection.execute(self._q("load_overrides")).fetchall()
-        # to_time is typed Optional; this column is NOT NULL
-        return [LimitOverride(target, limit, version, to_time(at)) for target, limit, version, at in rows]  # type: ignore[arg-type]
-
-    def scope_usage(self) -> dict[str, int]:
-        with self._connection() as connection:
-            return dict(connection.execute(self._q("scope_usage")).fetchall())
-
     def rate_states(self) -> RateStates:
         with self._connection() as connection:
             return self.live_rates(connection)
@@ -165,7 +155,3 @@ class Limits(Aggregate, port.LimitVerbs):
         rows = connection.execute(self._q("live_rate_states"), {"slack": STATE_SLACK_NS}).fetchall()
         states = {(scope, window): tat for _, scope, window, tat in rows if scope is not None}
         return RateStates(states, rows[0][0])
-
-    def scope_holders(self, scope: str) -> list[HolderRecord]:
-        rows = self._fetch_dicts("scope_holders", {"scope": scope})
-        return [records.holder_record(row, to_time) for row in rows]

@@ -22,18 +22,18 @@ from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, fanout_scope, holder_key, pool_of
 from tidegate.domain.steps import FinishStepRequest, SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
 from tidegate.storage import port
-from tidegate.storage.shared import records, slots
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import to_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
-from tidegate.storage.shared import wakes
+from tidegate.storage.shared import records, slots, wakes
+from tidegate.storage.shared.reads import StepReads
 from tidegate.storage.shared.steps import OneStepAcquire
 
 READ_COMMITTED = b"BEGIN ISOLATION LEVEL READ COMMITTED"  # each read after a lock sees every commit before it
 
 
-class PostgresStepVerbs(OneStepAcquire, Aggregate, port.StepVerbs):
+class PostgresStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
     """The step verbs of the storage port."""
 
     # --- slots ----------------------------------------------------------------------
@@ -263,11 +263,6 @@ class PostgresStepVerbs(OneStepAcquire, Aggregate, port.StepVerbs):
         return connection.execute(
             self._q("record_steps"), {"run_id": run_id, "attempt": attempt, "steps": dumps(payload), "wake": wake}
         )
-
-    def run_steps(self, run_id: str) -> list[StepRecord]:
-        return [
-            records.step_record(row, to_time, to_json) for row in self._fetch_dicts("run_steps", {"run_id": run_id})
-        ]
 
     def next_map_item(self, fence: Fence, worker_id: str, map_key: str, window: int) -> StepRecord | None:
         """One round trip: fence, the window's scope lock, then take the item and its holder."""

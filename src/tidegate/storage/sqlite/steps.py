@@ -27,15 +27,15 @@ from tidegate.domain.steps import (
 )
 from tidegate.domain.transitions import has_room
 from tidegate.storage import port
-from tidegate.storage.shared import records, slots
 from tidegate.storage.port import Fence
-from tidegate.storage.shared import wakes
+from tidegate.storage.shared import records, slots, wakes
+from tidegate.storage.shared.reads import StepReads
 from tidegate.storage.shared.steps import OneStepAcquire
 from tidegate.storage.sqlite.database import Aggregate
 from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
 
 
-class SQLiteStepVerbs(OneStepAcquire, Aggregate, port.StepVerbs):
+class SQLiteStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
     """The step verbs of the storage port."""
 
     # --- slots ----------------------------------------------------------------------
@@ -302,10 +302,6 @@ class SQLiteStepVerbs(OneStepAcquire, Aggregate, port.StepVerbs):
                 events.append(event_row(run_id, own, now, step.step_key))
         connection.executemany(self._q("insert_event"), events)
         return freed_any
-
-    def run_steps(self, run_id: str) -> list[StepRecord]:
-        rows = self._connection().execute(self._q("run_steps"), {"run_id": run_id})
-        return [records.step_record(row, to_time, to_json) for row in rows]
 
     def next_map_item(self, fence: Fence, worker_id: str, map_key: str, window: int) -> StepRecord | None:
         run_id, attempt = fence
