@@ -42,8 +42,7 @@ from rich.table import Table
 from common import fresh_database, measured_with, median, write_markdown
 from limits_apps import build, idle_cpu_percent, query, start_worker, stop_worker, wait_ready, worker_cycles
 from tidegate import App
-from tidegate.domain.model import Outcome, OutcomeKind
-from tidegate.domain.model import CycleRequest
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 
 PARTITIONS = 10
 CHUNK = 5000
@@ -99,7 +98,9 @@ def timed_eligible_claims(app: App, calls: int) -> float:
         if len(result.claimed) != 1:
             raise SystemExit(f"expected to claim the eligible run, claimed {len(result.claimed)}")
         run = result.claimed[0]
-        store.cycle(CycleRequest(DIRECT, ["blocked"], [], [Outcome(run.id, run.attempt, OutcomeKind.COMPLETED)], 0, 30.0))
+        store.cycle(
+            CycleRequest(DIRECT, ["blocked"], [], [Outcome(run.id, run.attempt, OutcomeKind.COMPLETED)], 0, 30.0)
+        )
     return statistics.median(times)
 
 

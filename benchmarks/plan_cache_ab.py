@@ -30,7 +30,7 @@ from blocked_backlog import fill
 from common import fresh_database, measured_with, write_markdown
 from pg_trace import Tracer
 from profile_postgres import LEASE, SLOTS, WORKER, fences, limited_app, outcomes
-from tidegate.domain.model import CycleRequest
+from tidegate.domain.model import CycleRequest, WorkerRegistration
 
 MODES = ("auto", "force_generic_plan", "force_custom_plan")
 console = Console()
@@ -74,7 +74,7 @@ def measure(kind: str, blocks: int, calls: int, backlog: int) -> dict[str, dict[
             app, task = limited_app(kind, url)
             task.submit_many([{"i": i} for i in range(blocks * len(MODES) * calls * SLOTS + 100)])
             ops = {"submit": lambda: task.submit(i=0), "claim 8 + complete": lambda: turn(app)}
-        app.store.register_worker(WORKER, SLOTS, ["work", "blocked"], False, LEASE)
+        app.store.register_worker(WorkerRegistration(WORKER, SLOTS, ["work", "blocked"], False, LEASE))
         samples: dict[str, dict[str, list[float]]] = {op: {mode: [] for mode in MODES} for op in ops}
         for _ in range(blocks):
             for mode in MODES:

@@ -51,7 +51,7 @@ from blocked_backlog import fill
 from common import RESULTS, fresh_database, measured_with
 from pg_trace import Checkout, Tracer
 from tidegate import Concurrency, Outcome, OutcomeKind, RunQueueConfig, TagConcurrencyLimit
-from tidegate.domain.model import CycleRequest
+from tidegate.domain.model import CycleRequest, WorkerRegistration
 
 WORKER = "profile:worker"
 LEASE = 60.0
@@ -179,7 +179,7 @@ def limited_ops(profile: Profile, kind: str, reps: int) -> None:
         app, task = limited_app(kind, url)
         store = app.store
         task.submit_many([{"i": i} for i in range(3 * reps * SLOTS + 50)])
-        store.register_worker(WORKER, SLOTS, ["work"], False, LEASE)
+        store.register_worker(WorkerRegistration(WORKER, SLOTS, ["work"], False, LEASE))
         for mode in MODES:
             with traced(store, mode) as tracer:
                 if kind == "no limit":
@@ -242,7 +242,7 @@ def blocked_ops(profile: Profile, backlog: int, reps: int) -> None:
         with psycopg.connect(url, autocommit=True) as connection:
             connection.execute("ANALYZE tidegate_runs")
         store, task = app.store, app.tasks["backlog_noop"]
-        store.register_worker(WORKER, SLOTS, ["blocked"], False, LEASE)
+        store.register_worker(WorkerRegistration(WORKER, SLOTS, ["blocked"], False, LEASE))
         store.cycle(CycleRequest(WORKER, ["blocked"], [], [], SLOTS, LEASE))  # records the block reasons once
         for mode in MODES:
             with traced(store, mode) as tracer:

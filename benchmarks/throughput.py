@@ -27,8 +27,7 @@ from rich.table import Table
 
 import tidegate
 from common import fresh_database, measured_with, medians, parse_options, repeated, write_markdown
-from tidegate.domain.model import Outcome, OutcomeKind
-from tidegate.domain.model import CycleRequest
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 
 HERE = Path(__file__).parent
 MAX_WORKERS = 64

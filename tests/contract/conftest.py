@@ -23,9 +23,8 @@ from tests.conftest import event_types, execute_sql, raw_store, wait_until
 from tidegate.bootstrap import open_store
 from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.jsonvalue import JSONValue
-from tidegate.domain.model import ClaimedRun, NewRun, Outcome, OutcomeKind
+from tidegate.domain.model import ClaimedRun, CycleRequest, NewRun, Outcome, OutcomeKind
 from tidegate.storage.port import Fence, Store
-from tidegate.domain.model import CycleRequest
 
 QUEUE = "contract"
 LEASE = 30.0

@@ -22,12 +22,11 @@ from tidegate import (
     WaitDeadlock,
 )
 from tidegate.domain import events as history
-from tidegate.domain.children import ABANDON, NewChild
+from tidegate.domain.children import ABANDON, NewChild, TriggerRequest
 from tidegate.domain.limits import QueueConfig
+from tidegate.domain.model import CycleRequest
 
 from .conftest import QUEUE, claim, completed, enqueue_one, execute_sql, new_run
-from tidegate.domain.model import CycleRequest
-from tidegate.domain.children import TriggerRequest
 
 OTHER = "other"
 
@@ -148,9 +147,9 @@ def test_a_wait_on_a_scope_its_own_chain_keeps_is_refused_as_a_deadlock(store):
 def test_cancelling_a_waiting_parent_cancels_its_children_and_frees_its_kept_slots(store):
     store.register_limits(None, [QueueConfig(QUEUE, Concurrency(global_limit=1)), QueueConfig(OTHER)], [])
     parent = running_parent(store)
-    answer = store.trigger_children(TriggerRequest(
-        parent.fence, "w1", [child(0), child(1), child(2, on_parent_cancel=ABANDON)], True, False
-    ))
+    answer = store.trigger_children(
+        TriggerRequest(parent.fence, "w1", [child(0), child(1), child(2, on_parent_cancel=ABANDON)], True, False)
+    )
     claim(store, "w2", queues=[OTHER])
     assert store.cancel_run(parent.id) is RunStatus.CANCELED
     statuses = [store.get_run(c.id) for c in answer.children]
@@ -210,7 +209,9 @@ def test_a_resumed_parent_goes_first_within_its_limits(store):
         RunQueueConfig(max_concurrent_runs=2), [QueueConfig(QUEUE, Concurrency(global_limit=1)), QueueConfig(OTHER)], []
     )
     parent = running_parent(store)
-    store.trigger_children(TriggerRequest(parent.fence, "w1", [child(0)], True, False))  # keeps its queue slot (cross-queue)
+    store.trigger_children(
+        TriggerRequest(parent.fence, "w1", [child(0)], True, False)
+    )  # keeps its queue slot (cross-queue)
     (kid,) = claim(store, "w2", queues=[OTHER])
     later = enqueue_one(store, priority=9)
     store.cycle(CycleRequest("w2", [OTHER], [], [completed(kid.fence)], 0, 30.0))

@@ -18,13 +18,12 @@ import psycopg
 import pytest
 
 from tidegate import RunStatus
-from tidegate.domain.children import NewChild
+from tidegate.domain.children import NewChild, TriggerRequest
+from tidegate.domain.model import CycleRequest
 from tidegate.worker import outcomes
 from tidegate.worker.execution import Attempt
 
 from .conftest import QUEUE, claim, completed, enqueue_one, new_run
-from tidegate.domain.model import CycleRequest
-from tidegate.domain.children import TriggerRequest
 
 KIDS = "kids"
 MAX_PAYLOAD = 1 << 20

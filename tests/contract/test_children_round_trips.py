@@ -20,10 +20,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from tidegate.domain.children import NewChild
+from tidegate.domain.children import NewChild, TriggerRequest
 
 from .conftest import claim, enqueue_one, new_run
-from tidegate.domain.children import TriggerRequest
 
 KIDS = "kids"
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 from tidegate import Concurrency, RecursiveWaitDeadlock, RunStatus
+from tidegate.domain.children import TriggerRequest
 from tidegate.domain.limits import QueueConfig
+from tidegate.domain.model import CycleRequest
 
 from .conftest import QUEUE, claim, completed, execute_sql
 from .test_children_contract import OTHER, child, running_parent, types
-from tidegate.domain.model import CycleRequest
-from tidegate.domain.children import TriggerRequest
 
 
 def _end_one(store) -> str:
@@ -23,14 +23,18 @@ def _end_one(store) -> str:
 
 def test_the_first_child_to_end_queues_the_parent_again(store):
     parent = running_parent(store)
-    answer = store.trigger_children(TriggerRequest(parent.fence, "w1", [child(0), child(1), child(2)], True, False, True))
+    answer = store.trigger_children(
+        TriggerRequest(parent.fence, "w1", [child(0), child(1), child(2)], True, False, True)
+    )
     assert answer.waiting and store.get_run(parent.id).status is RunStatus.WAITING
     first = _end_one(store)
     assert store.get_run(parent.id).status is RunStatus.QUEUED and types(store, parent.id)[-1] == "RunResumed"
 
     # The replay finds one ended: a wait on any of those is no wait at all.
     (again,) = claim(store, "w1")
-    replay = store.trigger_children(TriggerRequest(again.fence, "w1", [child(0), child(1), child(2)], True, False, True))
+    replay = store.trigger_children(
+        TriggerRequest(again.fence, "w1", [child(0), child(1), child(2)], True, False, True)
+    )
     assert not replay.waiting and [c.id for c in replay.children if c.finished] == [first]
     # On the two left, it waits again, and the next end (not the last) resumes it.
     left = [child(i) for i, c in enumerate(replay.children) if not c.finished]

@@ -7,10 +7,9 @@ are made up), nothing waits on timing.
 from __future__ import annotations
 
 from tidegate import RunStatus
-from tidegate.domain.model import Outcome, OutcomeKind
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 
 from .conftest import QUEUE, claim, completed, enqueue_one, failed, start
-from tidegate.domain.model import CycleRequest
 
 
 def types(store, run_id: str) -> list[str]:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tidegate.domain.model import CycleRequest
 from tidegate.storage.postgres.connections import POOL_MAX_SIZE, serve_bound, worker_process_bound
 
 from .conftest import claim, completed, enqueue_one, start
-from tidegate.domain.model import CycleRequest
 
 DAY = 86400.0
 

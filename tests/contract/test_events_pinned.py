@@ -19,13 +19,12 @@ from hypothesis import strategies as st
 from tests.conftest import execute_sql
 from tidegate.domain import events as history
 from tidegate.domain.limits import Concurrency, QueueConfig
+from tidegate.domain.model import CycleRequest
 from tidegate.domain.pools import pool_scope
-from tidegate.domain.steps import SlotRequest, StepStatus, StepUpdate
+from tidegate.domain.steps import FinishStepRequest, SlotRequest, StepStatus, StepUpdate
 
 from .conftest import LEASE
 from .test_transitions_pinned import new_runs, running
-from tidegate.domain.model import CycleRequest
-from tidegate.domain.steps import FinishStepRequest
 
 EXAMPLES = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 _names = itertools.count()
@@ -98,10 +97,10 @@ def test_a_step_s_slots_read_the_same(store, configured, unconfigured, fails):
         return
     _, [fence] = running(store, 1)
     run_id, attempt = fence
-    assert store.acquire_slots(fence, "w-pinned", "s1", needs, {}).granted
+    assert store.acquire_slots(fence, "w-pinned", SlotRequest("s1", needs, {})).granted
     assert store.renew_slots(fence, "s1")
     store.release_slots(fence, "s1")
-    assert store.acquire_slots(fence, "w-pinned", "s2", needs, {}).granted
+    assert store.acquire_slots(fence, "w-pinned", SlotRequest("s2", needs, {})).granted
     started = StepUpdate("s2", StepStatus.RUNNING)
     ended = StepUpdate("s2", StepStatus.FAILED, error="boom") if fails else StepUpdate("s2", StepStatus.COMPLETED)
     store.record_steps(fence, [started])
@@ -129,15 +128,17 @@ def test_slots_handed_on_read_the_same(store, needs):
     scopes = {pool_scope(pool): slots for pool, slots in needs.items()}
     _, [fence] = running(store, 1)
     run_id, attempt = fence
-    assert store.acquire_slots(fence, "w-pinned", "a", scopes, {}).granted
+    assert store.acquire_slots(fence, "w-pinned", SlotRequest("a", scopes, {})).granted
     store.record_steps(fence, [StepUpdate("a", StepStatus.RUNNING)])
-    finish = store.finish_step(FinishStepRequest(
-        fence,
-        "w-pinned",
-        StepUpdate("a", StepStatus.COMPLETED),
-        successor=SlotRequest("b", scopes, {}),
-        successor_started=StepUpdate("b", StepStatus.RUNNING),
-    ))
+    finish = store.finish_step(
+        FinishStepRequest(
+            fence,
+            "w-pinned",
+            StepUpdate("a", StepStatus.COMPLETED),
+            successor=SlotRequest("b", scopes, {}),
+            successor_started=StepUpdate("b", StepStatus.RUNNING),
+        )
+    )
     assert finish.recorded and finish.handed is not None and finish.handed.granted
     assert history.slots_released(attempt, scopes, history.handed_to("b")) in events_of(store, run_id, "a")
     assert history.slots_claimed(attempt, scopes, handed_from="a") in events_of(store, run_id, "b")
@@ -150,7 +151,7 @@ def test_what_the_sweep_repairs_reads_the_same(store, database_url):
     [claimed] = store.cycle(CycleRequest("w-leak", ["leaky"], [], [], 1, LEASE)).claimed
     execute_sql(database_url, "UPDATE tidegate_holders SET attempt = attempt + 5 WHERE run_id = ?", (claimed.id,))
     _, [fence] = running(store, 1)
-    assert store.acquire_slots(fence, "w-pinned", "s", {pool_scope("swept"): 2}, {}).granted
+    assert store.acquire_slots(fence, "w-pinned", SlotRequest("s", {pool_scope("swept"): 2}, {})).granted
     if database_url.startswith("sqlite"):
         backdate = "UPDATE tidegate_holders SET expires_at = expires_at - 3600 WHERE scope = ?"
     else:

@@ -9,10 +9,9 @@ import time
 import pytest
 
 from tidegate import RunStatus
-from tidegate.domain.model import Outcome, OutcomeKind
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 
 from .conftest import event_types, execute_sql, wait_until
-from tidegate.domain.model import CycleRequest
 
 QUEUE = "fenced"
 
@@ -51,7 +50,9 @@ def test_a_taken_over_attempt_cannot_report_its_outcome(app, job, clock):
     assert (second.id, second.attempt) == (handle.id, 2)
 
     # A wakes up and reports attempt 1 as completed: refused, reported back as fenced out
-    late = store.cycle(CycleRequest("worker-A", [QUEUE], [], [Outcome(handle.id, 1, OutcomeKind.COMPLETED, result="stale A")], 0, 30))
+    late = store.cycle(
+        CycleRequest("worker-A", [QUEUE], [], [Outcome(handle.id, 1, OutcomeKind.COMPLETED, result="stale A")], 0, 30)
+    )
     assert late.fenced_out == [(handle.id, 1)]
     record = handle.info()
     assert record.status is RunStatus.RUNNING
@@ -59,29 +60,37 @@ def test_a_taken_over_attempt_cannot_report_its_outcome(app, job, clock):
     assert record.result is None
 
     # nor may A fail it or retry it
-    late = store.cycle(CycleRequest(
-        "worker-A",
-        [QUEUE],
-        [],
-        [Outcome(handle.id, 1, OutcomeKind.FAILED, error="stale", retry_delay=0.0)],
-        0,
-        30,
-    ))
+    late = store.cycle(
+        CycleRequest(
+            "worker-A",
+            [QUEUE],
+            [],
+            [Outcome(handle.id, 1, OutcomeKind.FAILED, error="stale", retry_delay=0.0)],
+            0,
+            30,
+        )
+    )
     assert late.fenced_out == [(handle.id, 1)]
     # nor report attempt 2 under its own name (the fence is the attempt *and* the holder)
-    late = store.cycle(CycleRequest("worker-A", [QUEUE], [], [Outcome(handle.id, 2, OutcomeKind.COMPLETED, result="A")], 0, 30))
+    late = store.cycle(
+        CycleRequest("worker-A", [QUEUE], [], [Outcome(handle.id, 2, OutcomeKind.COMPLETED, result="A")], 0, 30)
+    )
     assert late.fenced_out == [(handle.id, 2)]
     assert handle.info().status is RunStatus.RUNNING
 
     # B, the present holder, completes it
-    done = store.cycle(CycleRequest("worker-B", [QUEUE], [], [Outcome(handle.id, 2, OutcomeKind.COMPLETED, result="B")], 0, 30))
+    done = store.cycle(
+        CycleRequest("worker-B", [QUEUE], [], [Outcome(handle.id, 2, OutcomeKind.COMPLETED, result="B")], 0, 30)
+    )
     assert done.fenced_out == []
     assert handle.wait(timeout=5) == "B"
     record = handle.info()
     assert record.attempt == 2 and record.worker_id is None
 
     # and a late outcome after completion changes nothing either
-    late = store.cycle(CycleRequest("worker-A", [QUEUE], [], [Outcome(handle.id, 1, OutcomeKind.FAILED, error="late")], 0, 30))
+    late = store.cycle(
+        CycleRequest("worker-A", [QUEUE], [], [Outcome(handle.id, 1, OutcomeKind.FAILED, error="late")], 0, 30)
+    )
     assert late.fenced_out == [(handle.id, 1)]
     assert handle.info().status is RunStatus.COMPLETED and handle.info().error is None
     types = event_types(app, handle.id)

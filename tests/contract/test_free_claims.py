@@ -21,10 +21,9 @@ import pytest
 
 from tests import races
 from tidegate.bootstrap import open_store
-from tidegate.domain.model import RunStatus
+from tidegate.domain.model import CycleRequest, RunStatus
 
 from .conftest import LEASE, claim, completed, enqueue_one
-from tidegate.domain.model import CycleRequest
 
 FREE = "free"
 MUTATION = pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from tidegate import Concurrency, RunQueueConfig
 from tidegate.domain.limits import QueueConfig
+from tidegate.domain.model import CycleRequest
 
 from .conftest import QUEUE, claim, completed, enqueue_one
-from tidegate.domain.model import CycleRequest
 
 LIMITED = "limited"
 

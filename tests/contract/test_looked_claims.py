@@ -15,10 +15,10 @@ import pytest
 
 from tests import races
 from tidegate import App, RunQueueConfig, RunStatus
+from tidegate.domain.model import CycleRequest
 from tidegate.storage.postgres import claim
 
 from .test_children_round_trips import counted_trips
-from tidegate.domain.model import CycleRequest
 
 LEASE = 60.0
 MUTATION = pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])

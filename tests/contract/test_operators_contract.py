@@ -13,10 +13,9 @@ import pytest
 from tidegate import AdmissionRejected, RunNotFound, RunNotRetryable
 from tidegate.domain.backpressure import Pace, retry_after
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
-from tidegate.domain.model import RunStatus
+from tidegate.domain.model import CycleRequest, RunStatus, WorkerRegistration
 
 from .conftest import QUEUE, claim, completed, enqueue_one, failed, start
-from tidegate.domain.model import CycleRequest
 
 TTL = 60.0
 
@@ -97,8 +96,8 @@ def test_retry_of_an_unknown_run_raises(store):
 
 
 def test_list_workers_shows_capacity_busy_queues_and_heartbeat_age(store):
-    store.register_worker("a", 2, [QUEUE, "other"], False, TTL)
-    store.register_worker("b", 3, ["other"], True, TTL)
+    store.register_worker(WorkerRegistration("a", 2, [QUEUE, "other"], False, TTL))
+    store.register_worker(WorkerRegistration("b", 3, ["other"], True, TTL))
     enqueue_one(store)
     claim(store, "a")
     workers = {worker.id: worker for worker in store.list_workers()}
@@ -112,7 +111,7 @@ def test_list_workers_shows_capacity_busy_queues_and_heartbeat_age(store):
 
 @pytest.mark.advances_clock
 def test_a_lapsed_worker_is_listed_not_live_with_its_heartbeat_age(store, clock):
-    store.register_worker("a", 1, [QUEUE], False, 10)
+    store.register_worker(WorkerRegistration("a", 1, [QUEUE], False, 10))
     clock.advance(30)
     [worker] = store.list_workers()
     assert not worker.live

@@ -11,9 +11,9 @@ from __future__ import annotations
 import threading
 
 from tests.races import TIMEOUT
+from tidegate.domain.model import CycleRequest
 
 from .conftest import LEASE, QUEUE, claim, completed, enqueue_one
-from tidegate.domain.model import CycleRequest
 
 
 def test_a_cycle_that_claims_nothing_wakes_its_own_workers_listener(store, backend):

@@ -22,10 +22,10 @@ from tests.races import TIMEOUT
 from tidegate import Concurrency, Partition, RunQueueConfig, RunStatus
 from tidegate.bootstrap import open_store
 from tidegate.domain.limits import QueueConfig
+from tidegate.domain.model import CycleRequest
 from tidegate.storage.port import Store
 
 from .conftest import QUEUE, claim, completed, enqueue_one
-from tidegate.domain.model import CycleRequest
 
 PARTITIONED = QueueConfig(QUEUE, Concurrency(global_limit=1, partition=Partition(by_args=["p"])))
 WINDOW_OF_TWO = 10  # a claim of 2 on a limited queue reads 2 + MIN_MARGIN rows (domain/claim_plan.py)

@@ -22,11 +22,10 @@ import pytest
 from tests.contract.conftest import QUEUE, claim, completed, enqueue_one
 from tidegate.bootstrap import open_store
 from tidegate.domain.clock import ShiftedClock
-from tidegate.domain.model import RunStatus
+from tidegate.domain.model import CycleRequest, RunStatus
 from tidegate.storage.port import Store
 from tidegate.storage.postgres.database import PLAN_CACHE_MODE, PLANNED_PER_CALL, PREPARE_THRESHOLD
 from tidegate.storage.shared.sqlfile import load_queries
-from tidegate.domain.model import CycleRequest
 
 QUERIES = load_queries("tidegate.storage.postgres")
 BACKLOG = 100_000  # queued runs behind saturated partitions, and as many finished runs

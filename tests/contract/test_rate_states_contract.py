@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from tidegate import App, Rate
 from tidegate.domain.clock import ShiftedClock
-from tidegate.domain.rates import NS, to_ns
 from tidegate.domain.model import CycleRequest
+from tidegate.domain.rates import NS, to_ns
 
 
 def test_rate_states_reads_the_charged_windows_until_their_time_has_passed(app: App, clock: ShiftedClock) -> None:

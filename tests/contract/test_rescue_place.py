@@ -1,4 +1,5 @@
 from tidegate.domain.model import CycleRequest
+
 """A rescued or handed-back run keeps its place in the queue: priority, then its original queue time.
 
 Claims order by priority, then `scheduled_at`; a rescue or a hand-back that

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from tidegate.domain.model import RunStatus
+from tidegate.domain.model import CycleRequest, RunStatus
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleDefinition, Tick
 from tidegate.domain.steps import StepStatus, StepUpdate
 
 from .conftest import QUEUE, claim, completed, enqueue_one, execute_sql, failed, new_run, start
-from tidegate.domain.model import CycleRequest
 
 DAY = 86400.0
 WEEK = 7 * DAY

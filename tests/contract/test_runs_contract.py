@@ -9,9 +9,9 @@ import pytest
 
 from tidegate import AdmissionRejected, RunNotFound, RunQueueConfig, RunStatus
 from tidegate.domain.limits import QueueConfig
+from tidegate.domain.model import CycleRequest
 
 from .conftest import QUEUE, claim, completed, enqueue_one, new_run, start
-from tidegate.domain.model import CycleRequest
 
 
 def types(store, run_id: str) -> list[str]:

@@ -16,14 +16,12 @@ import pytest
 
 from tests import races
 from tidegate import Concurrency, RunStatus, WaitDeadlock
-from tidegate.domain.children import NewChild
+from tidegate.domain.children import NewChild, TriggerRequest
 from tidegate.domain.limits import QueueConfig
-from tidegate.domain.model import Outcome, OutcomeKind
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 from tidegate.storage.shared import waiting
 
 from .conftest import claim, enqueue_one, new_run
-from tidegate.domain.model import CycleRequest
-from tidegate.domain.children import TriggerRequest
 
 MUTATION = pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])
 
@@ -46,7 +44,9 @@ def test_two_waits_closing_a_cycle_together_are_never_both_accepted(store, datab
     if removed and backend == "postgres":
         races.remove_query(store, "trigger_children_lock")
     monkeypatch.setattr(waiting, "refuse_stuck", races.seam_after(waiting.refuse_stuck))
-    first = races.Party("c1", lambda: store.trigger_children(TriggerRequest(claimed["qa"].fence, "w2", [_child(0, "qb")], True, False)))
+    first = races.Party(
+        "c1", lambda: store.trigger_children(TriggerRequest(claimed["qa"].fence, "w2", [_child(0, "qb")], True, False))
+    )
     second = races.Party(
         "c2", lambda: store.trigger_children(TriggerRequest(claimed["qb"].fence, "w2", [_child(0, "qa")], True, False))
     )
@@ -79,7 +79,9 @@ def test_a_wait_and_the_end_of_the_child_it_waits_for_never_miss_each_other(
         races.remove_query(store, "resume_parents_lock")
     monkeypatch.setattr(waiting, "sort_new", races.seam_after(waiting.sort_new))
     ended = Outcome(kid.id, kid.attempt, OutcomeKind.COMPLETED, result=1)
-    first = races.Party("wait", lambda: store.trigger_children(TriggerRequest(parent.fence, "w1", [_child(0, "qb")], True, False)))
+    first = races.Party(
+        "wait", lambda: store.trigger_children(TriggerRequest(parent.fence, "w1", [_child(0, "qb")], True, False))
+    )
     second = races.Party("end", lambda: store.cycle(CycleRequest("w2", ["qb"], [], [ended], 0, 30.0)))
     race = races.Race(database_url)
     try:

@@ -16,10 +16,9 @@ import pytest
 from tidegate import Context, RunStatus
 from tidegate.cli.runs import run_details
 from tidegate.domain.admission import Candidate, LocalUsage, admit
-from tidegate.domain.model import Outcome, OutcomeKind
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 from tidegate.domain.recovery import LostAttempt, rescue
 from tidegate.domain.scopes import Rules
-from tidegate.domain.model import CycleRequest
 
 QUEUE = "suspects"
 LEASE = 0.2
@@ -284,9 +283,11 @@ def test_a_suspect_whose_attempt_reports_an_outcome_is_cleared(app, task):
     suspect = _make_suspect(app, task)
     [run] = _claim(app.store, "worker", lease=30)
     assert run.id == suspect.id and run.suspect
-    app.store.cycle(CycleRequest(
-        "worker", [QUEUE], [run.fence], [Outcome(run.id, run.attempt, OutcomeKind.COMPLETED, result=7)], 0, 30
-    ))
+    app.store.cycle(
+        CycleRequest(
+            "worker", [QUEUE], [run.fence], [Outcome(run.id, run.attempt, OutcomeKind.COMPLETED, result=7)], 0, 30
+        )
+    )
     record = suspect.info()
     assert record.status is RunStatus.COMPLETED and not record.suspect
 

@@ -9,9 +9,9 @@ import time
 import pytest
 
 from tidegate import RunFailed, RunStatus
+from tidegate.domain.model import CycleRequest
 
 from .conftest import event_types
-from tidegate.domain.model import CycleRequest
 
 QUEUE = "swept"
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 import pytest
 
 from tidegate.domain.limits import QueueConfig
-from tidegate.domain.model import RunStatus
+from tidegate.domain.model import CycleRequest, RunStatus
 
 from .conftest import QUEUE, claim, completed, enqueue_one
-from tidegate.domain.model import CycleRequest
 
 
 def test_events_after_returns_every_later_event_oldest_first_up_to_the_limit(store):

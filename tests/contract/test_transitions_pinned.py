@@ -24,12 +24,11 @@ from tidegate.domain import transitions
 from tidegate.domain.backpressure import Pace
 from tidegate.domain.errors import AdmissionRejected
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
-from tidegate.domain.model import NewRun, Outcome, OutcomeKind, RunStatus
+from tidegate.domain.model import CycleRequest, NewRun, Outcome, OutcomeKind, RunStatus
 from tidegate.domain.steps import StepStatus, StepUpdate
 from tidegate.storage.shared.sqlfile import load_queries
 
 from .conftest import LEASE, new_run
-from tidegate.domain.model import CycleRequest
 
 EXAMPLES = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 _names = itertools.count()

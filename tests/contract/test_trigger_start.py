@@ -11,12 +11,11 @@ reported later adds nothing.
 
 from __future__ import annotations
 
-from tidegate.domain.children import NewChild
+from tidegate.domain.children import NewChild, TriggerRequest
+from tidegate.domain.model import CycleRequest
 from tidegate.storage.port import Store
 
 from .conftest import QUEUE, claim, completed, enqueue_one, new_run, start
-from tidegate.domain.model import CycleRequest
-from tidegate.domain.children import TriggerRequest
 
 WORKER = "w1"
 

@@ -24,10 +24,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from tidegate import DuplicateRun, RunStatus
 from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.keys import ACTIVE_STATES, UniqueClaim
+from tidegate.domain.model import CycleRequest
 from tidegate.storage.port import Store
 
 from .conftest import completed, failed, new_run
-from tidegate.domain.model import CycleRequest
 
 PERIOD = 100.0  # a completed run holds its key this long after its submit
 STEP = 45.0  # one move of the clock: elapsed times land on 0, 45, 90, 135... never near PERIOD

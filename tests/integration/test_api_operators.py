@@ -16,10 +16,9 @@ from tests.apps.api import local_client, store_size
 from tidegate import App, Concurrency, Partition, RunStatus
 from tidegate.api.application import create_api
 from tidegate.api.security import Tokens
-from tidegate.domain.model import ClaimedRun, Outcome, OutcomeKind
+from tidegate.domain.model import ClaimedRun, CycleRequest, Outcome, OutcomeKind, WorkerRegistration
 
 from .conftest import wait_status
-from tidegate.domain.model import CycleRequest
 
 QUEUES = ["default", "api"]
 
@@ -49,7 +48,9 @@ def _claim(app: App, worker: str = "w1", limit: int = 10) -> list[ClaimedRun]:
 def _finish(app: App, worker: str, claimed: ClaimedRun) -> None:
     """Its start and its end, as a worker reports a run that ran (the ETA goes by how long runs took)."""
     fence = (claimed.id, claimed.attempt)
-    app.store.cycle(CycleRequest(worker, QUEUES, [fence], [Outcome(claimed.id, claimed.attempt, OutcomeKind.COMPLETED)], 0, 60))
+    app.store.cycle(
+        CycleRequest(worker, QUEUES, [fence], [Outcome(claimed.id, claimed.attempt, OutcomeKind.COMPLETED)], 0, 60)
+    )
 
 
 def _why(client: TestClient, run_id: str) -> dict[str, Any]:
@@ -123,7 +124,7 @@ def test_why_names_full_workers_and_the_runs_they_run(app: App) -> None:
     _tasks(app)
     client = local_client(app.asgi())
     running, waiting = _submit(client, "hello"), _submit(client, "hello")
-    app.store.register_worker("w-full", 1, ["default"], False, 60)
+    app.store.register_worker(WorkerRegistration("w-full", 1, ["default"], False, 60))
     assert _why(client, running)["layers"] == [
         {
             "layer": "workers", "scope": "workers:default", "label": "workers serving queue default",
@@ -242,7 +243,7 @@ def test_workers_lists_the_registry_with_busy_and_heartbeat_age(app: App) -> Non
     _tasks(app)
     client = local_client(app.asgi())
     run_id = _submit(client, "hello")
-    app.store.register_worker("w-a", 2, ["default", "api"], True, 60)
+    app.store.register_worker(WorkerRegistration("w-a", 2, ["default", "api"], True, 60))
     _claim(app, "w-a")
     [worker] = client.get("/api/v1/workers").json()["workers"]
     assert {k: worker[k] for k in ("id", "rank", "capacity", "busy", "queues", "fill_order", "live")} == {

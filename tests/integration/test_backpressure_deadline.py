@@ -13,9 +13,9 @@ import threading
 import pytest
 
 from tidegate import RunFailed, RunStatus
+from tidegate.domain.model import CycleRequest
 
 from .conftest import event_types, execute_sql, wait_until
-from tidegate.domain.model import CycleRequest
 
 
 def _deadline_at(database_url, run_id):

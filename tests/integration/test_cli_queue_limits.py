@@ -20,11 +20,10 @@ from typer.testing import CliRunner
 from tidegate import App, Concurrency, Partition, RunQueueConfig, RunStatus, TagConcurrencyLimit
 from tidegate.cli.main import app as cli
 from tidegate.demo.concurrency import pool_tally, tally
-from tidegate.domain.model import EventRecord, Outcome, OutcomeKind, RunRecord
+from tidegate.domain.model import CycleRequest, EventRecord, Outcome, OutcomeKind, RunRecord
 from tidegate.domain.scopes import Rules
 
 from .conftest import wait_status
-from tidegate.domain.model import CycleRequest
 
 WORKER = "test-worker"
 QUEUES = ["default", "slow", "api"]
@@ -99,7 +98,9 @@ class Scene:
 
     def finish(self, run_id: str) -> None:
         run = self.run(run_id)
-        self.app.store.cycle(CycleRequest(WORKER, QUEUES, [], [Outcome(run_id, run.attempt, OutcomeKind.COMPLETED)], 0, 60))
+        self.app.store.cycle(
+            CycleRequest(WORKER, QUEUES, [], [Outcome(run_id, run.attempt, OutcomeKind.COMPLETED)], 0, 60)
+        )
 
 
 @pytest.fixture

@@ -13,8 +13,7 @@ from typer.testing import CliRunner
 from tidegate import App, Concurrency, Partition
 from tidegate.cli.main import app as cli
 from tidegate.domain.clock import ShiftedClock
-from tidegate.domain.model import Outcome, OutcomeKind
-from tidegate.domain.model import CycleRequest
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind, WorkerRegistration
 
 
 def invoke(*args: str) -> Any:
@@ -34,7 +33,7 @@ def _row(lines: list[str], title: str) -> str:
 def test_queue_why_names_full_workers_with_the_runs_they_run(app: App, database_url: str) -> None:
     hello = app.task(name="hello")(lambda: None)
     running, waiting = hello.submit().id, hello.submit().id
-    app.store.register_worker("w-full", 1, ["default"], False, 60)
+    app.store.register_worker(WorkerRegistration("w-full", 1, ["default"], False, 60))
     lines = _lines(database_url, running)
     assert "workers serving queue default 0/1 ok" in _row(lines, "Limits:")
     app.store.cycle(CycleRequest("w-full", ["default"], [], [], 1, 60))

@@ -25,9 +25,9 @@ from typer.testing import CliRunner
 from tidegate import App, Concurrency, RunQueueConfig, RunStatus
 from tidegate.cli.main import app as cli
 from tidegate.domain.limits import TagConcurrencyLimit
+from tidegate.domain.model import CycleRequest, WorkerRegistration
 
 from .conftest import execute_sql
-from tidegate.domain.model import CycleRequest
 
 SHOWN_RAW = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # every control character but the line break
 WORKER = "w1"
@@ -69,7 +69,7 @@ def shown(database_url: str) -> Iterator[dict[str, str]]:
         app.queue("lane", concurrency=Concurrency(global_limit=1))
         echo = app.task(name="echo", queue="lane")(lambda x=None: x)
         running, queued, failed, completed = (echo.options(tags={"env": "prod"}).submit().id for _ in range(4))
-        app.store.register_worker(WORKER, 4, ["lane"], False, 3600)
+        app.store.register_worker(WorkerRegistration(WORKER, 4, ["lane"], False, 3600))
         app.store.cycle(CycleRequest(WORKER, ["lane"], [], [], 1, 3600))
         assert app.store.get_run(running).status is RunStatus.RUNNING  # type: ignore[union-attr]
         for run_id, status in ((failed, "failed"), (completed, "completed")):

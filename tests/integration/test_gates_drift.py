@@ -17,10 +17,9 @@ import time
 import pytest
 
 from tidegate import App, Concurrency, Context, RunFailed, RunQueueConfig, RunStatus, TagConcurrencyLimit
-from tidegate.domain.model import Outcome, OutcomeKind
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 
 from .conftest import execute_sql, wait_status, wait_until
-from tidegate.domain.model import CycleRequest
 
 QUEUE = "drift"
 SCOPES = {"global", "queue:drift", "tag:tenant=acme"}

@@ -23,10 +23,9 @@ from tidegate import (
     RunStatus,
     TagConcurrencyLimit,
 )
-from tidegate.domain.model import Outcome, OutcomeKind
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 
 from .conftest import wait_until
-from tidegate.domain.model import CycleRequest
 
 HOLD = 0.15  # long enough that runs claimed together really overlap
 

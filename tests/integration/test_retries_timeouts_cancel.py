@@ -7,9 +7,9 @@ import time
 import pytest
 
 from tidegate import Context, RunCanceled, RunFailed, RunStatus
+from tidegate.domain.model import CycleRequest
 
 from .conftest import event_types, wait_status, wait_until
-from tidegate.domain.model import CycleRequest
 
 
 def test_a_run_that_fails_twice_then_succeeds_is_retried(app, start_worker):
@@ -290,14 +290,16 @@ def test_a_cancel_requested_while_running_is_not_undone_by_a_retry(app):
     assert handle.cancel() is RunStatus.RUNNING
     assert handle.info().cancel_requested
     # the attempt failed before its worker read the cancel request
-    result = store.cycle(CycleRequest(
-        "worker-A",
-        ["cvr"],
-        [],
-        [Outcome(run.id, 1, OutcomeKind.FAILED, error="RuntimeError: fails", retry_delay=0.0)],
-        1,
-        30,
-    ))
+    result = store.cycle(
+        CycleRequest(
+            "worker-A",
+            ["cvr"],
+            [],
+            [Outcome(run.id, 1, OutcomeKind.FAILED, error="RuntimeError: fails", retry_delay=0.0)],
+            1,
+            30,
+        )
+    )
     assert result.fenced_out == []
     assert result.claimed == [], "a run whose cancel was requested was claimed again"
     assert handle.status() is RunStatus.CANCELED

@@ -19,8 +19,8 @@ import pytest
 
 from tests.conftest import wait_until
 from tests.races import TIMEOUT
-from tidegate.domain.model import CycleRequest
 from tidegate import App, RunQueueConfig, RunStatus
+from tidegate.domain.model import CycleRequest
 
 HOUR = 3600
 
@@ -73,7 +73,7 @@ def test_a_workers_own_cycle_does_not_wake_it(app: App, backend: str, monkeypatc
 
     def cycle(request: CycleRequest) -> Any:
         turn = (len(request.starts), len(request.outcomes), request.claim_limit)
-        if outcomes or after_outcome:
+        if request.outcomes or after_outcome:
             after_outcome.append(turn)
             taps.watching.set()  # before the commit: its notification comes after this
         turns.append(turn)

@@ -21,10 +21,10 @@ from tests.contract.conftest import new_run
 from tests.pooler.pgbouncer import PgBouncer
 from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.errors import ConfigurationError
+from tidegate.domain.model import CycleRequest
 from tidegate.storage.postgres import pooler
 from tidegate.storage.postgres.listener import PollOnly
 from tidegate.storage.postgres.pooler import clocked_sql, endpoint
-from tidegate.domain.model import CycleRequest
 
 
 def test_each_pooled_store_reads_its_own_clock_whatever_the_server_session_kept(pgbouncer: PgBouncer):

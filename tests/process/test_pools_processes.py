@@ -15,8 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from .conftest import REPO_ROOT, execute_sql
 from tidegate.domain.model import CycleRequest
+
+from .conftest import REPO_ROOT, execute_sql
 
 QUEUE = "contended"
 LIMITS = {"a": 1, "b": 1, "c": 2}

@@ -285,6 +285,18 @@ class HolderRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkerRegistration:
+    """A worker joining the registry, as `Store.register_worker` takes it: `capacity` runs at once
+    from `queues`, in the fill order or not, registered for `ttl` seconds between heartbeats."""
+
+    worker_id: str
+    capacity: int
+    queues: Sequence[str]
+    fill_order: bool
+    ttl: float
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerRecord:
     """A worker in the registry, as operators see it; `live` while its heartbeat keeps it registered."""
 

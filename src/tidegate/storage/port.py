@@ -15,7 +15,7 @@ from typing import Protocol
 
 from tidegate.domain.backpressure import Pace
 from tidegate.domain.blocking import QueuedShape
-from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer, TriggerRequest
+from tidegate.domain.children import ChildRecord, TriggerAnswer, TriggerRequest
 from tidegate.domain.doctor import DatabaseFacts
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
 from tidegate.domain.model import (
@@ -26,7 +26,6 @@ from tidegate.domain.model import (
     LimitChange,
     LimitOverride,
     NewRun,
-    Outcome,
     QueueCounts,
     RunRecord,
     RunStatus,
@@ -34,6 +33,7 @@ from tidegate.domain.model import (
     TaskDefinition,
     TaskRegistration,
     WorkerRecord,
+    WorkerRegistration,
 )
 from tidegate.domain.rates import RateStates
 from tidegate.domain.retention import PruneReport
@@ -274,9 +274,7 @@ class LeaseVerbs(Protocol):
 class WorkerVerbs(Protocol):
     """The worker registry."""
 
-    def register_worker(
-        self, worker_id: str, capacity: int, queues: Sequence[str], fill_order: bool, ttl: float
-    ) -> int:
+    def register_worker(self, registration: WorkerRegistration) -> int:
         """Add (or refresh) this worker in the registry; return its stable rank (lowest free)."""
 
     def heartbeat_worker(self, worker_id: str, ttl: float) -> bool:
@@ -382,18 +380,11 @@ class StepVerbs(Protocol):
     `RUN/STEPKEY`); every write is fenced on the run's (id, attempt): a stale attempt's acquire,
     renew, release or record changes nothing."""
 
-    def acquire_slots(
-        self,
-        fence: Fence,
-        worker_id: str,
-        step_key: str,
-        needs: Mapping[str, int],
-        fixed_limits: Mapping[str, int],
-    ) -> SlotGrant:
-        """Take every scope of `needs` ({scope: slots}) for this step, or none, in one transaction.
+    def acquire_slots(self, fence: Fence, worker_id: str, request: SlotRequest) -> SlotGrant:
+        """Take every scope of `request.needs` ({scope: slots}) for its step, or none, in one transaction.
 
         Limits of pool scopes come from tidegate_pools (an unconfigured pool is
-        unlimited and gets one PoolUnconfigured event per run); `fixed_limits`
+        unlimited and gets one PoolUnconfigured event per run); `request.fixed_limits`
         gives the others (fan-out windows). Raises PoolRequestTooLarge when a
         pool's limit is below the slots asked. A grant writes StepSlotClaimed;
         the first refusal writes StepSlotWaiting and marks the step as waiting.

@@ -20,6 +20,7 @@ from tidegate.domain.children import (
     ChildRecord,
     NewChild,
     TriggerCanceled,
+    TriggerRequest,
     WaitSuspended,
     check_replay,
 )
@@ -27,7 +28,6 @@ from tidegate.domain.errors import InvalidArgument
 from tidegate.engine.runtime import tracing
 from tidegate.engine.runtime.children import RunsBuilder, Triggerable, builder_of
 from tidegate.storage.port import Fence, Store
-from tidegate.domain.children import TriggerRequest
 
 RELEASE_ALL = "all"
 
@@ -87,7 +87,9 @@ class ChildLink:
             return answered
         self._stored = True
         with tracing.triggering(children, wait) as traced:
-            answer = self._store.trigger_children(TriggerRequest(self._fence, self._worker_id, traced, wait, release == RELEASE_ALL))
+            answer = self._store.trigger_children(
+                TriggerRequest(self._fence, self._worker_id, traced, wait, release == RELEASE_ALL)
+            )
             if answer.canceled:
                 raise TriggerCanceled("canceled")
             with self._lock:

@@ -35,7 +35,7 @@ from tidegate.worker.metrics import OVERFLOW_SIGNALS, record_claims
 from tidegate.worker.reports import Reports
 from tidegate.worker.settings import WorkerSettings
 from tidegate.workflow.executors import shutdown_process_pool
-from tidegate.domain.model import CycleRequest
+from tidegate.domain.model import CycleRequest, WorkerRegistration
 
 log = logging.getLogger("tidegate.worker")
 
@@ -357,7 +357,7 @@ class Worker:
         """Join the worker registry (rank for the fill order, liveness for orphan recovery)."""
         settings = self.settings
         return self._store.register_worker(
-            self.id, settings.max_workers, settings.queues, settings.fill_order, settings.lease_duration
+            WorkerRegistration(self.id, settings.max_workers, settings.queues, settings.fill_order, settings.lease_duration)
         )
 
     def leases(self) -> dict[Fence, float]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from tidegate import App, Task
-from tidegate.storage.port import Fence, Store
 from tidegate.domain.model import CycleRequest
+from tidegate.storage.port import Fence, Store
 
 QUEUE = "steps"
 

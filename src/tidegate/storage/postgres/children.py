@@ -46,14 +46,12 @@ from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import RunStatus
 from tidegate.domain.scopes import Rules
 from tidegate.storage import port
-from tidegate.storage.shared import records, waiting
-from tidegate.storage.port import Fence
 from tidegate.storage.postgres.admission import refuse_past_ceilings
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.payloads import event_params, payload_json, to_json
 from tidegate.storage.postgres.pipeline import roll_back, send_wake
-from tidegate.storage.shared import wakes
+from tidegate.storage.shared import records, waiting, wakes
 
 READ_COMMITTED = b"BEGIN ISOLATION LEVEL READ COMMITTED"
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 from tidegate.domain.backpressure import Pace
 from tidegate.domain.blocking import QueuedShape
-from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer, TriggerRequest
+from tidegate.domain.children import ChildRecord, TriggerAnswer, TriggerRequest
 from tidegate.domain.doctor import DatabaseFacts
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
 from tidegate.domain.model import (
@@ -29,7 +29,6 @@ from tidegate.domain.model import (
     LimitChange,
     LimitOverride,
     NewRun,
-    Outcome,
     QueueCounts,
     RunRecord,
     RunStatus,
@@ -37,6 +36,7 @@ from tidegate.domain.model import (
     TaskDefinition,
     TaskRegistration,
     WorkerRecord,
+    WorkerRegistration,
 )
 from tidegate.domain.rates import RateStates
 from tidegate.domain.retention import PruneReport
@@ -247,10 +247,8 @@ class AggregateStore:
 
     # --- workers ---------------------------------------------------------------
 
-    def register_worker(
-        self, worker_id: str, capacity: int, queues: Sequence[str], fill_order: bool, ttl: float
-    ) -> int:
-        return self._workers.register_worker(worker_id, capacity, queues, fill_order, ttl)
+    def register_worker(self, registration: WorkerRegistration) -> int:
+        return self._workers.register_worker(registration)
 
     def heartbeat_worker(self, worker_id: str, ttl: float) -> bool:
         return self._workers.heartbeat_worker(worker_id, ttl)
@@ -317,10 +315,8 @@ class AggregateStore:
     def pool_waiters(self, pool: str) -> list[PoolWaiter]:
         return self._pools.pool_waiters(pool)
 
-    def acquire_slots(
-        self, fence: Fence, worker_id: str, step_key: str, needs: Mapping[str, int], fixed_limits: Mapping[str, int]
-    ) -> SlotGrant:
-        return self._steps.acquire_slots(fence, worker_id, step_key, needs, fixed_limits)
+    def acquire_slots(self, fence: Fence, worker_id: str, request: SlotRequest) -> SlotGrant:
+        return self._steps.acquire_slots(fence, worker_id, request)
 
     def acquire_many(
         self, fence: Fence, worker_id: str, requests: Sequence[SlotRequest], strict: bool = False

@@ -20,14 +20,12 @@ from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import RunStatus
 from tidegate.storage import port
-from tidegate.storage.shared import records, waiting
-from tidegate.storage.port import Fence
-from tidegate.storage.shared import wakes
+from tidegate.storage.shared import records, waiting, wakes
+from tidegate.storage.shared.waiting import canceled_event
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
 from tidegate.storage.sqlite.payloads import event_row, to_json
 from tidegate.storage.sqlite.runs import Runs
-from tidegate.storage.shared.waiting import canceled_event
 
 FOREVER = 253402300799.0  # 9999-12-31: a kept slot lasts until its run resumes or ends, not a lease
 
