@@ -209,9 +209,9 @@ def test_a_start_reported_alone_after_a_short_claim_claims_nothing(app, backend)
     cycles: list[tuple[int, int, int]] = []  # (starts, outcomes, claim limit) of every cycle
     real_cycle = app.store.cycle
 
-    def recorded(worker_id, queues, starts, outcomes, claim_limit, lease):
-        cycles.append((len(starts), len(outcomes), claim_limit))
-        return real_cycle(worker_id, queues, starts, outcomes, claim_limit, lease)
+    def recorded(request):
+        cycles.append((len(request.starts), len(request.outcomes), request.claim_limit))
+        return real_cycle(request)
 
     app.store.cycle = recorded
     worker = app.worker(queues=["gate"], max_workers=2, poll_interval=3600)
