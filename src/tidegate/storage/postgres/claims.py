@@ -112,7 +112,8 @@ class Claims(Aggregate, port.ClaimVerbs):
         plan = claim_plan.plan(request.queues, rules)
         if not plan.free:
             return self._general_path(request)
-        return _Path(functools.partial(self._send_free, request, version, plan.open_names), True, True)
+        send = functools.partial(self._send_free, request, version, plan.open_names)
+        return _Path(send, one_batch=True, claims=True)
 
     def _general_path(self, request: CycleRequest) -> _Path:
         claims = not self._workers.fill_order.reads_registry(request.worker_id)
