@@ -20,7 +20,7 @@ from typing import Any
 
 from tidegate.domain.children import TriggerCanceled, WaitSuspended
 from tidegate.domain.clock import Clock
-from tidegate.domain.model import ClaimedRun, CycleResult, Outcome
+from tidegate.domain.model import ClaimedRun, CycleRequest, CycleResult, Outcome
 from tidegate.domain.snooze import Snooze
 from tidegate.engine.runtime import tracing
 from tidegate.engine.runtime.pools import PoolGuard
@@ -34,7 +34,6 @@ from tidegate.worker.reports import Reports
 from tidegate.worker.settings import WorkerSettings
 from tidegate.worker.threads import DaemonThreadPool
 from tidegate.workflow import RunScope, execute_workflow
-from tidegate.domain.model import CycleRequest
 
 log = logging.getLogger("tidegate.worker")
 
@@ -216,7 +215,9 @@ class Dispatcher:
             return
         settings = self._settings
         try:
-            self._store.cycle(CycleRequest(self._worker_id, settings.queues, [attempt.fence], [], 0, settings.lease_duration))
+            self._store.cycle(
+                CycleRequest(self._worker_id, settings.queues, [attempt.fence], [], 0, settings.lease_duration)
+            )
         except Exception:
             log.exception(
                 "could not record the start of suspect run %s; reporting it with the next turn", attempt.run.id
@@ -247,7 +248,9 @@ class Dispatcher:
         settings = self._settings
 
         def cycle(starts: list[Fence], ended: list[Outcome]) -> CycleResult:
-            return self._store.cycle(CycleRequest(self._worker_id, settings.queues, starts, ended, 0, settings.lease_duration))
+            return self._store.cycle(
+                CycleRequest(self._worker_id, settings.queues, starts, ended, 0, settings.lease_duration)
+            )
 
         self._reports.send_now(outcome, cycle)
         self._bridge.call(self._settled, attempt, outcome)

@@ -31,12 +31,11 @@ from tidegate.domain.admission import Admission, admit
 from tidegate.domain.claim_plan import ClaimPlan, plan
 from tidegate.domain.rates import RateStates
 from tidegate.domain.scopes import TAG_RATE_PREFIX
-from tidegate.storage.shared import claiming
 from tidegate.storage.postgres.claim_reads import ClaimReads
 from tidegate.storage.postgres.claim_scopes import ScopeForecast, ScopeLocks
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.payloads import lane_load, local_usage, payload_json
-from tidegate.storage.shared import wakes
+from tidegate.storage.shared import claiming, wakes
 
 
 class Claim:

@@ -20,9 +20,8 @@ from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import ClaimedRun, CycleRequest, CycleResult, Outcome, OutcomeKind
 from tidegate.domain.rates import RateStates, to_ns
 from tidegate.storage import port
-from tidegate.storage.shared import adaptation, claiming
 from tidegate.storage.port import Fence
-from tidegate.storage.shared import wakes
+from tidegate.storage.shared import adaptation, claiming, wakes
 from tidegate.storage.sqlite.children import Children
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
