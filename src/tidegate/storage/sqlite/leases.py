@@ -21,9 +21,8 @@ from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import SweepReport
 from tidegate.domain.rates import Charge
 from tidegate.storage import port
-from tidegate.storage.shared import rescue
 from tidegate.storage.port import Fence
-from tidegate.storage.shared import rate_charges, wakes
+from tidegate.storage.shared import rate_charges, rescue, wakes
 from tidegate.storage.sqlite.children import Children
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row
