@@ -13,6 +13,7 @@ children once, and reads no chain above it (it has none).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -55,10 +56,12 @@ class TripCounter:
 @contextmanager
 def counted_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[TripCounter]:
     counter = TripCounter()
+    caller = threading.get_ident()  # the code counted runs on the test's thread
     real_execute = psycopg.Cursor.execute
 
     def execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        counter.executed(self, query)
+        if threading.get_ident() == caller:  # not a background thread's statement (a listener, the pool)
+            counter.executed(self, query)
         return real_execute(self, query, *args, **kwargs)
 
     monkeypatch.setattr(psycopg.Cursor, "execute", execute)
@@ -66,7 +69,8 @@ def counted_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[TripCounter]:
         real = getattr(psycopg.Cursor, name)
 
         def fetch(self: Any, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
-            counter.fetched(self)
+            if threading.get_ident() == caller:
+                counter.fetched(self)
             return _real(self, *args, **kwargs)
 
         monkeypatch.setattr(psycopg.Cursor, name, fetch)
