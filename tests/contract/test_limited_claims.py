@@ -27,11 +27,11 @@ import pytest
 
 from tests import races
 from tidegate import App, Concurrency, Partition, RunQueueConfig, RunStatus, TagConcurrencyLimit
+from tidegate.domain.model import CycleRequest
 from tidegate.engine.operators import limits as live
 
 from .conftest import execute_sql
 from .test_children_round_trips import counted_trips
-from tidegate.domain.model import CycleRequest
 
 LEASE = 60.0
 MUTATION = pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])

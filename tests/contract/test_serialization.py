@@ -33,12 +33,13 @@ from tidegate import (
     TagConcurrencyLimit,
 )
 from tidegate.domain import claim_plan
+from tidegate.domain.model import CycleRequest
 from tidegate.domain.pools import pool_needs
+from tidegate.domain.steps import SlotRequest
 from tidegate.engine.operators import limits as live
 from tidegate.storage.shared import slots
 
 from .conftest import execute_sql
-from tidegate.domain.model import CycleRequest
 
 LEASE = 60.0
 MUTATION = pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])
@@ -303,7 +304,8 @@ def test_two_steps_never_both_take_the_last_slot_of_a_pool(database_url, backend
         monkeypatch.setattr(slots, "decide_in_order", races.seam(slots.decide_in_order))
         first, second = (
             races.Party(
-                f"step-{n}", lambda fence=fence: app.store.acquire_slots(fence, "w0", "s", pool_needs({"db": 1}), {})
+                f"step-{n}",
+                lambda fence=fence: app.store.acquire_slots(fence, "w0", SlotRequest("s", pool_needs({"db": 1}), {})),
             )
             for n, fence in enumerate(fences)
         )

@@ -11,10 +11,10 @@ import json
 import pytest
 
 from tidegate import App, Concurrency, ConfigurationError, Partition, RunQueueConfig, RunStatus
+from tidegate.domain.model import CycleRequest
 from tidegate.engine.operators import limits as live
 
 from .conftest import execute_sql
-from tidegate.domain.model import CycleRequest
 
 
 def limit_events(database_url):
