@@ -42,7 +42,7 @@ from rich.table import Table
 from common import fresh_database, measured_with, median, write_markdown
 from limits_apps import build, idle_cpu_percent, query, start_worker, stop_worker, wait_ready, worker_cycles
 from tidegate import App
-from tidegate.domain.model import Outcome, OutcomeKind
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 
 PARTITIONS = 10
 CHUNK = 5000
@@ -62,7 +62,7 @@ def fill(url: str, size: int, chunk: int) -> tuple[App, float]:
     app = build("backlog", url)
     task = app.tasks["backlog_noop"]
     task.submit_many([{"p": f"p{index}"} for index in range(PARTITIONS)])
-    held = app.store.cycle(HOLDER, ["blocked"], [], [], PARTITIONS, 3600.0)
+    held = app.store.cycle(CycleRequest(HOLDER, ["blocked"], [], [], PARTITIONS, 3600.0))
     if len(held.claimed) != PARTITIONS:
         raise SystemExit(f"expected {PARTITIONS} holders, claimed {len(held.claimed)}")
     started = time.perf_counter()
@@ -74,11 +74,11 @@ def fill(url: str, size: int, chunk: int) -> tuple[App, float]:
 
 def timed_cycles(app: App, claim_limit: int, calls: int) -> float:
     store = app.store
-    store.cycle(DIRECT, ["blocked"], [], [], claim_limit, 30.0)  # warm up: records block reasons once
+    store.cycle(CycleRequest(DIRECT, ["blocked"], [], [], claim_limit, 30.0))  # warm up: records block reasons once
     times: list[float] = []
     while len(times) < calls and (len(times) < MIN_CALLS or sum(times) < TIME_BUDGET):
         started = time.perf_counter()
-        result = store.cycle(DIRECT, ["blocked"], [], [], claim_limit, 30.0)
+        result = store.cycle(CycleRequest(DIRECT, ["blocked"], [], [], claim_limit, 30.0))
         times.append(time.perf_counter() - started)
         if result.claimed:
             raise SystemExit("a blocked run was claimed")
@@ -93,12 +93,14 @@ def timed_eligible_claims(app: App, calls: int) -> float:
     while len(times) < calls and (len(times) < MIN_CALLS or sum(times) < TIME_BUDGET):
         task.submit(p=f"direct{len(times)}")
         started = time.perf_counter()
-        result = store.cycle(DIRECT, ["blocked"], [], [], 1, 30.0)
+        result = store.cycle(CycleRequest(DIRECT, ["blocked"], [], [], 1, 30.0))
         times.append(time.perf_counter() - started)
         if len(result.claimed) != 1:
             raise SystemExit(f"expected to claim the eligible run, claimed {len(result.claimed)}")
         run = result.claimed[0]
-        store.cycle(DIRECT, ["blocked"], [], [Outcome(run.id, run.attempt, OutcomeKind.COMPLETED)], 0, 30.0)
+        store.cycle(
+            CycleRequest(DIRECT, ["blocked"], [], [Outcome(run.id, run.attempt, OutcomeKind.COMPLETED)], 0, 30.0)
+        )
     return statistics.median(times)
 
 

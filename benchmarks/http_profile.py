@@ -48,7 +48,7 @@ SPANS = [
     ("worker thread: store_each (build + store)", "api/submission.py", "store_each"),
     ("build: checks + NewRun", "api/submission.py", "_build"),
     ("app.enqueue: registry.persist", "app/registry.py", "persist"),
-    ("store: enqueue (transaction)", "storage/facade.py", "enqueue"),
+    ("store: enqueue (transaction)", "storage/shared/facade.py", "enqueue"),
     ("store: admission ceiling count", "sqlite/runs.py", "check_admission"),
     ("HTTP parsing + writing (uvicorn)", "uvicorn/protocols/http/httptools_impl.py", "data_received"),
 ]

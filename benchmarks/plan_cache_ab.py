@@ -30,6 +30,7 @@ from blocked_backlog import fill
 from common import fresh_database, measured_with, write_markdown
 from pg_trace import Tracer
 from profile_postgres import LEASE, SLOTS, WORKER, fences, limited_app, outcomes
+from tidegate.domain.model import CycleRequest, WorkerRegistration
 
 MODES = ("auto", "force_generic_plan", "force_custom_plan")
 console = Console()
@@ -47,8 +48,8 @@ def set_mode(app: tidegate.App, mode: str) -> None:
 
 def turn(app: tidegate.App) -> None:
     store = app.store
-    claimed = store.cycle(WORKER, ["work"], [], [], SLOTS, LEASE).claimed
-    store.cycle(WORKER, ["work"], fences(list(claimed)), outcomes(list(claimed)), 0, LEASE)
+    claimed = store.cycle(CycleRequest(WORKER, ["work"], [], [], SLOTS, LEASE)).claimed
+    store.cycle(CycleRequest(WORKER, ["work"], fences(list(claimed)), outcomes(list(claimed)), 0, LEASE))
 
 
 def eligible(app: tidegate.App, counter: list[int]) -> None:
@@ -56,8 +57,8 @@ def eligible(app: tidegate.App, counter: list[int]) -> None:
     counter[0] += 1
     app.tasks["backlog_noop"].submit(p=f"eligible-{counter[0]}")
     store = app.store
-    claimed = list(store.cycle(WORKER, ["blocked"], [], [], 1, LEASE).claimed)
-    store.cycle(WORKER, ["blocked"], fences(claimed), outcomes(claimed), 0, LEASE)
+    claimed = list(store.cycle(CycleRequest(WORKER, ["blocked"], [], [], 1, LEASE)).claimed)
+    store.cycle(CycleRequest(WORKER, ["blocked"], fences(claimed), outcomes(claimed), 0, LEASE))
 
 
 def measure(kind: str, blocks: int, calls: int, backlog: int) -> dict[str, dict[str, float]]:
@@ -73,7 +74,7 @@ def measure(kind: str, blocks: int, calls: int, backlog: int) -> dict[str, dict[
             app, task = limited_app(kind, url)
             task.submit_many([{"i": i} for i in range(blocks * len(MODES) * calls * SLOTS + 100)])
             ops = {"submit": lambda: task.submit(i=0), "claim 8 + complete": lambda: turn(app)}
-        app.store.register_worker(WORKER, SLOTS, ["work", "blocked"], False, LEASE)
+        app.store.register_worker(WorkerRegistration(WORKER, SLOTS, ["work", "blocked"], False, LEASE))
         samples: dict[str, dict[str, list[float]]] = {op: {mode: [] for mode in MODES} for op in ops}
         for _ in range(blocks):
             for mode in MODES:

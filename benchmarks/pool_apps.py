@@ -8,6 +8,7 @@ here, with a lease long enough for the whole measurement.
 from __future__ import annotations
 
 import tidegate
+from tidegate.domain.model import CycleRequest
 
 QUEUE = "pool_bench"
 RUN_LEASE = 600.0
@@ -25,7 +26,7 @@ def prepare(url: str, pools: dict[str, int], runs: int) -> list[tuple[str, int]]
         for name, limit in pools.items():
             app.set_pool_limit(name, limit, lease_duration="5m")
         holder.submit_many([{}] * runs)
-        claimed = app.store.cycle("pool-bench", [QUEUE], [], [], runs, RUN_LEASE).claimed
+        claimed = app.store.cycle(CycleRequest("pool-bench", [QUEUE], [], [], runs, RUN_LEASE)).claimed
         assert len(claimed) == runs, f"claimed {len(claimed)} of {runs} runs"
         return [run.fence for run in claimed]
     finally:

@@ -51,6 +51,7 @@ from blocked_backlog import fill
 from common import RESULTS, fresh_database, measured_with
 from pg_trace import Checkout, Tracer
 from tidegate import Concurrency, Outcome, OutcomeKind, RunQueueConfig, TagConcurrencyLimit
+from tidegate.domain.model import CycleRequest, WorkerRegistration
 
 WORKER = "profile:worker"
 LEASE = 60.0
@@ -178,7 +179,7 @@ def limited_ops(profile: Profile, kind: str, reps: int) -> None:
         app, task = limited_app(kind, url)
         store = app.store
         task.submit_many([{"i": i} for i in range(3 * reps * SLOTS + 50)])
-        store.register_worker(WORKER, SLOTS, ["work"], False, LEASE)
+        store.register_worker(WorkerRegistration(WORKER, SLOTS, ["work"], False, LEASE))
         for mode in MODES:
             with traced(store, mode) as tracer:
                 if kind == "no limit":
@@ -190,7 +191,7 @@ def limited_ops(profile: Profile, kind: str, reps: int) -> None:
                     cycle = record(profile, mode, tracer, f"complete 1 + claim 1 ({kind})", finish(store, [first], 1))
                     held += list(cycle.claimed)  # type: ignore[attr-defined]
                     record(profile, mode, tracer, f"complete 1, claim 0 ({kind})", finish(store, held[:1], 0))
-                    store.cycle(WORKER, ["work"], fences(held[1:]), outcomes(held[1:]), 0, LEASE)
+                    store.cycle(CycleRequest(WORKER, ["work"], fences(held[1:]), outcomes(held[1:]), 0, LEASE))
                 if tracer is not None and mode == "count":
                     profile.planning[kind] = planning_ms(url, tracer.examples, tracer.query("claim_fence"))
         app.close()
@@ -214,7 +215,7 @@ def submit_ops(
 
 
 def claim(store: tidegate.Store, slots: int, worker: str = WORKER, queue: str = "work") -> Op:
-    return lambda: store.cycle(worker, [queue], [], [], slots, LEASE)
+    return lambda: store.cycle(CycleRequest(worker, [queue], [], [], slots, LEASE))
 
 
 def fences(runs: list[Any]) -> list[tuple[str, int]]:
@@ -226,7 +227,7 @@ def outcomes(runs: list[Any]) -> list[Outcome]:
 
 
 def finish(store: tidegate.Store, runs: list[Any], slots: int, worker: str = WORKER, queue: str = "work") -> Op:
-    return lambda: store.cycle(worker, [queue], fences(runs), outcomes(runs), slots, LEASE)
+    return lambda: store.cycle(CycleRequest(worker, [queue], fences(runs), outcomes(runs), slots, LEASE))
 
 
 def blocked_ops(profile: Profile, backlog: int, reps: int) -> None:
@@ -241,8 +242,8 @@ def blocked_ops(profile: Profile, backlog: int, reps: int) -> None:
         with psycopg.connect(url, autocommit=True) as connection:
             connection.execute("ANALYZE tidegate_runs")
         store, task = app.store, app.tasks["backlog_noop"]
-        store.register_worker(WORKER, SLOTS, ["blocked"], False, LEASE)
-        store.cycle(WORKER, ["blocked"], [], [], SLOTS, LEASE)  # records the block reasons once
+        store.register_worker(WorkerRegistration(WORKER, SLOTS, ["blocked"], False, LEASE))
+        store.cycle(CycleRequest(WORKER, ["blocked"], [], [], SLOTS, LEASE))  # records the block reasons once
         for mode in MODES:
             with traced(store, mode) as tracer:
                 for index in range(reps):
@@ -258,7 +259,7 @@ def blocked_ops(profile: Profile, backlog: int, reps: int) -> None:
                         profile, mode, tracer, f"claim 1 eligible ({label})", claim(store, 1, queue="blocked")
                     )
                     run = cycle.claimed  # type: ignore[attr-defined]
-                    store.cycle(WORKER, ["blocked"], fences(run), outcomes(run), 0, LEASE)
+                    store.cycle(CycleRequest(WORKER, ["blocked"], fences(run), outcomes(run), 0, LEASE))
                 if tracer is not None and mode == "count":
                     profile.planning[label] = planning_ms(url, tracer.examples, tracer.query("claim_fence"))
         app.close()

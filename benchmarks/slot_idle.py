@@ -102,10 +102,10 @@ def instrument(worker: Any, cycles: list[Cycle], buffered: dict[str, float]) -> 
         current[0].calls.append("look" if answer is None else "look (closed)")
         return answer
 
-    def stored(worker_id: str, queues: Any, starts: Any, outcomes: Any, claim: int, lease: float) -> Any:
+    def stored(request: Any) -> Any:
         if current:
-            current[0].calls.append(f"claim {claim}" if claim else "report")
-        return store_cycle(worker_id, queues, starts, outcomes, claim, lease)
+            current[0].calls.append(f"claim {request.claim_limit}" if request.claim_limit else "report")
+        return store_cycle(request)
 
     store.peek_cycle, store.cycle = peeked, stored
 

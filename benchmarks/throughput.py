@@ -27,7 +27,7 @@ from rich.table import Table
 
 import tidegate
 from common import fresh_database, measured_with, medians, parse_options, repeated, write_markdown
-from tidegate.domain.model import Outcome, OutcomeKind
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 
 HERE = Path(__file__).parent
 MAX_WORKERS = 64
@@ -104,7 +104,7 @@ def baseline_rate(app: tidegate.App) -> float:
     done = 0
     started = time.perf_counter()
     while done < BASELINE_RUNS:
-        result = store.cycle(worker_id, ["baseline"], [], outcomes, 1, 30.0)
+        result = store.cycle(CycleRequest(worker_id, ["baseline"], [], outcomes, 1, 30.0))
         done += len(outcomes)
         outcomes = [Outcome(run.id, run.attempt, OutcomeKind.COMPLETED) for run in result.claimed]
         if not result.claimed and not outcomes and done < BASELINE_RUNS:

@@ -12,7 +12,7 @@ from tidegate.domain.adaptive import Adaptive, AdaptiveState
 from tidegate.domain.attempts import AttemptCount
 from tidegate.domain.backpressure import Pace
 from tidegate.domain.blocking import QueuedShape
-from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
+from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer, TriggerRequest
 from tidegate.domain.clock import Clock, ShiftedClock, SystemClock
 from tidegate.domain.doctor import DatabaseFacts
 from tidegate.domain.errors import (
@@ -50,6 +50,7 @@ from tidegate.domain.limits import (
 )
 from tidegate.domain.model import (
     ClaimedRun,
+    CycleRequest,
     CycleResult,
     EventRecord,
     HolderRecord,
@@ -65,6 +66,7 @@ from tidegate.domain.model import (
     TaskDefinition,
     TaskRegistration,
     WorkerRecord,
+    WorkerRegistration,
 )
 from tidegate.domain.parameters import ParameterKind, TaskParameter, TaskParameters
 from tidegate.domain.rates import Held, Rate, RateStates
@@ -73,6 +75,7 @@ from tidegate.domain.schedules import Firing, NewSchedule, ScheduleDefinition, S
 from tidegate.domain.scopes import Rules, ScopeNeed
 from tidegate.domain.snooze import Snooze
 from tidegate.domain.steps import (
+    FinishStepRequest,
     PoolConfig,
     PoolStatus,
     PoolWaiter,
@@ -115,11 +118,13 @@ __all__ = [
     "Concurrency",
     "ConfigurationError",
     "Context",
+    "CycleRequest",
     "CycleResult",
     "DatabaseFacts",
     "DuplicateRun",
     "EventRecord",
     "Executor",
+    "FinishStepRequest",
     "Firing",
     "Held",
     "HolderRecord",
@@ -197,6 +202,7 @@ __all__ = [
     "Tick",
     "TidegateError",
     "TriggerAnswer",
+    "TriggerRequest",
     "Triggerable",
     "Unique",
     "UniqueClaim",
@@ -205,6 +211,7 @@ __all__ = [
     "WaitTimeout",
     "Worker",
     "WorkerRecord",
+    "WorkerRegistration",
     "WorkerSettings",
     "Workflow",
     "WorkflowDefinition",

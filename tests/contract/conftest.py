@@ -23,7 +23,7 @@ from tests.conftest import event_types, execute_sql, raw_store, wait_until
 from tidegate.bootstrap import open_store
 from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.jsonvalue import JSONValue
-from tidegate.domain.model import ClaimedRun, NewRun, Outcome, OutcomeKind
+from tidegate.domain.model import ClaimedRun, CycleRequest, NewRun, Outcome, OutcomeKind
 from tidegate.storage.port import Fence, Store
 
 QUEUE = "contract"
@@ -102,12 +102,12 @@ def claim(
     store: Store, worker: str = "w1", limit: int = 1, queues: Sequence[str] = (QUEUE,), lease: float = LEASE
 ) -> list[ClaimedRun]:
     """One claim-only cycle for `worker`."""
-    return store.cycle(worker, list(queues), [], [], limit, lease).claimed
+    return store.cycle(CycleRequest(worker, list(queues), [], [], limit, lease)).claimed
 
 
 def start(store: Store, worker: str, fences: Sequence[Fence], queues: Sequence[str] = (QUEUE,)) -> None:
     """Record the starts of claimed attempts (a cycle that claims nothing)."""
-    store.cycle(worker, list(queues), list(fences), [], 0, LEASE)
+    store.cycle(CycleRequest(worker, list(queues), list(fences), [], 0, LEASE))
 
 
 def completed(fence: Fence, result: JSONValue = None) -> Outcome:

@@ -15,7 +15,7 @@ from tests.conftest import execute_sql
 from tidegate.domain import events as history
 from tidegate.domain.adaptive import Adaptive
 from tidegate.domain.limits import Concurrency, Partition, QueueConfig
-from tidegate.domain.model import Outcome, OutcomeKind
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 from tidegate.engine.operators.limit_table import limit_table
 from tidegate.storage.port import Store
 
@@ -59,14 +59,16 @@ def test_overload_lowers_the_limit_once_per_generation_and_the_same_cycle_claims
     for _ in range(8):
         enqueue_one(store, QUEUE)
     # All eight report overload at once: admitted under the old limit, they cut it once, 8 -> 4.
-    result = store.cycle("w1", [QUEUE], [], [_overloaded(fence) for fence in fences], 8, LEASE)
+    result = store.cycle(CycleRequest("w1", [QUEUE], [], [_overloaded(fence) for fence in fences], 8, LEASE))
     assert len(result.claimed) == 4  # the same cycle's claim reads the lowered limit
     assert store.rules().queue_limit(QUEUE, "") == 4
     assert _changes(database_url) == [history.adaptive_limit_changed(f"queue:{QUEUE}", 8, 4, "overloaded").metadata]
 
     # Claimed after the cut: their overload cuts again, 4 -> 2, and nothing more is claimed.
     start(store, "w1", [run.fence for run in result.claimed], queues=[QUEUE])
-    again = store.cycle("w1", [QUEUE], [], [_overloaded(run.fence) for run in result.claimed[:1]], 8, LEASE)
+    again = store.cycle(
+        CycleRequest("w1", [QUEUE], [], [_overloaded(run.fence) for run in result.claimed[:1]], 8, LEASE)
+    )
     assert again.claimed == [] and store.rules().queue_limit(QUEUE, "") == 2
     assert [change["new"] for change in _changes(database_url)] == [4, 2]
 
@@ -74,11 +76,11 @@ def test_overload_lowers_the_limit_once_per_generation_and_the_same_cycle_claims
 def test_successes_raise_it_back_by_steps_up_to_the_declared_limit(store: Store, database_url: str) -> None:
     _declare(store, global_limit=3)
     [fence] = _running(store, 1)
-    store.cycle("w1", [QUEUE], [], [_overloaded(fence)], 0, LEASE)
+    store.cycle(CycleRequest("w1", [QUEUE], [], [_overloaded(fence)], 0, LEASE))
     assert store.rules().queue_limit(QUEUE, "") == 1
     for _ in range(4):  # rounds that fill the limit; two successes per step (after=2): 1, 1 -> 2 -> 3, stays 3
         fences = _running(store, store.rules().queue_limit(QUEUE, "") or 0)
-        store.cycle("w1", [QUEUE], [], [_done(fence) for fence in fences], 0, LEASE)
+        store.cycle(CycleRequest("w1", [QUEUE], [], [_done(fence) for fence in fences], 0, LEASE))
     assert store.rules().queue_limit(QUEUE, "") == 3
     assert [(c["old"], c["new"], c["reason"]) for c in _changes(database_url)] == [
         (3, 1, "overloaded"),
@@ -94,7 +96,7 @@ def test_each_partition_adapts_on_its_own_and_a_live_override_wins(store: Store)
     claimed = claim(store, "w1", limit=2, queues=["parts"])
     start(store, "w1", [run.fence for run in claimed], queues=["parts"])
     hot = next(run for run in claimed if store.get_run(run.id).partition == "key=a")  # type: ignore[union-attr]
-    store.cycle("w1", ["parts"], [], [_overloaded(hot.fence)], 0, LEASE)
+    store.cycle(CycleRequest("w1", ["parts"], [], [_overloaded(hot.fence)], 0, LEASE))
     rules = store.rules()
     assert (rules.queue_limit("parts", "key=a"), rules.queue_limit("parts", "key=b")) == (2, 4)
     rows = {row.target: row for row in limit_table(store).limits}
@@ -108,20 +110,20 @@ def test_successes_under_a_limit_nobody_fills_leave_it(store: Store) -> None:
     """One run at a time under a limit of 3 says nothing about the room above it."""
     _declare(store, global_limit=3)
     [fence] = _running(store, 1)
-    store.cycle("w1", [QUEUE], [], [_overloaded(fence)], 0, LEASE)  # 3 -> 1
+    store.cycle(CycleRequest("w1", [QUEUE], [], [_overloaded(fence)], 0, LEASE))  # 3 -> 1
     for _ in range(2):
         [fence] = _running(store, 1)
-        store.cycle("w1", [QUEUE], [], [_done(fence)], 0, LEASE)
+        store.cycle(CycleRequest("w1", [QUEUE], [], [_done(fence)], 0, LEASE))
     assert store.rules().queue_limit(QUEUE, "") == 2  # full at 1: raised
     for _ in range(4):
         [fence] = _running(store, 1)
-        store.cycle("w1", [QUEUE], [], [_done(fence)], 0, LEASE)
+        store.cycle(CycleRequest("w1", [QUEUE], [], [_done(fence)], 0, LEASE))
     assert store.rules().queue_limit(QUEUE, "") == 2  # never full at 2: kept
 
 
 def test_queues_that_do_not_adapt_store_nothing(store: Store, database_url: str) -> None:
     store.register_limits(None, [QueueConfig(QUEUE, Concurrency(global_limit=2))], [])
     [fence] = _running(store, 1)
-    store.cycle("w1", [QUEUE], [], [_overloaded(fence)], 0, LEASE)
+    store.cycle(CycleRequest("w1", [QUEUE], [], [_overloaded(fence)], 0, LEASE))
     assert execute_sql(database_url, "SELECT count(*) FROM tidegate_adaptive_limits") == [(0,)]
     assert store.rules().queue_limit(QUEUE, "") == 2

@@ -10,7 +10,7 @@ from __future__ import annotations
 from tests.conftest import execute_sql
 from tidegate.bootstrap import open_store
 from tidegate.domain.clock import ShiftedClock
-from tidegate.domain.model import RunStatus
+from tidegate.domain.model import CycleRequest, RunStatus, WorkerRegistration
 
 from .conftest import LEASE, QUEUE, claim, enqueue_one, failed, start
 
@@ -30,7 +30,7 @@ def _grown_every_way(store, clock: ShiftedClock) -> str:
     assert _counts(store, run_id) == (3, 2, 0, 1, 0, 0)
 
     enqueue_one(store)
-    store.register_worker("gone", 2, [QUEUE], False, LEASE)
+    store.register_worker(WorkerRegistration("gone", 2, [QUEUE], False, LEASE))
     lost = claim(store, "gone", limit=2)
     assert run_id in {run.id for run in lost}
     clock.advance(LEASE + 1)
@@ -41,7 +41,7 @@ def _grown_every_way(store, clock: ShiftedClock) -> str:
     while True:  # a worker takes one group of the rescued suspects at a time
         [again] = claim(store, "w2")
         start(store, "w2", [again.fence])
-        store.cycle("w2", [QUEUE], [], [failed(again.fence)], 0, LEASE)
+        store.cycle(CycleRequest("w2", [QUEUE], [], [failed(again.fence)], 0, LEASE))
         if again.id == run_id:
             break
     assert store.get_run(run_id).status is RunStatus.FAILED

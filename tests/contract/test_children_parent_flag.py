@@ -18,7 +18,8 @@ import psycopg
 import pytest
 
 from tidegate import RunStatus
-from tidegate.domain.children import NewChild
+from tidegate.domain.children import NewChild, TriggerRequest
+from tidegate.domain.model import CycleRequest
 from tidegate.worker import outcomes
 from tidegate.worker.execution import Attempt
 
@@ -43,12 +44,12 @@ def test_a_child_ended_through_the_workers_outcome_resumes_its_parent(store, cla
     (parent,) = claim(store)
     assert not parent.has_parent
     child = NewChild(new_run(KIDS, task="t.child"), 0, True)
-    assert store.trigger_children(parent.fence, "w1", [child], True, False).waiting
+    assert store.trigger_children(TriggerRequest(parent.fence, "w1", [child], True, False)).waiting
     (kid,) = claim(store, "w2", queues=[KIDS])
     assert kid.has_parent
     ended = _worker_outcome(kid)
     assert ended.has_parent
-    store.cycle("w2", [KIDS], [kid.fence], [ended], 0, 30.0)
+    store.cycle(CycleRequest("w2", [KIDS], [kid.fence], [ended], 0, 30.0))
     assert store.get_run(parent.id).status is RunStatus.QUEUED
 
 
@@ -88,12 +89,12 @@ def test_a_cycle_ending_only_parentless_runs_sends_no_resume(store, backend, mon
     assert len(runs) == 3 and not any(run.has_parent for run in runs)
     ended = [_worker_outcome(run) for run in runs]
     with _resume_statements(store, backend, monkeypatch) as sent:
-        store.cycle("w1", [QUEUE], [run.fence for run in runs], ended, 0, 30.0)
+        store.cycle(CycleRequest("w1", [QUEUE], [run.fence for run in runs], ended, 0, 30.0))
     assert sent == []
     assert {store.get_run(run.id).status for run in runs} == {RunStatus.COMPLETED}
     # An outcome that does not say (built elsewhere: has_parent defaults to True) still looks.
     enqueue_one(store)
     (unknown,) = claim(store, "w1")
     with _resume_statements(store, backend, monkeypatch) as sent:
-        store.cycle("w1", [QUEUE], [unknown.fence], [completed(unknown.fence)], 0, 30.0)
+        store.cycle(CycleRequest("w1", [QUEUE], [unknown.fence], [completed(unknown.fence)], 0, 30.0))
     assert sent

@@ -13,6 +13,7 @@ children once, and reads no chain above it (it has none).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tidegate.domain.children import NewChild
+from tidegate.domain.children import NewChild, TriggerRequest
 
 from .conftest import claim, enqueue_one, new_run
 
@@ -55,10 +56,12 @@ class TripCounter:
 @contextmanager
 def counted_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[TripCounter]:
     counter = TripCounter()
+    caller = threading.get_ident()  # the code counted runs on the test's thread
     real_execute = psycopg.Cursor.execute
 
     def execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        counter.executed(self, query)
+        if threading.get_ident() == caller:  # not a background thread's statement (a listener, the pool)
+            counter.executed(self, query)
         return real_execute(self, query, *args, **kwargs)
 
     monkeypatch.setattr(psycopg.Cursor, "execute", execute)
@@ -66,7 +69,8 @@ def counted_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[TripCounter]:
         real = getattr(psycopg.Cursor, name)
 
         def fetch(self: Any, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
-            counter.fetched(self)
+            if threading.get_ident() == caller:
+                counter.fetched(self)
             return _real(self, *args, **kwargs)
 
         monkeypatch.setattr(psycopg.Cursor, name, fetch)
@@ -84,7 +88,7 @@ def test_a_roots_wait_costs_two_round_trips_on_postgresql(store, backend, monkey
     enqueue_one(store)
     (parent,) = claim(store)
     with counted_trips(monkeypatch) as counter:
-        answer = store.trigger_children(parent.fence, "w1", _children(), True, False)
+        answer = store.trigger_children(TriggerRequest(parent.fence, "w1", _children(), True, False))
     assert answer.waiting and len(answer.children) == 5
     assert counter.trips == 2
 
@@ -95,7 +99,7 @@ def test_a_fire_and_forget_trigger_costs_two_round_trips_on_postgresql(store, ba
     enqueue_one(store)
     (parent,) = claim(store)
     with counted_trips(monkeypatch) as counter:
-        answer = store.trigger_children(parent.fence, "w1", _children(), False, False)
+        answer = store.trigger_children(TriggerRequest(parent.fence, "w1", _children(), False, False))
     assert not answer.waiting
     assert counter.trips == 2
 
@@ -109,7 +113,7 @@ def test_a_roots_wait_reads_its_children_once_and_no_chain_on_sqlite(store, back
     connection = store._db.connection()  # this thread's: the one the trigger writes with
     connection.set_trace_callback(statements.append)
     try:
-        answer = store.trigger_children(parent.fence, "w1", _children(), True, False)
+        answer = store.trigger_children(TriggerRequest(parent.fence, "w1", _children(), True, False))
     finally:
         connection.set_trace_callback(None)
     assert answer.waiting and len(answer.children) == 5

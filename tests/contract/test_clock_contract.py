@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import raw_store
 from tidegate.domain.clock import ShiftedClock
+from tidegate.domain.model import CycleRequest
 
 OFFSET_SQL = "SELECT current_setting('tidegate.clock_offset', true)"
 
@@ -42,7 +43,7 @@ def test_stored_times_follow_the_moved_clock(app, clock):
 
 
 def test_the_system_clock_sets_no_offset_on_postgres(pg_store):
-    pg_store.cycle("w1", ["q"], [], [], 1, 30)
+    pg_store.cycle(CycleRequest("w1", ["q"], [], [], 1, 30))
     with pg_store._connection() as connection:
         assert connection.execute(OFFSET_SQL).fetchone()[0] in (None, "")
         assert connection.execute("SELECT tidegate_now() = now()").fetchone()[0] is True

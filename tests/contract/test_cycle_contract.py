@@ -7,7 +7,7 @@ are made up), nothing waits on timing.
 from __future__ import annotations
 
 from tidegate import RunStatus
-from tidegate.domain.model import Outcome, OutcomeKind
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 
 from .conftest import QUEUE, claim, completed, enqueue_one, failed, start
 
@@ -20,7 +20,7 @@ def test_a_claim_takes_priority_first_then_age_across_the_workers_queues(store):
     old_low = enqueue_one(store, "qa")
     high = enqueue_one(store, "qb", priority=9)
     young_low = enqueue_one(store, "qb")
-    claimed = store.cycle("w1", ["qa", "qb"], [], [], 3, 30).claimed
+    claimed = store.cycle(CycleRequest("w1", ["qa", "qb"], [], [], 3, 30)).claimed
     assert [run.id for run in claimed] == [high, old_low, young_low]
 
 
@@ -38,7 +38,7 @@ def test_a_claim_takes_at_most_its_limit_and_leases_each_run_to_the_worker(store
 
 def test_a_claim_that_ran_dry_says_when_the_next_run_falls_due(store):
     enqueue_one(store, delay=600)
-    result = store.cycle("w1", [QUEUE], [], [], 1, 30)
+    result = store.cycle(CycleRequest("w1", [QUEUE], [], [], 1, 30))
     assert result.claimed == [] and 590 <= result.next_due_in <= 600
 
 
@@ -53,7 +53,7 @@ def test_a_start_is_recorded_once_with_its_event(store):
 def test_a_completed_outcome_stores_the_result_and_finishes_the_run(store):
     enqueue_one(store)
     [run] = claim(store, "w1")
-    result = store.cycle("w1", [QUEUE], [run.fence], [completed(run.fence, {"answer": 42})], 0, 30)
+    result = store.cycle(CycleRequest("w1", [QUEUE], [run.fence], [completed(run.fence, {"answer": 42})], 0, 30))
     assert result.fenced_out == []
     record = store.get_run(run.id)
     assert (record.status, record.result, record.error) == (RunStatus.COMPLETED, {"answer": 42}, None)
@@ -63,7 +63,7 @@ def test_a_completed_outcome_stores_the_result_and_finishes_the_run(store):
 def test_a_failed_outcome_with_a_retry_delay_queues_the_next_attempt(store):
     enqueue_one(store, max_attempts=2)
     [run] = claim(store, "w1")
-    store.cycle("w1", [QUEUE], [run.fence], [failed(run.fence, "flaky", retry_delay=0)], 0, 30)
+    store.cycle(CycleRequest("w1", [QUEUE], [run.fence], [failed(run.fence, "flaky", retry_delay=0)], 0, 30))
     record = store.get_run(run.id)
     assert (record.status, record.error) == (RunStatus.QUEUED, "flaky")
     assert types(store, run.id)[-1] == "RunRetried"
@@ -74,7 +74,7 @@ def test_a_failed_outcome_with_a_retry_delay_queues_the_next_attempt(store):
 def test_a_failed_outcome_without_a_retry_fails_the_run_for_good(store):
     enqueue_one(store, max_attempts=5)
     [run] = claim(store, "w1")
-    store.cycle("w1", [QUEUE], [run.fence], [failed(run.fence, "fatal")], 0, 30)
+    store.cycle(CycleRequest("w1", [QUEUE], [run.fence], [failed(run.fence, "fatal")], 0, 30))
     record = store.get_run(run.id)
     assert (record.status, record.error) == (RunStatus.FAILED, "fatal")
     assert types(store, run.id)[-1] == "RunFailed"
@@ -85,7 +85,7 @@ def test_a_requested_cancel_wins_over_a_retry(store):
     run_id = enqueue_one(store, max_attempts=3)
     [run] = claim(store, "w1")
     store.cancel_run(run_id)
-    store.cycle("w1", [QUEUE], [run.fence], [failed(run.fence, "flaky", retry_delay=0)], 0, 30)
+    store.cycle(CycleRequest("w1", [QUEUE], [run.fence], [failed(run.fence, "flaky", retry_delay=0)], 0, 30))
     assert store.get_run(run_id).status is RunStatus.CANCELED
 
 
@@ -93,7 +93,7 @@ def test_a_canceled_outcome_ends_the_run_canceled(store):
     run_id = enqueue_one(store)
     [run] = claim(store, "w1")
     store.cancel_run(run_id)
-    store.cycle("w1", [QUEUE], [run.fence], [Outcome(run.id, run.attempt, OutcomeKind.CANCELED)], 0, 30)
+    store.cycle(CycleRequest("w1", [QUEUE], [run.fence], [Outcome(run.id, run.attempt, OutcomeKind.CANCELED)], 0, 30))
     assert store.get_run(run_id).status is RunStatus.CANCELED
     assert types(store, run_id)[-1] == "RunCanceled"
 
@@ -102,7 +102,7 @@ def test_an_outcome_of_an_attempt_that_is_not_the_current_one_is_fenced_out(stor
     enqueue_one(store)
     [run] = claim(store, "w1")
     stale = (run.id, run.attempt + 1)
-    result = store.cycle("w1", [QUEUE], [], [completed(stale, "stale")], 0, 30)
+    result = store.cycle(CycleRequest("w1", [QUEUE], [], [completed(stale, "stale")], 0, 30))
     assert [tuple(fence) for fence in result.fenced_out] == [stale]
     assert store.get_run(run.id).status is RunStatus.RUNNING
 
@@ -112,7 +112,7 @@ def test_an_outcome_frees_the_runs_slots_for_the_next_claim(store):
     first, second = enqueue_one(store), enqueue_one(store)
     [run] = claim(store, "w1", limit=2)
     assert run.id == first and claim(store, "w2") == []
-    store.cycle("w1", [QUEUE], [run.fence], [completed(run.fence)], 0, 30)
+    store.cycle(CycleRequest("w1", [QUEUE], [run.fence], [completed(run.fence)], 0, 30))
     assert [r.id for r in claim(store, "w2")] == [second]
 
 
@@ -153,8 +153,8 @@ def test_hand_back_ignores_fences_the_worker_no_longer_holds(store):
 def test_a_second_outcome_for_a_finished_attempt_is_fenced_out_and_changes_nothing(store):
     enqueue_one(store)
     [run] = claim(store, "w1")
-    assert store.cycle("w1", [QUEUE], [run.fence], [completed(run.fence, 1)], 0, 30).fenced_out == []
-    again = store.cycle("w1", [QUEUE], [], [completed(run.fence, 2)], 0, 30)
+    assert store.cycle(CycleRequest("w1", [QUEUE], [run.fence], [completed(run.fence, 1)], 0, 30)).fenced_out == []
+    again = store.cycle(CycleRequest("w1", [QUEUE], [], [completed(run.fence, 2)], 0, 30))
     assert [tuple(fence) for fence in again.fenced_out] == [run.fence]
     assert store.get_run(run.id).result == 1
     assert types(store, run.id).count("RunCompleted") == 1

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tidegate.domain.model import CycleRequest
 from tidegate.storage.postgres.connections import POOL_MAX_SIZE, serve_bound, worker_process_bound
 
 from .conftest import claim, completed, enqueue_one, start
@@ -44,7 +45,7 @@ def test_finished_runs_past_the_retention_are_counted_until_pruned(store, clock)
     run_id = enqueue_one(store)
     [claimed] = claim(store)
     start(store, "w1", [claimed.fence])
-    store.cycle("w1", [claimed.queue], [], [completed(claimed.fence)], 0, 30.0)
+    store.cycle(CycleRequest("w1", [claimed.queue], [], [completed(claimed.fence)], 0, 30.0))
     assert store.doctor_facts(DAY).prunable == 0  # ended just now
     clock.advance(DAY + 60)
     enqueue_one(store)  # a queued run is never counted, however old

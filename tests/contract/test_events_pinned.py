@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 from tests.conftest import execute_sql
 from tidegate.domain import events as history
 from tidegate.domain.limits import Concurrency, QueueConfig
+from tidegate.domain.model import CycleRequest
 from tidegate.domain.pools import pool_scope
-from tidegate.domain.steps import SlotRequest, StepStatus, StepUpdate
+from tidegate.domain.steps import FinishStepRequest, SlotRequest, StepStatus, StepUpdate
 
 from .conftest import LEASE
 from .test_transitions_pinned import new_runs, running
@@ -42,8 +43,8 @@ def test_a_run_s_life_reads_the_same(store):
     """RunQueued, RunDequeued, RunStarted; canceled while queued; RunBlocked with its scopes."""
     [queued] = new_runs("life", 1)
     store.enqueue([queued])
-    [claimed] = store.cycle("w-life", ["life"], [], [], 1, LEASE).claimed
-    store.cycle("w-life", ["life"], [claimed.fence], [], 0, LEASE)
+    [claimed] = store.cycle(CycleRequest("w-life", ["life"], [], [], 1, LEASE)).claimed
+    store.cycle(CycleRequest("w-life", ["life"], [claimed.fence], [], 0, LEASE))
     assert events_of(store, queued.id) == [
         history.run_queued("life"),
         history.run_dequeued(1, "w-life"),
@@ -57,7 +58,7 @@ def test_a_run_s_life_reads_the_same(store):
     store.register_limits(None, [QueueConfig("narrow", Concurrency(global_limit=1))], [])
     first, second = new_runs("narrow", 2)
     store.enqueue([first, second])
-    assert len(store.cycle("w-a", ["narrow"], [], [], 2, LEASE).claimed) == 1
+    assert len(store.cycle(CycleRequest("w-a", ["narrow"], [], [], 2, LEASE)).claimed) == 1
     blocked = [{"scope": "queue:narrow", "used": 1, "limit": 1}]
     assert events_of(store, second.id)[-1] == history.run_blocked(blocked)
 
@@ -96,10 +97,10 @@ def test_a_step_s_slots_read_the_same(store, configured, unconfigured, fails):
         return
     _, [fence] = running(store, 1)
     run_id, attempt = fence
-    assert store.acquire_slots(fence, "w-pinned", "s1", needs, {}).granted
+    assert store.acquire_slots(fence, "w-pinned", SlotRequest("s1", needs, {})).granted
     assert store.renew_slots(fence, "s1")
     store.release_slots(fence, "s1")
-    assert store.acquire_slots(fence, "w-pinned", "s2", needs, {}).granted
+    assert store.acquire_slots(fence, "w-pinned", SlotRequest("s2", needs, {})).granted
     started = StepUpdate("s2", StepStatus.RUNNING)
     ended = StepUpdate("s2", StepStatus.FAILED, error="boom") if fails else StepUpdate("s2", StepStatus.COMPLETED)
     store.record_steps(fence, [started])
@@ -127,14 +128,16 @@ def test_slots_handed_on_read_the_same(store, needs):
     scopes = {pool_scope(pool): slots for pool, slots in needs.items()}
     _, [fence] = running(store, 1)
     run_id, attempt = fence
-    assert store.acquire_slots(fence, "w-pinned", "a", scopes, {}).granted
+    assert store.acquire_slots(fence, "w-pinned", SlotRequest("a", scopes, {})).granted
     store.record_steps(fence, [StepUpdate("a", StepStatus.RUNNING)])
     finish = store.finish_step(
-        fence,
-        "w-pinned",
-        StepUpdate("a", StepStatus.COMPLETED),
-        successor=SlotRequest("b", scopes, {}),
-        successor_started=StepUpdate("b", StepStatus.RUNNING),
+        FinishStepRequest(
+            fence,
+            "w-pinned",
+            StepUpdate("a", StepStatus.COMPLETED),
+            successor=SlotRequest("b", scopes, {}),
+            successor_started=StepUpdate("b", StepStatus.RUNNING),
+        )
     )
     assert finish.recorded and finish.handed is not None and finish.handed.granted
     assert history.slots_released(attempt, scopes, history.handed_to("b")) in events_of(store, run_id, "a")
@@ -145,10 +148,10 @@ def test_what_the_sweep_repairs_reads_the_same(store, database_url):
     """SlotLeakRepaired (`sweep_leaks`) and StepSlotReleased "lease expired" (`sweep_step_holders`)."""
     store.register_limits(None, [QueueConfig("leaky", Concurrency(global_limit=5))], [])
     store.enqueue(new_runs("leaky", 1))
-    [claimed] = store.cycle("w-leak", ["leaky"], [], [], 1, LEASE).claimed
+    [claimed] = store.cycle(CycleRequest("w-leak", ["leaky"], [], [], 1, LEASE)).claimed
     execute_sql(database_url, "UPDATE tidegate_holders SET attempt = attempt + 5 WHERE run_id = ?", (claimed.id,))
     _, [fence] = running(store, 1)
-    assert store.acquire_slots(fence, "w-pinned", "s", {pool_scope("swept"): 2}, {}).granted
+    assert store.acquire_slots(fence, "w-pinned", SlotRequest("s", {pool_scope("swept"): 2}, {})).granted
     if database_url.startswith("sqlite"):
         backdate = "UPDATE tidegate_holders SET expires_at = expires_at - 3600 WHERE scope = ?"
     else:

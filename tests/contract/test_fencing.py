@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tidegate import RunStatus
-from tidegate.domain.model import Outcome, OutcomeKind
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 
 from .conftest import event_types, execute_sql, wait_until
 
@@ -26,7 +26,7 @@ def job(app):
 
 
 def _claim(store, worker, lease=30.0, limit=1):
-    return store.cycle(worker, [QUEUE], [], [], limit, lease).claimed
+    return store.cycle(CycleRequest(worker, [QUEUE], [], [], limit, lease)).claimed
 
 
 def _expire_and_sweep(store, clock, run_id, lease_seconds):
@@ -42,7 +42,7 @@ def test_a_taken_over_attempt_cannot_report_its_outcome(app, job, clock):
 
     [first] = _claim(store, "worker-A", lease=0.3)
     assert (first.id, first.attempt) == (handle.id, 1)
-    store.cycle("worker-A", [QUEUE], [(handle.id, 1)], [], 0, 0.3)  # A started it
+    store.cycle(CycleRequest("worker-A", [QUEUE], [(handle.id, 1)], [], 0, 0.3))  # A started it
     _expire_and_sweep(store, clock, handle.id, 0.3)
     assert handle.status() is RunStatus.QUEUED
 
@@ -50,7 +50,9 @@ def test_a_taken_over_attempt_cannot_report_its_outcome(app, job, clock):
     assert (second.id, second.attempt) == (handle.id, 2)
 
     # A wakes up and reports attempt 1 as completed: refused, reported back as fenced out
-    late = store.cycle("worker-A", [QUEUE], [], [Outcome(handle.id, 1, OutcomeKind.COMPLETED, result="stale A")], 0, 30)
+    late = store.cycle(
+        CycleRequest("worker-A", [QUEUE], [], [Outcome(handle.id, 1, OutcomeKind.COMPLETED, result="stale A")], 0, 30)
+    )
     assert late.fenced_out == [(handle.id, 1)]
     record = handle.info()
     assert record.status is RunStatus.RUNNING
@@ -59,28 +61,36 @@ def test_a_taken_over_attempt_cannot_report_its_outcome(app, job, clock):
 
     # nor may A fail it or retry it
     late = store.cycle(
-        "worker-A",
-        [QUEUE],
-        [],
-        [Outcome(handle.id, 1, OutcomeKind.FAILED, error="stale", retry_delay=0.0)],
-        0,
-        30,
+        CycleRequest(
+            "worker-A",
+            [QUEUE],
+            [],
+            [Outcome(handle.id, 1, OutcomeKind.FAILED, error="stale", retry_delay=0.0)],
+            0,
+            30,
+        )
     )
     assert late.fenced_out == [(handle.id, 1)]
     # nor report attempt 2 under its own name (the fence is the attempt *and* the holder)
-    late = store.cycle("worker-A", [QUEUE], [], [Outcome(handle.id, 2, OutcomeKind.COMPLETED, result="A")], 0, 30)
+    late = store.cycle(
+        CycleRequest("worker-A", [QUEUE], [], [Outcome(handle.id, 2, OutcomeKind.COMPLETED, result="A")], 0, 30)
+    )
     assert late.fenced_out == [(handle.id, 2)]
     assert handle.info().status is RunStatus.RUNNING
 
     # B, the present holder, completes it
-    done = store.cycle("worker-B", [QUEUE], [], [Outcome(handle.id, 2, OutcomeKind.COMPLETED, result="B")], 0, 30)
+    done = store.cycle(
+        CycleRequest("worker-B", [QUEUE], [], [Outcome(handle.id, 2, OutcomeKind.COMPLETED, result="B")], 0, 30)
+    )
     assert done.fenced_out == []
     assert handle.wait(timeout=5) == "B"
     record = handle.info()
     assert record.attempt == 2 and record.worker_id is None
 
     # and a late outcome after completion changes nothing either
-    late = store.cycle("worker-A", [QUEUE], [], [Outcome(handle.id, 1, OutcomeKind.FAILED, error="late")], 0, 30)
+    late = store.cycle(
+        CycleRequest("worker-A", [QUEUE], [], [Outcome(handle.id, 1, OutcomeKind.FAILED, error="late")], 0, 30)
+    )
     assert late.fenced_out == [(handle.id, 1)]
     assert handle.info().status is RunStatus.COMPLETED and handle.info().error is None
     types = event_types(app, handle.id)
@@ -126,10 +136,10 @@ def test_a_start_from_a_taken_over_attempt_is_ignored(app, job, clock):
     _claim(store, "worker-A", lease=0.3)
     _expire_and_sweep(store, clock, handle.id, 0.3)
     _claim(store, "worker-B")
-    store.cycle("worker-A", [QUEUE], [(handle.id, 1)], [], 0, 30)  # A's late RunStarted
+    store.cycle(CycleRequest("worker-A", [QUEUE], [(handle.id, 1)], [], 0, 30))  # A's late RunStarted
     assert "RunStarted" not in event_types(app, handle.id)
     assert handle.info().started_at is None
-    store.cycle("worker-B", [QUEUE], [(handle.id, 2)], [], 0, 30)
+    store.cycle(CycleRequest("worker-B", [QUEUE], [(handle.id, 2)], [], 0, 30))
     started = [e for e in app.store.run_events(handle.id) if e.type == "RunStarted"]
     assert [(e.metadata["attempt"], e.metadata["worker"]) for e in started] == [(2, "worker-B")]
 

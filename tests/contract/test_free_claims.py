@@ -21,7 +21,7 @@ import pytest
 
 from tests import races
 from tidegate.bootstrap import open_store
-from tidegate.domain.model import RunStatus
+from tidegate.domain.model import CycleRequest, RunStatus
 
 from .conftest import LEASE, claim, completed, enqueue_one
 
@@ -107,7 +107,7 @@ def test_a_one_batch_cycle_that_fails_midway_commits_nothing(store, backend, mon
 
     monkeypatch.setattr(free_claims, "send", broken)
     with pytest.raises(RuntimeError):
-        store.cycle("w1", [FREE], [run.fence], [completed(run.fence)], 1, LEASE)
+        store.cycle(CycleRequest("w1", [FREE], [run.fence], [completed(run.fence)], 1, LEASE))
     monkeypatch.undo()
     assert store.get_run(run.id).status is RunStatus.RUNNING
     assert store.status_counts(FREE)[RunStatus.QUEUED] == 1

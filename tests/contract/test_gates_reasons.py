@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tidegate import App, Concurrency, RunNotFound, RunQueueConfig, RunStatus, TagConcurrencyLimit
-from tidegate.domain.model import Outcome, OutcomeKind
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 from tidegate.engine.operators import limits as live
 from tidegate.engine.operators.why import explain
 
@@ -39,7 +39,7 @@ def gated(database_url):
 
 
 def _pass(store, worker="claimer", limit=5):
-    return store.cycle(worker, [QUEUE], [], [], limit, 60).claimed
+    return store.cycle(CycleRequest(worker, [QUEUE], [], [], limit, 60)).claimed
 
 
 def _blocked_events(store, run_id):
@@ -85,7 +85,9 @@ def test_a_skipped_run_records_every_saturated_scope_once_per_change_and_clears_
     assert len(_blocked_events(store, other.id)) == 2
 
     # the holder finishes; the next pass claims `second` and clears its reason
-    result = store.cycle("holder", [QUEUE], [], [Outcome(first.id, 1, OutcomeKind.COMPLETED, result=1)], 0, 60)
+    result = store.cycle(
+        CycleRequest("holder", [QUEUE], [], [Outcome(first.id, 1, OutcomeKind.COMPLETED, result=1)], 0, 60)
+    )
     assert result.fenced_out == []
     assert store.scope_usage() == {}
     [claimed] = _pass(store, limit=1)

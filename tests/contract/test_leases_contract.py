@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tidegate import RunStatus
+from tidegate.domain.model import WorkerRegistration
 
 from .conftest import QUEUE, claim, enqueue_one, start
 
@@ -109,14 +110,14 @@ def test_check_overflow_is_silent_without_a_full_worker_serving_the_queue(store)
     for _ in range(3):
         enqueue_one(store)
     assert store.check_overflow("w1", [QUEUE], 60) is None  # no worker registered
-    store.register_worker("w1", 2, [QUEUE], False, 60)
+    store.register_worker(WorkerRegistration("w1", 2, [QUEUE], False, 60))
     claim(store, "w1")
     assert store.check_overflow("w1", [QUEUE], 60) is None  # w1 has room for one more
 
 
 def test_check_overflow_reports_the_waiting_backlog_once_per_interval(store):
-    store.register_worker("w1", 1, [QUEUE], False, 60)
-    store.register_worker("w2", 1, [QUEUE], False, 60)
+    store.register_worker(WorkerRegistration("w1", 1, [QUEUE], False, 60))
+    store.register_worker(WorkerRegistration("w2", 1, [QUEUE], False, 60))
     for _ in range(5):
         enqueue_one(store)
     claim(store, "w1")
@@ -128,7 +129,7 @@ def test_check_overflow_reports_the_waiting_backlog_once_per_interval(store):
 
 @pytest.mark.advances_clock
 def test_check_overflow_is_raised_again_once_the_interval_has_passed(store, clock):
-    store.register_worker("w1", 1, [QUEUE], False, 600)
+    store.register_worker(WorkerRegistration("w1", 1, [QUEUE], False, 600))
     for _ in range(2):
         enqueue_one(store)
     claim(store, "w1")
@@ -139,7 +140,7 @@ def test_check_overflow_is_raised_again_once_the_interval_has_passed(store, cloc
 
 def test_check_overflow_does_not_count_runs_a_limit_holds_back(store):
     store.set_limit(f"queue:{QUEUE}", 1)
-    store.register_worker("w1", 1, [QUEUE], False, 60)
+    store.register_worker(WorkerRegistration("w1", 1, [QUEUE], False, 60))
     for _ in range(3):
         enqueue_one(store)
     claim(store, "w1")

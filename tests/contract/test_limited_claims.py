@@ -27,6 +27,7 @@ import pytest
 
 from tests import races
 from tidegate import App, Concurrency, Partition, RunQueueConfig, RunStatus, TagConcurrencyLimit
+from tidegate.domain.model import CycleRequest
 from tidegate.engine.operators import limits as live
 
 from .conftest import execute_sql
@@ -49,7 +50,7 @@ def _postgres_only(backend):
 
 
 def _cycle(app: App, worker: str, queue: str, limit: int) -> Any:
-    return app.store.cycle(worker, [queue], [], [], limit, LEASE)
+    return app.store.cycle(CycleRequest(worker, [queue], [], [], limit, LEASE))
 
 
 def _claim(app: App, worker: str, queue: str, limit: int = 1):
@@ -267,7 +268,7 @@ def test_a_claim_reads_its_margin_only_while_the_last_one_held_something_back_or
         assert len(_cycle(app, "w1", "m", 2).claimed) == 2
         other = open_store(database_url)
         try:
-            assert len(other.cycle("w2", ["m"], [], [], 2, LEASE).claimed) == 2
+            assert len(other.cycle(CycleRequest("w2", ["m"], [], [], 2, LEASE)).claimed) == 2
         finally:
             other.close()
         assert _cycle(app, "w1", "m", 2).claimed == []  # read 2, both held back by the full queue

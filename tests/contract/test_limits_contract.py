@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tidegate import Concurrency, RunQueueConfig
 from tidegate.domain.limits import QueueConfig
+from tidegate.domain.model import CycleRequest
 
 from .conftest import QUEUE, claim, completed, enqueue_one
 
@@ -93,7 +94,7 @@ def test_scope_usage_and_holders_follow_claims_and_outcomes(store):
     )
     assert all(h.scope == f"queue:{LIMITED}" and h.expires_at >= h.claimed_at for h in holders)
 
-    store.cycle("w1", [LIMITED], [first.fence], [completed(first.fence)], 0, 30)
+    store.cycle(CycleRequest("w1", [LIMITED], [first.fence], [completed(first.fence)], 0, 30))
     assert store.scope_usage() == {"global": 1, f"queue:{LIMITED}": 1}
     assert [h.run_id for h in store.scope_holders("global")] == [second.id]
     assert store.scope_holders("queue:nothing-here") == []

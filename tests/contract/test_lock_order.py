@@ -23,10 +23,10 @@ import pytest
 
 from tests import races
 from tidegate import RunStatus
-from tidegate.domain.children import NewChild
-from tidegate.domain.model import Outcome, OutcomeKind
-from tidegate.storage import waiting
-from tidegate.storage.sqlfile import load_queries
+from tidegate.domain.children import NewChild, TriggerRequest
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
+from tidegate.storage.shared import waiting
+from tidegate.storage.shared.sqlfile import load_queries
 
 from .conftest import claim, enqueue_one, new_run
 
@@ -43,7 +43,9 @@ def test_a_replay_awaiting_a_fire_and_forget_child_and_that_childs_end_never_dea
 ):
     enqueue_one(store)
     (parent,) = claim(store, "w1")
-    (stored,) = store.trigger_children(parent.fence, "w1", [_child(awaited=False)], False, False).children
+    (stored,) = store.trigger_children(
+        TriggerRequest(parent.fence, "w1", [_child(awaited=False)], False, False)
+    ).children
     assert not stored.awaited
     (kid,) = claim(store, "w2", queues=["qb"])
 
@@ -52,8 +54,10 @@ def test_a_replay_awaiting_a_fire_and_forget_child_and_that_childs_end_never_dea
         races.remove_query(store, "trigger_children_lock_children")
     monkeypatch.setattr(waiting, "sort_new", races.seam_after(waiting.sort_new))
     ended = Outcome(kid.id, kid.attempt, OutcomeKind.COMPLETED, result=1)
-    first = races.Party("wait", lambda: store.trigger_children(parent.fence, "w1", [_child(awaited=True)], True, False))
-    second = races.Party("end", lambda: store.cycle("w2", ["qb"], [], [ended], 0, 30.0))
+    first = races.Party(
+        "wait", lambda: store.trigger_children(TriggerRequest(parent.fence, "w1", [_child(awaited=True)], True, False))
+    )
+    second = races.Party("end", lambda: store.cycle(CycleRequest("w2", ["qb"], [], [ended], 0, 30.0)))
     race = races.Race(database_url)
     try:
         race.run(first, second)

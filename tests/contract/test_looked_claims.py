@@ -15,6 +15,7 @@ import pytest
 
 from tests import races
 from tidegate import App, RunQueueConfig, RunStatus
+from tidegate.domain.model import CycleRequest
 from tidegate.storage.postgres import claim
 
 from .test_children_round_trips import counted_trips
@@ -31,19 +32,19 @@ def _postgres_only(backend):
 
 def _woken(app: App, worker: str, queue: str) -> Any:
     """As the worker loop does it: the look, then the claim when the look cannot tell."""
-    return app.store.peek_cycle(worker, [queue]) or app.store.cycle(worker, [queue], [], [], 1, LEASE)
+    return app.store.peek_cycle(worker, [queue]) or app.store.cycle(CycleRequest(worker, [queue], [], [], 1, LEASE))
 
 
 def test_a_claim_after_a_look_that_found_room_costs_two_round_trips(database_url, monkeypatch):
     with App(database_url, run_queue=RunQueueConfig(max_concurrent_runs=4)) as app:
         work = app.task(name="looked.work", queue="g")(lambda n: n)
         work.submit(n=0)
-        assert len(app.store.cycle("w0", ["g"], [], [], 1, LEASE).claimed) == 1  # caches the rules
-        assert app.store.cycle("w1", ["g"], [], [], 1, LEASE).claimed == []  # found none: waits, idle
+        assert len(app.store.cycle(CycleRequest("w0", ["g"], [], [], 1, LEASE)).claimed) == 1  # caches the rules
+        assert app.store.cycle(CycleRequest("w1", ["g"], [], [], 1, LEASE)).claimed == []  # found none: waits, idle
         work.submit(n=1)
         assert app.store.peek_cycle("w1", ["g"]) is None  # a run, and room: claim
         with counted_trips(monkeypatch) as looked:
-            assert len(app.store.cycle("w1", ["g"], [], [], 1, LEASE).claimed) == 1
+            assert len(app.store.cycle(CycleRequest("w1", ["g"], [], [], 1, LEASE)).claimed) == 1
         assert looked.trips == 2
 
 
@@ -56,9 +57,9 @@ def test_two_woken_workers_never_both_take_the_last_slot_of_the_global_cap(datab
         work_a = app.task(name="looked.a", queue="qa")(lambda n: n)
         work_b = app.task(name="looked.b", queue="qb")(lambda n: n)
         work_a.submit_many([{"n": n} for n in range(2)])
-        assert len(app.store.cycle("w0", ["qa"], [], [], 2, LEASE).claimed) == 2
+        assert len(app.store.cycle(CycleRequest("w0", ["qa"], [], [], 2, LEASE)).claimed) == 2
         for worker, queue in (("wa", "qa"), ("wb", "qb")):
-            assert app.store.cycle(worker, [queue], [], [], 1, LEASE).claimed == []  # each waits, idle
+            assert app.store.cycle(CycleRequest(worker, [queue], [], [], 1, LEASE)).claimed == []  # each waits, idle
         work_a.submit(n=10)
         work_b.submit(n=20)
         races.track(app.store)

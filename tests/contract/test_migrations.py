@@ -8,7 +8,7 @@ import pytest
 
 from tidegate import App, SchemaError
 from tidegate.bootstrap import open_store
-from tidegate.storage.migrations import load_migrations
+from tidegate.storage.shared.migrations import load_migrations
 
 from .conftest import execute_sql, raw_store
 

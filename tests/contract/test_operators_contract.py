@@ -13,7 +13,7 @@ import pytest
 from tidegate import AdmissionRejected, RunNotFound, RunNotRetryable
 from tidegate.domain.backpressure import Pace, retry_after
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
-from tidegate.domain.model import RunStatus
+from tidegate.domain.model import CycleRequest, RunStatus, WorkerRegistration
 
 from .conftest import QUEUE, claim, completed, enqueue_one, failed, start
 
@@ -27,7 +27,7 @@ def types(store, run_id: str) -> list[str]:
 def _fail(store, run_id: str, worker: str = "w1") -> None:
     [claimed] = [run for run in claim(store, worker) if run.id == run_id]
     start(store, worker, [claimed.fence])
-    store.cycle(worker, [QUEUE], [], [failed(claimed.fence)], 0, TTL)
+    store.cycle(CycleRequest(worker, [QUEUE], [], [failed(claimed.fence)], 0, TTL))
 
 
 def test_a_failed_run_retried_is_queued_with_one_more_attempt_and_runs_again(store):
@@ -57,7 +57,7 @@ def test_retry_refuses_any_other_status_and_changes_nothing(store, state):
     if state != "queued":
         [claimed] = claim(store)
         if state == "completed":
-            store.cycle("w1", [QUEUE], [], [completed(claimed.fence)], 0, TTL)
+            store.cycle(CycleRequest("w1", [QUEUE], [], [completed(claimed.fence)], 0, TTL))
     before, events = store.get_run(run_id), types(store, run_id)
     with pytest.raises(RunNotRetryable, match=state):
         store.retry_run(run_id)
@@ -96,8 +96,8 @@ def test_retry_of_an_unknown_run_raises(store):
 
 
 def test_list_workers_shows_capacity_busy_queues_and_heartbeat_age(store):
-    store.register_worker("a", 2, [QUEUE, "other"], False, TTL)
-    store.register_worker("b", 3, ["other"], True, TTL)
+    store.register_worker(WorkerRegistration("a", 2, [QUEUE, "other"], False, TTL))
+    store.register_worker(WorkerRegistration("b", 3, ["other"], True, TTL))
     enqueue_one(store)
     claim(store, "a")
     workers = {worker.id: worker for worker in store.list_workers()}
@@ -111,7 +111,7 @@ def test_list_workers_shows_capacity_busy_queues_and_heartbeat_age(store):
 
 @pytest.mark.advances_clock
 def test_a_lapsed_worker_is_listed_not_live_with_its_heartbeat_age(store, clock):
-    store.register_worker("a", 1, [QUEUE], False, 10)
+    store.register_worker(WorkerRegistration("a", 1, [QUEUE], False, 10))
     clock.advance(30)
     [worker] = store.list_workers()
     assert not worker.live
@@ -127,10 +127,10 @@ def test_finished_count_counts_runs_that_ran_and_ended_within_the_window_by_filt
     store.cancel_run(canceled)  # canceled while queued: it never held a slot
     [claimed] = claim(store)
     assert claimed.id == done
-    store.cycle("w1", [QUEUE], [], [completed(claimed.fence)], 0, TTL)
+    store.cycle(CycleRequest("w1", [QUEUE], [], [completed(claimed.fence)], 0, TTL))
     [elsewhere] = claim(store, "w2", queues=["other"])
     assert elsewhere.id == other
-    store.cycle("w2", ["other"], [], [failed(elsewhere.fence)], 0, TTL)
+    store.cycle(CycleRequest("w2", ["other"], [], [failed(elsewhere.fence)], 0, TTL))
 
     assert store.finished_count(60) == 2
     assert store.finished_count(60, queue=QUEUE) == 1
@@ -152,7 +152,7 @@ def test_run_pace_reads_how_long_a_scope_s_runs_take_ended_in_flight_and_before(
     assert first.id == old
     start(store, "w1", [first.fence])
     clock.advance(4)
-    store.cycle("w1", [QUEUE], [], [completed(first.fence)], 0, TTL)  # ran 4 s
+    store.cycle(CycleRequest("w1", [QUEUE], [], [completed(first.fence)], 0, TTL))  # ran 4 s
     clock.advance(100)  # now history, before the window
     recent = enqueue_one(store, partition="p1", tags={"tenant": "acme"})
     canceled = enqueue_one(store, partition="p2")
@@ -162,7 +162,7 @@ def test_run_pace_reads_how_long_a_scope_s_runs_take_ended_in_flight_and_before(
     assert (second.id, third.id) == (recent, flight)
     start(store, "w1", [second.fence, third.fence])
     clock.advance(1)
-    store.cycle("w1", [QUEUE], [], [completed(second.fence)], 0, TTL)  # ran 1 s
+    store.cycle(CycleRequest("w1", [QUEUE], [], [completed(second.fence)], 0, TTL))  # ran 1 s
     clock.advance(2)  # the third has run 3 s so far
 
     pace = store.run_pace(60, queue=QUEUE)

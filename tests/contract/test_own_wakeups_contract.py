@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 
 from tests.races import TIMEOUT
+from tidegate.domain.model import CycleRequest
 
 from .conftest import LEASE, QUEUE, claim, completed, enqueue_one
 
@@ -24,7 +25,7 @@ def test_a_cycle_that_claims_nothing_wakes_its_own_workers_listener(store, backe
         if backend == "postgres":  # the wake-up given when LISTEN starts
             assert woken.wait(TIMEOUT)
             woken.clear()
-        store.cycle("w1", [QUEUE], [held.fence], [completed(held.fence)], 0, LEASE)
+        store.cycle(CycleRequest("w1", [QUEUE], [held.fence], [completed(held.fence)], 0, LEASE))
         assert woken.wait(TIMEOUT), "an outcome written without a claim did not wake its own worker"
     finally:
         listener.close()

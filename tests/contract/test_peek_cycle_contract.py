@@ -22,6 +22,7 @@ from tests.races import TIMEOUT
 from tidegate import Concurrency, Partition, RunQueueConfig, RunStatus
 from tidegate.bootstrap import open_store
 from tidegate.domain.limits import QueueConfig
+from tidegate.domain.model import CycleRequest
 from tidegate.storage.port import Store
 
 from .conftest import QUEUE, claim, completed, enqueue_one
@@ -41,10 +42,10 @@ def test_a_claim_that_fills_the_global_cap_does_not_ask_to_claim_again(store):
     """The window came back full and the claim short, but every run needs the full global cap."""
     store.register_limits(RunQueueConfig(max_concurrent_runs=1), [], [])
     fill(store, WINDOW_OF_TWO + 5)
-    result = store.cycle("w1", [QUEUE], [], [], 2, 30)
+    result = store.cycle(CycleRequest("w1", [QUEUE], [], [], 2, 30))
     assert len(result.claimed) == 1
     assert result.more is False
-    assert store.cycle("w1", [QUEUE], [], [], 1, 30).claimed == []  # and indeed nothing more
+    assert store.cycle(CycleRequest("w1", [QUEUE], [], [], 1, 30)).claimed == []  # and indeed nothing more
 
 
 def test_a_claim_cut_short_by_the_window_asks_to_claim_again(store):
@@ -52,7 +53,7 @@ def test_a_claim_cut_short_by_the_window_asks_to_claim_again(store):
     store.register_limits(None, [PARTITIONED], [])
     fill(store, WINDOW_OF_TWO, partition="p=a", args={"p": "a"})
     [other] = fill(store, 1, partition="p=b", args={"p": "b"})
-    result = store.cycle("w1", [QUEUE], [], [], 2, 30)
+    result = store.cycle(CycleRequest("w1", [QUEUE], [], [], 2, 30))
     assert len(result.claimed) == 1 and result.more is True
     assert [run.id for run in claim(store, "w1", limit=1)] == [other]
 
@@ -63,7 +64,7 @@ def test_a_full_queue_limit_still_asks_to_claim_again_past_the_window(store):
     store.register_limits(None, [QueueConfig(QUEUE, Concurrency(global_limit=1))], [])
     fill(store, WINDOW_OF_TWO)
     [keyed] = fill(store, 1, partition="key=x", concurrency_key="x")
-    result = store.cycle("w1", [QUEUE], [], [], 2, 30)
+    result = store.cycle(CycleRequest("w1", [QUEUE], [], [], 2, 30))
     assert len(result.claimed) == 1 and result.more is True
     assert [run.id for run in claim(store, "w1", limit=1)] == [keyed]
 
@@ -87,7 +88,7 @@ def test_a_full_global_cap_answers_without_claiming_and_still_reports_cancels(st
     assert peeked is not None and peeked.claimed == [] and peeked.more is False
     store.cancel_run(held.id)
     assert store.peek_cycle("w1", [QUEUE]).cancel_requested == [held.fence]
-    store.cycle("w1", [QUEUE], [held.fence], [completed(held.fence)], 0, 30)
+    store.cycle(CycleRequest("w1", [QUEUE], [held.fence], [completed(held.fence)], 0, 30))
     assert store.peek_cycle("w2", [QUEUE]) is None  # the slot is free: claim
 
 
@@ -147,7 +148,7 @@ def test_a_slot_freed_while_a_woken_worker_looks_is_claimed_without_a_poll(app, 
         return None
 
     first, second = noop.submit(), noop.submit()
-    [held] = holder.cycle("wA", ["gate"], [], [], 1, 60).claimed
+    [held] = holder.cycle(CycleRequest("wA", ["gate"], [], [], 1, 60)).claimed
     assert held.id == first.id
     app.store.rules()  # the rules the look judges by are cached, as after any claim
 
@@ -180,7 +181,7 @@ def test_a_slot_freed_while_a_woken_worker_looks_is_claimed_without_a_poll(app, 
         if backend == "postgres":  # the wake-up the listener gives when LISTEN starts has come and gone
             wait_until(lambda: loop_wakes, TIMEOUT, message="the listener's first wake-up")
         freed.set()  # before the commit: its wake-up can only come after this
-        holder.cycle("wA", ["gate"], [held.fence], [completed(held.fence)], 0, 60)
+        holder.cycle(CycleRequest("wA", ["gate"], [held.fence], [completed(held.fence)], 0, 60))
         assert woken_after_free.wait(TIMEOUT), "the completion's wake-up never reached the worker"
         go.set()
         second.wait(TIMEOUT)
@@ -208,9 +209,9 @@ def test_a_start_reported_alone_after_a_short_claim_claims_nothing(app, backend)
     cycles: list[tuple[int, int, int]] = []  # (starts, outcomes, claim limit) of every cycle
     real_cycle = app.store.cycle
 
-    def recorded(worker_id, queues, starts, outcomes, claim_limit, lease):
-        cycles.append((len(starts), len(outcomes), claim_limit))
-        return real_cycle(worker_id, queues, starts, outcomes, claim_limit, lease)
+    def recorded(request):
+        cycles.append((len(request.starts), len(request.outcomes), request.claim_limit))
+        return real_cycle(request)
 
     app.store.cycle = recorded
     worker = app.worker(queues=["gate"], max_workers=2, poll_interval=3600)
@@ -262,7 +263,7 @@ def test_a_slot_freed_before_a_start_is_reported_alone_is_still_claimed(app, hol
         release.wait(3 * TIMEOUT)  # longer than any wait of the test: only the test ends it
 
     held_elsewhere = hold.submit()
-    [other] = holder.cycle("wA", ["gate"], [], [], 1, 60).claimed
+    [other] = holder.cycle(CycleRequest("wA", ["gate"], [], [], 1, 60)).claimed
     assert other.id == held_elsewhere.id
     app.store.rules()
     worker = app.worker(queues=["gate"], max_workers=2, poll_interval=3600)
@@ -290,7 +291,7 @@ def test_a_slot_freed_before_a_start_is_reported_alone_is_still_claimed(app, hol
         hold.submit_many([{}, {}])  # one is admitted (the cap is 2, wA holds one): a short claim
         assert started.wait(TIMEOUT)
         freed.set()
-        holder.cycle("wA", ["gate"], [other.fence], [completed(other.fence)], 0, 60)
+        holder.cycle(CycleRequest("wA", ["gate"], [other.fence], [completed(other.fence)], 0, 60))
         wait_until(lambda: len(starts) == 2, TIMEOUT, message="the run the free let in to start")
     finally:
         release.set()

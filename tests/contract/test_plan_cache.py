@@ -22,10 +22,10 @@ import pytest
 from tests.contract.conftest import QUEUE, claim, completed, enqueue_one
 from tidegate.bootstrap import open_store
 from tidegate.domain.clock import ShiftedClock
-from tidegate.domain.model import RunStatus
+from tidegate.domain.model import CycleRequest, RunStatus
 from tidegate.storage.port import Store
 from tidegate.storage.postgres.database import PLAN_CACHE_MODE, PLANNED_PER_CALL, PREPARE_THRESHOLD
-from tidegate.storage.sqlfile import load_queries
+from tidegate.storage.shared.sqlfile import load_queries
 
 QUERIES = load_queries("tidegate.storage.postgres")
 BACKLOG = 100_000  # queued runs behind saturated partitions, and as many finished runs
@@ -79,7 +79,7 @@ def test_postgres_sessions_plan_hot_statements_once(pg_store: Store) -> None:
     for _ in range(3):
         enqueue_one(pg_store)
         (run,) = claim(pg_store)
-        pg_store.cycle("w1", [QUEUE], [run.fence], [completed(run.fence)], 0, 30.0)
+        pg_store.cycle(CycleRequest("w1", [QUEUE], [run.fence], [completed(run.fence)], 0, 30.0))
 
     # The queue has no limit: after the first claim (which caches the rules) a claim is claim_runs_free; and no
     # ceiling: after the first submit (which reads the ceilings) a submit is enqueue_free.

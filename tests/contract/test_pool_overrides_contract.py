@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from tidegate.domain import events as history
 from tidegate.domain.pools import pool_needs
+from tidegate.domain.steps import SlotRequest
 
 from .conftest import claim, enqueue_one
 
@@ -65,7 +66,7 @@ def test_live_changes_are_audited_and_repeated_declarations_are_not(store):
 def test_a_pool_a_step_asked_for_is_listed_after_its_steps_are_done(store):
     enqueue_one(store)
     [run] = claim(store, "w1")
-    grant = store.acquire_slots(run.fence, "w1", "step", pool_needs({"never_set": 1}), {})
+    grant = store.acquire_slots(run.fence, "w1", SlotRequest("step", pool_needs({"never_set": 1}), {}))
     assert grant.granted
     store.release_slots(run.fence, "step")
     pool = status(store, "never_set")

@@ -17,7 +17,7 @@ from importlib import resources
 import pytest
 
 from tidegate.storage.port import VERBS
-from tidegate.storage.sqlfile import parse_queries
+from tidegate.storage.shared.sqlfile import parse_queries
 
 DIALECTS = ("sqlite", "postgres")
 
@@ -79,8 +79,14 @@ def test_both_dialects_name_the_same_statements_alike():
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_every_named_query_is_used(dialect):
-    """Each name is asked for by the adapter's code (`_q("name")`, or the store's `queries["name"]`)."""
-    folder = resources.files(f"tidegate.storage.{dialect}")
-    code = "".join(entry.read_text(encoding="utf-8") for entry in folder.iterdir() if entry.name.endswith(".py"))
+    """Each name is asked for by the adapter's code (`_q("name")`, or the store's `queries["name"]`), or
+    by the reads both adapters share (storage/shared/reads.py: `self._rows("name")`)."""
+    folders = [resources.files(f"tidegate.storage.{dialect}"), resources.files("tidegate.storage.shared")]
+    code = "".join(
+        entry.read_text(encoding="utf-8")
+        for folder in folders
+        for entry in folder.iterdir()
+        if entry.name.endswith(".py")
+    )
     unused = sorted(name for name in names(dialect) if f'"{name}"' not in code)
     assert unused == []

@@ -10,12 +10,13 @@ import pytest
 
 from tidegate import App, Rate
 from tidegate.domain.clock import ShiftedClock
+from tidegate.domain.model import CycleRequest
 
 RATE = Rate(limit=10, per="1m", burst=5)  # one unit every 10 s after a burst of 5
 
 
 def _claim(app: App, limit: int = 10) -> list[tuple[str, int]]:
-    return [run.fence for run in app.store.cycle("w1", ["api"], [], [], limit, 60).claimed]
+    return [run.fence for run in app.store.cycle(CycleRequest("w1", ["api"], [], [], limit, 60)).claimed]
 
 
 @pytest.fixture
@@ -69,7 +70,7 @@ def test_only_the_attempts_worker_corrects_it(rated: App, clock: ShiftedClock) -
     assert store.report_cost("w1", (fence[0], fence[1] + 1), 0) is False
     assert store.rate_states().states == before
     assert _claim(rated) == []
-    store.cycle("w1", ["api"], [fence], [], 0, 60)
+    store.cycle(CycleRequest("w1", ["api"], [fence], [], 0, 60))
     assert store.hand_back("w1", [fence]) == [fence[0]]  # it started: the charge stays
     assert store.report_cost("w1", fence, 0) is False  # no longer running
     assert store.rate_states().states == before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tidegate import App, Rate
 from tidegate.domain.clock import ShiftedClock
+from tidegate.domain.model import CycleRequest
 from tidegate.domain.rates import NS, to_ns
 
 
@@ -13,7 +14,7 @@ def test_rate_states_reads_the_charged_windows_until_their_time_has_passed(app: 
     store = app.store
     assert store.rate_states().states == {}
     call.submit()
-    assert [run.id for run in store.cycle("w1", ["api"], [], [], 5, 60).claimed]
+    assert [run.id for run in store.cycle(CycleRequest("w1", ["api"], [], [], 5, 60)).claimed]
     read = store.rate_states()
     assert abs(read.now - clock.wall()) < 5  # the database's time (the test clock's, shifted)
     assert set(read.states) == {("rate:api", NS), ("rate:api", 60 * NS)}

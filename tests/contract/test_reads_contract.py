@@ -12,6 +12,7 @@ import pytest
 from tidegate import RunNotFound
 from tidegate.domain.limits import QueueConfig
 from tidegate.domain.pools import pool_needs
+from tidegate.domain.steps import SlotRequest
 from tidegate.engine.operators.why import explain
 
 from .conftest import QUEUE, claim, enqueue_one
@@ -76,8 +77,8 @@ def test_why_of_a_running_workflow_names_the_full_pool_its_waiting_step_needs_an
     holder_id, waiting_id = enqueue_one(store), enqueue_one(store)
     claimed = {run.id: run for run in claim(store, "w1", limit=2)}
     holding, waiting = claimed[holder_id], claimed[waiting_id]
-    assert store.acquire_slots(holding.fence, "w1", "load", pool_needs({"db": 1}), {}).granted
-    assert not store.acquire_slots(waiting.fence, "w1", "load", pool_needs({"db": 1}), {}).granted
+    assert store.acquire_slots(holding.fence, "w1", SlotRequest("load", pool_needs({"db": 1}), {})).granted
+    assert not store.acquire_slots(waiting.fence, "w1", SlotRequest("load", pool_needs({"db": 1}), {})).granted
 
     explanation = explain(store, waiting_id)
     [check] = explanation.checks

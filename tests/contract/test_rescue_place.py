@@ -1,3 +1,5 @@
+from tidegate.domain.model import CycleRequest
+
 """A rescued or handed-back run keeps its place in the queue: priority, then its original queue time.
 
 Claims order by priority, then `scheduled_at`; a rescue or a hand-back that
@@ -10,7 +12,7 @@ QUEUE = "placed"
 
 
 def _claim(store, worker, limit=1, lease=30.0):
-    return store.cycle(worker, [QUEUE], [], [], limit, lease).claimed
+    return store.cycle(CycleRequest(worker, [QUEUE], [], [], limit, lease)).claimed
 
 
 def test_a_rescued_run_is_claimed_before_younger_runs_of_its_priority(app, clock):

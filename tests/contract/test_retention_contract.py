@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from tidegate.domain.model import RunStatus
+from tidegate.domain.model import CycleRequest, RunStatus
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleDefinition, Tick
 from tidegate.domain.steps import StepStatus, StepUpdate
 
@@ -30,7 +30,7 @@ def finish(store, status: str) -> str:
     start(store, "w1", [claimed.fence])
     assert store.record_steps(claimed.fence, [StepUpdate("s", StepStatus.COMPLETED, output=1)])
     outcome = completed(claimed.fence) if status == "completed" else failed(claimed.fence)
-    store.cycle("w1", [QUEUE], [], [outcome], 0, 30.0)
+    store.cycle(CycleRequest("w1", [QUEUE], [], [outcome], 0, 30.0))
     assert store.get_run(run_id).status.value == status
     return run_id
 

@@ -14,7 +14,7 @@ from importlib import resources
 import pytest
 
 from tidegate.domain.retention import PRUNABLE_STATUSES
-from tidegate.storage.sqlfile import parse_queries
+from tidegate.storage.shared.sqlfile import parse_queries
 
 
 @pytest.mark.parametrize("dialect", ["sqlite", "postgres"])

@@ -9,6 +9,7 @@ import pytest
 
 from tidegate import AdmissionRejected, RunNotFound, RunQueueConfig, RunStatus
 from tidegate.domain.limits import QueueConfig
+from tidegate.domain.model import CycleRequest
 
 from .conftest import QUEUE, claim, completed, enqueue_one, new_run, start
 
@@ -105,14 +106,14 @@ def test_cancel_run_of_a_running_run_asks_its_worker_and_leaves_it_running(store
     assert store.cancel_run(run_id) is RunStatus.RUNNING
     record = store.get_run(run_id)
     assert record.status is RunStatus.RUNNING and record.cancel_requested
-    result = store.cycle("w1", [QUEUE], [], [], 0, 30)
+    result = store.cycle(CycleRequest("w1", [QUEUE], [], [], 0, 30))
     assert [tuple(fence) for fence in result.cancel_requested] == [run.fence]
 
 
 def test_cancel_run_of_a_finished_run_changes_nothing(store):
     run_id = enqueue_one(store)
     [run] = claim(store, "w1")
-    store.cycle("w1", [QUEUE], [run.fence], [completed(run.fence, 7)], 0, 30)
+    store.cycle(CycleRequest("w1", [QUEUE], [run.fence], [completed(run.fence, 7)], 0, 30))
     assert store.cancel_run(run_id) is RunStatus.COMPLETED
     assert store.get_run(run_id).result == 7
     assert "RunCanceled" not in types(store, run_id)
@@ -133,7 +134,7 @@ def test_pending_count_counts_queued_and_running_runs_of_the_given_queues(store)
     assert store.pending_count([QUEUE, "other"]) == 4
     assert store.pending_count(["empty"]) == 0
 
-    store.cycle("w1", [QUEUE], [run.fence], [completed(run.fence)], 0, 30)
+    store.cycle(CycleRequest("w1", [QUEUE], [run.fence], [completed(run.fence)], 0, 30))
     canceled = store.list_queued(QUEUE)[0].id
     store.cancel_run(canceled)
     assert store.pending_count([QUEUE]) == 1

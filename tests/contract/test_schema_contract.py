@@ -11,7 +11,7 @@ import pytest
 
 from tidegate import SchemaError
 from tidegate.bootstrap import open_store
-from tidegate.storage.migrations import load_migrations
+from tidegate.storage.shared.migrations import load_migrations
 
 # each test starts from an empty database: what it proves is how one gets migrated
 pytestmark = pytest.mark.unmigrated

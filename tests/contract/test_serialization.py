@@ -33,9 +33,11 @@ from tidegate import (
     TagConcurrencyLimit,
 )
 from tidegate.domain import claim_plan
+from tidegate.domain.model import CycleRequest
 from tidegate.domain.pools import pool_needs
+from tidegate.domain.steps import SlotRequest
 from tidegate.engine.operators import limits as live
-from tidegate.storage import slots
+from tidegate.storage.shared import slots
 
 from .conftest import execute_sql
 
@@ -55,7 +57,7 @@ def _arm(app: App, backend: str, monkeypatch: pytest.MonkeyPatch, removed: bool,
 
 
 def _claim(app: App, worker: str, queue: str, limit: int = 1):
-    return lambda: app.store.cycle(worker, [queue], [], [], limit, LEASE).claimed
+    return lambda: app.store.cycle(CycleRequest(worker, [queue], [], [], limit, LEASE)).claimed
 
 
 def _running(app: App, queue: str | None = None) -> int:
@@ -99,7 +101,7 @@ def test_claimers_of_two_queues_never_both_take_the_last_slot_of_a_shared_scope(
         work_a = app.task(name="race.a", queue="qa", tags=tags)(lambda n: n)
         work_b = app.task(name="race.b", queue="qb", tags=tags)(lambda n: n)
         work_a.submit_many([{"n": n} for n in range(limit - 1)])
-        assert len(app.store.cycle("w0", ["qa"], [], [], limit, LEASE).claimed) == limit - 1
+        assert len(app.store.cycle(CycleRequest("w0", ["qa"], [], [], limit, LEASE)).claimed) == limit - 1
         work_a.submit(n=10)
         work_b.submit(n=20)
         _arm(app, backend, monkeypatch, removed, "lock_scopes")
@@ -186,7 +188,7 @@ def test_once_a_lowered_limit_is_set_nobody_is_admitted_under_the_old_one(
         app.queue("lq", concurrency=Concurrency(global_limit=3))
         work = app.task(name="fence.work", queue="lq")(lambda n: n)
         work.submit_many([{"n": n} for n in range(3)])
-        assert len(app.store.cycle("w0", ["lq"], [], [], 2, LEASE).claimed) == 2
+        assert len(app.store.cycle(CycleRequest("w0", ["lq"], [], [], 2, LEASE)).claimed) == 2
         _arm(app, backend, monkeypatch, removed, side)
         claimer = races.Party("claimer", _claim(app, "w1", "lq"))
         changer = races.Party("changer", lambda: live.set_limit(app.store, "queue:lq", 2))
@@ -294,7 +296,7 @@ def test_two_steps_never_both_take_the_last_slot_of_a_pool(database_url, backend
     with App(database_url) as app:
         work = app.task(name="pool.work", queue="pq")(lambda: None)
         work.submit_many([{}, {}])
-        fences = [run.fence for run in app.store.cycle("w0", ["pq"], [], [], 2, LEASE).claimed]
+        fences = [run.fence for run in app.store.cycle(CycleRequest("w0", ["pq"], [], [], 2, LEASE)).claimed]
         app.store.set_pool_limit("db", 1, 300)
         races.track(app.store, begin_immediate=not (removed and backend == "sqlite"))
         if removed and backend == "postgres":
@@ -302,7 +304,8 @@ def test_two_steps_never_both_take_the_last_slot_of_a_pool(database_url, backend
         monkeypatch.setattr(slots, "decide_in_order", races.seam(slots.decide_in_order))
         first, second = (
             races.Party(
-                f"step-{n}", lambda fence=fence: app.store.acquire_slots(fence, "w0", "s", pool_needs({"db": 1}), {})
+                f"step-{n}",
+                lambda fence=fence: app.store.acquire_slots(fence, "w0", SlotRequest("s", pool_needs({"db": 1}), {})),
             )
             for n, fence in enumerate(fences)
         )

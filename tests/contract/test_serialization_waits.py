@@ -16,10 +16,10 @@ import pytest
 
 from tests import races
 from tidegate import Concurrency, RunStatus, WaitDeadlock
-from tidegate.domain.children import NewChild
+from tidegate.domain.children import NewChild, TriggerRequest
 from tidegate.domain.limits import QueueConfig
-from tidegate.domain.model import Outcome, OutcomeKind
-from tidegate.storage import waiting
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
+from tidegate.storage.shared import waiting
 
 from .conftest import claim, enqueue_one, new_run
 
@@ -37,16 +37,18 @@ def test_two_waits_closing_a_cycle_together_are_never_both_accepted(store, datab
     )
     enqueue_one(store)
     (root,) = claim(store, "w1")
-    store.trigger_children(root.fence, "w1", [_child(0, "qa"), _child(1, "qb")], True, False)
+    store.trigger_children(TriggerRequest(root.fence, "w1", [_child(0, "qa"), _child(1, "qb")], True, False))
     claimed = {run.queue: run for run in claim(store, "w2", limit=2, queues=["qa", "qb"])}
 
     races.track(store, begin_immediate=not (removed and backend == "sqlite"))
     if removed and backend == "postgres":
         races.remove_query(store, "trigger_children_lock")
     monkeypatch.setattr(waiting, "refuse_stuck", races.seam_after(waiting.refuse_stuck))
-    first = races.Party("c1", lambda: store.trigger_children(claimed["qa"].fence, "w2", [_child(0, "qb")], True, False))
+    first = races.Party(
+        "c1", lambda: store.trigger_children(TriggerRequest(claimed["qa"].fence, "w2", [_child(0, "qb")], True, False))
+    )
     second = races.Party(
-        "c2", lambda: store.trigger_children(claimed["qb"].fence, "w2", [_child(0, "qa")], True, False)
+        "c2", lambda: store.trigger_children(TriggerRequest(claimed["qb"].fence, "w2", [_child(0, "qa")], True, False))
     )
     race = races.Race(database_url)
     try:
@@ -69,7 +71,7 @@ def test_a_wait_and_the_end_of_the_child_it_waits_for_never_miss_each_other(
     parent still running, resumes nothing, and the parent waits for good (until a sweep)."""
     enqueue_one(store)
     (parent,) = claim(store, "w1")
-    (stored,) = store.trigger_children(parent.fence, "w1", [_child(0, "qb")], False, False).children
+    (stored,) = store.trigger_children(TriggerRequest(parent.fence, "w1", [_child(0, "qb")], False, False)).children
     (kid,) = claim(store, "w2", queues=["qb"])
 
     races.track(store, begin_immediate=not (removed and backend == "sqlite"))
@@ -77,8 +79,10 @@ def test_a_wait_and_the_end_of_the_child_it_waits_for_never_miss_each_other(
         races.remove_query(store, "resume_parents_lock")
     monkeypatch.setattr(waiting, "sort_new", races.seam_after(waiting.sort_new))
     ended = Outcome(kid.id, kid.attempt, OutcomeKind.COMPLETED, result=1)
-    first = races.Party("wait", lambda: store.trigger_children(parent.fence, "w1", [_child(0, "qb")], True, False))
-    second = races.Party("end", lambda: store.cycle("w2", ["qb"], [], [ended], 0, 30.0))
+    first = races.Party(
+        "wait", lambda: store.trigger_children(TriggerRequest(parent.fence, "w1", [_child(0, "qb")], True, False))
+    )
+    second = races.Party("end", lambda: store.cycle(CycleRequest("w2", ["qb"], [], [ended], 0, 30.0)))
     race = races.Race(database_url)
     try:
         race.run(first, second)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tidegate.domain import events as history
 from tidegate.domain.clock import ShiftedClock
-from tidegate.domain.model import Outcome, OutcomeKind, RunStatus
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind, RunStatus
 from tidegate.storage.port import Store
 
 from .conftest import LEASE, QUEUE, claim, enqueue_one, start
@@ -24,7 +24,7 @@ def test_a_snoozed_run_comes_back_after_its_delay_uncharged_and_counted(store: S
     [first] = claim(store, "w1")
     assert first.snoozes == 0
     start(store, "w1", [first.fence])
-    store.cycle("w1", [QUEUE], [], [_snoozed(first.fence, 60.0, overloaded=True)], 0, LEASE)
+    store.cycle(CycleRequest("w1", [QUEUE], [], [_snoozed(first.fence, 60.0, overloaded=True)], 0, LEASE))
 
     run = store.get_run(run_id)
     assert run is not None and run.status is RunStatus.QUEUED
@@ -43,7 +43,7 @@ def test_a_snooze_of_a_run_asked_to_cancel_cancels_it_and_counts_nothing(store: 
     run_id = enqueue_one(store, max_attempts=1)
     [first] = claim(store, "w1")
     assert store.cancel_run(run_id) is RunStatus.RUNNING
-    store.cycle("w1", [QUEUE], [], [_snoozed(first.fence, 5.0)], 0, LEASE)
+    store.cycle(CycleRequest("w1", [QUEUE], [], [_snoozed(first.fence, 5.0)], 0, LEASE))
     run = store.get_run(run_id)
     assert run is not None and run.status is RunStatus.CANCELED
     assert (run.max_attempts, run.snoozes) == (1, 0)
@@ -56,7 +56,7 @@ def test_a_stale_snooze_is_fenced_out_and_changes_nothing(store: Store, clock: S
     [first] = claim(store, "w1", lease=1.0)
     clock.advance(5)
     store.sweep("sweeper", 1.0)
-    result = store.cycle("w1", [QUEUE], [], [_snoozed(first.fence, 5.0)], 0, LEASE)
+    result = store.cycle(CycleRequest("w1", [QUEUE], [], [_snoozed(first.fence, 5.0)], 0, LEASE))
     assert result.fenced_out == [first.fence]
     run = store.get_run(run_id)
     assert run is not None and run.snoozes == 0

@@ -7,7 +7,7 @@ cases are in pools/test_pools_store.py and pools/test_pools_handoff.py.
 from __future__ import annotations
 
 from tidegate.domain.pools import pool_needs
-from tidegate.domain.steps import SlotRequest, StepStatus, StepUpdate
+from tidegate.domain.steps import FinishStepRequest, SlotRequest, StepStatus, StepUpdate
 from tidegate.storage.port import Fence
 
 from .conftest import claim, enqueue_one
@@ -66,11 +66,13 @@ def test_next_map_item_takes_items_in_index_order_within_the_window(store):
 def test_finish_step_records_the_step_and_hands_its_slots_to_the_runs_next_waiter(store):
     store.set_pool_limit("db", 1, 300)
     fence = running_fence(store)
-    assert store.acquire_slots(fence, "w1", "a", pool_needs({"db": 1}), {}).granted
-    assert not store.acquire_slots(fence, "w1", "b", pool_needs({"db": 1}), {}).granted
+    assert store.acquire_slots(fence, "w1", SlotRequest("a", pool_needs({"db": 1}), {})).granted
+    assert not store.acquire_slots(fence, "w1", SlotRequest("b", pool_needs({"db": 1}), {})).granted
 
     finish = store.finish_step(
-        fence, "w1", StepUpdate("a", StepStatus.COMPLETED, output="a"), SlotRequest("b", pool_needs({"db": 1}))
+        FinishStepRequest(
+            fence, "w1", StepUpdate("a", StepStatus.COMPLETED, output="a"), SlotRequest("b", pool_needs({"db": 1}))
+        )
     )
     assert finish.recorded and finish.handed is not None and finish.handed.granted and not finish.shared
     assert [holder.step_key for holder in store.pool_holders("db")] == ["b"]
@@ -80,13 +82,15 @@ def test_finish_step_records_the_step_and_hands_its_slots_to_the_runs_next_waite
 def test_finish_step_without_a_successor_frees_its_slots(store):
     store.set_pool_limit("db", 1, 300)
     fence = running_fence(store)
-    store.acquire_slots(fence, "w1", "a", pool_needs({"db": 1}), {})
-    finish = store.finish_step(fence, "w1", StepUpdate("a", StepStatus.COMPLETED, output=1))
+    store.acquire_slots(fence, "w1", SlotRequest("a", pool_needs({"db": 1}), {}))
+    finish = store.finish_step(FinishStepRequest(fence, "w1", StepUpdate("a", StepStatus.COMPLETED, output=1)))
     assert finish.recorded and finish.handed is None
     assert store.pool_holders("db") == []
 
 
 def test_finish_step_of_a_stale_attempt_records_nothing(store):
     run, attempt = running_fence(store)
-    finish = store.finish_step((run, attempt + 1), "w1", StepUpdate("a", StepStatus.COMPLETED, output=1))
+    finish = store.finish_step(
+        FinishStepRequest((run, attempt + 1), "w1", StepUpdate("a", StepStatus.COMPLETED, output=1))
+    )
     assert not finish.recorded and store.run_steps(run) == []

@@ -16,7 +16,7 @@ import pytest
 from tidegate import Context, RunStatus
 from tidegate.cli.runs import run_details
 from tidegate.domain.admission import Candidate, LocalUsage, admit
-from tidegate.domain.model import Outcome, OutcomeKind
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 from tidegate.domain.recovery import LostAttempt, rescue
 from tidegate.domain.scopes import Rules
 
@@ -25,11 +25,11 @@ LEASE = 0.2
 
 
 def _claim(store, worker, limit=1, lease=LEASE, queues=(QUEUE,)):
-    return store.cycle(worker, list(queues), [], [], limit, lease).claimed
+    return store.cycle(CycleRequest(worker, list(queues), [], [], limit, lease)).claimed
 
 
 def _start(store, worker, *runs):
-    store.cycle(worker, [QUEUE], [run.fence for run in runs], [], 0, LEASE)
+    store.cycle(CycleRequest(worker, [QUEUE], [run.fence for run in runs], [], 0, LEASE))
 
 
 def _rescue(app, *run_ids):
@@ -179,7 +179,7 @@ def test_a_run_rescued_after_its_neighbours_is_not_charged_either(app, task):
     """Leases of one worker may lapse at different sweeps: the runs rescued earlier still count."""
     first, second = task.submit_many([{"n": 1}, {"n": 2}])
     [early] = _claim(app.store, "dead-worker", lease=LEASE)
-    [late] = app.store.cycle("dead-worker", [QUEUE], [early.fence], [], 1, 30).claimed  # a long lease
+    [late] = app.store.cycle(CycleRequest("dead-worker", [QUEUE], [early.fence], [], 1, 30)).claimed  # a long lease
     _start(app.store, "dead-worker", late)
     _rescue(app, early.id)
     assert late.id == second.id and app.run(late.id).status() is RunStatus.RUNNING
@@ -250,7 +250,7 @@ def _busy_worker(app, worker):
     def elsewhere() -> None: ...
 
     elsewhere.submit()
-    [held] = app.store.cycle(worker, ["elsewhere"], [], [], 1, 30).claimed
+    [held] = app.store.cycle(CycleRequest(worker, ["elsewhere"], [], [], 1, 30)).claimed
     return held
 
 
@@ -258,7 +258,7 @@ def test_a_busy_worker_takes_a_suspect_beside_its_work_and_the_runs_behind_it(ap
     suspect = _make_suspect(app, task)
     others = task.submit_many([{"n": i} for i in range(1, 4)])
     _busy_worker(app, "busy")
-    claimed = app.store.cycle("busy", [QUEUE], [], [], 4, 30).claimed
+    claimed = app.store.cycle(CycleRequest("busy", [QUEUE], [], [], 4, 30)).claimed
     assert [run.id for run in claimed] == [suspect.id, *(handle.id for handle in others)]  # in place, no drain
     assert claimed[0].suspect and not any(run.suspect for run in claimed[1:])
 
@@ -284,7 +284,9 @@ def test_a_suspect_whose_attempt_reports_an_outcome_is_cleared(app, task):
     [run] = _claim(app.store, "worker", lease=30)
     assert run.id == suspect.id and run.suspect
     app.store.cycle(
-        "worker", [QUEUE], [run.fence], [Outcome(run.id, run.attempt, OutcomeKind.COMPLETED, result=7)], 0, 30
+        CycleRequest(
+            "worker", [QUEUE], [run.fence], [Outcome(run.id, run.attempt, OutcomeKind.COMPLETED, result=7)], 0, 30
+        )
     )
     record = suspect.info()
     assert record.status is RunStatus.COMPLETED and not record.suspect
@@ -319,7 +321,7 @@ def test_a_worker_records_a_suspects_start_first_and_serves_other_work_beside_it
         return "other"
 
     suspect = blocking.submit()
-    [run] = app.store.cycle("dead-worker", [QUEUE], [], [], 1, LEASE).claimed
+    [run] = app.store.cycle(CycleRequest("dead-worker", [QUEUE], [], [], 1, LEASE)).claimed
     _rescue(app, run.id)
     assert suspect.info().suspect
     start_worker(queues=[QUEUE, "other"], max_workers=4)

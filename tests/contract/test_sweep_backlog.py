@@ -19,7 +19,7 @@ import sqlite3
 import time
 
 from tidegate.bootstrap import open_store
-from tidegate.storage.sqlfile import load_queries
+from tidegate.storage.shared.sqlfile import load_queries
 from tidegate.storage.urls import parse_database_url
 
 from .conftest import enqueue_one

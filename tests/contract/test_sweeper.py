@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tidegate import RunFailed, RunStatus
+from tidegate.domain.model import CycleRequest
 
 from .conftest import event_types
 
@@ -16,7 +17,7 @@ QUEUE = "swept"
 
 
 def _claim(store, worker, lease):
-    return store.cycle(worker, [QUEUE], [], [], 1, lease).claimed
+    return store.cycle(CycleRequest(worker, [QUEUE], [], [], 1, lease)).claimed
 
 
 def _sweep_after(clock, store, seconds, predicate):
@@ -38,7 +39,7 @@ def test_sweeper_requeues_an_expired_run_then_fails_it_when_attempts_are_exhaust
     # not expired yet: nothing to do
     [run] = _claim(store, "dead-worker-1", lease=0.3)
     assert run.attempt == 1
-    store.cycle("dead-worker-1", [QUEUE], [run.fence], [], 0, 0.3)  # it started, alone
+    store.cycle(CycleRequest("dead-worker-1", [QUEUE], [run.fence], [], 0, 0.3))  # it started, alone
     report = store.sweep("sweeper-1", 0.05)
     assert report is not None and not report
     assert handle.status() is RunStatus.RUNNING
@@ -57,7 +58,7 @@ def test_sweeper_requeues_an_expired_run_then_fails_it_when_attempts_are_exhaust
 
     [run] = _claim(store, "dead-worker-2", lease=0.3)
     assert run.attempt == 2
-    store.cycle("dead-worker-2", [QUEUE], [run.fence], [], 0, 0.3)
+    store.cycle(CycleRequest("dead-worker-2", [QUEUE], [run.fence], [], 0, 0.3))
     report = _sweep_after(clock, store, 0.3, lambda r: handle.id in r.failed)
     assert report.requeued == []
     record = handle.info()
@@ -116,7 +117,7 @@ def test_a_run_whose_worker_died_is_recovered_within_lease_plus_sweep_interval(a
     store = app.store
     handle = rescued.submit(x=4)
     [run] = _claim(store, "dead-worker", lease=1.0)
-    store.cycle("dead-worker", [QUEUE], [(run.id, run.attempt)], [], 0, 1.0)
+    store.cycle(CycleRequest("dead-worker", [QUEUE], [(run.id, run.attempt)], [], 0, 1.0))
     dead_lease = handle.info().lease_expires_at
     worker = start_worker()
     assert worker.settings.lease_duration == 1.0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from tidegate.domain.limits import QueueConfig
-from tidegate.domain.model import RunStatus
+from tidegate.domain.model import CycleRequest, RunStatus
 
 from .conftest import QUEUE, claim, completed, enqueue_one
 
@@ -28,7 +28,7 @@ def test_events_after_returns_every_later_event_oldest_first_up_to_the_limit(sto
     assert everything[0].run_id == first
 
     (claimed,) = claim(store)
-    store.cycle("w1", [QUEUE], [claimed.fence], [completed(claimed.fence)], 0, 30.0)
+    store.cycle(CycleRequest("w1", [QUEUE], [claimed.fence], [completed(claimed.fence)], 0, 30.0))
     later = store.events_after(everything[-1].id, 100)
     assert [event.type for event in later][-1] == "RunCompleted"
     assert "RunDequeued" in [event.type for event in later]
@@ -69,7 +69,7 @@ def test_run_counts_are_per_queue_and_status(store):
         (QUEUE, RunStatus.RUNNING): 1,
         ("other", RunStatus.QUEUED): 1,
     }
-    store.cycle("w1", [QUEUE], [claimed.fence], [completed(claimed.fence)], 0, 30.0)
+    store.cycle(CycleRequest("w1", [QUEUE], [claimed.fence], [completed(claimed.fence)], 0, 30.0))
     assert store.run_counts()[(QUEUE, RunStatus.COMPLETED)] == 1
 
 

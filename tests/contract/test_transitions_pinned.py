@@ -24,9 +24,9 @@ from tidegate.domain import transitions
 from tidegate.domain.backpressure import Pace
 from tidegate.domain.errors import AdmissionRejected
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
-from tidegate.domain.model import NewRun, Outcome, OutcomeKind, RunStatus
+from tidegate.domain.model import CycleRequest, NewRun, Outcome, OutcomeKind, RunStatus
 from tidegate.domain.steps import StepStatus, StepUpdate
-from tidegate.storage.sqlfile import load_queries
+from tidegate.storage.shared.sqlfile import load_queries
 
 from .conftest import LEASE, new_run
 
@@ -42,7 +42,7 @@ def running(store: Any, count: int, worker: str = "w-pinned") -> tuple[str, list
     """`count` runs of a fresh queue, claimed by `worker`: (queue, their fences)."""
     queue = f"pinned{next(_names)}"
     store.enqueue(new_runs(queue, count))
-    claimed = store.cycle(worker, [queue], [], [], count, LEASE).claimed
+    claimed = store.cycle(CycleRequest(worker, [queue], [], [], count, LEASE)).claimed
     assert len(claimed) == count
     return queue, [run.fence for run in claimed]
 
@@ -78,7 +78,7 @@ def test_an_outcome_takes_the_settled_status_and_its_event(store, cases):
         Outcome(run_id, attempt, kind, error=error, retry_delay=delay)
         for (run_id, attempt), ((kind, error, delay), _) in zip(fences, cases, strict=True)
     ]
-    assert store.cycle("w-pinned", [queue], [], reports, 0, LEASE).fenced_out == []
+    assert store.cycle(CycleRequest("w-pinned", [queue], [], reports, 0, LEASE)).fenced_out == []
     for report, (_, cancel) in zip(reports, cases, strict=True):
         status = transitions.settle(transitions.outcome_status(report.kind.value, report.retry_delay), cancel)
         run = store.get_run(report.run_id)

@@ -11,7 +11,8 @@ reported later adds nothing.
 
 from __future__ import annotations
 
-from tidegate.domain.children import NewChild
+from tidegate.domain.children import NewChild, TriggerRequest
+from tidegate.domain.model import CycleRequest
 from tidegate.storage.port import Store
 
 from .conftest import QUEUE, claim, completed, enqueue_one, new_run, start
@@ -32,7 +33,7 @@ def _story(store: Store, run_id: str) -> list[tuple[str, int | None]]:
 def test_a_wait_before_the_turn_records_the_start_first_and_the_late_start_adds_nothing(store):
     enqueue_one(store)
     (parent,) = claim(store, WORKER)
-    assert store.trigger_children(parent.fence, WORKER, [_child()], True, False).waiting
+    assert store.trigger_children(TriggerRequest(parent.fence, WORKER, [_child()], True, False)).waiting
     start(store, WORKER, [parent.fence])  # the worker's turn, after the wait ended the attempt
 
     assert _story(store, parent.id) == [("RunStarted", 1), ("ChildTriggered", None), ("RunWaiting", 1)]
@@ -44,10 +45,10 @@ def test_a_wait_before_the_turn_records_the_start_first_and_the_late_start_adds_
 def test_a_fire_and_forget_trigger_before_the_turn_records_the_start_once(store):
     enqueue_one(store)
     (parent,) = claim(store, WORKER)
-    store.trigger_children(parent.fence, WORKER, [_child(awaited=False)], False, False)
+    store.trigger_children(TriggerRequest(parent.fence, WORKER, [_child(awaited=False)], False, False))
     started_at = store.get_run(parent.id).started_at
     # The turn brings the start and the outcome together, as a short attempt's does.
-    result = store.cycle(WORKER, [QUEUE], [parent.fence], [completed(parent.fence, 1)], 0, 30.0)
+    result = store.cycle(CycleRequest(WORKER, [QUEUE], [parent.fence], [completed(parent.fence, 1)], 0, 30.0))
 
     assert result.fenced_out == []
     assert _story(store, parent.id) == [("RunStarted", 1), ("ChildTriggered", None), ("RunCompleted", 1)]
@@ -58,6 +59,6 @@ def test_a_start_the_turn_recorded_first_is_not_recorded_again_by_the_trigger(st
     enqueue_one(store)
     (parent,) = claim(store, WORKER)
     start(store, WORKER, [parent.fence])
-    store.trigger_children(parent.fence, WORKER, [_child()], True, False)
+    store.trigger_children(TriggerRequest(parent.fence, WORKER, [_child()], True, False))
 
     assert _story(store, parent.id) == [("RunStarted", 1), ("ChildTriggered", None), ("RunWaiting", 1)]

@@ -24,6 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from tidegate import DuplicateRun, RunStatus
 from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.keys import ACTIVE_STATES, UniqueClaim
+from tidegate.domain.model import CycleRequest
 from tidegate.storage.port import Store
 
 from .conftest import completed, failed, new_run
@@ -78,10 +79,10 @@ class UniqueKeys(RuleBasedStateMachine):
     @precondition(lambda self: bool(self._in(RunStatus.QUEUED)))
     @rule()
     def claim(self) -> None:
-        [claimed] = self.store.cycle("w-hyp", [self.queue], [], [], 1, LEASE).claimed
+        [claimed] = self.store.cycle(CycleRequest("w-hyp", [self.queue], [], [], 1, LEASE)).claimed
         assert self.runs[claimed.id]["status"] is RunStatus.QUEUED
         fence = (claimed.id, claimed.attempt)
-        self.store.cycle("w-hyp", [self.queue], [fence], [], 0, LEASE)  # started
+        self.store.cycle(CycleRequest("w-hyp", [self.queue], [fence], [], 0, LEASE))  # started
         self.runs[claimed.id]["status"] = RunStatus.RUNNING
         self.fences[claimed.id] = fence
 
@@ -91,7 +92,7 @@ class UniqueKeys(RuleBasedStateMachine):
         run_id = data.draw(st.sampled_from(self._in(RunStatus.RUNNING)))
         fence = self.fences.pop(run_id)
         outcome = completed(fence) if succeeds else failed(fence)  # max_attempts=1: a failure is final
-        assert self.store.cycle("w-hyp", [self.queue], [], [outcome], 0, LEASE).fenced_out == []
+        assert self.store.cycle(CycleRequest("w-hyp", [self.queue], [], [outcome], 0, LEASE)).fenced_out == []
         self.runs[run_id]["status"] = RunStatus.COMPLETED if succeeds else RunStatus.FAILED
 
     @precondition(lambda self: bool(self._in(RunStatus.QUEUED)))

@@ -30,14 +30,14 @@ import pytest
 
 from tests.races import TIMEOUT
 from tidegate.bootstrap import open_store
-from tidegate.domain.children import NewChild
+from tidegate.domain.children import NewChild, TriggerRequest
 from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.keys import ACTIVE_STATES, UniqueClaim
 from tidegate.domain.limits import Concurrency, QueueConfig
-from tidegate.domain.model import RunStatus
+from tidegate.domain.model import CycleRequest, RunStatus, WorkerRegistration
 from tidegate.domain.rates import Rate
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleDefinition, Tick
-from tidegate.domain.steps import SlotRequest, StepStatus, StepUpdate
+from tidegate.domain.steps import FinishStepRequest, SlotRequest, StepStatus, StepUpdate
 from tidegate.storage.port import VERBS, WAKES, Store
 
 from .conftest import LEASE, QUEUE, claim, completed, enqueue_one, failed, new_run
@@ -90,7 +90,7 @@ def queued_behind(world: World) -> None:
 def holding_step(world: World) -> None:
     held_run(world)
     world.store.declare_pool("wake", 1, LEASE)
-    grant = world.store.acquire_slots(world.fence, "w1", "s1", {POOL: 1}, {})
+    grant = world.store.acquire_slots(world.fence, "w1", SlotRequest("s1", {POOL: 1}, {}))
     assert grant.granted
 
 
@@ -115,12 +115,12 @@ def fire(store: Store) -> None:
 
 def failed_run(world: World) -> None:
     held_run(world)
-    world.store.cycle("w1", [QUEUE], [], [failed(world.fence)], 0, LEASE)
+    world.store.cycle(CycleRequest("w1", [QUEUE], [], [failed(world.fence)], 0, LEASE))
 
 
 def lost_run(world: World) -> None:
     enqueue_one(world.store)
-    [held] = world.store.cycle("w1", [QUEUE], [], [], 1, 1.0).claimed
+    [held] = world.store.cycle(CycleRequest("w1", [QUEUE], [], [], 1, 1.0)).claimed
     world.fence, world.run_id = held.fence, held.fence[0]
     world.clock.advance(5.0)
 
@@ -134,18 +134,20 @@ SCENARIOS: dict[str, tuple[Callable[[World], None], Callable[[World], Any]]] = {
             [replace(new_run(), unique=UniqueClaim("k", ACTIVE_STATES, None, "existing"))]
         ),
     ),
-    "cycle": (held_run, lambda w: w.store.cycle("w1", [QUEUE], [], [completed(w.fence)], 0, LEASE)),
+    "cycle": (held_run, lambda w: w.store.cycle(CycleRequest("w1", [QUEUE], [], [completed(w.fence)], 0, LEASE))),
     "hand_back": (held_run, lambda w: w.store.hand_back("w1", [w.fence])),
     "report_cost": (rated_run, lambda w: w.store.report_cost("w1", w.fence, 0)),
     "sweep": (lost_run, lambda w: w.store.sweep("sweeper", 1.0)),
     "cancel_run": (queued_behind, lambda w: w.store.cancel_run(w.run_id)),
     "trigger_children": (
         held_run,
-        lambda w: w.store.trigger_children(w.fence, "w1", [NewChild(new_run(), 0, False)], False, False),
+        lambda w: w.store.trigger_children(
+            TriggerRequest(w.fence, "w1", [NewChild(new_run(), 0, False)], False, False)
+        ),
     ),
     "retry_run": (failed_run, lambda w: w.store.retry_run(w.run_id)),
     "deregister_worker": (
-        lambda w: w.store.register_worker("w9", 1, [QUEUE], True, 30.0),
+        lambda w: w.store.register_worker(WorkerRegistration("w9", 1, [QUEUE], True, 30.0)),
         lambda w: w.store.deregister_worker("w9"),
     ),
     "register_limits": (limited, lambda w: w.store.register_limits(None, [QueueConfig(QUEUE)], [])),
@@ -169,7 +171,9 @@ SCENARIOS: dict[str, tuple[Callable[[World], None], Callable[[World], Any]]] = {
     "finish_step": (
         holding_step,
         lambda w: w.store.finish_step(
-            w.fence, "w1", StepUpdate("s1", StepStatus.COMPLETED), successor=SlotRequest("s2", {"pool:other": 1})
+            FinishStepRequest(
+                w.fence, "w1", StepUpdate("s1", StepStatus.COMPLETED), successor=SlotRequest("s2", {"pool:other": 1})
+            )
         ),
     ),
     "fire_schedule": (schedule, lambda w: fire(w.store)),
@@ -244,7 +248,7 @@ def quiet_world(store: Store, clock: ShiftedClock) -> World:
     holding_step(world)
     enqueue_one(store)
     schedule(world)
-    store.register_worker("w1", 1, [QUEUE], False, 30.0)
+    store.register_worker(WorkerRegistration("w1", 1, [QUEUE], False, 30.0))
     return world
 
 
@@ -264,7 +268,7 @@ QUIET: dict[str, Callable[[World], Any]] = {
     "register_tasks": lambda w: w.store.register_tasks([], "w1"),
     "get_task": lambda w: w.store.get_task("t.contract"),
     "list_tasks": lambda w: w.store.list_tasks(),
-    "register_worker": lambda w: w.store.register_worker("w2", 1, [QUEUE], False, 30.0),
+    "register_worker": lambda w: w.store.register_worker(WorkerRegistration("w2", 1, [QUEUE], False, 30.0)),
     "heartbeat_worker": lambda w: w.store.heartbeat_worker("w1", 30.0),
     "check_overflow": lambda w: w.store.check_overflow("w1", [QUEUE], 0.0),
     "rules": lambda w: w.store.rules(),
@@ -294,7 +298,7 @@ QUIET: dict[str, Callable[[World], Any]] = {
     "pools": lambda w: w.store.pools(),
     "pool_holders": lambda w: w.store.pool_holders("wake"),
     "pool_waiters": lambda w: w.store.pool_waiters("wake"),
-    "acquire_slots": lambda w: w.store.acquire_slots(w.fence, "w1", "s2", {POOL: 1}, {}),
+    "acquire_slots": lambda w: w.store.acquire_slots(w.fence, "w1", SlotRequest("s2", {POOL: 1}, {})),
     "acquire_many": lambda w: w.store.acquire_many(w.fence, "w1", [SlotRequest("s3", {POOL: 1})]),
     "renew_slots": lambda w: w.store.renew_slots(w.fence, "s1"),
     "run_steps": lambda w: w.store.run_steps(w.run_id),

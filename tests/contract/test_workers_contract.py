@@ -9,19 +9,23 @@ from __future__ import annotations
 
 import pytest
 
+from tidegate.domain.model import WorkerRegistration
+
 from .conftest import QUEUE
 
 TTL = 60.0
 
 
 def register(store, worker_id: str, ttl: float = TTL) -> int:
-    return store.register_worker(worker_id, 4, [QUEUE], True, ttl)
+    return store.register_worker(WorkerRegistration(worker_id, 4, [QUEUE], True, ttl))
 
 
 def test_ranks_are_the_lowest_free_and_stable_for_a_worker_that_registers_again(store):
     assert [register(store, worker) for worker in ("a", "b", "c")] == [0, 1, 2]
     assert register(store, "b") == 1
-    assert store.register_worker("d", 1, ["elsewhere"], False, TTL) == 3  # ranks are shared by every queue
+    assert (
+        store.register_worker(WorkerRegistration("d", 1, ["elsewhere"], False, TTL)) == 3
+    )  # ranks are shared by every queue
 
 
 def test_a_worker_that_leaves_frees_its_rank_for_the_next_one(store):

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from tidegate import Adaptive, App, Concurrency
 from tidegate.api import Tokens, create_api
 from tidegate.cli.main import app as cli
-from tidegate.domain.model import Outcome, OutcomeKind
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 
 LEASE = 30.0
 
@@ -33,11 +33,13 @@ def test_every_surface_names_the_adaptive_limit_and_its_reason(app: App, databas
     job = app.task(name="t.partner", queue="partner")(lambda: None)
     store = app.store
     job.submit()
-    [claimed] = store.cycle("w1", ["partner"], [], [], 1, LEASE).claimed
+    [claimed] = store.cycle(CycleRequest("w1", ["partner"], [], [], 1, LEASE)).claimed
     overloaded = Outcome(claimed.id, claimed.attempt, OutcomeKind.SNOOZED, retry_delay=3600.0, overloaded=True)
-    store.cycle("w1", ["partner"], [claimed.fence], [overloaded], 0, LEASE)  # 4 -> 2
+    store.cycle(CycleRequest("w1", ["partner"], [claimed.fence], [overloaded], 0, LEASE))  # 4 -> 2
     handles = [job.submit() for _ in range(3)]
-    assert len(store.cycle("w1", ["partner"], [], [], 4, LEASE).claimed) == 2  # the lowered limit, exactly
+    assert (
+        len(store.cycle(CycleRequest("w1", ["partner"], [], [], 4, LEASE)).claimed) == 2
+    )  # the lowered limit, exactly
     assert store.rules().queue_limit("partner", "") == 2
     words = "adaptive 2 of 4 (overloaded)"
 

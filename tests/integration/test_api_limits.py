@@ -11,6 +11,7 @@ from __future__ import annotations
 from tests.apps.api import local_client, store_size
 from tidegate import App, Concurrency, RunStatus
 from tidegate.api import Tokens, create_api
+from tidegate.domain.model import CycleRequest
 
 WORKER = "w-test"
 
@@ -24,7 +25,7 @@ def _scene(app: App):
         return None
 
     ids = [app.submit("call").id for _ in range(3)]
-    app.store.cycle(WORKER, ["api"], [], [], 3, 60)
+    app.store.cycle(CycleRequest(WORKER, ["api"], [], [], 3, 60))
     assert [app.store.get_run(run_id).status for run_id in ids].count(RunStatus.RUNNING) == 1
     return local_client(app.asgi())
 

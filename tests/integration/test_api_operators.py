@@ -16,7 +16,7 @@ from tests.apps.api import local_client, store_size
 from tidegate import App, Concurrency, Partition, RunStatus
 from tidegate.api.application import create_api
 from tidegate.api.security import Tokens
-from tidegate.domain.model import ClaimedRun, Outcome, OutcomeKind
+from tidegate.domain.model import ClaimedRun, CycleRequest, Outcome, OutcomeKind, WorkerRegistration
 
 from .conftest import wait_status
 
@@ -42,13 +42,15 @@ def _submit(client: TestClient, task: str, **body: Any) -> str:
 
 
 def _claim(app: App, worker: str = "w1", limit: int = 10) -> list[ClaimedRun]:
-    return app.store.cycle(worker, QUEUES, [], [], limit, 60).claimed
+    return app.store.cycle(CycleRequest(worker, QUEUES, [], [], limit, 60)).claimed
 
 
 def _finish(app: App, worker: str, claimed: ClaimedRun) -> None:
     """Its start and its end, as a worker reports a run that ran (the ETA goes by how long runs took)."""
     fence = (claimed.id, claimed.attempt)
-    app.store.cycle(worker, QUEUES, [fence], [Outcome(claimed.id, claimed.attempt, OutcomeKind.COMPLETED)], 0, 60)
+    app.store.cycle(
+        CycleRequest(worker, QUEUES, [fence], [Outcome(claimed.id, claimed.attempt, OutcomeKind.COMPLETED)], 0, 60)
+    )
 
 
 def _why(client: TestClient, run_id: str) -> dict[str, Any]:
@@ -122,7 +124,7 @@ def test_why_names_full_workers_and_the_runs_they_run(app: App) -> None:
     _tasks(app)
     client = local_client(app.asgi())
     running, waiting = _submit(client, "hello"), _submit(client, "hello")
-    app.store.register_worker("w-full", 1, ["default"], False, 60)
+    app.store.register_worker(WorkerRegistration("w-full", 1, ["default"], False, 60))
     assert _why(client, running)["layers"] == [
         {
             "layer": "workers", "scope": "workers:default", "label": "workers serving queue default",
@@ -218,9 +220,9 @@ def test_queue_lists_queued_runs_in_claim_order_with_positions_and_reasons(app: 
     blocked = _submit(client, "sync_customer", args={"customer_id": 3})
     low = _submit(client, "hello")
     high = _submit(client, "hello", priority=5)
-    app.store.cycle("w1", ["default"], [], [], 1, 60)  # takes `high` (priority first)
+    app.store.cycle(CycleRequest("w1", ["default"], [], [], 1, 60))  # takes `high` (priority first)
     assert app.store.get_run(high).status is RunStatus.RUNNING  # type: ignore[union-attr]
-    app.store.cycle("w1", ["api"], [], [], 10, 60)  # `held` runs, `blocked` records its reason
+    app.store.cycle(CycleRequest("w1", ["api"], [], [], 10, 60))  # `held` runs, `blocked` records its reason
     assert app.store.get_run(held).status is RunStatus.RUNNING  # type: ignore[union-attr]
 
     page = client.get("/api/v1/queue").json()
@@ -241,7 +243,7 @@ def test_workers_lists_the_registry_with_busy_and_heartbeat_age(app: App) -> Non
     _tasks(app)
     client = local_client(app.asgi())
     run_id = _submit(client, "hello")
-    app.store.register_worker("w-a", 2, ["default", "api"], True, 60)
+    app.store.register_worker(WorkerRegistration("w-a", 2, ["default", "api"], True, 60))
     _claim(app, "w-a")
     [worker] = client.get("/api/v1/workers").json()["workers"]
     assert {k: worker[k] for k in ("id", "rank", "capacity", "busy", "queues", "fill_order", "live")} == {

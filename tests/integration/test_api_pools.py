@@ -10,6 +10,8 @@ from __future__ import annotations
 from tests.apps.api import local_client, store_size
 from tidegate import App
 from tidegate.api import Tokens, create_api
+from tidegate.domain.model import CycleRequest
+from tidegate.domain.steps import SlotRequest
 
 
 def _client(app: App):
@@ -31,8 +33,8 @@ def test_a_pool_is_set_listed_and_shown_with_the_holders_of_its_slots(app: App) 
         return None
 
     run_id = app.submit("uses_pool").id
-    [claimed] = app.store.cycle("w-test", ["default"], [], [], 1, 60).claimed
-    grant = app.store.acquire_slots((run_id, claimed.attempt), "w-test", "load", {"pool:database": 2}, {})
+    [claimed] = app.store.cycle(CycleRequest("w-test", ["default"], [], [], 1, 60)).claimed
+    grant = app.store.acquire_slots((run_id, claimed.attempt), "w-test", SlotRequest("load", {"pool:database": 2}, {}))
     assert grant.granted
 
     listed = client.get("/api/v1/pools").json()["pools"]

@@ -14,6 +14,7 @@ from tests.apps.api import local_client, store_size
 from tests.conftest import wait_status
 from tidegate import App, Concurrency, RunStatus
 from tidegate.api import Tokens, create_api
+from tidegate.domain.model import CycleRequest
 from tidegate.engine.operators.why import explain
 
 HELD, OPEN = "held", "open"
@@ -138,7 +139,7 @@ def test_a_paused_queue_s_run_shows_the_pause_first_then_its_full_scope(app: App
 
     client = local_client(app.asgi())
     first, second = (client.post("/api/v1/runs", json={"task": "one_task"}).json()["id"] for _ in range(2))
-    assert [run.id for run in app.store.cycle("w1", ["one"], [], [], 5, 60).claimed] == [first]
+    assert [run.id for run in app.store.cycle(CycleRequest("w1", ["one"], [], [], 5, 60)).claimed] == [first]
     stored = app.store.get_run(second).block_reason
     assert stored and stored[0]["scope"] == "queue:one"  # its last claim skipped it for the full queue
 

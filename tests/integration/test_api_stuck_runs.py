@@ -20,6 +20,7 @@ from tidegate import App, RunStatus
 from tidegate.api import Tokens, create_api
 from tidegate.cli.main import app as cli
 from tidegate.domain.clock import wall_now
+from tidegate.domain.model import CycleRequest, WorkerRegistration
 
 DEAD, ALIVE = "host-a:4242:abcd1234", "host-b:77:ffff0000"
 LEASE, LONG = 5.0, 3600.0  # seconds: the dead worker's lease (and heartbeat), the live one's
@@ -28,10 +29,10 @@ LEASE, LONG = 5.0, 3600.0  # seconds: the dead worker's lease (and heartbeat), t
 def _start(app: App, worker: str, ttl: float) -> str:
     """A run claimed and started by `worker`, its lease and registry entry `ttl` long."""
     run_id = app.submit("jobs.crunch").id
-    app.store.register_worker(worker, 2, ["default"], False, ttl)
-    [claimed] = app.store.cycle(worker, ["default"], [], [], 1, ttl).claimed
+    app.store.register_worker(WorkerRegistration(worker, 2, ["default"], False, ttl))
+    [claimed] = app.store.cycle(CycleRequest(worker, ["default"], [], [], 1, ttl)).claimed
     assert claimed.id == run_id
-    app.store.cycle(worker, ["default"], [claimed.fence], [], 0, ttl)  # its start is recorded
+    app.store.cycle(CycleRequest(worker, ["default"], [claimed.fence], [], 0, ttl))  # its start is recorded
     return run_id
 
 

@@ -22,6 +22,7 @@ from tidegate import App, Context, RunStatus
 from tidegate.cli.main import app as cli
 from tidegate.domain.errors import ConfigurationError, InvalidArgument
 from tidegate.domain.integers import MAX_ATTEMPTS, STORED_INT_MAX
+from tidegate.domain.model import CycleRequest, WorkerRegistration
 
 BUDGETS = [pytest.param(MAX_ATTEMPTS, id="largest-declared"), pytest.param(STORED_INT_MAX, id="column-end-stored")]
 
@@ -96,8 +97,8 @@ def test_cli_sweep_recovers_a_run_at_the_column_end_beside_another(app: App, dat
     job = app.task(name="t.crunch", max_attempts=3)(lambda: None)
     edge, other = job.submit().id, job.submit().id
     _budget(database_url, edge, STORED_INT_MAX)
-    app.store.register_worker(worker, 2, ["default"], False, lease)
-    assert len(app.store.cycle(worker, ["default"], [], [], 2, lease).claimed) == 2
+    app.store.register_worker(WorkerRegistration(worker, 2, ["default"], False, lease))
+    assert len(app.store.cycle(CycleRequest(worker, ["default"], [], [], 2, lease)).claimed) == 2
     expiry = app.store.get_run(edge).lease_expires_at  # type: ignore[union-attr]
     wait_until(lambda: datetime.now(UTC) > expiry, message="the lease to expire")
 

@@ -18,7 +18,7 @@ from tidegate import App, Context, RunStatus
 from tidegate.api import Tokens, create_api
 from tidegate.cli.main import app as cli
 from tidegate.domain.clock import ShiftedClock
-from tidegate.domain.model import Outcome, OutcomeKind
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind, WorkerRegistration
 
 LEASE = 5.0
 NOTHING_ELSE = {"worker_shutdown": 0, "lost_worker": 0, "snooze": 0}
@@ -78,17 +78,19 @@ def test_a_rescued_run_of_a_task_allowing_three(app: App, database_url: str, clo
     """Two runs lost with their worker, neither started: neither is charged, both come back."""
     job = app.task(name="t.crunch", max_attempts=3)(lambda: None)
     run_id, other = job.submit().id, job.submit().id
-    app.store.register_worker("w-gone", 2, ["default"], False, LEASE)
-    assert len(app.store.cycle("w-gone", ["default"], [], [], 2, LEASE).claimed) == 2
+    app.store.register_worker(WorkerRegistration("w-gone", 2, ["default"], False, LEASE))
+    assert len(app.store.cycle(CycleRequest("w-gone", ["default"], [], [], 2, LEASE)).claimed) == 2
     clock.advance(LEASE + 1)
     report = app.store.sweep("sweeper", 1.0)
     assert report is not None
     assert {run.status for run in map(app.store.get_run, (run_id, other)) if run} == {RunStatus.QUEUED}
-    app.store.register_worker("w-new", 2, ["default"], False, LEASE)
-    claimed = app.store.cycle("w-new", ["default"], [], [], 2, LEASE).claimed
+    app.store.register_worker(WorkerRegistration("w-new", 2, ["default"], False, LEASE))
+    claimed = app.store.cycle(CycleRequest("w-new", ["default"], [], [], 2, LEASE)).claimed
     if run_id not in {run.id for run in claimed}:  # a worker takes one group of suspects at a time
         done = [Outcome(run.id, run.attempt, OutcomeKind.COMPLETED) for run in claimed]
-        claimed = app.store.cycle("w-new", ["default"], [run.fence for run in claimed], done, 2, LEASE).claimed
+        claimed = app.store.cycle(
+            CycleRequest("w-new", ["default"], [run.fence for run in claimed], done, 2, LEASE)
+        ).claimed
     assert [(run.id, run.attempt) for run in claimed] == [(run_id, 2)]
 
     run = app.store.get_run(run_id)

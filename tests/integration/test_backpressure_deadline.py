@@ -13,6 +13,7 @@ import threading
 import pytest
 
 from tidegate import RunFailed, RunStatus
+from tidegate.domain.model import CycleRequest
 
 from .conftest import event_types, execute_sql, wait_until
 
@@ -55,7 +56,7 @@ def test_a_run_queued_past_its_deadline_fails_at_the_next_sweep(app, level):
     assert handle.id not in report.failed and handle.status() is RunStatus.QUEUED  # not yet due to fail
     app.clock.advance(1.1)
     # past the deadline nobody may claim it any more, even before the sweep fails it
-    assert app.store.cycle("late-worker", ["late"], [], [], 5, 30).claimed == []
+    assert app.store.cycle(CycleRequest("late-worker", ["late"], [], [], 5, 30)).claimed == []
     report = _sweep(app.store)
     assert report.failed == [handle.id]
     _expect_capacity_failure(app, handle)
@@ -127,7 +128,7 @@ def test_recovery_by_the_sweeper_does_not_reset_the_deadline(app, database_url):
     handle = job.submit()
     submitted_at = handle.info().submitted_at
     deadline_at = _deadline_at(database_url, handle.id)
-    [claimed] = app.store.cycle("dead-worker", ["crashy"], [], [], 1, 0.3).claimed  # never renewed
+    [claimed] = app.store.cycle(CycleRequest("dead-worker", ["crashy"], [], [], 1, 0.3)).claimed  # never renewed
     assert claimed.id == handle.id
     app.clock.advance(0.4)
     report = _sweep(app.store)

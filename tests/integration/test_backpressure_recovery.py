@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tidegate import Concurrency, Context, RunStatus, StoreUnavailable
+from tidegate.domain.model import CycleRequest, WorkerRegistration
 
 from .conftest import event_types, execute_sql, wait_until
 
@@ -175,15 +176,15 @@ def test_a_crashed_workers_rows_are_recovered_at_the_first_sweep(app, database_u
 
     # The dead worker: registered, claimed two runs with leases that would last five more minutes,
     # reported the start of one of them (the other was claimed but never started), then vanished.
-    store.register_worker("dead-1", 2, ["orph"], False, DEAD_TTL)
-    claimed = store.cycle("dead-1", ["orph"], [], [], 2, 300).claimed
+    store.register_worker(WorkerRegistration("dead-1", 2, ["orph"], False, DEAD_TTL))
+    claimed = store.cycle(CycleRequest("dead-1", ["orph"], [], [], 2, 300)).claimed
     assert len(claimed) == 2
     started_run, unstarted_run = claimed
-    store.cycle("dead-1", ["orph"], [(started_run.id, started_run.attempt)], [], 0, 300)
+    store.cycle(CycleRequest("dead-1", ["orph"], [(started_run.id, started_run.attempt)], [], 0, 300))
     # A live worker holds the third run; its holder row looks old, but its heartbeat and lease are fine.
-    store.register_worker("alive-1", 1, ["orph"], False, 300)
-    [alive_run] = store.cycle("alive-1", ["orph"], [], [], 1, 300).claimed
-    store.cycle("alive-1", ["orph"], [(alive_run.id, alive_run.attempt)], [], 0, 300)
+    store.register_worker(WorkerRegistration("alive-1", 1, ["orph"], False, 300))
+    [alive_run] = store.cycle(CycleRequest("alive-1", ["orph"], [], [], 1, 300)).claimed
+    store.cycle(CycleRequest("alive-1", ["orph"], [(alive_run.id, alive_run.attempt)], [], 0, 300))
 
     clock.advance(2 * DEAD_TTL)  # dead-1's heartbeat stopped; alive-1's and every lease still hold
     for run in (started_run, unstarted_run, alive_run):
@@ -230,9 +231,11 @@ def test_a_dead_workers_run_past_its_last_attempt_fails_as_orphaned(app, clock):
     def once() -> None: ...
 
     handle = once.submit()
-    app.store.register_worker("dead-2", 1, ["orph1"], False, DEAD_TTL)
-    [claimed] = app.store.cycle("dead-2", ["orph1"], [], [], 1, 300).claimed
-    app.store.cycle("dead-2", ["orph1"], [claimed.fence], [], 0, 300)  # it started, alone: the crash is its own
+    app.store.register_worker(WorkerRegistration("dead-2", 1, ["orph1"], False, DEAD_TTL))
+    [claimed] = app.store.cycle(CycleRequest("dead-2", ["orph1"], [], [], 1, 300)).claimed
+    app.store.cycle(
+        CycleRequest("dead-2", ["orph1"], [claimed.fence], [], 0, 300)
+    )  # it started, alone: the crash is its own
     clock.advance(2 * DEAD_TTL)
     report = app.store.sweep("sweeper-1", 1.0)
     assert report is not None and report.failed == [handle.id] and report.requeued == []

@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 from tidegate import App, Concurrency, Partition, RunStatus
 from tidegate.api import Tokens, create_api
 from tidegate.cli.main import app as cli
+from tidegate.domain.model import CycleRequest
 from tidegate.engine.operators.why import explain
 
 BLOCKED = 100
@@ -55,7 +56,7 @@ def scenario(database_url: str) -> Iterator[Scenario]:
     try:
         runs = [send_email.submit(customer_id=11).id for _ in range(BLOCKED)]
         ready = send_email.submit(customer_id=12).id
-        claimed = app.store.cycle("w1", ["emails"], [], [], 2, 60.0).claimed
+        claimed = app.store.cycle(CycleRequest("w1", ["emails"], [], [], 2, 60.0)).claimed
         assert sorted(run.id for run in claimed) == sorted(runs[:2])
         blocked = runs[2:]
         unread = [run_id for run_id in blocked if not app.store.get_run(run_id).block_reason]  # type: ignore[union-attr]

@@ -19,6 +19,7 @@ import pytest
 
 from tests.thread_gate import ThreadGate
 from tidegate import App, Context, RunQueueConfig, RunStatus
+from tidegate.domain.model import CycleRequest
 
 from .conftest import event_types, wait_status, wait_until
 
@@ -38,15 +39,15 @@ class HeldTurns:
         self.fail_direct = fail_direct
         self.direct_failures = 0
 
-    def __call__(self, worker_id: str, queues: Any, starts: Any, outcomes: Any, claim: int, lease: float) -> Any:
+    def __call__(self, request: CycleRequest) -> Any:
         loop_turn = threading.current_thread().name.startswith(LOOP_STORE_THREAD)
         if loop_turn and self.holding.is_set():
             self.release.wait(60)
-        elif not loop_turn and outcomes and self.fail_direct and not self.direct_failures:
+        elif not loop_turn and request.outcomes and self.fail_direct and not self.direct_failures:
             self.direct_failures += 1
             raise ConnectionError("injected: the store is unreachable")
-        result = self._cycle(worker_id, queues, starts, outcomes, claim, lease)
-        if loop_turn and any(run_id == self.parent_id and attempt > 1 for run_id, attempt in starts):
+        result = self._cycle(request)
+        if loop_turn and any(run_id == self.parent_id and attempt > 1 for run_id, attempt in request.starts):
             self.holding.set()
         return result
 

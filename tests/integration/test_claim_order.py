@@ -1,6 +1,7 @@
 """Claim order: priority first (higher first), then age; across all of a worker's queues."""
 
 from tidegate import RunStatus
+from tidegate.domain.model import CycleRequest
 
 
 def test_runs_are_claimed_by_priority_then_age_across_queues(app, clock):
@@ -23,7 +24,7 @@ def test_runs_are_claimed_by_priority_then_age_across_queues(app, clock):
     store = app.store
     order = []
     while True:
-        claimed = store.cycle("worker-1", ["qa", "qb"], [], [], 1, 30).claimed
+        claimed = store.cycle(CycleRequest("worker-1", ["qa", "qb"], [], [], 1, 30)).claimed
         if not claimed:
             break
         order.append(claimed[0].args["n"])
@@ -43,6 +44,6 @@ def test_a_batch_claim_takes_the_best_runs_in_order(app):
 
     for n in range(6):
         (batch if n % 2 else batch2).options(priority=n).submit(n=n)
-    claimed = app.store.cycle("worker-1", ["qa", "qb"], [], [], 3, 30).claimed
+    claimed = app.store.cycle(CycleRequest("worker-1", ["qa", "qb"], [], [], 3, 30)).claimed
     assert [run.args["n"] for run in claimed] == [5, 4, 3]
     assert all(run.attempt == 1 for run in claimed)

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from tidegate import App, Concurrency, Partition, RunQueueConfig
 from tidegate.cli.main import app as cli
 from tidegate.domain.limits import TagConcurrencyLimit
-from tidegate.domain.model import RunStatus
+from tidegate.domain.model import CycleRequest, RunStatus, WorkerRegistration
 
 WIDTH = 80
 WORKER = "build-host.example.internal:12345:abcdef12"
@@ -47,8 +47,8 @@ def busy(database_url: str):
             sync.options(tags={"tenant": f"tenant-{customer}"}).submit(customer_id=customer).id
             for customer in (1, 1, 1, 1, 1, 42, 42, 42, 7)
         ]
-        app.store.register_worker(WORKER, 8, ["external_api", "default"], False, 60)
-        app.store.cycle(WORKER, ["external_api"], [], [], 8, 60)
+        app.store.register_worker(WorkerRegistration(WORKER, 8, ["external_api", "default"], False, 60))
+        app.store.cycle(CycleRequest(WORKER, ["external_api"], [], [], 8, 60))
         app.set_pool_limit("warehouse_db", 3)
         yield app, ids
 

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from tidegate import App, Concurrency, Partition, RunQueueConfig, RunStatus, TagConcurrencyLimit
 from tidegate.cli.main import app as cli
 from tidegate.demo.concurrency import pool_tally, tally
-from tidegate.domain.model import EventRecord, Outcome, OutcomeKind, RunRecord
+from tidegate.domain.model import CycleRequest, EventRecord, Outcome, OutcomeKind, RunRecord
 from tidegate.domain.scopes import Rules
 
 from .conftest import wait_status
@@ -89,7 +89,7 @@ class Scene:
     acme: list[str]  # sync_customer(customer_id=3) tenant=acme: [running, queued (blocked by the tenant)]
 
     def claim(self) -> None:
-        self.app.store.cycle(WORKER, QUEUES, [], [], 10, 60)
+        self.app.store.cycle(CycleRequest(WORKER, QUEUES, [], [], 10, 60))
 
     def run(self, run_id: str) -> RunRecord:
         record = self.app.store.get_run(run_id)
@@ -98,7 +98,9 @@ class Scene:
 
     def finish(self, run_id: str) -> None:
         run = self.run(run_id)
-        self.app.store.cycle(WORKER, QUEUES, [], [Outcome(run_id, run.attempt, OutcomeKind.COMPLETED)], 0, 60)
+        self.app.store.cycle(
+            CycleRequest(WORKER, QUEUES, [], [Outcome(run_id, run.attempt, OutcomeKind.COMPLETED)], 0, 60)
+        )
 
 
 @pytest.fixture
@@ -110,8 +112,8 @@ def scene(sqlite_url: str) -> Iterator[Scene]:
         sync = app.tasks["sync_customer"].options(tags={"tenant": "acme"})
         acme = [sync.submit(customer_id=3).id for _ in range(2)]
         store = app.store
-        store.cycle(WORKER, QUEUES, [], [], 10, 60)  # claims naps[0] and acme[0]
-        store.cycle(WORKER, QUEUES, [], [], 10, 60)  # the others stay blocked, with their reasons
+        store.cycle(CycleRequest(WORKER, QUEUES, [], [], 10, 60))  # claims naps[0] and acme[0]
+        store.cycle(CycleRequest(WORKER, QUEUES, [], [], 10, 60))  # the others stay blocked, with their reasons
         assert [store.get_run(run_id).status for run_id in naps + acme] == [  # type: ignore[union-attr]
             RunStatus.RUNNING,
             RunStatus.QUEUED,

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from tests.conftest import wait_until
 from tidegate import App
 from tidegate.cli.main import app as cli
+from tidegate.domain.model import CycleRequest, WorkerRegistration
 
 WORKER = "host-a:4242:abcd1234"
 LEASE = 0.3  # seconds: the killed worker's lease and registry heartbeat
@@ -31,9 +32,9 @@ def killed_worker_run(app: App, max_attempts: int = 3) -> str:
     """A run claimed and started by a worker that then died: its lease and heartbeat run out."""
     job = app.task(name="jobs.crunch", max_attempts=max_attempts)(lambda: None)
     run_id = job.submit().id
-    app.store.register_worker(WORKER, 2, ["default"], False, LEASE)
-    [claimed] = app.store.cycle(WORKER, ["default"], [], [], 1, LEASE).claimed
-    app.store.cycle(WORKER, ["default"], [claimed.fence], [], 0, LEASE)  # its start is recorded
+    app.store.register_worker(WorkerRegistration(WORKER, 2, ["default"], False, LEASE))
+    [claimed] = app.store.cycle(CycleRequest(WORKER, ["default"], [], [], 1, LEASE)).claimed
+    app.store.cycle(CycleRequest(WORKER, ["default"], [claimed.fence], [], 0, LEASE))  # its start is recorded
     run = app.store.get_run(run_id)
     assert run is not None and run.lease_expires_at is not None
     expiry = run.lease_expires_at
@@ -94,8 +95,8 @@ def test_queue_why_marks_a_stuck_holder(app: App, database_url: str) -> None:
     job = app.task(name="jobs.narrow", queue="narrow")(lambda: None)
     held = job.submit().id
     waiting = job.submit().id
-    app.store.register_worker(WORKER, 2, ["narrow"], False, LEASE)
-    [claimed] = app.store.cycle(WORKER, ["narrow"], [], [], 1, LEASE).claimed
+    app.store.register_worker(WorkerRegistration(WORKER, 2, ["narrow"], False, LEASE))
+    [claimed] = app.store.cycle(CycleRequest(WORKER, ["narrow"], [], [], 1, LEASE)).claimed
     assert claimed.id == held
     run = app.store.get_run(held)
     assert run is not None and run.lease_expires_at is not None

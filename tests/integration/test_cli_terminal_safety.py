@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 from tidegate import App, Concurrency, RunQueueConfig, RunStatus
 from tidegate.cli.main import app as cli
 from tidegate.domain.limits import TagConcurrencyLimit
+from tidegate.domain.model import CycleRequest, WorkerRegistration
 
 from .conftest import execute_sql
 
@@ -68,8 +69,8 @@ def shown(database_url: str) -> Iterator[dict[str, str]]:
         app.queue("lane", concurrency=Concurrency(global_limit=1))
         echo = app.task(name="echo", queue="lane")(lambda x=None: x)
         running, queued, failed, completed = (echo.options(tags={"env": "prod"}).submit().id for _ in range(4))
-        app.store.register_worker(WORKER, 4, ["lane"], False, 3600)
-        app.store.cycle(WORKER, ["lane"], [], [], 1, 3600)
+        app.store.register_worker(WorkerRegistration(WORKER, 4, ["lane"], False, 3600))
+        app.store.cycle(CycleRequest(WORKER, ["lane"], [], [], 1, 3600))
         assert app.store.get_run(running).status is RunStatus.RUNNING  # type: ignore[union-attr]
         for run_id, status in ((failed, "failed"), (completed, "completed")):
             execute_sql(database_url, "UPDATE tidegate_runs SET status = ? WHERE id = ?", (status, run_id))

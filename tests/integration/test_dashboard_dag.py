@@ -14,6 +14,7 @@ from tidegate import App
 from tidegate.api import Tokens, create_api
 from tidegate.cli.main import app as cli
 from tidegate.dashboard.graph import row_id
+from tidegate.domain.model import CycleRequest, WorkerRegistration
 from tidegate.domain.steps import StepStatus, StepUpdate
 
 READ = "read-token"
@@ -45,8 +46,8 @@ def node(page: str, key: str) -> str:
 
 def test_a_diamond_runs_steps_tab_draws_its_nodes_states_and_dependencies(served: App) -> None:
     run = served.tasks["etl.diamond"].submit(n=3, gate="-", held=2)
-    served.store.register_worker("w1", 1, ["etl"], False, 60)
-    assert len(served.store.cycle("w1", ["etl"], [], [], 1, 30.0).claimed) == 1
+    served.store.register_worker(WorkerRegistration("w1", 1, ["etl"], False, 60))
+    assert len(served.store.cycle(CycleRequest("w1", ["etl"], [], [], 1, 30.0)).claimed) == 1
     done, running = StepStatus.COMPLETED, StepStatus.RUNNING
     updates = [StepUpdate("extract", done, output=[0, 1, 2]), StepUpdate("audit", done, output=3)]
     updates += [StepUpdate(f"shard[{i}]", done if i < 2 else running, "shard", i, output=i * 2) for i in range(3)]
@@ -83,8 +84,8 @@ def test_a_map_item_taken_into_its_window_but_not_started_shows_queued_not_runni
     """`next_map_item` stores an item running once it holds its window slot, before its function
     starts (no started time): the Steps tab and `runs show` call it queued until it starts."""
     run = served.tasks["etl.diamond"].submit(n=3, gate="-", held=2)
-    served.store.register_worker("w1", 1, ["etl"], False, 60)
-    assert len(served.store.cycle("w1", ["etl"], [], [], 1, 30.0).claimed) == 1
+    served.store.register_worker(WorkerRegistration("w1", 1, ["etl"], False, 60))
+    assert len(served.store.cycle(CycleRequest("w1", ["etl"], [], [], 1, 30.0)).claimed) == 1
     fence = (run.id, 1)
     pending = [StepUpdate(f"shard[{i}]", StepStatus.PENDING, "shard", i) for i in range(3)]
     assert served.store.record_steps(fence, [StepUpdate("extract", StepStatus.COMPLETED, output=[0, 1, 2]), *pending])

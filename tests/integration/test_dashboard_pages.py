@@ -18,6 +18,7 @@ from tests.apps.dashboard_tasks import make_app
 from tests.conftest import wait_status
 from tidegate import App, RunStatus
 from tidegate.api import Tokens, create_api
+from tidegate.domain.model import CycleRequest, WorkerRegistration
 from tidegate.domain.steps import StepStatus, StepUpdate
 
 FULL, READ = "full-token", "read-token"
@@ -160,10 +161,10 @@ def test_overview_and_workers_show_the_overflow_signal_a_worker_raised(served: A
     browser = client(served, READ)
     assert "No overflow signal raised" in browser.get("/").text
     store = served.store
-    store.register_worker("w1", 1, ["trickle"], False, 60)
+    store.register_worker(WorkerRegistration("w1", 1, ["trickle"], False, 60))
     served.tasks["trickle.hold"].submit_many([{"gate": "/a"}, {"gate": "/b"}])
     served.store.set_limit("queue:trickle", 5)  # the waiting run is one the limits would admit
-    assert len(store.cycle("w1", ["trickle"], [], [], 1, 30.0).claimed) == 1
+    assert len(store.cycle(CycleRequest("w1", ["trickle"], [], [], 1, 30.0)).claimed) == 1
     assert store.check_overflow("w1", ["trickle"], 60) == 1
     for path in ("/", "/workers"):
         shown = browser.get(path).text
@@ -252,8 +253,8 @@ def test_a_refused_retry_or_cancel_is_shown_on_the_run_page_and_changes_nothing(
 
 def test_a_kubernetes_steps_job_and_pod_are_shown_on_the_steps_and_concurrency_tabs(served: App) -> None:
     run = served.tasks["gpu.job"].submit(n=1, gate="-")
-    served.store.register_worker("w1", 1, ["gpu"], False, 60)
-    assert len(served.store.cycle("w1", ["gpu"], [], [], 1, 30.0).claimed) == 1  # attempt 1 runs
+    served.store.register_worker(WorkerRegistration("w1", 1, ["gpu"], False, 60))
+    assert len(served.store.cycle(CycleRequest("w1", ["gpu"], [], [], 1, 30.0)).claimed) == 1  # attempt 1 runs
     fence = (run.id, 1)
     step = StepUpdate("render", StepStatus.RUNNING, output={"job": "tg-job-1", "pod": "tg-job-1-x7k", "output": 1},
                       details={"job": "tg-job-1", "pod": "tg-job-1-x7k"})  # fmt: skip
@@ -291,9 +292,9 @@ def test_a_run_queued_while_its_scope_is_full_says_so_before_any_claim_reads_it(
     """A woken worker that finds every scope full looks and claims nothing (`peek_cycle`), so a
     run queued meanwhile has no stored block reason yet: its page says why it waits from the
     live usage, not "nothing blocks it"."""
-    served.store.register_worker("w1", 1, ["gated"], False, 60)
+    served.store.register_worker(WorkerRegistration("w1", 1, ["gated"], False, 60))
     first = served.tasks["gated.hold"].submit(gate="/never")
-    assert [run.id for run in served.store.cycle("w1", ["gated"], [], [], 1, 30.0).claimed] == [first.id]
+    assert [run.id for run in served.store.cycle(CycleRequest("w1", ["gated"], [], [], 1, 30.0)).claimed] == [first.id]
     second = served.tasks["gated.hold"].submit(gate="/never")
     assert served.store.get_run(second.id).block_reason is None  # no claim has read it
     shown = client(served, FULL).get(f"/runs/{second.id}").text

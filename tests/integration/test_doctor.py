@@ -12,6 +12,7 @@ from tests.apps.api import local_client
 from tidegate import App, Executor, Workflow
 from tidegate.cli.main import app as cli
 from tidegate.domain.doctor import Diagnosis, Level
+from tidegate.domain.model import WorkerRegistration
 from tidegate.engine.operators.doctor import diagnose
 
 CLOSED = "postgresql://postgres@127.0.0.1:1/test"  # nothing listens on port 1: refused at once
@@ -60,7 +61,7 @@ def test_a_dead_worker_leaves_its_queued_runs_unserved(app, clock, backend):
     @app.task(name="doc.later", queue="mail")
     def later() -> None: ...
 
-    app.store.register_worker("gone-host:4242:abcd", 4, ["mail"], False, 30)
+    app.store.register_worker(WorkerRegistration("gone-host:4242:abcd", 4, ["mail"], False, 30))
     later.submit()
     later.submit()
     assert examine(app)["queues"][0] is Level.PASS  # its worker is live: served

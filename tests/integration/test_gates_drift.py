@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tidegate import App, Concurrency, Context, RunFailed, RunQueueConfig, RunStatus, TagConcurrencyLimit
-from tidegate.domain.model import Outcome, OutcomeKind
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 
 from .conftest import execute_sql, wait_status, wait_until
 
@@ -155,7 +155,7 @@ def test_released_on_lease_expiry_recovery_without_a_leak_repair(dapp, database_
     task, _, _ = _gated_task(dapp, "d.expire", max_attempts=3)
     handle = task.submit()
     store = dapp.store
-    [claimed] = store.cycle("doomed-worker", [QUEUE], [], [], 1, 0.3).claimed
+    [claimed] = store.cycle(CycleRequest("doomed-worker", [QUEUE], [], [], 1, 0.3)).claimed
     assert claimed.id == handle.id
     assert_held_by(dapp, database_url, handle.id, 1)
     clock.advance(0.35)
@@ -168,10 +168,10 @@ def test_released_on_lease_expiry_recovery_without_a_leak_repair(dapp, database_
 
 
 def _complete_through_the_store(app, handle, worker="w-1"):
-    [claimed] = app.store.cycle(worker, [QUEUE], [], [], 1, 60).claimed
+    [claimed] = app.store.cycle(CycleRequest(worker, [QUEUE], [], [], 1, 60)).claimed
     assert claimed.id == handle.id
     outcome = Outcome(handle.id, claimed.attempt, OutcomeKind.COMPLETED, result=1)
-    assert app.store.cycle(worker, [QUEUE], [], [outcome], 0, 60).fenced_out == []
+    assert app.store.cycle(CycleRequest(worker, [QUEUE], [], [outcome], 0, 60)).fenced_out == []
     assert handle.status() is RunStatus.COMPLETED
 
 
@@ -220,7 +220,7 @@ def test_a_planted_holder_of_a_stale_attempt_is_repaired_and_the_live_one_kept(d
     task, _, _ = _gated_task(dapp, "d.stale", max_attempts=3)
     handle = task.submit()
     store = dapp.store
-    [claimed] = store.cycle("w-1", [QUEUE], [], [], 1, 60).claimed
+    [claimed] = store.cycle(CycleRequest("w-1", [QUEUE], [], [], 1, 60)).claimed
     assert claimed.attempt == 1
     _plant_holder(database_url, "tag:tenant=other", handle.id, 0)  # an attempt that is not running
     assert store.scope_usage() == {**dict.fromkeys(SCOPES, 1), "tag:tenant=other": 1}

@@ -23,7 +23,7 @@ from tidegate import (
     RunStatus,
     TagConcurrencyLimit,
 )
-from tidegate.domain.model import Outcome, OutcomeKind
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 
 from .conftest import wait_until
 
@@ -246,8 +246,8 @@ def test_faq_global_20_local_5_with_10_running_each_worker_takes_at_most_5(make_
     held = task.submit_many([{"n": i} for i in range(10)])
     store = app.store
     # two other workers hold 10 runs; the local limit lets each take only 5
-    assert len(store.cycle("elsewhere-1", ["faq"], [], [], 10, 60).claimed) == 5
-    assert len(store.cycle("elsewhere-2", ["faq"], [], [], 10, 60).claimed) == 5
+    assert len(store.cycle(CycleRequest("elsewhere-1", ["faq"], [], [], 10, 60)).claimed) == 5
+    assert len(store.cycle(CycleRequest("elsewhere-2", ["faq"], [], [], 10, 60)).claimed) == 5
     assert store.scope_usage() == {"queue:faq": 10}
     handles = task.submit_many([{"n": i} for i in range(30)])
     for _ in range(3):
@@ -433,13 +433,13 @@ def test_a_fair_queue_alternates_partitions_when_slots_free_one_at_a_time(make_a
     clock.advance(0.01)  # b's runs are strictly younger
     fair1.submit_many([{"tenant": "b", "n": i} for i in range(10)])
     store = app.store
-    running = list(store.cycle("w", ["fair1"], [], [], 8, 60).claimed)
+    running = list(store.cycle(CycleRequest("w", ["fair1"], [], [], 8, 60)).claimed)
     order = [run.args["tenant"] for run in running]
     assert sorted(order) == ["a", "a", "b", "b"]  # the first batch takes turns
     while order.count("b") < 10 and len(order) < 60:
         done = running.pop(0)  # the oldest claim finishes first
         outcome = Outcome(done.id, done.attempt, OutcomeKind.COMPLETED, result=0)
-        claimed = store.cycle("w", ["fair1"], [], [outcome], 8, 60).claimed
+        claimed = store.cycle(CycleRequest("w", ["fair1"], [], [outcome], 8, 60)).claimed
         assert len(claimed) == 1  # one slot freed, one taken
         running += claimed
         order.append(claimed[0].args["tenant"])

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from tidegate import App, Concurrency, ConfigurationError, Partition, RunQueueConfig, RunStatus
+from tidegate.domain.model import CycleRequest
 from tidegate.engine.operators import limits as live
 
 from .conftest import execute_sql
@@ -110,7 +111,7 @@ def test_preview_counts_what_a_change_would_unblock_or_block_and_changes_nothing
     store = lapp.store
     work = lapp.tasks["lq.work"]
     running_a = work.submit_many([{"tenant": "a"}] * 4)
-    claimed = store.cycle("w-1", ["lq"], [], [], 4, 60).claimed
+    claimed = store.cycle(CycleRequest("w-1", ["lq"], [], [], 4, 60)).claimed
     assert {run.id for run in claimed} == {h.id for h in running_a}  # a is at its limit of 4
     queued_a = work.submit_many([{"tenant": "a"}] * 3)
     queued_b = work.submit_many([{"tenant": "b"}] * 5)

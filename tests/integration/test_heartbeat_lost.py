@@ -23,6 +23,7 @@ from tidegate import App
 from tidegate.cli.main import app as cli
 from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.leases import heartbeat_lost
+from tidegate.domain.model import CycleRequest, WorkerRegistration
 
 DEAD, ALIVE = "host-a:4242:abcd1234", "host-b:77:ffff0000"
 LEASE, LONG = 30.0, 3600.0  # seconds: the dead worker's lease (and heartbeat), the live one's
@@ -31,10 +32,10 @@ LEASE, LONG = 30.0, 3600.0  # seconds: the dead worker's lease (and heartbeat), 
 def _start(app: App, worker: str, ttl: float, lease: float | None = None) -> str:
     """A run claimed and started by `worker` (registry entry `ttl` long; the run's lease `lease`, else `ttl`)."""
     run_id = app.submit("jobs.crunch").id
-    app.store.register_worker(worker, 2, ["default"], False, ttl)
-    [claimed] = app.store.cycle(worker, ["default"], [], [], 1, lease or ttl).claimed
+    app.store.register_worker(WorkerRegistration(worker, 2, ["default"], False, ttl))
+    [claimed] = app.store.cycle(CycleRequest(worker, ["default"], [], [], 1, lease or ttl)).claimed
     assert claimed.id == run_id
-    app.store.cycle(worker, ["default"], [claimed.fence], [], 0, lease or ttl)  # its start is recorded
+    app.store.cycle(CycleRequest(worker, ["default"], [claimed.fence], [], 0, lease or ttl))  # its start is recorded
     return run_id
 
 

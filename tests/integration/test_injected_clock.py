@@ -14,7 +14,9 @@ from typing import Any
 
 from tests.support.pool_guard import acquire_sync
 from tidegate import PoolClaimTimeout, RunStatus, WaitTimeout
+from tidegate.domain.model import CycleRequest
 from tidegate.domain.pools import pool_needs
+from tidegate.domain.steps import SlotRequest
 from tidegate.engine.runtime.pools import ClaimPolicy, PoolGuard
 
 HOUR = 3600.0
@@ -95,8 +97,8 @@ def test_a_pool_claim_times_out_once_the_guard_clock_passes_the_claim_timeout(ap
     store.set_pool_limit("db", 1, 300)
     holder.submit()
     holder.submit()
-    first, second = (run.fence for run in store.cycle("w1", [QUEUE], [], [], 2, 60).claimed)
-    assert store.acquire_slots(first, "w1", "hog", pool_needs({"db": 1}), {}).granted
+    first, second = (run.fence for run in store.cycle(CycleRequest("w1", [QUEUE], [], [], 2, 60)).claimed)
+    assert store.acquire_slots(first, "w1", SlotRequest("hog", pool_needs({"db": 1}), {})).granted
     guard = PoolGuard(store, ClaimPolicy(timeout=HOUR, poll_interval=0.05, poll_jitter=0), clock=clock)
     try:
         threading.Timer(0.3, clock.advance, (HOUR,)).start()

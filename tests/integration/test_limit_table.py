@@ -16,6 +16,7 @@ from tidegate import App, Concurrency, Partition, RunQueueConfig, RunStatus
 from tidegate.api import Tokens, create_api
 from tidegate.cli.main import app as cli
 from tidegate.domain.limits import TagConcurrencyLimit
+from tidegate.domain.model import CycleRequest
 
 WORKER = "w-table"
 
@@ -40,7 +41,7 @@ def _scene(database_url: str) -> App:
 
     for _ in range(3):
         app.submit("call", {"customer": 1})
-    app.store.cycle(WORKER, ["api"], [], [], 3, 60)
+    app.store.cycle(CycleRequest(WORKER, ["api"], [], [], 3, 60))
     app.store.set_limit("queue:api/customer=2", 4)
     return app
 

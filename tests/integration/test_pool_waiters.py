@@ -18,7 +18,9 @@ from tidegate import App
 from tidegate.api import Tokens, create_api
 from tidegate.cli.main import app as cli
 from tidegate.domain.clock import ShiftedClock
+from tidegate.domain.model import CycleRequest
 from tidegate.domain.pools import pool_needs
+from tidegate.domain.steps import SlotRequest
 from tidegate.engine.operators import pool_config
 
 
@@ -27,11 +29,13 @@ def _waiting_steps(app: App, clock: ShiftedClock) -> list[tuple[str, str, int]]:
     app.set_pool_limit("db", 1)
     job = app.task(name="t.etl")(lambda: None)
     ids = [job.submit().id for _ in range(3)]
-    fences = {run.id: run.fence for run in app.store.cycle("w1", ["default"], [], [], 3, 60).claimed}
-    assert app.store.acquire_slots(fences[ids[0]], "w1", "extract", pool_needs({"db": 1}), {}).granted
+    fences = {run.id: run.fence for run in app.store.cycle(CycleRequest("w1", ["default"], [], [], 3, 60)).claimed}
+    assert app.store.acquire_slots(fences[ids[0]], "w1", SlotRequest("extract", pool_needs({"db": 1}), {})).granted
     asked = [(ids[1], "load", 1), (ids[2], "save", 1)]
     for run_id, key, slots in asked:
-        assert not app.store.acquire_slots(fences[run_id], "w1", key, pool_needs({"db": slots}), {}).granted
+        assert not app.store.acquire_slots(
+            fences[run_id], "w1", SlotRequest(key, pool_needs({"db": slots}), {})
+        ).granted
         clock.advance(5)
     return asked
 

@@ -14,7 +14,9 @@ from typer.testing import CliRunner
 from tidegate import App, InvalidArgument
 from tidegate.cli.main import app as cli
 from tidegate.domain.errors import ConfigurationError
+from tidegate.domain.model import CycleRequest
 from tidegate.domain.pools import pool_needs
+from tidegate.domain.steps import SlotRequest
 
 QUEUE = "etl"
 
@@ -78,12 +80,12 @@ def busy(url):
     for _ in range(3):
         wf.submit()
     store = app.store
-    runs = store.cycle("w1", [QUEUE], [], [], 3, 60).claimed
+    runs = store.cycle(CycleRequest("w1", [QUEUE], [], [], 3, 60)).claimed
     first, second, third = (run.fence for run in runs)
-    assert store.acquire_slots(first, "w1", "heavy_query[3]", pool_needs({"database": 2}), {}).granted
-    assert store.acquire_slots(second, "w1", "heavy_query[4]", pool_needs({"database": 2}), {}).granted
-    assert not store.acquire_slots(third, "w1", "publish", pool_needs({"database": 2}), {}).granted
-    assert store.acquire_slots(third, "w1", "export", pool_needs({"warehouse_api": 1}), {}).granted
+    assert store.acquire_slots(first, "w1", SlotRequest("heavy_query[3]", pool_needs({"database": 2}), {})).granted
+    assert store.acquire_slots(second, "w1", SlotRequest("heavy_query[4]", pool_needs({"database": 2}), {})).granted
+    assert not store.acquire_slots(third, "w1", SlotRequest("publish", pool_needs({"database": 2}), {})).granted
+    assert store.acquire_slots(third, "w1", SlotRequest("export", pool_needs({"warehouse_api": 1}), {})).granted
     yield app, [run.id for run in runs]
     app.close()
 

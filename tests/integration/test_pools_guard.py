@@ -11,7 +11,9 @@ import pytest
 from tests.support.pool_guard import acquire_sync, holding
 from tidegate import PoolClaimTimeout, PoolRequestTooLarge
 from tidegate.domain.errors import StepFencedOut
+from tidegate.domain.model import CycleRequest
 from tidegate.domain.pools import pool_needs
+from tidegate.domain.steps import SlotRequest
 from tidegate.engine.runtime.pools import ClaimPolicy, PoolGuard
 
 from .conftest import wait_until
@@ -31,7 +33,7 @@ def job(app):
 
 def claim(store, job, lease: float = 60.0) -> tuple[str, int]:
     job.submit()
-    [run] = store.cycle("w1", [QUEUE], [], [], 1, lease).claimed
+    [run] = store.cycle(CycleRequest("w1", [QUEUE], [], [], 1, lease)).claimed
     return run.fence
 
 
@@ -106,7 +108,7 @@ def test_a_claim_timeout_fails_clearly_and_names_the_full_pools(app, job, guard)
     store.set_pool_limit("db", 2, 300)
     store.set_pool_limit("api", 3, 300)
     holder, waiter = claim(store, job), claim(store, job)
-    assert store.acquire_slots(holder, "w1", "hog", pool_needs({"db": 2}), {}).granted
+    assert store.acquire_slots(holder, "w1", SlotRequest("hog", pool_needs({"db": 2}), {})).granted
     started = time.monotonic()
     with pytest.raises(PoolClaimTimeout) as caught:
         acquire_sync(
@@ -143,7 +145,7 @@ def test_renewal_keeps_a_long_step_slots_past_the_lease(app, job, guard):
             time.sleep(0.1)
         assert not held.lost.is_set()
         assert [h.step_key for h in store.pool_holders("db")] == ["long"]
-        assert not store.acquire_slots(other, "w1", "other", pool_needs({"db": 1}), {}).granted
+        assert not store.acquire_slots(other, "w1", SlotRequest("other", pool_needs({"db": 1}), {})).granted
     renewals = [e for e in store.run_events(fence[0]) if e.type == "StepSlotRenewed"]
     assert len(renewals) >= 3
     assert store.pool_holders("db") == []  # released on exit
@@ -153,7 +155,9 @@ def test_without_renewal_the_sweep_takes_the_slots_back_and_the_guard_sees_it_lo
     store = app.store
     store.set_pool_limit("db", 1, 0.3)
     fence = claim(store, job)
-    assert store.acquire_slots(fence, "w1", "crashed", pool_needs({"db": 1}), {}).granted  # no guard: nobody renews
+    assert store.acquire_slots(
+        fence, "w1", SlotRequest("crashed", pool_needs({"db": 1}), {})
+    ).granted  # no guard: nobody renews
     clock.advance(0.4)
     report = store.sweep("sweeper", 0.05)
     assert report.step_slots_expired == 1 and store.pool_holders("db") == []
@@ -171,7 +175,7 @@ def test_the_context_manager_releases_on_error(app, job, guard):
 def test_a_taken_over_attempt_cannot_acquire(app, job, guard, clock):
     store = app.store
     handle = job.submit()
-    [run] = store.cycle("w1", [QUEUE], [], [], 1, 0.3).claimed
+    [run] = store.cycle(CycleRequest("w1", [QUEUE], [], [], 1, 0.3)).claimed
     clock.advance(0.35)
     assert handle.id in store.sweep("sweeper", 0.05).requeued
     with pytest.raises(StepFencedOut, match="was taken over"):

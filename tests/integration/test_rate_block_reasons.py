@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from tidegate import App, Partition, Rate
 from tidegate.api import Tokens, create_api
 from tidegate.cli.main import app as cli
+from tidegate.domain.model import CycleRequest
 from tidegate.engine.operators.why import explain
 
 BLOCKED = 30
@@ -51,7 +52,7 @@ def scenario(database_url: str) -> Iterator[Scenario]:
 
     try:
         runs = [call.submit(key="a").id for _ in range(BLOCKED + 1)]
-        claimed = app.store.cycle("w1", ["api"], [], [], 1, 60.0).claimed
+        claimed = app.store.cycle(CycleRequest("w1", ["api"], [], [], 1, 60.0)).claimed
         assert [run.id for run in claimed] == runs[:1]
         ready = call.submit(key="b").id
         yield Scenario(database_url, app, runs[1:], ready)

@@ -18,13 +18,14 @@ from tidegate import App, Rate
 from tidegate.cli.main import app as cli
 from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.errors import ConfigurationError, InvalidArgument
+from tidegate.domain.model import CycleRequest
 
 # limit 10 per minute, burst 5: one cost unit every 10 s after a burst of 5 units
 RATE = Rate(limit=10, per="1m", burst=5)
 
 
 def _claim(app: App, limit: int = 10) -> list[str]:
-    return [run.id for run in app.store.cycle("w1", ["api"], [], [], limit, 60).claimed]
+    return [run.id for run in app.store.cycle(CycleRequest("w1", ["api"], [], [], limit, 60)).claimed]
 
 
 def _costs(database_url: str) -> dict[str, int]:

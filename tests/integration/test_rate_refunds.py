@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from tidegate import App, Partition, Rate
 from tidegate.domain.clock import ShiftedClock
-from tidegate.domain.model import Outcome, OutcomeKind
+from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 
 
 def _claim(app: App, limit: int = 10, worker: str = "w1") -> list[tuple[str, int]]:
-    return [run.fence for run in app.store.cycle(worker, ["api"], [], [], limit, 60).claimed]
+    return [run.fence for run in app.store.cycle(CycleRequest(worker, ["api"], [], [], limit, 60)).claimed]
 
 
 def _rated(app: App, **partition: object) -> object:
@@ -39,7 +39,7 @@ def test_a_hand_back_after_the_start_keeps_the_charge(app: App, clock: ShiftedCl
     call = _rated(app)
     first = call.submit().id  # type: ignore[attr-defined]
     [fence] = _claim(app)
-    app.store.cycle("w1", ["api"], [fence], [], 0, 60)  # the worker reports the start
+    app.store.cycle(CycleRequest("w1", ["api"], [fence], [], 0, 60))  # the worker reports the start
     assert app.store.hand_back("w1", [fence]) == [first]
     assert _claim(app) == []  # it ran: its token is spent, the rerun waits for the next one
     clock.advance(31)
@@ -51,7 +51,9 @@ def test_a_retry_after_a_failure_pays_again(app: App, clock: ShiftedClock) -> No
     run_id = call.submit().id  # type: ignore[attr-defined]
     [fence] = _claim(app)
     failed = Outcome(run_id, fence[1], OutcomeKind.FAILED, error="boom", retry_delay=0.0, has_parent=False)
-    assert app.store.cycle("w1", ["api"], [fence], [failed], 10, 60).claimed == []  # due, but no token yet
+    assert (
+        app.store.cycle(CycleRequest("w1", ["api"], [fence], [failed], 10, 60)).claimed == []
+    )  # due, but no token yet
     clock.advance(31)
     [(again, attempt)] = _claim(app)
     assert (again, attempt) == (run_id, 2)

@@ -11,10 +11,11 @@ import pytest
 from tidegate import App, Partition, Rate
 from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.errors import ConfigurationError
+from tidegate.domain.model import CycleRequest
 
 
 def _claimed(app: App, limit: int = 10) -> list[str]:
-    return [run.id for run in app.store.cycle("w1", ["api"], [], [], limit, 60).claimed]
+    return [run.id for run in app.store.cycle(CycleRequest("w1", ["api"], [], [], limit, 60)).claimed]
 
 
 def test_a_rate_bounds_the_starts_per_window_across_claims(app: App, clock: ShiftedClock) -> None:
@@ -82,7 +83,7 @@ def test_concurrent_claimers_never_take_past_the_rate_together(app: App, databas
     def claim(store: object, worker: str) -> None:
         barrier.wait()
         for _ in range(3):
-            claimed.extend(run.id for run in store.cycle(worker, ["api"], [], [], 4, 60).claimed)  # type: ignore[attr-defined]
+            claimed.extend(run.id for run in store.cycle(CycleRequest(worker, ["api"], [], [], 4, 60)).claimed)  # type: ignore[attr-defined]
 
     threads = [threading.Thread(target=claim, args=(store, f"w{n}")) for n, store in enumerate(stores)]
     for thread in threads:
@@ -99,9 +100,9 @@ def test_a_claim_held_back_by_a_rate_says_when_to_come_back_not_to_claim_again(a
     call = app.task(name="call", queue="api")(lambda: None)
     for _ in range(3):
         call.submit()
-    result = app.store.cycle("w1", ["api"], [], [], 1, 60)
+    result = app.store.cycle(CycleRequest("w1", ["api"], [], [], 1, 60))
     assert len(result.claimed) == 1
-    again = app.store.cycle("w1", ["api"], [], [], 1, 60)
+    again = app.store.cycle(CycleRequest("w1", ["api"], [], [], 1, 60))
     assert again.claimed == [] and not again.more
     # burst 1: one start every 10s / 2; the store's clock moved a little since the first claim
     assert again.next_allowed_in is not None and 4.0 < again.next_allowed_in <= 5.0

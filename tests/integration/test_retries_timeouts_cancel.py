@@ -7,6 +7,7 @@ import time
 import pytest
 
 from tidegate import Context, RunCanceled, RunFailed, RunStatus
+from tidegate.domain.model import CycleRequest
 
 from .conftest import event_types, wait_status, wait_until
 
@@ -285,17 +286,19 @@ def test_a_cancel_requested_while_running_is_not_undone_by_a_retry(app):
 
     store = app.store
     handle = cancel_vs_retry.submit()
-    [run] = store.cycle("worker-A", ["cvr"], [], [], 1, 30).claimed
+    [run] = store.cycle(CycleRequest("worker-A", ["cvr"], [], [], 1, 30)).claimed
     assert handle.cancel() is RunStatus.RUNNING
     assert handle.info().cancel_requested
     # the attempt failed before its worker read the cancel request
     result = store.cycle(
-        "worker-A",
-        ["cvr"],
-        [],
-        [Outcome(run.id, 1, OutcomeKind.FAILED, error="RuntimeError: fails", retry_delay=0.0)],
-        1,
-        30,
+        CycleRequest(
+            "worker-A",
+            ["cvr"],
+            [],
+            [Outcome(run.id, 1, OutcomeKind.FAILED, error="RuntimeError: fails", retry_delay=0.0)],
+            1,
+            30,
+        )
     )
     assert result.fenced_out == []
     assert result.claimed == [], "a run whose cancel was requested was claimed again"

@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tidegate import InvalidArgument, RunStatus
+from tidegate.domain.model import CycleRequest
 
 
 def _dequeued_at(app, run_id):
@@ -35,7 +36,7 @@ def test_a_delayed_run_is_not_claimed_before_it_is_due(app, start_worker, clock,
     assert immediate.wait(timeout=30) == "now"
     # while it is not due, no claim takes it (the worker's turns make this same call)
     clock.advance(2.0)
-    assert app.store.cycle("probe", [delayed.info().queue], [], [], 1, 30).claimed == []
+    assert app.store.cycle(CycleRequest("probe", [delayed.info().queue], [], [], 1, 30)).claimed == []
     assert delayed.status() is RunStatus.QUEUED
     clock.advance(0.5)
     now_task.submit()  # a submit wakes the worker now; its own timer for the due run runs on real time

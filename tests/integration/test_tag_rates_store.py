@@ -18,6 +18,7 @@ from tests.conftest import raw_store
 from tidegate import App, RunQueueConfig, TagRateLimit
 from tidegate.cli.main import app as cli
 from tidegate.domain.clock import ShiftedClock
+from tidegate.domain.model import CycleRequest
 from tidegate.engine.operators.why import explain
 
 SCOPE = "rate:tag:tenant=acme"
@@ -42,7 +43,7 @@ def _submit(app: App, queue: str, tenant: str, count: int = 1) -> list[str]:
 
 
 def _claimed(app: App, queues: list[str], limit: int = 10) -> list[str]:
-    return [run.id for run in app.store.cycle("w1", queues, [], [], limit, 60).claimed]
+    return [run.id for run in app.store.cycle(CycleRequest("w1", queues, [], [], limit, 60)).claimed]
 
 
 def test_a_tenant_rate_spans_queues_and_holds_back_no_other_tenant(
@@ -89,7 +90,7 @@ def test_claimers_of_different_queues_never_take_past_a_tag_rate_together(tag_ap
     def claim(store: object, queue: str, worker: str) -> None:
         barrier.wait()
         for _ in range(3):
-            claimed.extend(run.id for run in store.cycle(worker, [queue], [], [], 2, 60).claimed)  # type: ignore[attr-defined]
+            claimed.extend(run.id for run in store.cycle(CycleRequest(worker, [queue], [], [], 2, 60)).claimed)  # type: ignore[attr-defined]
 
     threads = [threading.Thread(target=claim, args=(store, QUEUES[n % 2], f"w{n}")) for n, store in enumerate(stores)]
     for thread in threads:

@@ -20,6 +20,7 @@ import pytest
 from tests.conftest import wait_until
 from tests.races import TIMEOUT
 from tidegate import App, RunQueueConfig, RunStatus
+from tidegate.domain.model import CycleRequest
 
 HOUR = 3600
 
@@ -70,13 +71,13 @@ def test_a_workers_own_cycle_does_not_wake_it(app: App, backend: str, monkeypatc
     turns: list[tuple[int, int, int]] = []  # (starts, outcomes, claim limit) of each store cycle
     after_outcome: list[tuple[int, int, int]] = []  # the cycles from the one reporting the outcome on
 
-    def cycle(worker_id: str, queues: Any, starts: Any, outcomes: Any, claim_limit: int, lease: float) -> Any:
-        turn = (len(starts), len(outcomes), claim_limit)
-        if outcomes or after_outcome:
+    def cycle(request: CycleRequest) -> Any:
+        turn = (len(request.starts), len(request.outcomes), request.claim_limit)
+        if request.outcomes or after_outcome:
             after_outcome.append(turn)
             taps.watching.set()  # before the commit: its notification comes after this
         turns.append(turn)
-        return real_cycle(worker_id, queues, starts, outcomes, claim_limit, lease)
+        return real_cycle(request)
 
     store.cycle = cycle  # type: ignore[method-assign]
     worker = app.worker(queues=["own"], max_workers=2, poll_interval=HOUR)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidegate.domain.model import CycleRequest
+
 QUEUE = "turns"
 
 
@@ -24,9 +26,9 @@ def test_runs_that_end_at_once_go_with_the_next_claim_and_no_turn_reads_alone(ap
     real_cycle = store.cycle
     turns: list[tuple[int, int, int]] = []  # (starts, outcomes, claim limit) of each store cycle
 
-    def cycle(worker_id: str, queues: Any, starts: Any, outcomes: Any, claim_limit: int, lease: float) -> Any:
-        turns.append((len(starts), len(outcomes), claim_limit))
-        return real_cycle(worker_id, queues, starts, outcomes, claim_limit, lease)
+    def cycle(request: CycleRequest) -> Any:
+        turns.append((len(request.starts), len(request.outcomes), request.claim_limit))
+        return real_cycle(request)
 
     store.cycle = cycle
     # A worker starts as if woken from outside (it looks for cancels at its first turns).

@@ -133,10 +133,11 @@ class _AskHeldUntilTheFailure(logging.Handler):
             self.took.append(taken.step_key)
         return taken
 
-    def finish_step(self, fence, worker_id, step, *rest):
+    def finish_step(self, request):
+        step = request.step
         if step.step_key == "boom[1]":
             self.recorded_while_asked |= self.asking > 0
-        finish = self._finish_step(fence, worker_id, step, *rest)
+        finish = self._finish_step(request)
         if step.step_key == "boom[1]" and step.status is StepStatus.FAILED:
             self.settled.set()
         return finish

@@ -21,6 +21,7 @@ from tests.contract.conftest import new_run
 from tests.pooler.pgbouncer import PgBouncer
 from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.errors import ConfigurationError
+from tidegate.domain.model import CycleRequest
 from tidegate.storage.postgres import pooler
 from tidegate.storage.postgres.listener import PollOnly
 from tidegate.storage.postgres.pooler import clocked_sql, endpoint
@@ -56,7 +57,7 @@ def test_a_pooled_store_prepares_nothing_and_sets_nothing_in_the_session(pgbounc
         clock.advance(60)
         for _ in range(4):  # past any prepare threshold
             store.enqueue([new_run()])
-            store.cycle("w1", ["contract"], [], [], 1, 30)
+            store.cycle(CycleRequest("w1", ["contract"], [], [], 1, 30))
         with psycopg.connect(pgbouncer.url.partition("?")[0], autocommit=True) as connection:
             prepared = connection.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
             offset = connection.execute("SELECT current_setting('tidegate.clock_offset', true)").fetchone()

@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from tidegate.domain.model import CycleRequest
+
 from .conftest import REPO_ROOT, execute_sql
 
 QUEUE = "contended"
@@ -65,7 +67,7 @@ def test_three_processes_never_hold_part_of_their_pools_nor_exceed_a_limit(app, 
         app.set_pool_limit(pool, limit, lease_duration="5m")
     for _ in range(PROCESSES):
         contended.submit()
-    runs = app.store.cycle("parent", [QUEUE], [], [], PROCESSES, 300).claimed
+    runs = app.store.cycle(CycleRequest("parent", [QUEUE], [], [], PROCESSES, 300)).claimed
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     logs = [tmp_path / f"holds-{index}.log" for index in range(PROCESSES)]
     processes = [

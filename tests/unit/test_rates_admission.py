@@ -10,7 +10,7 @@ from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.limits import Concurrency, Partition, QueueConfig, queue_from_dict, queue_to_dict
 from tidegate.domain.rates import Rate, window_key
 from tidegate.domain.scopes import Rules, rate_partition_of
-from tidegate.storage.claiming import reason_json
+from tidegate.storage.shared.claiming import reason_json
 
 PER_KEY = QueueConfig("api", rate=[Rate(limit=2, per="1s", burst=2)], rate_partition=Partition(by_args=["key"]))
 

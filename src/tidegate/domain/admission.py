@@ -16,7 +16,7 @@ group, which is what lets the rescue tell whose crash it was.
 
 A run of a paused queue is never admitted (its queue's pause is its block
 reason, shown from the rules, not stored per run); the claim does not even
-read such runs (storage/claiming.py), but every other caller of `admit`
+read such runs (storage/shared/claiming.py), but every other caller of `admit`
 (the overflow check, the limits preview) hands it queued runs as they are.
 """
 

@@ -65,6 +65,21 @@ class ChildRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class TriggerRequest:
+    """A running attempt's trigger, as `Store.trigger_children` takes it: store `children` for the
+    attempt `fence` of `worker_id`. With `wait` the parent waits for its awaited children (on any
+    one of them with `wait_any`); `release_all` releases every slot it holds while it waits, not
+    only those domain/waits.py says a wait gives back."""
+
+    fence: tuple[str, int]  # (run id, attempt)
+    worker_id: str
+    children: Sequence[NewChild]
+    wait: bool = False
+    release_all: bool = False
+    wait_any: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class TriggerAnswer:
     """What a trigger did: the children asked for (stored now or before) and whether the
     parent now waits (its attempt is over) or was canceled meanwhile (nothing stored)."""

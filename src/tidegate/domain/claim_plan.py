@@ -77,7 +77,7 @@ class QueuePlan:
         at the head do not leave the claim short and get their block reasons;
         a head that is all blocked is stepped over by a second read. `margin`
         False (the last claim of these queues held nothing back and left every
-        scope room for this one: `storage.claiming.room_after`) reads the claim
+        scope room for this one: `storage.shared.claiming.room_after`) reads the claim
         limit."""
         if not (margin and self.limited):
             return claim_limit

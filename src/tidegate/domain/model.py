@@ -7,7 +7,7 @@ one vocabulary and no layer depends on how another stores things.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -164,6 +164,20 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
+class CycleRequest:
+    """One worker cycle, as `Store.cycle` takes it: report `starts` (attempts the worker began) and
+    `outcomes` (attempts that ended), then claim up to `claim_limit` runs of `queues` (in the
+    worker's order) with leases of `lease_seconds`. A claim limit of 0 only reports."""
+
+    worker_id: str
+    queues: Sequence[str]
+    starts: Sequence[tuple[str, int]]  # (run id, attempt)
+    outcomes: Sequence[Outcome]
+    claim_limit: int
+    lease_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class CycleResult:
     """What one worker cycle (record outcomes, claim more) returns."""
 
@@ -268,6 +282,18 @@ class HolderRecord:
             "claimed_at": self.claimed_at,
             "lease_expires_at": self.expires_at,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRegistration:
+    """A worker joining the registry, as `Store.register_worker` takes it: `capacity` runs at once
+    from `queues`, in the fill order or not, registered for `ttl` seconds between heartbeats."""
+
+    worker_id: str
+    capacity: int
+    queues: Sequence[str]
+    fill_order: bool
+    ttl: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -169,6 +169,19 @@ class StepUpdate:
 
 
 @dataclass(frozen=True, slots=True)
+class FinishStepRequest:
+    """A finished step, as `Store.finish_step` takes it: record `step` for the attempt `fence` of
+    `worker_id`, and hand its slots to `successor` (the run's next step waiting for them) when
+    it fits; `successor_started` when the worker already handed them over in memory."""
+
+    fence: tuple[str, int]  # (run id, attempt)
+    worker_id: str
+    step: StepUpdate
+    successor: SlotRequest | None = None
+    successor_started: StepUpdate | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class StepRecord:
     """A step's checkpoint as stored; `waiting_for` is set while it waits for slots."""
 

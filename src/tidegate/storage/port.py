@@ -15,17 +15,17 @@ from typing import Protocol
 
 from tidegate.domain.backpressure import Pace
 from tidegate.domain.blocking import QueuedShape
-from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
+from tidegate.domain.children import ChildRecord, TriggerAnswer, TriggerRequest
 from tidegate.domain.doctor import DatabaseFacts
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
 from tidegate.domain.model import (
+    CycleRequest,
     CycleResult,
     EventRecord,
     HolderRecord,
     LimitChange,
     LimitOverride,
     NewRun,
-    Outcome,
     QueueCounts,
     RunRecord,
     RunStatus,
@@ -33,12 +33,14 @@ from tidegate.domain.model import (
     TaskDefinition,
     TaskRegistration,
     WorkerRecord,
+    WorkerRegistration,
 )
 from tidegate.domain.rates import RateStates
 from tidegate.domain.retention import PruneReport
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.domain.scopes import Rules
 from tidegate.domain.steps import (
+    FinishStepRequest,
     PoolConfig,
     PoolStatus,
     PoolWaiter,
@@ -231,17 +233,9 @@ class ActivityVerbs(Protocol):
 class ClaimVerbs(Protocol):
     """A worker's cycle: reports and claims in one transaction."""
 
-    def cycle(
-        self,
-        worker_id: str,
-        queues: Sequence[str],
-        starts: Sequence[Fence],
-        outcomes: Sequence[Outcome],
-        claim_limit: int,
-        lease_seconds: float,
-    ) -> CycleResult:
+    def cycle(self, request: CycleRequest) -> CycleResult:
         """One worker round trip: record starts and outcomes (fenced, releasing their scopes),
-        then claim up to `claim_limit`: every scope of each claimed run is taken in the same
+        then claim up to `request.claim_limit`: every scope of each claimed run is taken in the same
         transaction (holder rows) or the run is skipped with its block reason recorded."""
 
 
@@ -280,9 +274,7 @@ class LeaseVerbs(Protocol):
 class WorkerVerbs(Protocol):
     """The worker registry."""
 
-    def register_worker(
-        self, worker_id: str, capacity: int, queues: Sequence[str], fill_order: bool, ttl: float
-    ) -> int:
+    def register_worker(self, registration: WorkerRegistration) -> int:
         """Add (or refresh) this worker in the registry; return its stable rank (lowest free)."""
 
     def heartbeat_worker(self, worker_id: str, ttl: float) -> bool:
@@ -339,15 +331,7 @@ class QueueVerbs(Protocol):
 class ChildVerbs(Protocol):
     """Children, waits and cancels (a cancel reaches a run's children)."""
 
-    def trigger_children(
-        self,
-        fence: Fence,
-        worker_id: str,
-        children: Sequence[NewChild],
-        wait: bool,
-        release_all: bool,
-        wait_any: bool = False,
-    ) -> TriggerAnswer:
+    def trigger_children(self, request: TriggerRequest) -> TriggerAnswer:
         """Store the children a running attempt triggers (positions already stored are checked,
         NonDeterministicReplay, and answered, not stored twice); with `wait`, if some awaited
         child is unfinished, end the attempt `waiting`, releasing slots per domain/waits.py
@@ -396,18 +380,11 @@ class StepVerbs(Protocol):
     `RUN/STEPKEY`); every write is fenced on the run's (id, attempt): a stale attempt's acquire,
     renew, release or record changes nothing."""
 
-    def acquire_slots(
-        self,
-        fence: Fence,
-        worker_id: str,
-        step_key: str,
-        needs: Mapping[str, int],
-        fixed_limits: Mapping[str, int],
-    ) -> SlotGrant:
-        """Take every scope of `needs` ({scope: slots}) for this step, or none, in one transaction.
+    def acquire_slots(self, fence: Fence, worker_id: str, request: SlotRequest) -> SlotGrant:
+        """Take every scope of `request.needs` ({scope: slots}) for its step, or none, in one transaction.
 
         Limits of pool scopes come from tidegate_pools (an unconfigured pool is
-        unlimited and gets one PoolUnconfigured event per run); `fixed_limits`
+        unlimited and gets one PoolUnconfigured event per run); `request.fixed_limits`
         gives the others (fan-out windows). Raises PoolRequestTooLarge when a
         pool's limit is below the slots asked. A grant writes StepSlotClaimed;
         the first refusal writes StepSlotWaiting and marks the step as waiting.
@@ -439,14 +416,7 @@ class StepVerbs(Protocol):
         step completed or failed also frees every slot it still holds (its
         fan-out window slot included)."""
 
-    def finish_step(
-        self,
-        fence: Fence,
-        worker_id: str,
-        step: StepUpdate,
-        successor: SlotRequest | None = None,
-        successor_started: StepUpdate | None = None,
-    ) -> StepFinish:
+    def finish_step(self, request: FinishStepRequest) -> StepFinish:
         """`record_steps` of a finished step that may hand its slots to `successor`, in one transaction.
 
         The successor is the run's next step waiting for the same slots.
@@ -566,7 +536,7 @@ class Store(
     Protocol,
 ):
     """The whole port: every role, as the faces and the worker use it. An adapter's aggregates each
-    implement one role (declared, so mypy checks them); `storage/facade.py` composes them."""
+    implement one role (declared, so mypy checks them); `storage/shared/facade.py` composes them."""
 
 
 VERBS: frozenset[str] = frozenset(

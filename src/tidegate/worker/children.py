@@ -20,6 +20,7 @@ from tidegate.domain.children import (
     ChildRecord,
     NewChild,
     TriggerCanceled,
+    TriggerRequest,
     WaitSuspended,
     check_replay,
 )
@@ -86,7 +87,9 @@ class ChildLink:
             return answered
         self._stored = True
         with tracing.triggering(children, wait) as traced:
-            answer = self._store.trigger_children(self._fence, self._worker_id, traced, wait, release == RELEASE_ALL)
+            answer = self._store.trigger_children(
+                TriggerRequest(self._fence, self._worker_id, traced, wait, release == RELEASE_ALL)
+            )
             if answer.canceled:
                 raise TriggerCanceled("canceled")
             with self._lock:

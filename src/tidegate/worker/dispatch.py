@@ -20,7 +20,7 @@ from typing import Any
 
 from tidegate.domain.children import TriggerCanceled, WaitSuspended
 from tidegate.domain.clock import Clock
-from tidegate.domain.model import ClaimedRun, CycleResult, Outcome
+from tidegate.domain.model import ClaimedRun, CycleRequest, CycleResult, Outcome
 from tidegate.domain.snooze import Snooze
 from tidegate.engine.runtime import tracing
 from tidegate.engine.runtime.pools import PoolGuard
@@ -202,7 +202,7 @@ class Dispatcher:
         """Report the attempt's start; a suspect's is written now, in its own transaction.
 
         Other starts ride on the next turn (or on a trigger of the attempt, which records the
-        start first if no turn did: `storage.waiting.record_start`). Only an attempt whose
+        start first if no turn did: `storage.shared.waiting.record_start`). Only an attempt whose
         start was recorded is charged for a crash (domain/recovery.py), and a suspect is
         charged for a crash it is the only suspect in: so its start must be in the store
         before its body runs. The write is made off the loop (on the task's thread, or the
@@ -215,7 +215,9 @@ class Dispatcher:
             return
         settings = self._settings
         try:
-            self._store.cycle(self._worker_id, settings.queues, [attempt.fence], [], 0, settings.lease_duration)
+            self._store.cycle(
+                CycleRequest(self._worker_id, settings.queues, [attempt.fence], [], 0, settings.lease_duration)
+            )
         except Exception:
             log.exception(
                 "could not record the start of suspect run %s; reporting it with the next turn", attempt.run.id
@@ -246,7 +248,9 @@ class Dispatcher:
         settings = self._settings
 
         def cycle(starts: list[Fence], ended: list[Outcome]) -> CycleResult:
-            return self._store.cycle(self._worker_id, settings.queues, starts, ended, 0, settings.lease_duration)
+            return self._store.cycle(
+                CycleRequest(self._worker_id, settings.queues, starts, ended, 0, settings.lease_duration)
+            )
 
         self._reports.send_now(outcome, cycle)
         self._bridge.call(self._settled, attempt, outcome)

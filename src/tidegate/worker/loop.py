@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
-from tidegate.domain.model import CycleResult, Outcome
+from tidegate.domain.model import CycleRequest, CycleResult, Outcome, WorkerRegistration
 from tidegate.engine.runtime.pools import PoolGuard
 from tidegate.storage.port import Fence, Store
 from tidegate.worker.bridge import LoopBridge
@@ -263,7 +263,9 @@ class Worker:
             peeked = self._store.peek_cycle(self.id, settings.queues)
             if peeked is not None:
                 return peeked
-        return self._store.cycle(self.id, settings.queues, starts, outcomes, free, settings.lease_duration)
+        return self._store.cycle(
+            CycleRequest(self.id, settings.queues, starts, outcomes, free, settings.lease_duration)
+        )
 
     async def _done(self) -> bool:
         """Whether to leave the loop: stopped and settled (or out of grace), idle too long, or drained."""
@@ -356,7 +358,9 @@ class Worker:
         """Join the worker registry (rank for the fill order, liveness for orphan recovery)."""
         settings = self.settings
         return self._store.register_worker(
-            self.id, settings.max_workers, settings.queues, settings.fill_order, settings.lease_duration
+            WorkerRegistration(
+                self.id, settings.max_workers, settings.queues, settings.fill_order, settings.lease_duration
+            )
         )
 
     def leases(self) -> dict[Fence, float]:

@@ -26,7 +26,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from tidegate.domain.children import ChildRecord, NewChild, WaitSuspended
+from tidegate.domain.children import ChildRecord, NewChild, TriggerRequest, WaitSuspended
 from tidegate.domain.errors import TidegateError
 from tidegate.engine.runtime import tracing
 from tidegate.engine.runtime.children import builder_of, result_of
@@ -87,9 +87,8 @@ class ChildWaits:
         if new:
             known = [child for child in children if child.index in stored]
             with tracing.triggering(new, wait=False) as traced:
-                answer = await self._call(
-                    self._store.trigger_children, self._fence, self._worker_id, known + traced, False, False
-                )
+                trigger = TriggerRequest(self._fence, self._worker_id, known + traced)
+                answer = await self._call(self._store.trigger_children, trigger)
             if answer.canceled:
                 raise WorkflowError("the run was asked to cancel: no child is triggered any more")
         return new
@@ -124,8 +123,8 @@ class ChildWaits:
         stored = await self._call(self._store.run_children, self._fence[0])
         if pending and not any(record.finished for record in stored if record.index in self._pending):
             wait_any = self._sliding > 0
-            trigger = self._store.trigger_children
-            answer = await self._call(trigger, self._fence, self._worker_id, pending, True, False, wait_any)
+            trigger = TriggerRequest(self._fence, self._worker_id, pending, wait=True, wait_any=wait_any)
+            answer = await self._call(self._store.trigger_children, trigger)
             if answer.waiting:
                 raise WaitSuspended(f"waiting for {len(pending)} children")
         woken, self._woken = self._woken, asyncio.Event()

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidegate.domain.errors import StepFencedOut
-from tidegate.domain.steps import SlotGrant, SlotRequest, StepFinish, StepStatus, StepUpdate
+from tidegate.domain.steps import FinishStepRequest, SlotGrant, SlotRequest, StepFinish, StepStatus, StepUpdate
 from tidegate.engine.runtime.holds import Handed, SlotHold
 from tidegate.engine.runtime.pools import PoolGuard
 from tidegate.storage.port import Fence, Store
@@ -241,9 +241,8 @@ class SlotClaims:
     async def _call_finish(
         self, update: StepUpdate, successor: SlotRequest | None, started: StepUpdate | None
     ) -> StepFinish:
-        return await asyncio.to_thread(
-            self._store.finish_step, self._fence, self._worker_id, update, successor, started
-        )
+        request = FinishStepRequest(self._fence, self._worker_id, update, successor, started)
+        return await asyncio.to_thread(self._store.finish_step, request)
 
     async def _wait_turn(self, turn: _Turn, waiter: _Waiter) -> SlotHold:
         """Queue in the turn until a finishing step hands this one its slots; meanwhile the

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tidegate import App, Task
+from tidegate.domain.model import CycleRequest
 from tidegate.storage.port import Fence, Store
 
 QUEUE = "steps"
@@ -34,7 +35,7 @@ def store(app: App) -> Store:
 def claim(store: Store, job: Task, worker: str = "w1", lease: float = 30.0) -> Fence:
     """Submit a run and claim it: the fence (run id, attempt) of a running attempt."""
     handle = job.submit()
-    [run] = store.cycle(worker, [QUEUE], [], [], 1, lease).claimed
+    [run] = store.cycle(CycleRequest(worker, [QUEUE], [], [], 1, lease)).claimed
     assert run.id == handle.id
     return run.fence
 

@@ -13,7 +13,7 @@ import pytest
 
 from tidegate import PoolRequestTooLarge
 from tidegate.domain.pools import pool_needs
-from tidegate.domain.steps import SlotRequest, StepStatus, StepUpdate
+from tidegate.domain.steps import FinishStepRequest, SlotRequest, StepStatus, StepUpdate
 
 from .conftest import claim, step_events, usage
 
@@ -85,9 +85,9 @@ def test_many_asks_of_a_stale_attempt_are_refused(store, job):
 def test_a_finished_step_hands_its_slot_to_the_next_waiter_of_its_run(store, job):
     store.set_pool_limit("db", 1, 300)
     fence = claim(store, job)
-    assert store.acquire_slots(fence, "w1", "a", NEEDS, {}).granted
-    assert not store.acquire_slots(fence, "w1", "b", NEEDS, {}).granted
-    finish = store.finish_step(fence, "w1", completed("a"), ask("b"))
+    assert store.acquire_slots(fence, "w1", SlotRequest("a", NEEDS, {})).granted
+    assert not store.acquire_slots(fence, "w1", SlotRequest("b", NEEDS, {})).granted
+    finish = store.finish_step(FinishStepRequest(fence, "w1", completed("a"), ask("b")))
     assert finish.recorded and finish.handed is not None and finish.handed.granted
     assert finish.handed.lease_seconds == 300 and finish.full and not finish.shared
     assert holders(store) == ["b"]
@@ -101,11 +101,11 @@ def test_a_finished_step_hands_its_slot_to_the_next_waiter_of_its_run(store, job
 def test_a_successor_that_no_longer_waits_is_handed_nothing(store, job):
     store.set_pool_limit("db", 2, 300)
     fence = claim(store, job)
-    assert store.acquire_slots(fence, "w1", "a", NEEDS, {}).granted
+    assert store.acquire_slots(fence, "w1", SlotRequest("a", NEEDS, {})).granted
     # b took a slot by its own try and finished while a's finish was on its way
-    assert store.acquire_slots(fence, "w1", "b", NEEDS, {}).granted
-    assert store.finish_step(fence, "w1", completed("b")).recorded
-    finish = store.finish_step(fence, "w1", completed("a"), ask("b"))
+    assert store.acquire_slots(fence, "w1", SlotRequest("b", NEEDS, {})).granted
+    assert store.finish_step(FinishStepRequest(fence, "w1", completed("b"))).recorded
+    finish = store.finish_step(FinishStepRequest(fence, "w1", completed("a"), ask("b")))
     assert finish.recorded and finish.handed is None
     assert holders(store) == [] and step_events(store, fence[0], "b").count("StepSlotClaimed") == 1
 
@@ -113,23 +113,23 @@ def test_a_successor_that_no_longer_waits_is_handed_nothing(store, job):
 def test_slots_are_freed_for_everyone_when_another_run_waits_for_them(store, job):
     store.set_pool_limit("db", 1, 300)
     mine, theirs = claim(store, job), claim(store, job)
-    assert store.acquire_slots(mine, "w1", "a", NEEDS, {}).granted
-    assert not store.acquire_slots(mine, "w1", "b", NEEDS, {}).granted
-    assert not store.acquire_slots(theirs, "w1", "x", NEEDS, {}).granted
-    finish = store.finish_step(mine, "w1", completed("a"), ask("b"))
+    assert store.acquire_slots(mine, "w1", SlotRequest("a", NEEDS, {})).granted
+    assert not store.acquire_slots(mine, "w1", SlotRequest("b", NEEDS, {})).granted
+    assert not store.acquire_slots(theirs, "w1", SlotRequest("x", NEEDS, {})).granted
+    finish = store.finish_step(FinishStepRequest(mine, "w1", completed("a"), ask("b")))
     assert finish.recorded and finish.handed is None and finish.shared
     assert holders(store) == [] and usage(store) == {"db": 0}
     # the waiter of the other run takes it like any claimer
-    assert store.acquire_slots(theirs, "w1", "x", NEEDS, {}).granted
+    assert store.acquire_slots(theirs, "w1", SlotRequest("x", NEEDS, {})).granted
 
 
 def test_a_lowered_limit_is_not_handed_past(store, job):
     store.set_pool_limit("db", 2, 300)
     fence = claim(store, job)
     assert all(grant.granted for grant in store.acquire_many(fence, "w1", [ask("a"), ask("a2")]))
-    assert not store.acquire_slots(fence, "w1", "b", NEEDS, {}).granted
+    assert not store.acquire_slots(fence, "w1", SlotRequest("b", NEEDS, {})).granted
     store.set_pool_limit("db", 1, 300)
-    finish = store.finish_step(fence, "w1", completed("a"), ask("b"))
+    finish = store.finish_step(FinishStepRequest(fence, "w1", completed("a"), ask("b")))
     assert finish.recorded and finish.handed is None
     assert holders(store) == ["a2"]
 
@@ -137,8 +137,10 @@ def test_a_lowered_limit_is_not_handed_past(store, job):
 def test_a_finish_without_a_successor_frees_and_records(store, job):
     store.set_pool_limit("db", 1, 300)
     fence = claim(store, job)
-    assert store.acquire_slots(fence, "w1", "a", NEEDS, {}).granted
-    finish = store.finish_step(fence, "w1", StepUpdate("a", StepStatus.FAILED, error="ValueError: x"))
+    assert store.acquire_slots(fence, "w1", SlotRequest("a", NEEDS, {})).granted
+    finish = store.finish_step(
+        FinishStepRequest(fence, "w1", StepUpdate("a", StepStatus.FAILED, error="ValueError: x"))
+    )
     assert finish.recorded and finish.handed is None
     assert holders(store) == []
     assert step_events(store, fence[0], "a") == ["StepSlotClaimed", "StepSlotReleased", "StepFailed"]
@@ -150,10 +152,10 @@ def test_a_finish_without_a_successor_frees_and_records(store, job):
 def test_slots_handed_over_in_memory_move_to_the_successor_which_is_recorded_running(store, job):
     store.set_pool_limit("db", 1, 300)
     fence = claim(store, job)
-    assert store.acquire_slots(fence, "w1", "a", NEEDS, {}).granted
-    assert not store.acquire_slots(fence, "w1", "b", NEEDS, {}).granted
+    assert store.acquire_slots(fence, "w1", SlotRequest("a", NEEDS, {})).granted
+    assert not store.acquire_slots(fence, "w1", SlotRequest("b", NEEDS, {})).granted
     [before] = store.pool_holders("db")
-    finish = store.finish_step(fence, "w2", completed("a"), ask("b"), running("b"))
+    finish = store.finish_step(FinishStepRequest(fence, "w2", completed("a"), ask("b"), running("b")))
     assert finish.recorded and finish.handed is not None and finish.handed.lease_seconds == 300
     assert finish.full and not finish.shared
     [after] = store.pool_holders("db")
@@ -176,16 +178,16 @@ def test_slots_handed_over_in_memory_move_to_the_successor_which_is_recorded_run
     assert steps["b"].status is StepStatus.RUNNING and steps["b"].waiting_for is None
     assert steps["b"].started_at is not None
     # the successor's own finish frees the slot as usual
-    assert store.finish_step(fence, "w2", completed("b")).recorded
+    assert store.finish_step(FinishStepRequest(fence, "w2", completed("b"))).recorded
     assert holders(store) == []
 
 
 def test_a_hand_over_says_when_another_run_started_waiting(store, job):
     store.set_pool_limit("db", 1, 300)
     mine, theirs = claim(store, job), claim(store, job)
-    assert store.acquire_slots(mine, "w1", "a", NEEDS, {}).granted
-    assert not store.acquire_slots(theirs, "w1", "x", NEEDS, {}).granted
-    finish = store.finish_step(mine, "w1", completed("a"), ask("b"), running("b"))
+    assert store.acquire_slots(mine, "w1", SlotRequest("a", NEEDS, {})).granted
+    assert not store.acquire_slots(theirs, "w1", SlotRequest("x", NEEDS, {})).granted
+    finish = store.finish_step(FinishStepRequest(mine, "w1", completed("a"), ask("b"), running("b")))
     assert finish.handed is not None and finish.shared  # the run stops handing on from now
     assert holders(store) == ["b"]
 
@@ -193,10 +195,10 @@ def test_a_hand_over_says_when_another_run_started_waiting(store, job):
 def test_a_hand_over_of_slots_the_step_no_longer_held_grants_nothing(store, job):
     store.set_pool_limit("db", 1, 300)
     fence = claim(store, job)
-    assert store.acquire_slots(fence, "w1", "a", NEEDS, {}).granted
+    assert store.acquire_slots(fence, "w1", SlotRequest("a", NEEDS, {})).granted
     store.release_slots(fence, "a")  # as the sweep does when a lease expires
-    assert store.acquire_slots(fence, "w1", "c", NEEDS, {}).granted
-    finish = store.finish_step(fence, "w1", completed("a"), ask("b"), running("b"))
+    assert store.acquire_slots(fence, "w1", SlotRequest("c", NEEDS, {})).granted
+    finish = store.finish_step(FinishStepRequest(fence, "w1", completed("a"), ask("b"), running("b")))
     assert finish.recorded and finish.handed is None
     assert holders(store) == ["c"]
 
@@ -204,9 +206,9 @@ def test_a_hand_over_of_slots_the_step_no_longer_held_grants_nothing(store, job)
 def test_a_hand_over_to_a_step_that_took_its_own_slot_moves_nothing(store, job):
     store.set_pool_limit("db", 2, 300)
     fence = claim(store, job)
-    assert store.acquire_slots(fence, "w1", "a", NEEDS, {}).granted
-    assert store.acquire_slots(fence, "w1", "b", NEEDS, {}).granted  # its own try won a free slot
-    finish = store.finish_step(fence, "w1", completed("a"), ask("b"), running("b"))
+    assert store.acquire_slots(fence, "w1", SlotRequest("a", NEEDS, {})).granted
+    assert store.acquire_slots(fence, "w1", SlotRequest("b", NEEDS, {})).granted  # its own try won a free slot
+    finish = store.finish_step(FinishStepRequest(fence, "w1", completed("a"), ask("b"), running("b")))
     assert finish.handed is not None and finish.handed.granted
     assert holders(store) == ["b"] and usage(store) == {"db": 1}
 
@@ -214,11 +216,11 @@ def test_a_hand_over_to_a_step_that_took_its_own_slot_moves_nothing(store, job):
 def test_a_hand_over_by_a_stale_attempt_changes_nothing(store, job):
     store.set_pool_limit("db", 1, 300)
     fence = claim(store, job)
-    assert store.acquire_slots(fence, "w1", "a", NEEDS, {}).granted
+    assert store.acquire_slots(fence, "w1", SlotRequest("a", NEEDS, {})).granted
     events, steps = store.run_events(fence[0]), store.run_steps(fence[0])
     stale = (fence[0], fence[1] + 1)
-    assert not store.finish_step(stale, "w1", completed("a"), ask("b"), running("b")).recorded
-    assert not store.finish_step(stale, "w1", completed("a"), ask("b")).recorded
-    assert not store.finish_step(stale, "w1", completed("a")).recorded
+    assert not store.finish_step(FinishStepRequest(stale, "w1", completed("a"), ask("b"), running("b"))).recorded
+    assert not store.finish_step(FinishStepRequest(stale, "w1", completed("a"), ask("b"))).recorded
+    assert not store.finish_step(FinishStepRequest(stale, "w1", completed("a"))).recorded
     assert store.run_events(fence[0]) == events and store.run_steps(fence[0]) == steps
     assert holders(store) == ["a"]

@@ -28,7 +28,7 @@ from typing import Any
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.durations import format_duration
 from tidegate.domain.errors import PoolClaimTimeout, StepFencedOut
-from tidegate.domain.steps import ScopeUse, SlotGrant
+from tidegate.domain.steps import ScopeUse, SlotGrant, SlotRequest
 from tidegate.domain.tunables import default_seconds
 from tidegate.engine.runtime.holds import Handed, Renewer, SlotHold
 from tidegate.storage.port import Fence, Listener, Store
@@ -184,9 +184,8 @@ class PoolGuard:
         Abandoning the thread's transaction instead could leave slots granted
         to no one, pinned until their lease expired.
         """
-        call = asyncio.ensure_future(
-            asyncio.to_thread(self._store.acquire_slots, fence, worker_id, step_key, needs, fixed_limits)
-        )
+        request = SlotRequest(step_key, needs, fixed_limits)
+        call = asyncio.ensure_future(asyncio.to_thread(self._store.acquire_slots, fence, worker_id, request))
         try:
             return await asyncio.shield(call)
         except asyncio.CancelledError:

@@ -16,9 +16,10 @@ from psycopg.rows import tuple_row
 from tidegate.domain.backpressure import HISTORY_RUNS, RATE_WINDOW_SECONDS, Pace
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import WorkerRecord
-from tidegate.storage import port, records
+from tidegate.storage import port
 from tidegate.storage.postgres.database import Aggregate, named_cursor
 from tidegate.storage.postgres.payloads import to_json, to_time
+from tidegate.storage.shared import records
 
 
 class Activity(Aggregate, port.ActivityVerbs):

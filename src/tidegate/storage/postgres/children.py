@@ -39,20 +39,19 @@ import psycopg
 from psycopg.rows import dict_row
 
 from tidegate.domain import events as history
-from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
+from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer, TriggerRequest
 from tidegate.domain.errors import AttemptFencedOut, RunNotFound
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import RunStatus
 from tidegate.domain.scopes import Rules
-from tidegate.storage import port, records, waiting
-from tidegate.storage.port import Fence
+from tidegate.storage import port
 from tidegate.storage.postgres.admission import refuse_past_ceilings
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.payloads import event_params, payload_json, to_json
 from tidegate.storage.postgres.pipeline import roll_back, send_wake
-from tidegate.storage.shared import wakes
+from tidegate.storage.shared import records, waiting, wakes
 
 READ_COMMITTED = b"BEGIN ISOLATION LEVEL READ COMMITTED"
 
@@ -69,40 +68,24 @@ class Children(Aggregate, port.ChildVerbs):
         super().__init__(db)
         self._limits = limits
 
-    def trigger_children(
-        self,
-        fence: Fence,
-        worker_id: str,
-        children: Sequence[NewChild],
-        wait: bool,
-        release_all: bool,
-        wait_any: bool = False,
-    ) -> TriggerAnswer:
+    def trigger_children(self, request: TriggerRequest) -> TriggerAnswer:
         """Two round trips for a wait that keeps no slot (the common case), one more to check the
         wait graph when some waiting run keeps a slot, and a second try, under the exclusive waits
         lock, for a wait that keeps one itself (`_KeepsSlots`)."""
-        mode = (wait, release_all, wait_any)
         try:
-            return self._trigger(fence, worker_id, children, mode, keeping=False)
+            return self._trigger(request, keeping=False)
         except _KeepsSlots:
-            return self._trigger(fence, worker_id, children, mode, keeping=True)
+            return self._trigger(request, keeping=True)
 
-    def _trigger(
-        self,
-        fence: Fence,
-        worker_id: str,
-        children: Sequence[NewChild],
-        mode: tuple[bool, bool, bool],
-        keeping: bool,
-    ) -> TriggerAnswer:
+    def _trigger(self, request: TriggerRequest, keeping: bool) -> TriggerAnswer:
         """One pipelined transaction. The first batch takes the waits lock (for a wait), locks and
         reads the parent, and reads everything a trigger and `plan_wait` decide on: the rules, the
         children stored, the parent's holders, its waiting chain, whether any waiting run keeps a
         slot. The second stores the children, ends the attempt waiting, and commits; a wait is
         checked against the blocked runs before the commit only when some run keeps a slot (with
         none, no scope is held by a run that cannot go on, so no wait can deadlock)."""
-        run_id, attempt = fence
-        wait, release_all, wait_any = mode
+        run_id, attempt = request.fence
+        worker_id, children, wait = request.worker_id, request.children, request.wait
         with self._connection() as connection, connection.pipeline(), _transaction(connection):
             cursor = connection.cursor(row_factory=dict_row)
             if wait:
@@ -138,16 +121,16 @@ class Children(Aggregate, port.ChildVerbs):
                 connection.execute(self._q("trigger_children_awaited"), {"parent": run_id, "indexes": now_awaited})
             asked = [existing.get(child.index) or waiting.queued_child(child) for child in children]
             asked = [replace(record, awaited=record.awaited or wait) for record in asked]
-            pending = waiting.waited_on(asked, wait, wait_any)
+            pending = waiting.waited_on(asked, wait, request.wait_any)
             if pending:
                 chain = waiting.ancestors(parent, chain_cursor.fetchall(), to_json)
                 held = [row[0] for row in held_cursor.fetchall()]
                 shapes = waiting.waited_shapes(pending, new, waiting.shapes_of(stored, to_json))
-                plan = waiting.plan(rules, parent, parent["tags"] or {}, held, shapes, chain, release_all)
+                plan = waiting.plan(rules, parent, parent["tags"] or {}, held, shapes, chain, request.release_all)
                 if plan.kept and not keeping:
                     raise _KeepsSlots  # rolled back: tried again under the exclusive lock
                 keepers = keepers_cursor.fetchone()
-                remaining = waiting.wait_remaining(existing, asked, wait_any)
+                remaining = waiting.wait_remaining(existing, asked, request.wait_any)
                 self._wait(connection, parent, sorted(plan.kept), plan.released, remaining)
                 if keeping or (keepers is not None and keepers[0]):
                     blocked = cursor.execute(self._q("trigger_children_blocked")).fetchall()

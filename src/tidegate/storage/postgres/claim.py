@@ -1,7 +1,7 @@
 """PostgreSQL: one claim inside a worker's cycle, wherever a limit, a local cap or fair ordering applies.
 
 Run-level scopes (limits) follow the claim's three parts (see
-`storage.claiming` and `domain.admission`): the claim reads candidate runs
+`storage.shared.claiming` and `domain.admission`): the claim reads candidate runs
 (`FOR UPDATE SKIP LOCKED`, claim_reads.py), then locks the row of every scope
 those candidates need in key order (`tidegate_scopes`, `FOR UPDATE`) and only
 then sums the holder rows, so the usage it decides on cannot change before it
@@ -31,12 +31,11 @@ from tidegate.domain.admission import Admission, admit
 from tidegate.domain.claim_plan import ClaimPlan, plan
 from tidegate.domain.rates import RateStates
 from tidegate.domain.scopes import TAG_RATE_PREFIX
-from tidegate.storage import claiming
 from tidegate.storage.postgres.claim_reads import ClaimReads
 from tidegate.storage.postgres.claim_scopes import ScopeForecast, ScopeLocks
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.payloads import lane_load, local_usage, payload_json
-from tidegate.storage.shared import wakes
+from tidegate.storage.shared import claiming, wakes
 
 
 class Claim:

@@ -20,8 +20,8 @@ from psycopg.rows import dict_row
 from tidegate.domain.admission import LocalUsage
 from tidegate.domain.claim_plan import ClaimPlan, plan
 from tidegate.domain.scopes import Rules
-from tidegate.storage import claiming
 from tidegate.storage.postgres.payloads import claim_order, excluded_json, lane_load, local_usage, uses_tags
+from tidegate.storage.shared import claiming
 
 # (queue, size, excluded tags, suspects read, held rate partitions)
 Window = tuple[str, int, tuple[tuple[str, str], ...], bool, tuple[str, ...]]

@@ -84,7 +84,7 @@ WITH starts AS (
     ) AS e
     ORDER BY part, n
 )
--- With each outcome, what adaptive limits read (storage/adaptation.py): its queue, partition and
+-- With each outcome, what adaptive limits read (storage/shared/adaptation.py): its queue, partition and
 -- when it was claimed (its run holders' claimed_at).
 SELECT a.id, a.attempt, a.queue, a.partition_key,
        (SELECT extract(epoch FROM min(x.claimed_at))::double precision FROM released AS x

@@ -25,8 +25,9 @@ from tidegate.domain.errors import ConfigurationError
 from tidegate.storage.postgres.ceilings import Ceilings
 from tidegate.storage.postgres.connections import Connections
 from tidegate.storage.postgres.connections import first_line as _first_line
+from tidegate.storage.postgres.payloads import to_json, to_time
 from tidegate.storage.postgres.pooler import check_session_defaults, clocked_sql, endpoint
-from tidegate.storage.sqlfile import load_queries
+from tidegate.storage.shared.sqlfile import load_queries
 from tidegate.storage.urls import masked
 
 # Connection set-up, like `SET jit = off` below, not a port verb: PostgreSQL only (SQLite reads the clock itself).
@@ -116,13 +117,19 @@ class Aggregate:
         with self._connection() as connection:
             return named_cursor(connection, name, tuple_row).execute(self._q(name), params).fetchone()
 
-    def _fetchall(self, name: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    def _fetchall(self, name: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         with self._connection() as connection:
             return named_cursor(connection, name, tuple_row).execute(self._q(name), params).fetchall()
 
-    def _fetch_dicts(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def _fetch_dicts(self, name: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         with self._connection() as connection:
             return named_cursor(connection, name, dict_row).execute(self._q(name), params).fetchall()
+
+    # The dialect of the reads written once (storage/shared/reads.py): one autocommit statement each.
+    _rows = _fetch_dicts
+    _tuples = _fetchall
+    _to_time = staticmethod(to_time)
+    _to_json = staticmethod(to_json)
 
 
 def named_cursor(connection: psycopg.Connection[Any], name: str, rows: RowFactory[Row]) -> psycopg.Cursor[Row]:

@@ -31,7 +31,7 @@ from tidegate.domain.unique import Admission, plan
 from tidegate.storage.postgres.database import Database
 from tidegate.storage.postgres.payloads import enqueue_payload, payload_json
 from tidegate.storage.postgres.submit_script import Rows, Step
-from tidegate.storage.uniqueness import batch_keys, holders_of, key_rows
+from tidegate.storage.shared.uniqueness import batch_keys, holders_of, key_rows
 
 
 def free_version(db: Database, runs: Sequence[NewRun], connection: psycopg.Connection[Any]) -> str | None:

@@ -1,6 +1,6 @@
 """PostgreSQL leases and the sweep: renewals, hand-backs, and recovery of what was lost.
 
-What the sweep does is told in `storage/rescue.py`. Here it is one pipelined
+What the sweep does is told in `storage/shared/rescue.py`. Here it is one pipelined
 transaction of set-based statements that write their own events; rows some
 other transaction holds are skipped (SKIP LOCKED), not waited on, and swept
 the next time.
@@ -19,14 +19,14 @@ from tidegate.domain import events as history
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import SweepReport
 from tidegate.domain.rates import Charge
-from tidegate.storage import port, rescue
+from tidegate.storage import port
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres.children import Children
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.payloads import fence_arrays, payload_json
 from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.postgres.steps import PostgresStepVerbs
-from tidegate.storage.shared import rate_charges, wakes
+from tidegate.storage.shared import rate_charges, rescue, wakes
 
 # What the database answers a verdict it will not write (a value out of range, a constraint, a
 # trigger's refusal): that run's verdict is isolated. A lost connection, a deadlock or a timeout

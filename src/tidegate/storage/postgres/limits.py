@@ -17,19 +17,20 @@ from tidegate.domain.adaptive import by_target
 from tidegate.domain.errors import StoreUnavailable
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.limits import QueueConfig, RunQueueConfig, queue_to_dict, run_queue_to_dict
-from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
+from tidegate.domain.model import LimitChange
 from tidegate.domain.rates import RateStates
 from tidegate.domain.scopes import Rules
-from tidegate.storage import adaptation, port, records
-from tidegate.storage.claiming import STATE_SLACK_NS
+from tidegate.storage import port
 from tidegate.storage.postgres.database import Aggregate, Database
-from tidegate.storage.postgres.payloads import event_params, payload_json, to_time
+from tidegate.storage.postgres.payloads import event_params, payload_json
 from tidegate.storage.postgres.pipeline import transaction
-from tidegate.storage.rules import limit_change, stored_rules
-from tidegate.storage.shared import wakes
+from tidegate.storage.shared import adaptation, wakes
+from tidegate.storage.shared.claiming import STATE_SLACK_NS
+from tidegate.storage.shared.reads import LimitReads
+from tidegate.storage.shared.rules import limit_change, stored_rules
 
 
-class Limits(Aggregate, port.LimitVerbs):
+class Limits(Aggregate, LimitReads, port.LimitVerbs):
     """The rules and limit verbs, and the cache of the rules every claim uses."""
 
     def __init__(self, db: Database) -> None:
@@ -111,7 +112,7 @@ class Limits(Aggregate, port.LimitVerbs):
         return cached is not None and adaptation.has_adaptive(cached[1])
 
     def adapt(self, connection: psycopg.Connection[Any], ended: Sequence[adaptation.Ended]) -> None:
-        """Apply the outcomes' signals to the adaptive limits they concern (storage/adaptation.py), in
+        """Apply the outcomes' signals to the adaptive limits they concern (storage/shared/adaptation.py), in
         the cycle's transaction: the states locked in target order; a moved limit written under the
         rules fence (no claim in flight decides on the old one after this commits), with a new rules
         version and its LimitChanged event."""
@@ -144,16 +145,6 @@ class Limits(Aggregate, port.LimitVerbs):
         cached = self.cached
         return None if cached is None else cached[0]
 
-    def limit_overrides(self) -> list[LimitOverride]:
-        with self._connection() as connection:
-            rows = connection.execute(self._q("load_overrides")).fetchall()
-        # to_time is typed Optional; this column is NOT NULL
-        return [LimitOverride(target, limit, version, to_time(at)) for target, limit, version, at in rows]  # type: ignore[arg-type]
-
-    def scope_usage(self) -> dict[str, int]:
-        with self._connection() as connection:
-            return dict(connection.execute(self._q("scope_usage")).fetchall())
-
     def rate_states(self) -> RateStates:
         with self._connection() as connection:
             return self.live_rates(connection)
@@ -164,7 +155,3 @@ class Limits(Aggregate, port.LimitVerbs):
         rows = connection.execute(self._q("live_rate_states"), {"slack": STATE_SLACK_NS}).fetchall()
         states = {(scope, window): tat for _, scope, window, tat in rows if scope is not None}
         return RateStates(states, rows[0][0])
-
-    def scope_holders(self, scope: str) -> list[HolderRecord]:
-        rows = self._fetch_dicts("scope_holders", {"scope": scope})
-        return [records.holder_record(row, to_time) for row in rows]

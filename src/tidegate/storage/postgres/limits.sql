@@ -68,7 +68,7 @@ ON CONFLICT (target) DO NOTHING;
 
 -- name: adaptive_states
 -- The stored states of the adaptive targets a cycle's outcomes concern, locked in target order
--- until the cycle commits (storage/adaptation.py), with the database's time.
+-- until the cycle commits (storage/shared/adaptation.py), with the database's time.
 WITH locked AS (
     SELECT target, "limit", successes, lowered_at, reason FROM tidegate_adaptive_limits
     WHERE target = ANY(%(targets)s::text[]) ORDER BY target FOR UPDATE

@@ -19,8 +19,8 @@ from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import ClaimedRun, NewRun, Outcome, OutcomeKind
 from tidegate.domain.scopes import Rules
 from tidegate.domain.transitions import outcome_status
-from tidegate.storage import records
 from tidegate.storage.port import Fence
+from tidegate.storage.shared import records
 
 _JSON_NUL = "\\u0000"  # how json.dumps writes U+0000, which jsonb and text refuse
 

@@ -10,18 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tidegate.domain import pool_settings
-from tidegate.domain.model import HolderRecord
 from tidegate.domain.pool_settings import PoolRow
-from tidegate.domain.steps import PoolConfig, PoolStatus, PoolWaiter
-from tidegate.storage import pool_rows, port, records
+from tidegate.domain.steps import PoolConfig
+from tidegate.storage import port
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import event_params, to_time
 from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.postgres.steps import READ_COMMITTED
-from tidegate.storage.shared import wakes
+from tidegate.storage.shared import pool_rows, wakes
+from tidegate.storage.shared.reads import PoolReads
 
 
-class Pools(pool_rows.PoolSettingVerbs, Aggregate, port.PoolVerbs):
+class Pools(pool_rows.PoolSettingVerbs, Aggregate, PoolReads, port.PoolVerbs):
     """The pool verbs of the storage port."""
 
     def _change(self, pool: str, step: Callable[[PoolRow], PoolRow], live: bool) -> PoolConfig | None:
@@ -41,15 +41,3 @@ class Pools(pool_rows.PoolSettingVerbs, Aggregate, port.PoolVerbs):
                 connection.execute(self._q("insert_event"), event_params(None, event))
             wakes.only_if(event is not None)  # a raised limit lets waiting steps in
         return pool_rows.pool_config(pool, after, at)
-
-    def pools(self) -> list[PoolStatus]:
-        with self._connection() as connection:
-            rows = connection.execute(self._q("pools")).fetchall()
-        return [pool_rows.pool_status(row) for row in rows]
-
-    def pool_holders(self, pool: str) -> list[HolderRecord]:
-        return [records.holder_record(row, to_time) for row in self._fetch_dicts("pool_holders", {"pool": pool})]
-
-    def pool_waiters(self, pool: str) -> list[PoolWaiter]:
-        rows = self._fetch_dicts("pool_waiters", {"pool": pool})
-        return [PoolWaiter(r["run_id"], r["step_key"], r["attempt"], r["slots"], to_time(r["since"])) for r in rows]

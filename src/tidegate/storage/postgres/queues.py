@@ -17,21 +17,16 @@ import psycopg
 from tidegate.domain import events as history
 from tidegate.domain.deadlines import resumed_deadline
 from tidegate.domain.errors import QueueNotFound
-from tidegate.domain.model import QueueCounts
 from tidegate.storage import port
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import event_params, payload_json
 from tidegate.storage.postgres.pipeline import transaction
 from tidegate.storage.shared import wakes
+from tidegate.storage.shared.reads import QueueReads
 
 
-class Queues(Aggregate, port.QueueVerbs):
+class Queues(Aggregate, QueueReads, port.QueueVerbs):
     """The queue verbs of the storage port."""
-
-    def queue_counts(self) -> dict[str, QueueCounts]:
-        with self._connection() as connection:
-            rows = connection.execute(self._q("queue_counts")).fetchall()
-        return {queue: QueueCounts(queued, running) for queue, queued, running in rows}
 
     def set_queue_paused(self, queue: str, paused: bool) -> bool:
         with self._connection() as connection, transaction(connection):

@@ -18,12 +18,13 @@ from tidegate.domain import events as history
 from tidegate.domain.errors import RunNotFound, RunNotRetryable
 from tidegate.domain.model import RunRecord
 from tidegate.domain.transitions import may_retry, retried_max_attempts
-from tidegate.storage import port, records
+from tidegate.storage import port
 from tidegate.storage.postgres.admission import refuse_past_ceilings
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.payloads import event_params, to_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
+from tidegate.storage.shared import records
 
 
 class Retries(Aggregate, port.RetryVerbs):

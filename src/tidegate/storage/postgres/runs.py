@@ -23,19 +23,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tidegate.domain.errors import RunNotFound
-from tidegate.domain.model import EventRecord, NewRun, RunRecord, RunStatus, TaskDefinition, TaskRegistration
+from tidegate.domain.model import NewRun, TaskDefinition
 from tidegate.domain.transitions import Ceiling
-from tidegate.storage import port, records
+from tidegate.storage import port
 from tidegate.storage.postgres.activity import read_pace
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.free_submit import free_answers, free_steps, free_version
-from tidegate.storage.postgres.payloads import enqueue_payload, payload_json, to_json, to_time
+from tidegate.storage.postgres.payloads import enqueue_payload, payload_json
 from tidegate.storage.postgres.pipeline import implicit_transaction, transaction
 from tidegate.storage.postgres.script_runner import run_batch
-from tidegate.storage.shared import wakes
+from tidegate.storage.shared import records, wakes
+from tidegate.storage.shared.reads import RunReads
 
 
-class Runs(Aggregate, port.RunVerbs):
+class Runs(Aggregate, RunReads, port.RunVerbs):
     """The run verbs of the storage port."""
 
     def register_tasks(self, tasks: Sequence[TaskDefinition], worker_id: str | None = None) -> None:
@@ -45,13 +46,6 @@ class Runs(Aggregate, port.RunVerbs):
         rows = [records.task_row(task, worker_id) for task in latest.values()]
         with self._connection() as connection, transaction(connection):
             connection.execute(self._q("register_tasks"), {"tasks": payload_json(rows)})
-
-    def get_task(self, name: str) -> TaskDefinition | None:
-        rows = self._fetch_dicts("get_task", {"name": name})
-        return records.task_definition(rows[0], to_json) if rows else None
-
-    def list_tasks(self) -> list[TaskRegistration]:
-        return [records.task_registration(row, to_time, to_json) for row in self._fetch_dicts("list_tasks", {})]
 
     def enqueue(self, runs: Sequence[NewRun]) -> None:
         if not runs:
@@ -82,24 +76,6 @@ class Runs(Aggregate, port.RunVerbs):
         row = self._fetchone("pending_count", {"queues": list(queues)})
         count: int = row[0] if row else 0  # count(*) always returns its one row
         return count
-
-    def get_run(self, run_id: str) -> RunRecord | None:
-        rows = self._fetch_dicts("get_run", {"id": run_id})
-        return records.run_record(rows[0], to_time, to_json) if rows else None
-
-    def run_events(self, run_id: str) -> list[EventRecord]:
-        rows = self._fetch_dicts("run_events", {"run_id": run_id})
-        return [records.event_record(row, to_time, to_json) for row in rows]
-
-    def status_counts(self, queue: str | None = None) -> dict[RunStatus, int]:
-        counts = dict.fromkeys(RunStatus, 0)
-        for status, count in self._fetchall("status_counts", {"queue": queue}):
-            counts[RunStatus(status)] = count
-        return counts
-
-    def list_queued(self, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
-        rows = self._fetch_dicts("list_queued", {"queue": queue, "limit": limit})
-        return [records.run_record(row, to_time, to_json) for row in rows]
 
     def queue_position(self, run_id: str) -> tuple[int, int]:
         row = self._fetchone("queue_position", {"id": run_id})

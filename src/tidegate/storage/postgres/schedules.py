@@ -13,19 +13,20 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
-from tidegate.storage import port, scheduling
+from tidegate.storage import port
 from tidegate.storage.postgres import script_runner, submit_script
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import event_params, payload_json, to_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
-from tidegate.storage.shared import wakes
+from tidegate.storage.shared import scheduling, wakes
+from tidegate.storage.shared.reads import ScheduleReads
 
 
 def _iso(moment: datetime) -> str:
     return moment.isoformat()
 
 
-class Schedules(Aggregate, port.ScheduleVerbs):
+class Schedules(Aggregate, ScheduleReads, port.ScheduleVerbs):
     """The schedule verbs of the storage port."""
 
     def register_schedules(self, schedules: Sequence[NewSchedule]) -> None:
@@ -38,10 +39,6 @@ class Schedules(Aggregate, port.ScheduleVerbs):
         ]
         with self._connection() as connection, transaction(connection):
             connection.execute(self._q("register_schedules"), {"schedules": payload_json(rows)})
-
-    def list_schedules(self) -> list[ScheduleRecord]:
-        rows = self._fetch_dicts("list_schedules", {})
-        return [scheduling.schedule_record(row, to_time, to_json) for row in rows]
 
     def due_schedules(self) -> tuple[datetime, list[ScheduleRecord]]:
         rows = self._fetch_dicts("due_schedules", {})

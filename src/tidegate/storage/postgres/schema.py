@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tidegate.storage import port
-from tidegate.storage.migrations import Migration, check_current, load_migrations, pending
 from tidegate.storage.postgres.database import Aggregate, Database
+from tidegate.storage.shared.migrations import Migration, check_current, load_migrations, pending
 
 
 class Schema(Aggregate, port.SchemaVerbs):

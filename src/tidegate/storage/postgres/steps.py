@@ -20,19 +20,20 @@ from psycopg.rows import dict_row
 from tidegate.domain import events as history
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, fanout_scope, holder_key, pool_of
-from tidegate.domain.steps import SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
-from tidegate.storage import port, records, slots
+from tidegate.domain.steps import FinishStepRequest, SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
+from tidegate.storage import port
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import to_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
-from tidegate.storage.shared import wakes
+from tidegate.storage.shared import records, slots, wakes
+from tidegate.storage.shared.reads import StepReads
 from tidegate.storage.shared.steps import OneStepAcquire
 
 READ_COMMITTED = b"BEGIN ISOLATION LEVEL READ COMMITTED"  # each read after a lock sees every commit before it
 
 
-class PostgresStepVerbs(OneStepAcquire, Aggregate, port.StepVerbs):
+class PostgresStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
     """The step verbs of the storage port."""
 
     # --- slots ----------------------------------------------------------------------
@@ -151,20 +152,14 @@ class PostgresStepVerbs(OneStepAcquire, Aggregate, port.StepVerbs):
         # fetchone() is typed Optional; the steps' upsert always returns one row
         return bool(row[0])  # type: ignore[index]
 
-    def finish_step(
-        self,
-        fence: Fence,
-        worker_id: str,
-        step: StepUpdate,
-        successor: SlotRequest | None = None,
-        successor_started: StepUpdate | None = None,
-    ) -> StepFinish:
+    def finish_step(self, request: FinishStepRequest) -> StepFinish:
         """One round trip, or two when the store decides on a successor's grant (its scope locks,
         the record and the reads; then the grant's writes or the wake-up, with the commit)."""
+        fence, worker_id, step, successor = request.fence, request.worker_id, request.step, request.successor
         if successor is None:
             return StepFinish(self.record_steps(fence, [step]))
-        if successor_started is not None:
-            return self._finish_handed_on(fence, worker_id, step, successor, successor_started)
+        if request.successor_started is not None:
+            return self._finish_handed_on(fence, worker_id, step, successor, request.successor_started)
         with self._connection() as connection, transaction(connection, READ_COMMITTED):
             # The successor's scope rows are locked before the finished step's holder rows, the
             # order every claim takes: a claimer of these scopes never holds what this one waits for.
@@ -268,11 +263,6 @@ class PostgresStepVerbs(OneStepAcquire, Aggregate, port.StepVerbs):
         return connection.execute(
             self._q("record_steps"), {"run_id": run_id, "attempt": attempt, "steps": dumps(payload), "wake": wake}
         )
-
-    def run_steps(self, run_id: str) -> list[StepRecord]:
-        return [
-            records.step_record(row, to_time, to_json) for row in self._fetch_dicts("run_steps", {"run_id": run_id})
-        ]
 
     def next_map_item(self, fence: Fence, worker_id: str, map_key: str, window: int) -> StepRecord | None:
         """One round trip: fence, the window's scope lock, then take the item and its holder."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
-from tidegate.storage.facade import AggregateStore
 from tidegate.storage.postgres.activity import Activity
 from tidegate.storage.postgres.browse import Browse
 from tidegate.storage.postgres.children import Children
@@ -46,6 +45,7 @@ from tidegate.storage.postgres.submits import PostgresSubmits
 from tidegate.storage.postgres.telemetry import Telemetry
 from tidegate.storage.postgres.unique import Unique
 from tidegate.storage.postgres.workers import Workers
+from tidegate.storage.shared.facade import AggregateStore
 
 
 class PostgresStore(AggregateStore):

@@ -21,7 +21,7 @@ from tidegate.domain.transitions import Ceiling
 from tidegate.domain.unique import Admission, plan
 from tidegate.storage.postgres.activity import pace_of, pace_params
 from tidegate.storage.postgres.payloads import enqueue_payload, payload_json
-from tidegate.storage.uniqueness import batch_keys, holders_of, key_rows, replace_params
+from tidegate.storage.shared.uniqueness import batch_keys, holders_of, key_rows, replace_params
 
 T = TypeVar("T")
 Rows = list[tuple[Any, ...]]

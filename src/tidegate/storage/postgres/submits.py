@@ -31,7 +31,7 @@ from psycopg.rows import dict_row, tuple_row
 from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.model import NewRun, RunRecord, RunStatus, TaskDefinition
 from tidegate.domain.unique import Admission
-from tidegate.storage import port, records
+from tidegate.storage import port
 from tidegate.storage.postgres.async_connections import AsyncConnections
 from tidegate.storage.postgres.database import Database
 from tidegate.storage.postgres.free_submit import (
@@ -54,6 +54,7 @@ from tidegate.storage.postgres.script_runner import (
     transaction_async,
 )
 from tidegate.storage.postgres.submit_script import Rows, Script, Step, submit
+from tidegate.storage.shared import records
 
 T = TypeVar("T")
 

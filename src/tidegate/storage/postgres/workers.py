@@ -15,11 +15,13 @@ from psycopg.rows import dict_row
 
 from tidegate.domain import events as history
 from tidegate.domain.jsonvalue import dumps
-from tidegate.storage import port, registry
+from tidegate.domain.model import WorkerRegistration
+from tidegate.storage import port
 from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.payloads import event_params, to_json
 from tidegate.storage.postgres.pipeline import transaction
+from tidegate.storage.shared import registry
 
 
 class Workers(Aggregate, port.WorkerVerbs):
@@ -30,9 +32,8 @@ class Workers(Aggregate, port.WorkerVerbs):
         self._limits = limits
         self.fill_order = registry.FillOrder()
 
-    def register_worker(
-        self, worker_id: str, capacity: int, queues: Sequence[str], fill_order: bool, ttl: float
-    ) -> int:
+    def register_worker(self, registration: WorkerRegistration) -> int:
+        worker_id, fill_order = registration.worker_id, registration.fill_order
         with self._connection() as connection, transaction(connection):
             connection.execute(self._q("register_worker_lock"))
             live = dict(connection.execute(self._q("live_worker_ranks")).fetchall())
@@ -40,10 +41,10 @@ class Workers(Aggregate, port.WorkerVerbs):
             params = {
                 "id": worker_id,
                 "rank": rank,
-                "capacity": capacity,
-                "queues": dumps(sorted(queues)),
+                "capacity": registration.capacity,
+                "queues": dumps(sorted(registration.queues)),
                 "fill_order": fill_order,
-                "ttl": ttl,
+                "ttl": registration.ttl,
             }
             connection.execute(self._q("register_worker"), params)
         self.fill_order.registered(worker_id, rank, fill_order)

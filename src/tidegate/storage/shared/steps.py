@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from tidegate.domain.steps import SlotGrant, SlotRequest
 from tidegate.storage.port import Fence
@@ -16,8 +16,6 @@ class OneStepAcquire:
     ) -> list[SlotGrant] | None:
         raise NotImplementedError  # each dialect's step aggregate answers it
 
-    def acquire_slots(
-        self, fence: Fence, worker_id: str, step_key: str, needs: Mapping[str, int], fixed_limits: Mapping[str, int]
-    ) -> SlotGrant:
-        grants = self.acquire_many(fence, worker_id, [SlotRequest(step_key, needs, fixed_limits)], strict=True)
+    def acquire_slots(self, fence: Fence, worker_id: str, request: SlotRequest) -> SlotGrant:
+        grants = self.acquire_many(fence, worker_id, [request], strict=True)
         return SlotGrant(False, fenced_out=True) if grants is None else grants[0]

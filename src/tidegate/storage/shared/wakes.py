@@ -3,7 +3,7 @@
 Every commit that could let a run in must wake the listeners after it commits:
 `peek_cycle`, the worker's gate and the passing over of a worker's own wake-ups
 all rest on it. Which verbs can is one table, `storage.port.WAKES`; the façade
-(`storage/facade.py`) opens a `Wake` around each of them, and each dialect
+(`storage/shared/facade.py`) opens a `Wake` around each of them, and each dialect
 sends it in one place: PostgreSQL's transaction helpers queue the NOTIFY just
 before their commit (so it is delivered at commit, in the same round trip),
 SQLite's façade sends its datagrams after the verb returns. Nothing is sent

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from tidegate.domain.backpressure import HISTORY_RUNS, Pace
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import WorkerRecord
-from tidegate.storage import port, records
+from tidegate.storage import port
+from tidegate.storage.shared import records
 from tidegate.storage.sqlite.database import Aggregate
 from tidegate.storage.sqlite.payloads import to_json, to_time
 

@@ -14,19 +14,18 @@ from dataclasses import replace
 from typing import Any
 
 from tidegate.domain import events as history
-from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
+from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer, TriggerRequest
 from tidegate.domain.errors import AttemptFencedOut, RunNotFound
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import RunStatus
-from tidegate.storage import port, records, waiting
-from tidegate.storage.port import Fence
-from tidegate.storage.shared import wakes
+from tidegate.storage import port
+from tidegate.storage.shared import records, waiting, wakes
+from tidegate.storage.shared.waiting import canceled_event
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
 from tidegate.storage.sqlite.payloads import event_row, to_json
 from tidegate.storage.sqlite.runs import Runs
-from tidegate.storage.waiting import canceled_event
 
 FOREVER = 253402300799.0  # 9999-12-31: a kept slot lasts until its run resumes or ends, not a lease
 
@@ -39,16 +38,9 @@ class Children(Aggregate, port.ChildVerbs):
         self._limits = limits
         self._runs = runs
 
-    def trigger_children(
-        self,
-        fence: Fence,
-        worker_id: str,
-        children: Sequence[NewChild],
-        wait: bool,
-        release_all: bool,
-        wait_any: bool = False,
-    ) -> TriggerAnswer:
-        run_id, attempt = fence
+    def trigger_children(self, request: TriggerRequest) -> TriggerAnswer:
+        run_id, attempt = request.fence
+        worker_id, children, wait = request.worker_id, request.children, request.wait
         with self._write() as (connection, now):
             parent = connection.execute(
                 self._q("trigger_children"), {"id": run_id, "attempt": attempt, "worker": worker_id}
@@ -68,11 +60,11 @@ class Children(Aggregate, port.ChildVerbs):
                 )
             asked = [existing.get(child.index) or waiting.queued_child(child) for child in children]
             asked = [replace(record, awaited=record.awaited or wait) for record in asked]
-            pending = waiting.waited_on(asked, wait, wait_any)
+            pending = waiting.waited_on(asked, wait, request.wait_any)
             if pending:
                 shapes = waiting.waited_shapes(pending, new, waiting.shapes_of(stored, to_json))
-                remaining = waiting.wait_remaining(existing, asked, wait_any)
-                events.append(self._wait(connection, parent, pending, shapes, release_all, remaining, now))
+                remaining = waiting.wait_remaining(existing, asked, request.wait_any)
+                events.append(self._wait(connection, parent, pending, shapes, request.release_all, remaining, now))
             connection.executemany(self._q("insert_event"), events)
         return TriggerAnswer(asked, waiting=bool(pending))
 

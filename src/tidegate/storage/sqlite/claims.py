@@ -17,11 +17,11 @@ from tidegate.domain.admission import LocalUsage, admit
 from tidegate.domain.claim_plan import ClaimPlan
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.jsonvalue import dumps
-from tidegate.domain.model import ClaimedRun, CycleResult, Outcome, OutcomeKind
+from tidegate.domain.model import ClaimedRun, CycleRequest, CycleResult, Outcome, OutcomeKind
 from tidegate.domain.rates import RateStates, to_ns
-from tidegate.storage import adaptation, claiming, port
+from tidegate.storage import port
 from tidegate.storage.port import Fence
-from tidegate.storage.shared import wakes
+from tidegate.storage.shared import adaptation, claiming, wakes
 from tidegate.storage.sqlite.children import Children
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
@@ -38,15 +38,9 @@ class Claims(Aggregate, port.ClaimVerbs):
         self._workers = workers
         self._children = children
 
-    def cycle(
-        self,
-        worker_id: str,
-        queues: Sequence[str],
-        starts: Sequence[Fence],
-        outcomes: Sequence[Outcome],
-        claim_limit: int,
-        lease_seconds: float,
-    ) -> CycleResult:
+    def cycle(self, request: CycleRequest) -> CycleResult:
+        worker_id, queues, starts, outcomes = request.worker_id, request.queues, request.starts, request.outcomes
+        claim_limit = request.claim_limit
         events: list[dict[str, Any]] = []
         fenced_out: list[Fence] = []
         claimed: list[ClaimedRun] = []
@@ -69,7 +63,7 @@ class Claims(Aggregate, port.ClaimVerbs):
                 claim_limit = claim_limit if queues else 0
             if claim_limit > 0:
                 claimed, more, allowed_at = self._claim(
-                    connection, worker_id, queues, claim_limit, lease_seconds, events, now
+                    connection, worker_id, queues, claim_limit, request.lease_seconds, events, now
                 )
                 allowed_in = None if allowed_at is None else allowed_at - now
                 if len(claimed) < claim_limit:

@@ -17,15 +17,17 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.errors import StoreUnavailable
 from tidegate.storage.shared import wakes
-from tidegate.storage.sqlfile import load_queries
+from tidegate.storage.shared.sqlfile import load_queries
 from tidegate.storage.sqlite import files
+from tidegate.storage.sqlite.payloads import to_json, to_time
 from tidegate.storage.sqlite.wakeups import DatagramNotifier
 from tidegate.storage.urls import masked
 
@@ -145,3 +147,12 @@ class Aggregate:
 
     def _q(self, name: str) -> str:
         return self._db.queries[name]
+
+    # The dialect of the reads written once (storage/shared/reads.py): rows read outside any write.
+
+    def _rows(self, name: str, params: Mapping[str, Any] | None = None) -> list[sqlite3.Row]:
+        return self._connection().execute(self._q(name), params or {}).fetchall()
+
+    _tuples = _rows  # a sqlite3.Row reads by column name and by position
+    _to_time = staticmethod(to_time)
+    _to_json = staticmethod(to_json)

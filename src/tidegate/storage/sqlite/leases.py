@@ -1,6 +1,6 @@
 """SQLite leases and the sweep: renewals, hand-backs, and recovery of what was lost.
 
-What the sweep does is told in `storage/rescue.py`. Here every step of it
+What the sweep does is told in `storage/shared/rescue.py`. Here every step of it
 reads its rows and writes them back with their events in the sweep's one
 `BEGIN IMMEDIATE` transaction: SQLite's single writer means nothing else
 changes them meanwhile.
@@ -20,9 +20,9 @@ from tidegate.domain.events import Event
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import SweepReport
 from tidegate.domain.rates import Charge
-from tidegate.storage import port, rescue
+from tidegate.storage import port
 from tidegate.storage.port import Fence
-from tidegate.storage.shared import rate_charges, wakes
+from tidegate.storage.shared import rate_charges, rescue, wakes
 from tidegate.storage.sqlite.children import Children
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row

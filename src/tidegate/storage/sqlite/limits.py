@@ -14,18 +14,19 @@ from tidegate.domain.adaptive import by_target
 from tidegate.domain.events import Event
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.limits import QueueConfig, RunQueueConfig, queue_to_dict, run_queue_to_dict
-from tidegate.domain.model import HolderRecord, LimitChange, LimitOverride
+from tidegate.domain.model import LimitChange
 from tidegate.domain.rates import RateStates, to_ns
 from tidegate.domain.scopes import Rules
-from tidegate.storage import adaptation, port, records
-from tidegate.storage.claiming import STATE_SLACK_NS
-from tidegate.storage.rules import limit_change, stored_rules
-from tidegate.storage.shared import wakes
+from tidegate.storage import port
+from tidegate.storage.shared import adaptation, wakes
+from tidegate.storage.shared.claiming import STATE_SLACK_NS
+from tidegate.storage.shared.reads import LimitReads
+from tidegate.storage.shared.rules import limit_change, stored_rules
 from tidegate.storage.sqlite.database import Aggregate, Database
-from tidegate.storage.sqlite.payloads import event_row, to_time
+from tidegate.storage.sqlite.payloads import event_row
 
 
-class Limits(Aggregate, port.LimitVerbs):
+class Limits(Aggregate, LimitReads, port.LimitVerbs):
     """The rules and limit verbs, and the cache of the rules every claim uses."""
 
     def __init__(self, db: Database) -> None:
@@ -115,7 +116,7 @@ class Limits(Aggregate, port.LimitVerbs):
         )
 
     def adapt(self, connection: sqlite3.Connection, ended: Sequence[adaptation.Ended], now: float) -> list[Event]:
-        """Apply the outcomes' signals to the adaptive limits they concern (storage/adaptation.py);
+        """Apply the outcomes' signals to the adaptive limits they concern (storage/shared/adaptation.py);
         the LimitChanged events of the limits that moved, for the caller to append."""
         rules = self.load_rules(connection)
         work = adaptation.targets(rules, ended)
@@ -132,16 +133,6 @@ class Limits(Aggregate, port.LimitVerbs):
             connection.execute(self._q("bump_rules_version"), {"now": now})
         return result.events
 
-    def limit_overrides(self) -> list[LimitOverride]:
-        return [
-            # to_time is typed Optional; this column is NOT NULL
-            LimitOverride(row[0], row[1], row[2], to_time(row[3]))  # type: ignore[arg-type]
-            for row in self._connection().execute(self._q("load_overrides"))
-        ]
-
-    def scope_usage(self) -> dict[str, int]:
-        return dict(self._connection().execute(self._q("scope_usage")))
-
     def rate_states(self) -> RateStates:
         return self.live_rates(self._connection(), self._db.clock.wall())
 
@@ -150,7 +141,3 @@ class Limits(Aggregate, port.LimitVerbs):
         transaction, or the reader's)."""
         rows = connection.execute(self._q("live_rate_states"), {"after": to_ns(now) - STATE_SLACK_NS})
         return RateStates({(scope, window): tat for scope, window, tat in rows}, now)
-
-    def scope_holders(self, scope: str) -> list[HolderRecord]:
-        rows = self._connection().execute(self._q("scope_holders"), {"scope": scope})
-        return [records.holder_record(row, to_time) for row in rows]

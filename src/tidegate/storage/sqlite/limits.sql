@@ -20,7 +20,7 @@ SELECT config, paused FROM tidegate_queues ORDER BY name;
 SELECT target, "limit", successes, lowered_at, reason FROM tidegate_adaptive_limits ORDER BY target;
 
 -- name: adaptive_states
--- The stored states of the adaptive targets a cycle's outcomes concern (storage/adaptation.py).
+-- The stored states of the adaptive targets a cycle's outcomes concern (storage/shared/adaptation.py).
 SELECT target, "limit", successes, lowered_at, reason FROM tidegate_adaptive_limits
 WHERE target IN (SELECT value FROM json_each(:targets));
 

@@ -9,16 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tidegate.domain import pool_settings
-from tidegate.domain.model import HolderRecord
 from tidegate.domain.pool_settings import PoolRow
-from tidegate.domain.steps import PoolConfig, PoolStatus, PoolWaiter
-from tidegate.storage import pool_rows, port, records
-from tidegate.storage.shared import wakes
+from tidegate.domain.steps import PoolConfig
+from tidegate.storage import port
+from tidegate.storage.shared import pool_rows, wakes
+from tidegate.storage.shared.reads import PoolReads
 from tidegate.storage.sqlite.database import Aggregate
 from tidegate.storage.sqlite.payloads import event_row, to_time
 
 
-class Pools(pool_rows.PoolSettingVerbs, Aggregate, port.PoolVerbs):
+class Pools(pool_rows.PoolSettingVerbs, Aggregate, PoolReads, port.PoolVerbs):
     """The pool verbs of the storage port."""
 
     def _change(self, pool: str, step: Callable[[PoolRow], PoolRow], live: bool) -> PoolConfig | None:
@@ -37,14 +37,3 @@ class Pools(pool_rows.PoolSettingVerbs, Aggregate, port.PoolVerbs):
                 connection.execute(self._q("insert_event"), event_row(None, event, now))
         wakes.only_if(event is not None)  # a raised limit lets waiting steps in
         return pool_rows.pool_config(pool, after, at)
-
-    def pools(self) -> list[PoolStatus]:
-        return [pool_rows.pool_status(tuple(row)) for row in self._connection().execute(self._q("pools"))]
-
-    def pool_holders(self, pool: str) -> list[HolderRecord]:
-        rows = self._connection().execute(self._q("pool_holders"), {"pool": pool})
-        return [records.holder_record(row, to_time) for row in rows]
-
-    def pool_waiters(self, pool: str) -> list[PoolWaiter]:
-        rows = self._connection().execute(self._q("pool_waiters"), {"pool": pool})
-        return [PoolWaiter(run_id, key, attempt, slots, to_time(since)) for run_id, key, attempt, slots, since in rows]

@@ -14,19 +14,15 @@ import sqlite3
 from tidegate.domain import events as history
 from tidegate.domain.deadlines import resumed_deadline
 from tidegate.domain.errors import QueueNotFound
-from tidegate.domain.model import QueueCounts
 from tidegate.storage import port
 from tidegate.storage.shared import wakes
+from tidegate.storage.shared.reads import QueueReads
 from tidegate.storage.sqlite.database import Aggregate
 from tidegate.storage.sqlite.payloads import event_row
 
 
-class Queues(Aggregate, port.QueueVerbs):
+class Queues(Aggregate, QueueReads, port.QueueVerbs):
     """The queue verbs of the storage port."""
-
-    def queue_counts(self) -> dict[str, QueueCounts]:
-        rows = self._connection().execute(self._q("queue_counts"))
-        return {row["queue"]: QueueCounts(row["queued"], row["running"]) for row in rows}
 
     def set_queue_paused(self, queue: str, paused: bool) -> bool:
         with self._write() as (connection, now):

@@ -13,7 +13,8 @@ from tidegate.domain import events as history
 from tidegate.domain.errors import RunNotFound, RunNotRetryable
 from tidegate.domain.model import RunRecord
 from tidegate.domain.transitions import may_retry, retried_max_attempts
-from tidegate.storage import port, records
+from tidegate.storage import port
+from tidegate.storage.shared import records
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
 from tidegate.storage.sqlite.runs import Runs

@@ -14,16 +14,18 @@ from tidegate.domain import events as history
 from tidegate.domain.backpressure import HISTORY_RUNS, RATE_WINDOW_SECONDS
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.jsonvalue import dumps
-from tidegate.domain.model import EventRecord, NewRun, RunRecord, RunStatus, TaskDefinition, TaskRegistration
+from tidegate.domain.model import NewRun, TaskDefinition
 from tidegate.domain.transitions import ceilings_met
-from tidegate.storage import port, records
+from tidegate.storage import port
+from tidegate.storage.shared import records
+from tidegate.storage.shared.reads import RunReads
 from tidegate.storage.sqlite.activity import pace_of
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
-from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
+from tidegate.storage.sqlite.payloads import event_row
 
 
-class Runs(Aggregate, port.RunVerbs):
+class Runs(Aggregate, RunReads, port.RunVerbs):
     """The run verbs of the storage port."""
 
     def __init__(self, db: Database, limits: Limits) -> None:
@@ -36,14 +38,6 @@ class Runs(Aggregate, port.RunVerbs):
             for row in rows:
                 row["now"] = now
             connection.executemany(self._q("register_tasks"), rows)
-
-    def get_task(self, name: str) -> TaskDefinition | None:
-        row = self._connection().execute(self._q("get_task"), {"name": name}).fetchone()
-        return None if row is None else records.task_definition(row, to_json)
-
-    def list_tasks(self) -> list[TaskRegistration]:
-        rows = self._connection().execute(self._q("list_tasks"))
-        return [records.task_registration(row, to_time, to_json) for row in rows]
 
     def enqueue(self, runs: Sequence[NewRun]) -> None:
         with self._write() as (connection, now):
@@ -75,24 +69,6 @@ class Runs(Aggregate, port.RunVerbs):
     def pending_count(self, queues: Sequence[str]) -> int:
         connection = self._connection()
         return sum(connection.execute(self._q("pending_count"), {"queue": queue}).fetchone()[0] for queue in queues)
-
-    def get_run(self, run_id: str) -> RunRecord | None:
-        row = self._connection().execute(self._q("get_run"), {"id": run_id}).fetchone()
-        return None if row is None else records.run_record(row, to_time, to_json)
-
-    def run_events(self, run_id: str) -> list[EventRecord]:
-        rows = self._connection().execute(self._q("run_events"), {"run_id": run_id})
-        return [records.event_record(row, to_time, to_json) for row in rows]
-
-    def status_counts(self, queue: str | None = None) -> dict[RunStatus, int]:
-        counts = dict.fromkeys(RunStatus, 0)
-        for status, count in self._connection().execute(self._q("status_counts"), {"queue": queue}):
-            counts[RunStatus(status)] = count
-        return counts
-
-    def list_queued(self, queue: str | None = None, limit: int = 100) -> list[RunRecord]:
-        rows = self._connection().execute(self._q("list_queued"), {"queue": queue, "limit": limit})
-        return [records.run_record(row, to_time, to_json) for row in rows]
 
     def queue_position(self, run_id: str) -> tuple[int, int]:
         connection = self._connection()

@@ -13,8 +13,9 @@ from datetime import UTC, datetime
 
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
-from tidegate.storage import port, scheduling
-from tidegate.storage.shared import wakes
+from tidegate.storage import port
+from tidegate.storage.shared import scheduling, wakes
+from tidegate.storage.shared.reads import ScheduleReads
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
 from tidegate.storage.sqlite.unique import Unique
@@ -24,7 +25,7 @@ def _epoch(moment: datetime) -> float:
     return moment.timestamp()
 
 
-class Schedules(Aggregate, port.ScheduleVerbs):
+class Schedules(Aggregate, ScheduleReads, port.ScheduleVerbs):
     """The schedule verbs of the storage port."""
 
     def __init__(self, db: Database, unique: Unique) -> None:
@@ -42,10 +43,6 @@ class Schedules(Aggregate, port.ScheduleVerbs):
                 for new in schedules
             ]
             connection.executemany(self._q("register_schedules"), rows)
-
-    def list_schedules(self) -> list[ScheduleRecord]:
-        rows = self._connection().execute(self._q("list_schedules")).fetchall()
-        return [scheduling.schedule_record(row, to_time, to_json) for row in rows]
 
     def due_schedules(self) -> tuple[datetime, list[ScheduleRecord]]:
         now = self._db.clock.wall()

@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Iterator
 
 from tidegate.storage import port
-from tidegate.storage.migrations import Migration, check_current, load_migrations, pending
+from tidegate.storage.shared.migrations import Migration, check_current, load_migrations, pending
 from tidegate.storage.sqlite.database import Aggregate, Database
 
 

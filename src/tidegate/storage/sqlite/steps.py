@@ -17,6 +17,7 @@ from tidegate.domain import events as history
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, fanout_scope, holder_key
 from tidegate.domain.steps import (
+    FinishStepRequest,
     SlotGrant,
     SlotRequest,
     StepFinish,
@@ -25,15 +26,16 @@ from tidegate.domain.steps import (
     StepUpdate,
 )
 from tidegate.domain.transitions import has_room
-from tidegate.storage import port, records, slots
+from tidegate.storage import port
 from tidegate.storage.port import Fence
-from tidegate.storage.shared import wakes
+from tidegate.storage.shared import records, slots, wakes
+from tidegate.storage.shared.reads import StepReads
 from tidegate.storage.shared.steps import OneStepAcquire
 from tidegate.storage.sqlite.database import Aggregate
 from tidegate.storage.sqlite.payloads import event_row, to_json, to_time
 
 
-class SQLiteStepVerbs(OneStepAcquire, Aggregate, port.StepVerbs):
+class SQLiteStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
     """The step verbs of the storage port."""
 
     # --- slots ----------------------------------------------------------------------
@@ -182,14 +184,9 @@ class SQLiteStepVerbs(OneStepAcquire, Aggregate, port.StepVerbs):
         wakes.only_if(freed)
         return True
 
-    def finish_step(
-        self,
-        fence: Fence,
-        worker_id: str,
-        step: StepUpdate,
-        successor: SlotRequest | None = None,
-        successor_started: StepUpdate | None = None,
-    ) -> StepFinish:
+    def finish_step(self, request: FinishStepRequest) -> StepFinish:
+        fence, worker_id, step, successor = request.fence, request.worker_id, request.step, request.successor
+        successor_started = request.successor_started
         run_id, attempt = fence
         with self._write() as (connection, now):
             run = connection.execute(self._q("step_fence"), {"run_id": run_id, "attempt": attempt}).fetchone()
@@ -305,10 +302,6 @@ class SQLiteStepVerbs(OneStepAcquire, Aggregate, port.StepVerbs):
                 events.append(event_row(run_id, own, now, step.step_key))
         connection.executemany(self._q("insert_event"), events)
         return freed_any
-
-    def run_steps(self, run_id: str) -> list[StepRecord]:
-        rows = self._connection().execute(self._q("run_steps"), {"run_id": run_id})
-        return [records.step_record(row, to_time, to_json) for row in rows]
 
     def next_map_item(self, fence: Fence, worker_id: str, map_key: str, window: int) -> StepRecord | None:
         run_id, attempt = fence

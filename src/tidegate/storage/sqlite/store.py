@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
-from tidegate.storage.facade import AggregateStore
 from tidegate.storage.shared import wakes
+from tidegate.storage.shared.facade import AggregateStore
 from tidegate.storage.sqlite.activity import Activity
 from tidegate.storage.sqlite.browse import Browse
 from tidegate.storage.sqlite.children import Children

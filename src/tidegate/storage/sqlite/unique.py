@@ -15,9 +15,9 @@ from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import NewRun
 from tidegate.domain.unique import Admission, plan
 from tidegate.storage import port
+from tidegate.storage.shared.uniqueness import batch_keys, holders_of, key_rows, replace_params
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.runs import Runs
-from tidegate.storage.uniqueness import batch_keys, holders_of, key_rows, replace_params
 
 
 class Unique(Aggregate, port.UniqueVerbs):

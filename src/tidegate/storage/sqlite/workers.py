@@ -7,7 +7,9 @@ import sqlite3
 from collections.abc import Sequence
 
 from tidegate.domain import events as history
-from tidegate.storage import port, registry
+from tidegate.domain.model import WorkerRegistration
+from tidegate.storage import port
+from tidegate.storage.shared import registry
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
 from tidegate.storage.sqlite.payloads import event_row, to_json
@@ -21,9 +23,8 @@ class Workers(Aggregate, port.WorkerVerbs):
         self._limits = limits
         self.fill_order = registry.FillOrder()
 
-    def register_worker(
-        self, worker_id: str, capacity: int, queues: Sequence[str], fill_order: bool, ttl: float
-    ) -> int:
+    def register_worker(self, registration: WorkerRegistration) -> int:
+        worker_id, fill_order = registration.worker_id, registration.fill_order
         with self._write() as (connection, now):
             live = {row["id"]: row["rank"] for row in connection.execute(self._q("live_worker_ranks"), {"now": now})}
             rank = registry.rank_for(worker_id, live)
@@ -32,11 +33,11 @@ class Workers(Aggregate, port.WorkerVerbs):
                 {
                     "id": worker_id,
                     "rank": rank,
-                    "capacity": capacity,
-                    "queues": json.dumps(sorted(queues)),
+                    "capacity": registration.capacity,
+                    "queues": json.dumps(sorted(registration.queues)),
                     "fill_order": int(fill_order),
                     "now": now,
-                    "ttl": ttl,
+                    "ttl": registration.ttl,
                 },
             )
         self.fill_order.registered(worker_id, rank, fill_order)

@@ -15,7 +15,7 @@ from tidegate.domain.admission import LocalUsage, admit
 from tidegate.domain.backpressure import WorkerSlot, claimable_queues, lowest_free_rank
 from tidegate.domain.rates import RateStates
 from tidegate.domain.scopes import Rules
-from tidegate.storage import claiming
+from tidegate.storage.shared import claiming
 
 OVERFLOW_TURN = "overflow"
 OVERFLOW_SAMPLE = 100  # queued runs looked at per queue when deciding whether runs wait for a worker

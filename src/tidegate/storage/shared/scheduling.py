@@ -15,7 +15,7 @@ from tidegate.domain.errors import ScheduleNotFound
 from tidegate.domain.events import Event
 from tidegate.domain.schedules import Firing, ScheduleDefinition, ScheduleRecord, check_missed
 from tidegate.domain.unique import Admission
-from tidegate.storage.records import ToJSON, ToTime
+from tidegate.storage.shared.records import ToJSON, ToTime
 
 
 class AlreadyFired(Exception):

@@ -18,17 +18,17 @@ from typing import Any, Protocol, TypeVar
 
 from tidegate.domain.backpressure import Pace
 from tidegate.domain.blocking import QueuedShape
-from tidegate.domain.children import ChildRecord, NewChild, TriggerAnswer
+from tidegate.domain.children import ChildRecord, TriggerAnswer, TriggerRequest
 from tidegate.domain.doctor import DatabaseFacts
 from tidegate.domain.limits import QueueConfig, RunQueueConfig
 from tidegate.domain.model import (
+    CycleRequest,
     CycleResult,
     EventRecord,
     HolderRecord,
     LimitChange,
     LimitOverride,
     NewRun,
-    Outcome,
     QueueCounts,
     RunRecord,
     RunStatus,
@@ -36,12 +36,14 @@ from tidegate.domain.model import (
     TaskDefinition,
     TaskRegistration,
     WorkerRecord,
+    WorkerRegistration,
 )
 from tidegate.domain.rates import RateStates
 from tidegate.domain.retention import PruneReport
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.domain.scopes import Rules
 from tidegate.domain.steps import (
+    FinishStepRequest,
     PoolConfig,
     PoolStatus,
     PoolWaiter,
@@ -142,16 +144,8 @@ class AggregateStore:
     def cancel_run(self, run_id: str) -> RunStatus:
         return self._children.cancel_run(run_id)
 
-    def trigger_children(
-        self,
-        fence: Fence,
-        worker_id: str,
-        children: Sequence[NewChild],
-        wait: bool,
-        release_all: bool,
-        wait_any: bool = False,
-    ) -> TriggerAnswer:
-        return self._children.trigger_children(fence, worker_id, children, wait, release_all, wait_any)
+    def trigger_children(self, request: TriggerRequest) -> TriggerAnswer:
+        return self._children.trigger_children(request)
 
     def run_children(self, run_id: str) -> list[ChildRecord]:
         return self._children.run_children(run_id)
@@ -231,16 +225,8 @@ class AggregateStore:
 
     # --- claims ----------------------------------------------------------------
 
-    def cycle(
-        self,
-        worker_id: str,
-        queues: Sequence[str],
-        starts: Sequence[Fence],
-        outcomes: Sequence[Outcome],
-        claim_limit: int,
-        lease_seconds: float,
-    ) -> CycleResult:
-        return self._claims.cycle(worker_id, queues, starts, outcomes, claim_limit, lease_seconds)
+    def cycle(self, request: CycleRequest) -> CycleResult:
+        return self._claims.cycle(request)
 
     def peek_cycle(self, worker_id: str, queues: Sequence[str]) -> CycleResult | None:
         return self._guard.peek_cycle(worker_id, queues)
@@ -261,10 +247,8 @@ class AggregateStore:
 
     # --- workers ---------------------------------------------------------------
 
-    def register_worker(
-        self, worker_id: str, capacity: int, queues: Sequence[str], fill_order: bool, ttl: float
-    ) -> int:
-        return self._workers.register_worker(worker_id, capacity, queues, fill_order, ttl)
+    def register_worker(self, registration: WorkerRegistration) -> int:
+        return self._workers.register_worker(registration)
 
     def heartbeat_worker(self, worker_id: str, ttl: float) -> bool:
         return self._workers.heartbeat_worker(worker_id, ttl)
@@ -331,10 +315,8 @@ class AggregateStore:
     def pool_waiters(self, pool: str) -> list[PoolWaiter]:
         return self._pools.pool_waiters(pool)
 
-    def acquire_slots(
-        self, fence: Fence, worker_id: str, step_key: str, needs: Mapping[str, int], fixed_limits: Mapping[str, int]
-    ) -> SlotGrant:
-        return self._steps.acquire_slots(fence, worker_id, step_key, needs, fixed_limits)
+    def acquire_slots(self, fence: Fence, worker_id: str, request: SlotRequest) -> SlotGrant:
+        return self._steps.acquire_slots(fence, worker_id, request)
 
     def acquire_many(
         self, fence: Fence, worker_id: str, requests: Sequence[SlotRequest], strict: bool = False
@@ -350,15 +332,8 @@ class AggregateStore:
     def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
         return self._steps.record_steps(fence, steps)
 
-    def finish_step(
-        self,
-        fence: Fence,
-        worker_id: str,
-        step: StepUpdate,
-        successor: SlotRequest | None = None,
-        successor_started: StepUpdate | None = None,
-    ) -> StepFinish:
-        return self._steps.finish_step(fence, worker_id, step, successor, successor_started)
+    def finish_step(self, request: FinishStepRequest) -> StepFinish:
+        return self._steps.finish_step(request)
 
     def run_steps(self, run_id: str) -> list[StepRecord]:
         return self._steps.run_steps(run_id)
