@@ -99,6 +99,7 @@ MANY_RUNS = {
 OTHER_ROWS = {
     "next_map_item": "a step row (the run is only read)",
     "enqueue_free": "the rules version row, shared (its runs are only inserted: no other transaction holds them)",
+    "enqueue_unique_free": "the rules version row, shared, as enqueue_free (the keys' holders are only read)",
 }
 _LOCK = re.compile(r"\bFOR (?:UPDATE|SHARE)(?: OF \w+)?( SKIP LOCKED| NOWAIT)?")
 _RUN_ORDER = re.compile(r"ORDER BY (?:\w+\.)?depth DESC, (?:\w+\.)?id\s+FOR UPDATE")

@@ -18,6 +18,7 @@ SQLite has no round trips; its answers are pinned beside PostgreSQL's.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -28,20 +29,29 @@ import pytest
 
 from tidegate import DuplicateRun
 from tidegate.domain.keys import ACTIVE_STATES, UniqueClaim
+from tidegate.storage.postgres.database import CONFIGURE
 
 from .conftest import new_run
 
 
 class Trips:
-    """Round trips and statements, counted as the client waits for the server."""
+    """Round trips and statements, counted as the client waits for the server.
+
+    Only the submit's own: statements of the test's thread (the suite makes the next test's
+    schema on a thread of its own meanwhile), and not a pooled connection's set-up (`CONFIGURE`),
+    which a pool may run for a connection it opens or replaces at any moment."""
 
     def __init__(self) -> None:
         self.trips = 0
         self.statements: list[str] = []
         self._unanswered: set[int] = set()  # cursors whose statement went into a pipeline unanswered
+        self._thread = threading.get_ident()
 
     def executed(self, cursor: Any, query: Any) -> None:
-        self.statements.append(query.decode() if isinstance(query, bytes) else str(query))
+        text = query.decode() if isinstance(query, bytes) else str(query)
+        if threading.get_ident() != self._thread or text == CONFIGURE:
+            return
+        self.statements.append(text)
         if cursor.connection._pipeline is None:
             self.trips += 1
         else:
