@@ -31,7 +31,7 @@ if os.environ.get("TIDEGATE_TEST_SKIP_RATE_CHARGE"):
 if os.environ.get("TIDEGATE_TEST_IGNORE_LIVE_RATES"):
     # the mutation of tests/process/test_live_rates_processes.py: the claim applies the code's
     # windows, never a live override of them
-    scopes.in_force = lambda scope, declared, overrides: tuple(declared)  # type: ignore[assignment]
+    scopes.in_force = lambda scope, declared, *rest: tuple(declared)  # type: ignore[assignment]
 
 RATE_PER_SECOND = 50
 # A claim takes at most the burst per partition: a burst of a fifth of the limit lets a claim every

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
 
+from tidegate.domain.adaptive import AdaptiveState
 from tidegate.domain.durations import format_duration, parse_duration
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.rates import MIN_PER, NS, Rate, window_key
@@ -92,17 +93,37 @@ def family_targets(scope: str) -> list[str]:
     return [scope, name] if slash else [scope]
 
 
-def in_force(scope: str, declared: Sequence[Rate], overrides: Mapping[str, int | None]) -> tuple[Rate, ...]:
-    """The windows of `scope` in force: each declared window, with the limit of the most specific
-    live override of it (`family_targets`)."""
-    if not overrides:
+def in_force(
+    scope: str,
+    declared: Sequence[Rate],
+    overrides: Mapping[str, int | None],
+    adaptive: Mapping[str, AdaptiveState] | None = None,
+) -> tuple[Rate, ...]:
+    """The windows of `scope` in force: each declared window with the limit of the most specific live
+    override of it (`family_targets`); else, for an adaptive window, its stored effective limit
+    (`adaptive_limit`); else the code's."""
+    if not overrides and not adaptive:
         return tuple(declared)
     windows = []
     for rate in declared:
-        for owner in family_targets(scope):
-            limit = overrides.get(rate_target(owner, rate))
-            if limit is not None:
-                rate = relimited(rate, limit)
-                break
-        windows.append(rate)
+        limit = next(
+            (
+                overrides[key]
+                for key in (rate_target(owner, rate) for owner in family_targets(scope))
+                if key in overrides
+            ),
+            None,
+        )
+        if limit is None and rate.adaptive is not None:
+            limit = adaptive_limit(rate, (adaptive or {}).get(rate_target(scope, rate)))
+        windows.append(rate if limit is None or limit == rate.limit else relimited(rate, limit))
     return tuple(windows)
+
+
+def adaptive_limit(rate: Rate, state: AdaptiveState | None) -> int | None:
+    """An adaptive window's effective limit: its stored state within [min, ceiling]; the ceiling
+    (`Adaptive.max`, else the declared limit) until a signal stored one; None when not adaptive."""
+    ceiling = rate.adaptive_ceiling
+    if rate.adaptive is None or ceiling is None:
+        return None
+    return ceiling if state is None else max(rate.adaptive.min, min(state.limit, ceiling))

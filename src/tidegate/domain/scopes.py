@@ -177,19 +177,19 @@ class Rules:
         windows = self.rates(queue)
         if windows:
             scope = rate_scope(queue, rate_partition)
-            found[scope] = in_force(scope, windows, self.overrides)
+            found[scope] = in_force(scope, windows, self.overrides, self.adaptive)
         if self.run_queue.tag_rate_limits:
             for key, value in tags.items():
                 windows = self.tag_rates(key, value)
                 if windows:
                     scope = tag_rate_scope(key, value)
-                    found[scope] = in_force(scope, windows, self.overrides)
+                    found[scope] = in_force(scope, windows, self.overrides, self.adaptive)
         return sorted(found.items())
 
     def rate_windows(self, scope: str) -> tuple[Rate, ...]:
         """The windows in force of a rate scope (`rate:QUEUE[/PARTITION]` or `rate:tag:KEY=VALUE`):
         the code's, each with its live override (`domain.live_rates`); none when no rate has that scope."""
-        return in_force(scope, self.declared_rate_windows(scope), self.overrides)
+        return in_force(scope, self.declared_rate_windows(scope), self.overrides, self.adaptive)
 
     def declared_rate_windows(self, scope: str) -> tuple[Rate, ...]:
         """The code's windows of a rate scope, or of a family of them: `rate:QUEUE` and
@@ -345,7 +345,7 @@ def effective_limit(rules: Rules, target: str) -> int | None:
     if kind == "rate":
         scope, per = split_rate_target(target)
         window = pick_window(target, scope, per, rules.declared_rate_windows(scope))
-        return in_force(scope, [window], rules.overrides)[0].limit
+        return in_force(scope, [window], rules.overrides, rules.adaptive)[0].limit
     key, equals, value = rest.partition("=")
     if equals:
         return rules.tag_limit(key, value)

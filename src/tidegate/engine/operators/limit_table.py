@@ -19,9 +19,9 @@ from typing import Any
 from tidegate.domain import adaptive
 from tidegate.domain.blocking import window_used
 from tidegate.domain.limits import Partition, QueueConfig
-from tidegate.domain.live_rates import family_targets, rate_target
+from tidegate.domain.live_rates import family_targets, rate_target, window_text
 from tidegate.domain.model import LimitOverride, RunStatus
-from tidegate.domain.rates import RateStates
+from tidegate.domain.rates import Rate, RateStates
 from tidegate.domain.scopes import GLOBAL, TAG_RATE_PREFIX, Rules, effective_limit, rate_scope, tag_rate_scope
 from tidegate.storage.port import Store
 
@@ -109,6 +109,27 @@ def adaptive_note(rules: Rules, target: str) -> str:
     if config.concurrency.partition.enabled and "/" not in rest:
         return "adaptive, each partition on its own"
     return adaptive.describe(rules.adaptive.get(target), code)
+
+
+def rate_adaptive_note(rules: Rules, scope: str, window: Rate, family: bool = False) -> str:
+    """'adaptive 5 of 10 (overloaded)' for an adaptive window of a rate scope, '' for any other (a
+    live override still wins: the row's limit says what is in force)."""
+    ceiling = window.adaptive_ceiling
+    if ceiling is None:
+        return ""
+    if family:
+        return "adaptive, each partition on its own"
+    return adaptive.describe(rules.adaptive.get(rate_target(scope, window)), ceiling)
+
+
+def rate_adaptive_notes(rules: Rules, scope: str) -> str:
+    """Every adaptive window of a rate scope, as `queue why` names them: '1s adaptive 5 of 10 (overloaded)'."""
+    notes = [
+        f"{window_text(window.seconds)} {rate_adaptive_note(rules, scope, window)}"
+        for window in rules.declared_rate_windows(scope)
+        if window.adaptive is not None
+    ]
+    return "; ".join(notes)
 
 
 def partition_text(partition: Partition, kind: str = "kind", sep: str = " + ") -> str:
@@ -261,6 +282,7 @@ class _Rows:
                     None if parent is None else rate_target(parent, coded),
                     declared,
                     note or (f"live {follows}" if follows else ""),
+                    rate_adaptive_note(self.rules, scope, coded, family=not counted),
                     per=window.seconds,
                     burst=window.allowed_burst,
                 )
