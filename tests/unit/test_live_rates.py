@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tidegate.domain.adaptive import Adaptive, AdaptiveState
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.live_rates import (
     family_targets,
@@ -91,3 +92,30 @@ def test_every_window_beginning_at_or_after_a_change_holds_at_most_the_new_limit
             log.append(Fraction(to_ns(float(now)), NS))
     assert all(at >= changed for at in log)
     assert _most(log, Fraction(1)) <= new_limit
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    declared=st.integers(1, 50),
+    low=st.integers(1, 50),
+    stored=st.one_of(st.none(), st.integers(1, 10_000)),
+    override=st.one_of(st.none(), st.integers(1, 10_000)),
+)
+def test_an_adaptive_window_stays_within_its_range_and_an_override_wins(
+    declared: int, low: int, stored: int | None, override: int | None
+) -> None:
+    """In force: the live override when there is one, else the stored effective limit bounded to
+    [min, declared] (the declared limit until a signal stored one), whatever was stored."""
+    rate = Rate(declared, "1s", adaptive=Adaptive(min=min(low, declared)))
+    states = {} if stored is None else {"rate:api@1s": AdaptiveState(stored)}
+    overrides = {} if override is None else {"rate:api@1s": override}
+    [window] = in_force("rate:api", [rate], overrides, states)
+    if override is not None:
+        assert window.limit == override
+    elif stored is None:
+        assert window.limit == declared
+    else:
+        assert window.limit == max(min(low, declared), min(stored, declared))
+    assert 1 <= window.allowed_burst <= window.limit
+    [plain] = in_force("rate:api", [Rate(declared, "1s")], {}, {"rate:api@1s": AdaptiveState(1)})
+    assert plain.limit == declared  # a window not declared adaptive never follows a stored state

@@ -79,7 +79,8 @@ def relimited(rate: Rate, limit: int) -> Rate:
     with burst 5 set to 40/s gets burst 2, set to 10/s burst 1. A start costing more than the new
     burst waits until the limit is raised again (`domain.rates.take`)."""
     burst = max(1, min(limit, rate.allowed_burst * limit // rate.limit))
-    return replace(rate, limit=limit, burst=burst)
+    # The window in force, not a declaration: what adapts (and its range) is the declared window's.
+    return replace(rate, limit=limit, burst=burst, adaptive=None)
 
 
 def family_targets(scope: str) -> list[str]:

@@ -104,7 +104,9 @@ class Rules:
     `tag:KEY=VALUE`, or `tag:KEY` (every value of a per-unique-value tag limit).
     `paused`: queues an operator paused: their runs stay queued, none is admitted.
     `adaptive`: the stored effective limits of adaptive queues and partitions, by target
-    (`queue:NAME` or `queue:NAME/PARTITION`; domain/adaptive.py).
+    (`queue:NAME` or `queue:NAME/PARTITION`; domain/adaptive.py), and of adaptive rate windows
+    (`rate:NAME[/PARTITION]@PER`). A rate window's target in `overrides` (`domain.live_rates`)
+    sets its limit; `rate_windows` and `rate_scopes` give the windows in force.
     """
 
     run_queue: RunQueueConfig = field(default_factory=RunQueueConfig)
