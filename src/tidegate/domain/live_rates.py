@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import lru_cache
 from fractions import Fraction
 
 from tidegate.domain.adaptive import AdaptiveState
@@ -34,6 +35,7 @@ from tidegate.domain.rates import MIN_PER, NS, Rate, window_key
 WINDOW_MARK = "@"  # between a rate scope and its window's length in a target
 
 
+@lru_cache(maxsize=256)
 def window_text(seconds: float) -> str:
     """A window's length as targets spell it: `1m`, `250ms`; in seconds (`1.5s`) where the short
     form would name another window."""

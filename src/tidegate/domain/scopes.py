@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from tidegate.domain.adaptive import AdaptiveState
@@ -115,6 +116,15 @@ class Rules:
     paused: frozenset[str] = frozenset()
     adaptive: Mapping[str, AdaptiveState] = field(default_factory=dict)
 
+    @cached_property
+    def live_rates(self) -> tuple[Mapping[str, int | None], Mapping[str, AdaptiveState]]:
+        """The overrides and adaptive states of rate windows alone (`rate:...@PER`): most rules have
+        none, and then a claim's windows are the code's at no cost (`domain.live_rates.in_force`)."""
+        return (
+            {target: limit for target, limit in self.overrides.items() if target.startswith("rate:")},
+            {target: state for target, state in self.adaptive.items() if target.startswith("rate:")},
+        )
+
     def is_paused(self, queue: str) -> bool:
         return queue in self.paused
 
@@ -179,19 +189,19 @@ class Rules:
         windows = self.rates(queue)
         if windows:
             scope = rate_scope(queue, rate_partition)
-            found[scope] = in_force(scope, windows, self.overrides, self.adaptive)
+            found[scope] = in_force(scope, windows, *self.live_rates)
         if self.run_queue.tag_rate_limits:
             for key, value in tags.items():
                 windows = self.tag_rates(key, value)
                 if windows:
                     scope = tag_rate_scope(key, value)
-                    found[scope] = in_force(scope, windows, self.overrides, self.adaptive)
+                    found[scope] = in_force(scope, windows, *self.live_rates)
         return sorted(found.items())
 
     def rate_windows(self, scope: str) -> tuple[Rate, ...]:
         """The windows in force of a rate scope (`rate:QUEUE[/PARTITION]` or `rate:tag:KEY=VALUE`):
         the code's, each with its live override (`domain.live_rates`); none when no rate has that scope."""
-        return in_force(scope, self.declared_rate_windows(scope), self.overrides, self.adaptive)
+        return in_force(scope, self.declared_rate_windows(scope), *self.live_rates)
 
     def declared_rate_windows(self, scope: str) -> tuple[Rate, ...]:
         """The code's windows of a rate scope, or of a family of them: `rate:QUEUE` and
@@ -347,7 +357,7 @@ def effective_limit(rules: Rules, target: str) -> int | None:
     if kind == "rate":
         scope, per = split_rate_target(target)
         window = pick_window(target, scope, per, rules.declared_rate_windows(scope))
-        return in_force(scope, [window], rules.overrides, rules.adaptive)[0].limit
+        return in_force(scope, [window], *rules.live_rates)[0].limit
     key, equals, value = rest.partition("=")
     if equals:
         return rules.tag_limit(key, value)
