@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from functools import lru_cache
 from fractions import Fraction
+from functools import lru_cache
 
 from tidegate.domain.adaptive import AdaptiveState
 from tidegate.domain.durations import format_duration, parse_duration

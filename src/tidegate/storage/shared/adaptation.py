@@ -111,9 +111,9 @@ def _rate_targets(rules: Rules, signal: Signal, charges: Iterable[Charge], found
     """The adaptive rate windows one outcome's attempt was charged, each a target of its own
     (`rate:QUEUE[/PARTITION]@PER`) with the signal admitted at its charge's instant.
 
-    A window counts as in use when the charge found the previous starts still within their
-    emission interval (its state ahead of the instant): the runs came at least at the rate's pace,
-    so a success then says the rate had room; a trickle that never reaches the rate says nothing."""
+    A window counts as in use when the charge found its state drained less than one emission
+    interval before the instant (`in_use`): the runs came at the rate's pace, so a success then
+    says the rate had room; a trickle that never reaches the rate says nothing of the room above it."""
     for charge in charges:
         rate = next(
             (each for each in rules.declared_rate_windows(charge.scope) if window_key(each) == charge.window), None
@@ -127,7 +127,17 @@ def _rate_targets(rules: Rules, signal: Signal, charges: Iterable[Charge], found
             work = found[target] = Work(rate.adaptive, ceiling, filled=False)
         admitted = signal.admitted_at if charge.at is None else charge.at / NS
         work.signals.append(Signal(signal.overloaded, admitted))
-        work.filled = work.filled or (charge.before is not None and charge.at is not None and charge.before > charge.at)
+        work.filled = work.filled or in_use(charge)
+
+
+def in_use(charge: Charge) -> bool:
+    """Whether a start was charged while its window was in use: the state it found (GCRA's TAT)
+    lay less than one emission interval before its instant. A backlog held back by the rate is
+    admitted as soon as the state allows (with burst 1 exactly when it reaches the instant), a
+    trickle slower than the rate finds the state long drained."""
+    if charge.before is None or charge.at is None or charge.step is None:
+        return False
+    return charge.before + charge.step > charge.at
 
 
 @dataclass
