@@ -10,7 +10,9 @@ machine's, which its store uses too). The declarations come from
 starts per second (burst 10), one budget per `p`.
 
 With `$TIDEGATE_TEST_SKIP_RATE_CHARGE` set, the claim never charges a rate
-(`admission._charge` answers "no rate"): the mutation the proof must catch.
+(`admission._charge` answers "no rate"): the mutation the proof must catch. With
+`$TIDEGATE_TEST_IGNORE_LIVE_RATES` set, the claim ignores live rate overrides: the
+mutation the live-change proof must catch.
 """
 
 from __future__ import annotations
@@ -22,10 +24,14 @@ from pathlib import Path
 
 import tidegate
 from tidegate import Context, Partition, Rate
-from tidegate.domain import admission
+from tidegate.domain import admission, scopes
 
 if os.environ.get("TIDEGATE_TEST_SKIP_RATE_CHARGE"):
     admission._charge = lambda *args, **kwargs: None  # type: ignore[assignment]  # the mutation
+if os.environ.get("TIDEGATE_TEST_IGNORE_LIVE_RATES"):
+    # the mutation of tests/process/test_live_rates_processes.py: the claim applies the code's
+    # windows, never a live override of them
+    scopes.in_force = lambda scope, declared, *rest: tuple(declared)  # type: ignore[assignment]
 
 RATE_PER_SECOND = 50
 # A claim takes at most the burst per partition: a burst of a fifth of the limit lets a claim every

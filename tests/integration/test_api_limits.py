@@ -49,7 +49,7 @@ def test_a_change_is_in_force_versioned_audited_and_reset_to_the_code(app: App, 
     client = _scene(app)
     assert _limit(client, "queue:api") == {
         "target": "queue:api", "limit": 1, "code_limit": 1, "used": 1, "live": False,
-        "version": None, "parent": None, "declared": "code", "note": "", "adaptive": "",
+        "version": None, "parent": None, "declared": "code", "note": "", "adaptive": "", "per": None, "burst": None,
     }  # fmt: skip
     _, events = store_size(database_url)
     changed = client.put("/api/v1/limits", json={"target": "queue:api", "limit": 3})
@@ -59,7 +59,7 @@ def test_a_change_is_in_force_versioned_audited_and_reset_to_the_code(app: App, 
     }  # fmt: skip
     assert _limit(client, "queue:api") == {
         "target": "queue:api", "limit": 3, "code_limit": 1, "used": 1, "live": True,
-        "version": 1, "parent": None, "declared": "code", "note": "", "adaptive": "",
+        "version": 1, "parent": None, "declared": "code", "note": "", "adaptive": "", "per": None, "burst": None,
     }  # fmt: skip
     [override] = client.get("/api/v1/limits").json()["overrides"]
     assert (override["target"], override["limit"], override["version"]) == ("queue:api", 3, 1)

@@ -143,6 +143,12 @@ class LimitInForce(BaseModel):
         description="An adaptive queue's (or partition's) effective limit and why it last moved, e.g. "
         "`adaptive 4 of 20 (overloaded)`; '' for any other limit. A live override still wins.",
     )
+    per: float | None = Field(
+        default=None,
+        description="A rate window (`rate:...@PER`): its length in seconds; `used` is then the cost units its "
+        "stored state counts now and `limit` the most in any window of that length. Null for any other limit.",
+    )
+    burst: int | None = Field(default=None, description="A rate window: the most cost taken at one instant, in force.")
 
 
 class Ceiling(BaseModel):
@@ -160,10 +166,13 @@ class Limits(BaseModel):
 
 
 class LimitUpdate(_Strict):
-    """A live limit on `target` (global, queue:NAME, queue:NAME/PARTITION, tag:KEY=VALUE, tag:KEY)."""
+    """A live limit on `target` (global, queue:NAME, queue:NAME/PARTITION, tag:KEY=VALUE, tag:KEY), or on
+    a rate's window (rate:QUEUE[/PARTITION]@PER, rate:tag:KEY[=VALUE]@PER; @PER optional for one window)."""
 
     target: StrictStr
-    limit: StrictInt | None = Field(description="A whole number >= 1; null (or -1) for unlimited.")
+    limit: StrictInt | None = Field(
+        description="A whole number >= 1; null (or -1) for unlimited (not for a rate window: a rate is never lifted)."
+    )
     dry_run: StrictBool = Field(default=False, description="Change nothing: say what the change would do.")
 
 

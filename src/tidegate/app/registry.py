@@ -83,11 +83,15 @@ class Registry(Generic[T]):
 
     def functions(self) -> dict[str, TaskFunction]:
         """The callables a worker executes, by task name, each with the exception types the declared
-        adaptive queues count as overload (`Adaptive.overloaded_by`: code, never stored)."""
-        overloaded_by = {
-            name: config.adaptive.overloaded_by
+        adaptive queues and adaptive rates count as overload (`Adaptive.overloaded_by`: code, never stored)."""
+        declared = {
+            name: [adaptive for adaptive in (config.adaptive, *(rate.adaptive for rate in config.rate)) if adaptive]
             for name, config in self._queues.items()
-            if config.adaptive is not None and config.adaptive.overloaded_by
+        }
+        overloaded_by = {
+            name: tuple(dict.fromkeys(kind for adaptive in found for kind in adaptive.overloaded_by))
+            for name, found in declared.items()
+            if any(adaptive.overloaded_by for adaptive in found)
         }
         if not overloaded_by:
             return {name: task.function for name, task in self._tasks.items()}

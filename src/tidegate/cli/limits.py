@@ -4,7 +4,9 @@ A live limit (an override) persists in the database, wins over the code's
 declaration until reset, and is versioned and audited (`LimitChanged`).
 Targets are scope keys: `global`, `queue:NAME` (every partition of it),
 `queue:NAME/PARTITION`, `tag:KEY=VALUE`, `tag:KEY` (every value of a
-per-value tag limit). Validation and the dry-run preview are the engine's
+per-value tag limit), and a rate's window: `rate:QUEUE@PER` (every partition
+of it), `rate:QUEUE/PARTITION@PER`, `rate:tag:KEY=VALUE@PER`, `rate:tag:KEY@PER`
+(`@PER` may be left out when the rate has one window). Validation and the dry-run preview are the engine's
 (`engine.operators.limits`), so this module only parses and renders.
 """
 
@@ -24,6 +26,7 @@ from tidegate.cli.queues_view import queues_table
 from tidegate.cli.render import print_json, short_time, stdout
 from tidegate.cli.scopes import limit_text, usage_text
 from tidegate.domain.limits import queue_to_dict
+from tidegate.domain.live_rates import window_text
 from tidegate.domain.model import LimitOverride
 from tidegate.domain.scopes import Rules, check_override_target, effective_limit
 from tidegate.engine.operators import limits
@@ -32,7 +35,10 @@ from tidegate.engine.operators.limits import PREVIEW_RUNS, LimitPreview, parse_l
 
 app = typer.Typer(help="Show run-level limits; change them live (persisted until reset).", no_args_is_help=True)
 
-TARGET_HELP = "global, queue:NAME, queue:NAME/PARTITION, tag:KEY=VALUE or tag:KEY (every value)."
+TARGET_HELP = (
+    "global, queue:NAME, queue:NAME/PARTITION, tag:KEY=VALUE or tag:KEY (every value); a rate's window: "
+    "rate:QUEUE[/PARTITION]@PER or rate:tag:KEY[=VALUE]@PER (@PER optional for a rate of one window)."
+)
 Target = Annotated[str, typer.Argument(metavar="TARGET", help=TARGET_HELP)]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Show what the change would do; change nothing.")]
 
@@ -77,7 +83,8 @@ def scopes_table(rows: list[LimitRow]) -> Table:
         title="limits in force",
         title_justify="left",
         title_style="bold",
-        caption="in use: slots held now · change one: tidegate limits set TARGET LIMIT",
+        caption="in use: slots held now (a rate: cost units its window counts now) · change one: "
+        "tidegate limits set TARGET LIMIT",
         caption_justify="left",
         caption_style="dim",
     )
@@ -88,7 +95,8 @@ def scopes_table(rows: list[LimitRow]) -> Table:
     for row in rows:
         child = row.parent is not None
         scope = Text(("  " if child else "") + row.target, style="" if child else "bold")
-        limit = Text(limit_text(row.limit), style="dim" if row.limit is None else "")
+        shown = limit_text(row.limit) + ("" if row.per is None else f"/{window_text(row.per)}")
+        limit = Text(shown, style="dim" if row.limit is None else "")
         used = Text("") if row.used is None else usage_text(row.used, row.limit)
         table.add_row(scope, limit, used, _source(row))
     return table
@@ -122,6 +130,8 @@ def _source(row: LimitRow) -> Text:
         text.append(row.declared)
     if row.note:
         text.append((" · " if text else "") + row.note, style="dim")
+    if row.burst is not None:
+        text.append((" · " if text else "") + f"burst {row.burst}", style="dim")
     if row.adaptive:
         text.append((" · " if text else "") + row.adaptive, style="yellow")
     return text
@@ -162,7 +172,9 @@ def overrides_table(rules: Rules, overrides: list[LimitOverride]) -> Table | Tex
 @app.command("set", context_settings=NUMBER_ARGUMENTS)
 def set_command(
     target: Target,
-    limit: Annotated[str, typer.Argument(metavar="LIMIT", help="A whole number >= 1, or 'unlimited'.")],
+    limit: Annotated[
+        str, typer.Argument(metavar="LIMIT", help="A whole number >= 1, or 'unlimited' (not for a rate).")
+    ],
     dry_run: DryRun = False,
     database: Database = DEFAULT_DATABASE,
 ) -> None:

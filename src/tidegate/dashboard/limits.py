@@ -29,7 +29,10 @@ HISTORY = 50  # audit rows shown
 def _render(request: Request, viewer: Any, status: int = 200, **extra: Any) -> Response:
     store = data.declared(app_of(request))
     table = limit_table(store)
-    holders = {row.target: limits.scope_holders(store, row.target) for row in table.limits if row.used}
+    # A rate window's `used` is the cost its state counts, not holder rows: it has none to list.
+    holders = {
+        row.target: limits.scope_holders(store, row.target) for row in table.limits if row.used and row.per is None
+    }
     context = {"preview": None, "resetting": False, "error": None, "target": "", "limit": "", **extra}
     return page(
         request, "limits.html", viewer, status, targets=table.limits, ceilings=table.ceilings, holders=holders,

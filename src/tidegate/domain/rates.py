@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
+from tidegate.domain.adaptive import Adaptive
 from tidegate.domain.durations import format_duration, parse_duration
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.integers import STORED_INT_MAX
@@ -49,6 +50,9 @@ class Rate:
     limit: int
     per: str | float
     burst: int | None = None
+    # The limit follows its downstream (AIMD within [min, limit], domain/adaptive.py): lowered when the
+    # queue's runs report overload, raised after successes; each partition of the rate on its own.
+    adaptive: Adaptive | None = None
 
     def __post_init__(self) -> None:
         limit = self.limit
@@ -58,6 +62,10 @@ class Rate:
         burst = self.burst
         if burst is not None and (isinstance(burst, bool) or not isinstance(burst, int) or not 1 <= burst <= limit):
             raise ConfigurationError(f"Rate.burst must be a whole number from 1 to the limit {limit}, got {burst!r}")
+        if self.adaptive is not None:
+            if not isinstance(self.adaptive, Adaptive):
+                raise ConfigurationError(f"Rate.adaptive must be a tidegate.Adaptive, got {self.adaptive!r}")
+            self.adaptive.ceiling(limit, f"Rate({limit}, {self.per!r})")
 
     @property
     def seconds(self) -> float:
@@ -79,15 +87,27 @@ class Rate:
         """'60/1m': how surfaces name the window."""
         return f"{self.limit}/{format_duration(self.seconds)}"
 
+    @property
+    def adaptive_ceiling(self) -> int | None:
+        """The top of an adaptive rate's range (`Adaptive.max`, else the limit); None when not adaptive."""
+        return None if self.adaptive is None else self.adaptive.ceiling(self.limit, "rate")
+
     def to_json(self) -> dict[str, object]:
-        """The stored form (per in seconds), read back by `from_json`."""
-        return {"limit": self.limit, "per": self.seconds, "burst": self.allowed_burst}
+        """The stored form (per in seconds), read back by `from_json`; `adaptive` only when declared."""
+        adaptive = {} if self.adaptive is None else {"adaptive": self.adaptive.to_json()}
+        return {"limit": self.limit, "per": self.seconds, "burst": self.allowed_burst, **adaptive}
 
     @classmethod
     def from_json(cls, data: object) -> Rate:
         if not isinstance(data, dict):
             raise ConfigurationError(f"a stored rate must be an object, got {data!r}")
-        return cls(limit=data["limit"], per=data["per"], burst=data.get("burst"))
+        adaptive = data.get("adaptive")
+        return cls(
+            limit=data["limit"],
+            per=data["per"],
+            burst=data.get("burst"),
+            adaptive=None if not adaptive else Adaptive.from_json(adaptive),
+        )
 
 
 def check_rates(value: object, what: str = "rate") -> tuple[Rate, ...]:

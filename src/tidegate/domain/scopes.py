@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from tidegate.domain.adaptive import AdaptiveState
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.limits import QueueConfig, RunQueueConfig, check_limit, check_partition_form
+from tidegate.domain.live_rates import in_force, pick_window, rate_target, split_rate_target
 from tidegate.domain.names import CONTROL, text_problem
 from tidegate.domain.rates import Rate
 
@@ -103,7 +105,9 @@ class Rules:
     `tag:KEY=VALUE`, or `tag:KEY` (every value of a per-unique-value tag limit).
     `paused`: queues an operator paused: their runs stay queued, none is admitted.
     `adaptive`: the stored effective limits of adaptive queues and partitions, by target
-    (`queue:NAME` or `queue:NAME/PARTITION`; domain/adaptive.py).
+    (`queue:NAME` or `queue:NAME/PARTITION`; domain/adaptive.py), and of adaptive rate windows
+    (`rate:NAME[/PARTITION]@PER`). A rate window's target in `overrides` (`domain.live_rates`)
+    sets its limit; `rate_windows` and `rate_scopes` give the windows in force.
     """
 
     run_queue: RunQueueConfig = field(default_factory=RunQueueConfig)
@@ -111,6 +115,15 @@ class Rules:
     overrides: Mapping[str, int | None] = field(default_factory=dict)
     paused: frozenset[str] = frozenset()
     adaptive: Mapping[str, AdaptiveState] = field(default_factory=dict)
+
+    @cached_property
+    def live_rates(self) -> tuple[Mapping[str, int | None], Mapping[str, AdaptiveState]]:
+        """The overrides and adaptive states of rate windows alone (`rate:...@PER`): most rules have
+        none, and then a claim's windows are the code's at no cost (`domain.live_rates.in_force`)."""
+        return (
+            {target: limit for target, limit in self.overrides.items() if target.startswith("rate:")},
+            {target: state for target, state in self.adaptive.items() if target.startswith("rate:")},
+        )
 
     def is_paused(self, queue: str) -> bool:
         return queue in self.paused
@@ -175,20 +188,31 @@ class Rules:
         found: dict[str, tuple[Rate, ...]] = {}
         windows = self.rates(queue)
         if windows:
-            found[rate_scope(queue, rate_partition)] = windows
+            scope = rate_scope(queue, rate_partition)
+            found[scope] = in_force(scope, windows, *self.live_rates)
         if self.run_queue.tag_rate_limits:
             for key, value in tags.items():
                 windows = self.tag_rates(key, value)
                 if windows:
-                    found[tag_rate_scope(key, value)] = windows
+                    scope = tag_rate_scope(key, value)
+                    found[scope] = in_force(scope, windows, *self.live_rates)
         return sorted(found.items())
 
     def rate_windows(self, scope: str) -> tuple[Rate, ...]:
-        """The windows of a rate scope (`rate:QUEUE[/PARTITION]` or `rate:tag:KEY=VALUE`); none
-        when no rate in force has that scope."""
+        """The windows in force of a rate scope (`rate:QUEUE[/PARTITION]` or `rate:tag:KEY=VALUE`):
+        the code's, each with its live override (`domain.live_rates`); none when no rate has that scope."""
+        return in_force(scope, self.declared_rate_windows(scope), *self.live_rates)
+
+    def declared_rate_windows(self, scope: str) -> tuple[Rate, ...]:
+        """The code's windows of a rate scope, or of a family of them: `rate:QUEUE` and
+        `rate:QUEUE/PARTITION` (its queue's rate), `rate:tag:KEY=VALUE` (every tag rate it falls
+        under), `rate:tag:KEY` (the per-value tag rates of KEY)."""
         if scope.startswith(TAG_RATE_PREFIX):
-            key, _, value = scope[len(TAG_RATE_PREFIX) :].partition("=")
-            return self.tag_rates(key, value)
+            key, equals, value = scope[len(TAG_RATE_PREFIX) :].partition("=")
+            if equals:
+                return self.tag_rates(key, value)
+            declared = self.run_queue.tag_rate_limits
+            return tuple(limit.rate for limit in declared if limit.key == key and limit.per_unique_value)
         return self.rates(scope.removeprefix("rate:").partition("/")[0]) if scope.startswith("rate:") else ()
 
     def declared_rate_scopes(self) -> list[str]:
@@ -279,12 +303,46 @@ def check_override_target(target: str, rules: Rules) -> str:
         if not key or (equals and not value):
             raise ConfigurationError(f"limit target {target!r}: expected tag:KEY=VALUE or tag:KEY")
         return target
+    if kind == "rate" and rest:
+        return _check_rate_target(target, rules)
     raise ConfigurationError(
-        f"limit target {target!r} is not valid: use global, queue:NAME, queue:NAME/PARTITION, tag:KEY=VALUE or tag:KEY"
+        f"limit target {target!r} is not valid: use global, queue:NAME, queue:NAME/PARTITION, tag:KEY=VALUE,"
+        " tag:KEY, or a rate window: rate:QUEUE[/PARTITION]@PER, rate:tag:KEY[=VALUE]@PER"
     )
 
 
+def _check_rate_target(target: str, rules: Rules) -> str:
+    """A rate window's target (`domain.live_rates`), normalised: `rate:QUEUE@1m`."""
+    scope, per = split_rate_target(target)
+    if scope.startswith(TAG_RATE_PREFIX):
+        key, equals, value = scope[len(TAG_RATE_PREFIX) :].partition("=")
+        if not key or (equals and not value):
+            raise ConfigurationError(f"limit target {target!r}: expected rate:tag:KEY=VALUE@PER or rate:tag:KEY@PER")
+        if not rules.declared_rate_windows(scope):
+            what = f"tag {key}={value}" if equals else f"every value of tag {key} (per_unique_value)"
+            raise ConfigurationError(f"limit target {target!r}: no tag rate is declared for {what}")
+    else:
+        name, _, partition = scope.removeprefix("rate:").partition("/")
+        config = rules.queues.get(name)
+        if config is None or not config.rate:
+            raise ConfigurationError(f"limit target {target!r}: no queue named {name!r} declares a rate")
+        if partition:
+            if not config.rate_partition.enabled:
+                raise ConfigurationError(f"limit target {target!r}: the rate of queue {name!r} has no partitions")
+            try:
+                check_partition_form(partition, config.rate_partition)
+            except ConfigurationError as error:
+                raise ConfigurationError(f"limit target {target!r}: {error}") from None
+    return rate_target(scope, pick_window(target, scope, per, rules.declared_rate_windows(scope)))
+
+
 def check_override_value(target: str, value: object) -> int | None:
+    """A live limit's value: a whole number >= 1, or None (-1) for unlimited; a rate window's is
+    always a number (a rate is lowered or raised live, never lifted: reset brings back the code's)."""
+    if target.startswith("rate:") and (value is None or value == -1):
+        raise ConfigurationError(
+            f"limit for {target}: a rate cannot be made unlimited live; set a whole number >= 1 (or reset it)"
+        )
     return check_limit(f"limit for {target}", value, allow_unlimited=True)
 
 
@@ -296,6 +354,10 @@ def effective_limit(rules: Rules, target: str) -> int | None:
     if kind == "queue":
         name, _, partition = rest.partition("/")
         return rules.queue_limit(name, partition)
+    if kind == "rate":
+        scope, per = split_rate_target(target)
+        window = pick_window(target, scope, per, rules.declared_rate_windows(scope))
+        return in_force(scope, [window], *rules.live_rates)[0].limit
     key, equals, value = rest.partition("=")
     if equals:
         return rules.tag_limit(key, value)

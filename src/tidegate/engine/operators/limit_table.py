@@ -2,8 +2,10 @@
 of the API and the dashboard's limits page all show these rows, so they cannot drift apart.
 
 Rows come in the order an operator reads them: global, each declared queue then its
-partitions, tag limits then each value of a per-value one, then any other override or
-scope held now. Beside them, the admission ceilings (`max_active`) with the active runs
+partitions, tag limits then each value of a per-value one, the rates (one row per window,
+named by its live-limit target `rate:openai@1m`, `domain.live_rates`: a partitioned or
+per-value rate's family, then each member with a stored state or an override of its own),
+then any other override or scope held now. Beside them, the admission ceilings (`max_active`) with the active runs
 (queued, running and waiting) each one counts now.
 """
 
@@ -15,9 +17,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tidegate.domain import adaptive
+from tidegate.domain.blocking import window_used
 from tidegate.domain.limits import Partition, QueueConfig
+from tidegate.domain.live_rates import family_targets, rate_target, window_text
 from tidegate.domain.model import LimitOverride, RunStatus
-from tidegate.domain.scopes import GLOBAL, Rules, effective_limit
+from tidegate.domain.rates import Rate, RateStates
+from tidegate.domain.scopes import GLOBAL, TAG_RATE_PREFIX, Rules, effective_limit, rate_scope, tag_rate_scope
 from tidegate.storage.port import Store
 
 ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)  # what a ceiling counts (as admission does)
@@ -37,6 +42,8 @@ class LimitRow:
     declared: str  # where the code declares it: "code", "code override" (a partition's own), or ""
     note: str  # what the row covers ("each customer_id partition", "per-value limit"), or ""
     adaptive: str = ""  # an adaptive queue's effective limit and why it last moved ("adaptive 4 of 20 (overloaded)")
+    per: float | None = None  # a rate window: its length (s); `used` is the cost its stored state counts now
+    burst: int | None = None  # a rate window: the most cost taken at one instant, in force
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,7 @@ def limit_table(store: Store) -> LimitTable:
     rules = store.rules()
     overrides = store.limit_overrides()
     versions = {override.target: override.version for override in overrides}
-    rows = _Rows(rules, store.scope_usage(), versions).all()
+    rows = _Rows(rules, store.scope_usage(), versions, store.rate_states()).all()
     return LimitTable(rules, rows, ceilings(rules, store.run_counts()), overrides)
 
 
@@ -104,6 +111,27 @@ def adaptive_note(rules: Rules, target: str) -> str:
     return adaptive.describe(rules.adaptive.get(target), code)
 
 
+def rate_adaptive_note(rules: Rules, scope: str, window: Rate, family: bool = False) -> str:
+    """'adaptive 5 of 10 (overloaded)' for an adaptive window of a rate scope, '' for any other (a
+    live override still wins: the row's limit says what is in force)."""
+    ceiling = window.adaptive_ceiling
+    if ceiling is None:
+        return ""
+    if family:
+        return "adaptive, each partition on its own"
+    return adaptive.describe(rules.adaptive.get(rate_target(scope, window)), ceiling)
+
+
+def rate_adaptive_notes(rules: Rules, scope: str) -> str:
+    """Every adaptive window of a rate scope, as `queue why` names them: '1s adaptive 5 of 10 (overloaded)'."""
+    notes = [
+        f"{window_text(window.seconds)} {rate_adaptive_note(rules, scope, window)}"
+        for window in rules.declared_rate_windows(scope)
+        if window.adaptive is not None
+    ]
+    return "; ".join(notes)
+
+
 def partition_text(partition: Partition, kind: str = "kind", sep: str = " + ") -> str:
     """What a queue is partitioned by (`customer_id`, `kind + all args`); empty when it is not."""
     parts = [kind] if partition.by_kind else []
@@ -115,8 +143,8 @@ def partition_text(partition: Partition, kind: str = "kind", sep: str = " + ") -
 class _Rows:
     """Builds the rows once per read: each target appears once, under its parent."""
 
-    def __init__(self, rules: Rules, usage: Mapping[str, int], versions: Mapping[str, int]) -> None:
-        self.rules, self.usage, self.versions = rules, usage, versions
+    def __init__(self, rules: Rules, usage: Mapping[str, int], versions: Mapping[str, int], rates: RateStates) -> None:
+        self.rules, self.usage, self.versions, self.rates = rules, usage, versions, rates
         self.rows: list[LimitRow] = []
 
     def all(self) -> list[LimitRow]:
@@ -124,6 +152,7 @@ class _Rows:
         for name in sorted(self.rules.queues, key=natural_key):
             self._queue(self.rules.queues[name])
         self._tags()
+        self._rates()
         shown = {row.target for row in self.rows}
         for target in sorted(set(self.rules.overrides) - shown, key=natural_key):
             self._add(target, self.usage.get(target, 0))
@@ -189,3 +218,72 @@ class _Rows:
                     self._add(target, self.usage.get(target, 0))
                 else:
                     self._add(target, None, note=f"each value of tag {key}")
+
+    def _rates(self) -> None:
+        """Each rated queue's windows (then its partitions'), then each tag rate's (then its values')."""
+        for name in sorted(self.rules.queues, key=natural_key):
+            self._queue_rate(self.rules.queues[name])
+        self._tag_rates()
+
+    def _queue_rate(self, config: QueueConfig) -> None:
+        if not config.rate:
+            return
+        scope = rate_scope(config.name, "")
+        if not config.rate_partition.enabled:
+            self._windows(scope, declared="code")
+            return
+        note = f"each {partition_text(config.rate_partition)} partition"
+        self._windows(scope, declared="code", note=note, counted=False)
+        for member in self._rate_members(scope + "/"):
+            self._windows(member, parent=scope)
+
+    def _tag_rates(self) -> None:
+        shown: set[str] = set()
+        for limit in self.rules.run_queue.tag_rate_limits:
+            family = f"{TAG_RATE_PREFIX}{limit.key}"
+            if limit.value is not None:
+                scope = tag_rate_scope(limit.key, limit.value)
+                if scope not in shown:
+                    shown.add(scope)
+                    self._windows(scope, declared="code")
+            elif family not in shown:
+                shown.add(family)
+                self._windows(family, declared="code", note="each value", counted=False)
+                for member in self._rate_members(family + "="):
+                    if member not in shown:
+                        shown.add(member)
+                        self._windows(member, parent=family)
+
+    def _rate_members(self, prefix: str) -> list[str]:
+        """The rate scopes under `prefix` with a stored state or a live override of their own."""
+        found = {scope for scope, _ in self.rates.states if scope.startswith(prefix)}
+        found |= {target.rpartition("@")[0] for target in self.rules.overrides if target.startswith(prefix)}
+        return sorted(found, key=natural_key)
+
+    def _windows(
+        self, scope: str, *, parent: str | None = None, declared: str = "", note: str = "", counted: bool = True
+    ) -> None:
+        """A row per window of `scope`: in force, the code's, the cost its state counts now (none for
+        a family), and the family override a member follows."""
+        code = self.rules.declared_rate_windows(scope)
+        for window, coded in zip(self.rules.rate_windows(scope), code, strict=True):
+            target = rate_target(scope, window)
+            live = target in self.rules.overrides
+            inherited = [] if live else [rate_target(each, coded) for each in family_targets(scope)[1:]]
+            follows = next((each for each in inherited if each in self.rules.overrides), "")
+            self.rows.append(
+                LimitRow(
+                    target,
+                    window.limit,
+                    coded.limit,
+                    window_used(scope, window, self.rates) if counted else None,
+                    live,
+                    self.versions.get(target) if live else None,
+                    None if parent is None else rate_target(parent, coded),
+                    declared,
+                    note or (f"live {follows}" if follows else ""),
+                    rate_adaptive_note(self.rules, scope, coded, family=not counted),
+                    per=window.seconds,
+                    burst=window.allowed_burst,
+                )
+            )

@@ -87,8 +87,9 @@ def preview(store: Store, target: str, limit: int | None, *, reset: bool = False
     after = replace(rules, overrides=overrides)
     queued = store.list_queued(limit=PREVIEW_RUNS)
     usage = store.scope_usage()
-    before_ids = _startable(queued, usage, rules)
-    after_ids = _startable(queued, usage, after)
+    rates = store.rate_states()
+    before_ids = _startable(queued, usage, rules, rates)
+    after_ids = _startable(queued, usage, after, rates)
     return LimitPreview(
         target,
         effective_limit(rules, target),
@@ -117,8 +118,9 @@ def reset_limits(store: Store, target: str | None = None) -> list[LimitChange]:
     return [store.reset_limit(each) for each in targets if each in rules.overrides]
 
 
-def _startable(queued: list[RunRecord], usage: dict[str, int], rules: Rules) -> set[str]:
-    """Runs the shared limits would let start now, were there workers enough.
+def _startable(queued: list[RunRecord], usage: dict[str, int], rules: Rules, rates: RateStates) -> set[str]:
+    """Runs the shared limits and the rates (their stored states now) would let start now, were
+    there workers enough.
 
     Per-worker caps (max_workers, local_limit) are left out: other workers
     could take what one worker may not.
@@ -141,8 +143,9 @@ def _startable(queued: list[RunRecord], usage: dict[str, int], rules: Rules) -> 
             scheduled_at=run.scheduled_at.timestamp(),
             ordering=rules.queues[run.queue].ordering if run.queue in rules.queues else "priority",
             resumed=run.resumed,
+            rate_partition=run.rate_partition,  # each charged one cost unit: the list does not carry its cost
         )
         for run in queued
     ]
-    decision = admit(candidates, usage, rules, LocalUsage(), capacity=len(candidates))
+    decision = admit(candidates, usage, rules, LocalUsage(), len(candidates), rate_states=rates.states, now=rates.now)
     return {candidate.id for candidate, _ in decision.admitted}

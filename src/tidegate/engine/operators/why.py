@@ -23,7 +23,7 @@ from tidegate.domain.model import HolderRecord, RunRecord, RunStatus, WorkerReco
 from tidegate.domain.pools import pool_of
 from tidegate.domain.scopes import GLOBAL, Rules
 from tidegate.domain.transitions import has_room
-from tidegate.engine.operators.limit_table import adaptive_note
+from tidegate.engine.operators.limit_table import adaptive_note, rate_adaptive_notes
 from tidegate.storage.port import Store
 
 WORKERS = "workers"  # the worker-capacity layer's scope key: `workers:QUEUE` (not a stored scope)
@@ -129,7 +129,8 @@ def label_of(scope: str, rules: Rules) -> str:
     if kind == "pool":
         return f"pool {rest}"
     if kind == "rate":
-        return f"rate {rest}"
+        adapting = rate_adaptive_notes(rules, scope)
+        return f"rate {rest} ({adapting})" if adapting else f"rate {rest}"
     return f"tag {rest}"
 
 

@@ -63,7 +63,7 @@ WITH starts AS (
     WHERE r.id = p.id AND l.id = p.id AND r.attempt = p.attempt
       AND r.status = 'running' AND r.worker_id = %(worker)s::text
     RETURNING r.id, r.attempt, r.status, CASE WHEN l.unstarted THEN p.start_n END AS start_n, p.outcome_n,
-              p.event, p.metadata, r.queue, r.partition_key
+              p.event, p.metadata, r.queue, r.partition_key, r.rate_charge
 ), released AS (
     DELETE FROM tidegate_holders AS h USING applied AS a
     WHERE h.run_id = a.id AND a.outcome_n IS NOT NULL
@@ -84,11 +84,12 @@ WITH starts AS (
     ) AS e
     ORDER BY part, n
 )
--- With each outcome, what adaptive limits read (storage/shared/adaptation.py): its queue, partition and
--- when it was claimed (its run holders' claimed_at).
+-- With each outcome, what adaptive limits read (storage/shared/adaptation.py): its queue, partition,
+-- when it was claimed (its run holders' claimed_at) and the rate windows it was charged.
 SELECT a.id, a.attempt, a.queue, a.partition_key,
        (SELECT extract(epoch FROM min(x.claimed_at))::double precision FROM released AS x
-        WHERE x.run_id = a.id AND x.own)
+        WHERE x.run_id = a.id AND x.own),
+       a.rate_charge
 FROM applied AS a WHERE a.outcome_n IS NOT NULL;
 
 -- name: cancel_requests

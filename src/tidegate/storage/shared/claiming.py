@@ -183,12 +183,11 @@ def _carries(row: Row, tags: Sequence[tuple[str, str]]) -> bool:
 def held_rate_partitions(queue: str, rules: Rules, rates: RateStates) -> list[str]:
     """The partitions of `queue`'s rate whose stored state refuses a start now (`domain.rates`),
     in order: like a saturated partition, the read steps over their runs."""
-    windows = rules.rates(queue)
-    if not windows:
+    if not rules.rates(queue):
         return []
     prefix = rate_scope(queue, "")
     scopes = {scope for scope, _ in rates.states if scope == prefix or scope.startswith(prefix + "/")}
-    held = [scope for scope in scopes if rates.held(scope, windows, RATE_COST) is not None]
+    held = [scope for scope in scopes if rates.held(scope, rules.rate_windows(scope), RATE_COST) is not None]
     return sorted(scope[len(prefix) + 1 :] for scope in held)
 
 
@@ -198,8 +197,7 @@ def held_tag_rates(rules: Rules, rates: RateStates) -> list[tuple[str, str]]:
     held = []
     for scope in {scope for scope, _ in rates.states if scope.startswith(TAG_RATE_PREFIX)}:
         key, _, value = scope[len(TAG_RATE_PREFIX) :].partition("=")
-        windows = rules.tag_rates(key, value)
-        if windows and rates.held(scope, windows, RATE_COST) is not None:
+        if rates.held(scope, rules.rate_windows(scope), RATE_COST) is not None:
             held.append((key, value))
     return sorted(held)
 

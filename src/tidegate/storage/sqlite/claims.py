@@ -121,7 +121,10 @@ class Claims(Aggregate, port.ClaimVerbs):
                 )
                 events.append(event_row(outcome.run_id, event, now))
         if adapts:
-            rows = [(run_id, n, queue, partition, claimed_at.get(run_id)) for run_id, n, _, queue, partition in rows]
+            rows = [
+                (run_id, n, queue, partition, claimed_at.get(run_id), charge)
+                for run_id, n, _, queue, partition, charge in rows
+            ]
             moved = self._limits.adapt(connection, adaptation.ended(outcomes, rows), now)
             events.extend(event_row(None, event, now) for event in moved)
         # A waiting parent whose last awaited child just ended goes back to the queue (after its end's

@@ -48,7 +48,7 @@ FROM (SELECT json_extract(value, '$.id') AS id,
 WHERE tidegate_runs.id = o.id AND tidegate_runs.attempt = o.attempt
   AND +tidegate_runs.status = 'running' AND +tidegate_runs.worker_id = :worker
 RETURNING tidegate_runs.id, tidegate_runs.attempt, tidegate_runs.status, tidegate_runs.queue,
-          tidegate_runs.partition_key;
+          tidegate_runs.partition_key, tidegate_runs.rate_charge;
 
 -- name: cancel_requests
 SELECT id, attempt FROM tidegate_runs
