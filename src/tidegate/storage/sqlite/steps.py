@@ -138,7 +138,7 @@ class SQLiteStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
         if row is None:
             return False
         charges = rate_charges.charges_of(row["rate_charge"])
-        connection.execute(self._q("clear_rate_charge"), {"run_id": run_id, "step_key": step_key})
+        connection.execute(self._q("take_rate_charge"), {"run_id": run_id, "step_key": step_key})
         if not refundable(charges, row["started_at"]):
             return False
         scopes = json.dumps(sorted({charge.scope for charge in charges}))

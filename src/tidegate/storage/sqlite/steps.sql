@@ -208,5 +208,6 @@ ON CONFLICT (run_id, step_key) DO UPDATE SET rate_charge = excluded.rate_charge;
 SELECT rate_charge, started_at FROM tidegate_steps
 WHERE run_id = :run_id AND step_key = :step_key AND rate_charge IS NOT NULL;
 
--- name: clear_rate_charge
+-- name: take_rate_charge
+-- The charge taken off the step row (read first by step_rate_charge): given back once at most.
 UPDATE tidegate_steps SET rate_charge = NULL WHERE run_id = :run_id AND step_key = :step_key;
