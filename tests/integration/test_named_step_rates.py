@@ -120,7 +120,8 @@ def test_bad_names_and_costs_are_refused_where_they_are_written(app: App, databa
     ):
         with pytest.raises(InvalidArgument, match=message):
             app.step(name="s", rates=rates)(lambda: None)
-    typed = CliRunner().invoke(cli, ["rates", "set", "a b", "10", "--per", "1s", "--create", "--database", database_url])
+    command = ["rates", "set", "a b", "10", "--per", "1s", "--create", "--database", database_url]
+    typed = CliRunner().invoke(cli, command)
     assert typed.exit_code == 1 and "rate name 'a b' is not valid" in typed.output
     client = local_client(app.asgi())
     unknown = client.get("/api/v1/rates/nowhere")
