@@ -144,5 +144,8 @@ def test_a_rate_set_live_overrides_the_code_until_reset_at_every_door(app: App, 
     listed = CliRunner().invoke(cli, ["rates", "list", "--database", database_url], env={"COLUMNS": "200"})
     assert "3/1m" in listed.output and "override (code: 10/1s)" in listed.output
     assert app.set_rate_limit("api", 10, per="1s").source == "override"  # the next import keeps it
+    page = client.get("/pools").text
+    assert '<tr data-rate="api"><td class="mono">api</td><td class="mono">3/1m</td>' in page
+    assert "override (code: 10/1s)" in page
     reset = client.delete("/api/v1/rates/api/override")
     assert reset.status_code == 200 and reset.json()["label"] == "10/1s" and reset.json()["source"] == "code"
