@@ -148,4 +148,7 @@ def test_a_rate_set_live_overrides_the_code_until_reset_at_every_door(app: App, 
     assert '<tr data-rate="api"><td class="mono">api</td><td class="mono">3/1m</td>' in page
     assert "override (code: 10/1s)" in page
     reset = client.delete("/api/v1/rates/api/override")
-    assert reset.status_code == 200 and reset.json()["label"] == "10/1s" and reset.json()["source"] == "code"
+    assert reset.status_code == 200 and (reset.json()["rate"]["label"], reset.json()["rate"]["source"]) == (
+        "10/1s",
+        "code",
+    )

@@ -33,6 +33,12 @@ class NamedRateList(BaseModel):
     rates: list[NamedRate]
 
 
+class NamedRateReset(BaseModel):
+    """What a reset leaves: the code's rate, or null when the code declares none (the rate is gone)."""
+
+    rate: NamedRate | None
+
+
 class NamedRateUpdate(BaseModel):
     """Create a named rate or change its window, live: waiting steps are woken at once."""
 

@@ -53,13 +53,13 @@ def update_rate(name: RateName, body: schemas.NamedRateUpdate, request: Request)
 
 
 @router.delete(
-    "/rates/{name}/override", response_model=schemas.NamedRate | None, responses=_ONE, dependencies=[can_write],
+    "/rates/{name}/override", response_model=schemas.NamedRateReset, responses=_ONE, dependencies=[can_write],
     summary="Drop a named rate's live override: the code's windows are in force again (none: the rate is gone)",
 )  # fmt: skip
-def reset_rate(name: RateName, request: Request) -> dict[str, Any] | None:
+def reset_rate(name: RateName, request: Request) -> dict[str, Any]:
     store = app_of(request).store
     if rate_config.find_rate(store, name) is None:
         raise RateNotFound(name)
     rate_config.reset_rate_limit(store, name)
     after = rate_config.find_rate(store, name)
-    return None if after is None else after.document()
+    return {"rate": None if after is None else after.document()}
