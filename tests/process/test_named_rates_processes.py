@@ -114,6 +114,10 @@ def test_steps_sharing_a_named_rate_and_a_pool_keep_both_and_hoard_no_slot(
     assert peak <= POOL_SLOTS, peak
     assert snapshots > 20
     assert hoarded == 0, f"{hoarded} snapshots found a pool slot held by a step waiting for the rate"
+    # the processes really shared the rate and the pool (one may start late on a loaded machine)
+    dequeued = execute_sql(database_url, "SELECT metadata FROM tidegate_events WHERE type = 'RunDequeued'")
+    workers = {(json.loads(m) if isinstance(m, str) else m)["worker"] for (m,) in dequeued}
+    assert len(workers) >= 2, workers
 
 
 def test_the_proof_fails_when_slots_and_tokens_are_taken_apart(database_url, backend, worker_processes, tmp_path):
