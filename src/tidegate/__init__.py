@@ -26,6 +26,8 @@ from tidegate.domain.errors import (
     PoolNotFound,
     PoolRequestTooLarge,
     QueueNotFound,
+    RateCostTooLarge,
+    RateNotFound,
     RecursiveWaitDeadlock,
     RunCanceled,
     RunFailed,
@@ -68,6 +70,7 @@ from tidegate.domain.model import (
     WorkerRecord,
     WorkerRegistration,
 )
+from tidegate.domain.named_rates import NamedRate
 from tidegate.domain.parameters import ParameterKind, TaskParameter, TaskParameters
 from tidegate.domain.rates import Held, Rate, RateStates
 from tidegate.domain.retention import PruneReport
@@ -79,6 +82,7 @@ from tidegate.domain.steps import (
     PoolConfig,
     PoolStatus,
     PoolWaiter,
+    RateWait,
     ScopeUse,
     SlotGrant,
     SlotRequest,
@@ -133,6 +137,7 @@ __all__ = [
     "LimitChange",
     "LimitOverride",
     "Listener",
+    "NamedRate",
     "NewChild",
     "NewRun",
     "NewSchedule",
@@ -154,7 +159,10 @@ __all__ = [
     "QueueNotFound",
     "QueuedShape",
     "Rate",
+    "RateCostTooLarge",
+    "RateNotFound",
     "RateStates",
+    "RateWait",
     "RecursiveWaitDeadlock",
     "Rules",
     "RunCanceled",

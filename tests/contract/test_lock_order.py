@@ -98,6 +98,7 @@ MANY_RUNS = {
 }
 OTHER_ROWS = {
     "next_map_item": "a step row (the run is only read)",
+    "take_rate_charge": "a step row, after its rates' scope rows as every step claim (the run is only read)",
     "enqueue_free": "the rules version row, shared (its runs are only inserted: no other transaction holds them)",
     "enqueue_unique_free": "the rules version row, shared, as enqueue_free (the keys' holders are only read)",
 }

@@ -94,6 +94,13 @@ def holding_step(world: World) -> None:
     assert grant.granted
 
 
+def rated_step(world: World) -> None:
+    """A step paid the only token of a named rate; a step of another run waits for the next one."""
+    held_run(world)
+    world.store.declare_named_rate("wake", (Rate(limit=1, per="1h", burst=1),))
+    assert world.store.acquire_slots(world.fence, "w1", SlotRequest("s1", {}, {}, {"wake": 1})).granted
+
+
 def limited(world: World) -> None:
     world.store.register_limits(None, [QueueConfig(QUEUE, Concurrency(global_limit=1))], [])
 
@@ -167,6 +174,12 @@ SCENARIOS: dict[str, tuple[Callable[[World], None], Callable[[World], Any]]] = {
         lambda w: w.store.reset_pool_limit("wake"),
     ),
     "release_slots": (holding_step, lambda w: w.store.release_slots(w.fence, "s1")),
+    "declare_named_rate": (rated_step, lambda w: w.store.declare_named_rate("wake", (Rate(limit=9, per="1s"),))),
+    "set_named_rate": (rated_step, lambda w: w.store.set_named_rate("wake", (Rate(limit=9, per="1s"),))),
+    "reset_named_rate": (
+        lambda w: (rated_step(w), w.store.set_named_rate("wake", (Rate(limit=1, per="1m"),))),
+        lambda w: w.store.reset_named_rate("wake"),
+    ),
     "record_steps": (holding_step, lambda w: w.store.record_steps(w.fence, [StepUpdate("s1", StepStatus.COMPLETED)])),
     "finish_step": (
         holding_step,
@@ -182,6 +195,14 @@ SCENARIOS: dict[str, tuple[Callable[[World], None], Callable[[World], Any]]] = {
         lambda w: w.store.set_schedule_paused(SCHEDULE, False),
     ),
 }
+
+
+@pytest.mark.advances_clock
+def test_a_release_that_only_gives_rate_tokens_back_wakes_a_listener(store, other, clock, backend):
+    """A step that held no pool slot but paid a named rate: its refund is what lets a waiter in."""
+    world = World(other, clock)
+    rated_step(world)
+    assert_wakes(store, backend, "release_slots (refund)", lambda: world.store.release_slots(world.fence, "s1"))
 
 
 def test_every_verb_of_the_table_has_a_scenario():
@@ -296,6 +317,7 @@ QUIET: dict[str, Callable[[World], Any]] = {
     "queued_shapes": lambda w: w.store.queued_shapes(),
     "run_counts": lambda w: w.store.run_counts(),
     "pools": lambda w: w.store.pools(),
+    "named_rates": lambda w: w.store.named_rates(),
     "pool_holders": lambda w: w.store.pool_holders("wake"),
     "pool_waiters": lambda w: w.store.pool_waiters("wake"),
     "acquire_slots": lambda w: w.store.acquire_slots(w.fence, "w1", SlotRequest("s2", {POOL: 1}, {})),

@@ -25,6 +25,7 @@ from tidegate.api import (
     pools,
     probes,
     queues,
+    rates,
     routing,
     runs,
     schedules,
@@ -87,6 +88,7 @@ def create_api(app: App, *, tokens: Tokens | None = None, owns_app: bool = False
     api.include_router(operators.router)
     api.include_router(queues.router)
     api.include_router(pools.router)
+    api.include_router(rates.router)
     api.include_router(limits.router)
     api.include_router(tasks.router)
     api.include_router(schedules.router)

@@ -32,12 +32,13 @@ from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.limits import Concurrency, Ordering, Partition, QueueConfig, RunQueueConfig
 from tidegate.domain.model import NewRun, TaskDefinition
+from tidegate.domain.named_rates import NamedRate
 from tidegate.domain.rate_costs import check_declared
 from tidegate.domain.rates import Rate
 from tidegate.domain.schedules import MissedTicks
 from tidegate.domain.steps import PoolConfig
 from tidegate.domain.tunables import DEFAULT_MAX_WORKERS, DEFAULT_POOL_LEASE
-from tidegate.engine.operators import pool_config
+from tidegate.engine.operators import pool_config, rate_config
 from tidegate.storage.port import Store
 from tidegate.storage.urls import parse_database_url, resolve_database_url
 from tidegate.worker.loop import Worker
@@ -124,8 +125,10 @@ class App:
         self, fn: Callable[..., Any] | None = None, **options: Unpack[StepKeywords]
     ) -> Step | Callable[[Callable[..., Any]], Step]:
         """Mark a function as a workflow step: its pool slots (`pool` + `pool_slots`, or `pools` with
-        weights, claimed all or none) and its own retries. Its key in a run is `name` (default: the
-        function's name), `name:2` for a second use, `name[3]` for item 3 of a map."""
+        weights, claimed all or none), the named rates it pays (`rates={"warehouse_api": 1}`: taken
+        with its slots in one transaction, all or none; see `set_rate_limit`) and its own retries.
+        Its key in a run is `name` (default: the function's name), `name:2` for a second use,
+        `name[3]` for item 3 of a map."""
         check_keywords("step", options, StepKeywords)
         merged: dict[str, Any] = {**STEP_DEFAULTS, **options}
 
@@ -138,6 +141,7 @@ class App:
                 pools=merged.get("pools"),
                 max_attempts=merged["max_attempts"],
                 retry_backoff=merged["retry_backoff"],
+                rates=merged.get("rates"),
             )
 
         return register(fn) if fn is not None else register
@@ -358,6 +362,23 @@ class App:
         (`tidegate pools set`, the HTTP API) overrides it until `tidegate pools reset`, however often
         the code runs again. Bad input raises and changes nothing. Returns the value in force."""
         return pool_config.declare_pool_limit(self.store, pool, limit, lease_duration)
+
+    def set_rate_limit(
+        self,
+        name: str,
+        limit: int | Rate | Sequence[Rate],
+        per: str | float | None = None,
+        *,
+        burst: int | None = None,
+    ) -> NamedRate:
+        """Declare the named rate `name` in code: at most `limit` starts (cost units) in any window of
+        `per` (`set_rate_limit("warehouse_api", 100, per="1s")`), or several windows, each of which
+        must allow a start (`[Rate(100, "1s"), Rate(5_000, "1h")]`). Steps pay it with
+        `@app.step(rates={"warehouse_api": 1})`, in the transaction that takes their pool slots,
+        all or none; its budget is in the database, shared by every worker. This is the default: a
+        live change (`tidegate rates set`, the HTTP API) overrides it until `tidegate rates reset`.
+        Bad input raises and changes nothing. Returns the rate in force."""
+        return rate_config.declare_rate_limit(self.store, name, limit, per, burst)
 
     # --- working --------------------------------------------------------------------
 

@@ -67,12 +67,14 @@ class WorkflowKeywords(DefinitionKeywords, total=False):
 
 
 class StepKeywords(TypedDict, total=False):
-    """`@app.step(...)`: its key, one pool (`pool` + `pool_slots`) or several (`pools`), and its retries."""
+    """`@app.step(...)`: its key, one pool (`pool` + `pool_slots`) or several (`pools`), the named rates
+    it pays (`rates`: {name: cost}, taken with its pool slots, all or none), and its retries."""
 
     name: str | None
     pool: str | None
     pool_slots: int | None
     pools: Mapping[str, int] | None
+    rates: Mapping[str, int] | None
     max_attempts: int
     retry_backoff: str | float
 

@@ -19,6 +19,7 @@ from tidegate.domain import names
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.model import TaskDefinition
+from tidegate.domain.named_rates import check_step_rates
 from tidegate.domain.pools import check_step_key
 from tidegate.worker.execution import TaskFunction
 from tidegate.workflow import Executor, Step, Workflow, WorkflowDefinition
@@ -33,8 +34,10 @@ def make_step(
     pools: Mapping[str, int] | None,
     max_attempts: int,
     retry_backoff: str | float,
+    rates: Mapping[str, int] | None = None,
 ) -> Step:
-    """A `Step` from the decorator's options: one pool (`pool`, `pool_slots`) or several (`pools`)."""
+    """A `Step` from the decorator's options: one pool (`pool`, `pool_slots`) or several (`pools`),
+    and the named rates it pays (`rates`, {name: cost})."""
     step_name = name if name is not None else getattr(fn, "__name__", "")
     if not isinstance(step_name, str) or ":" in step_name or "[" in step_name:
         raise ConfigurationError(f"step name {step_name!r} is not valid: ':' and '[' are kept for step keys")
@@ -50,6 +53,7 @@ def make_step(
         fn,
         name=step_name,
         pools=needs,
+        rates=check_step_rates(rates),
         max_attempts=names.check_max_attempts(max_attempts),
         retry_backoff=parse_duration(retry_backoff, name="retry_backoff"),
     )

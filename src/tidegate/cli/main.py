@@ -15,6 +15,7 @@ from tidegate.cli import (
     limits,
     pools,
     queue,
+    rates,
     runs,
     schedules,
     serve,
@@ -42,6 +43,7 @@ app.add_typer(tasks.app, name="tasks")
 app.add_typer(queue.app, name="queue")
 app.add_typer(limits.app, name="limits")
 app.add_typer(pools.app, name="pools")
+app.add_typer(rates.app, name="rates")
 app.add_typer(db.app, name="db")
 app.add_typer(schedules.app, name="schedules")
 app.command("sweep")(sweep.sweep)

@@ -1,4 +1,5 @@
-"""`/pools`: each pool's utilisation, its holders and pending steps; edit a limit and lease (write access).
+"""`/pools`: each pool's utilisation, its holders and pending steps; edit a limit and lease (write access);
+and the named rates steps pay with their slots (`tidegate rates list`).
 
 Usage is the sum of the holder rows (`Store.pools`, `Store.pool_holders`), what
 every claimer judges by; an edit goes through `engine.operators.pool_config`, exactly as
@@ -18,8 +19,9 @@ from tidegate.dashboard.access import FormDep, Viewer, ViewerDep
 from tidegate.dashboard.render import app_of, now_of, page, redirect
 from tidegate.domain.errors import TidegateError
 from tidegate.domain.model import HolderRecord
+from tidegate.domain.named_rates import label
 from tidegate.domain.steps import PoolStatus, PoolWaiter
-from tidegate.engine.operators import pool_config
+from tidegate.engine.operators import pool_config, rate_config
 
 router = APIRouter()
 NEAR_EXPIRY = 1 / 3  # a lease with less than this share of its duration left is marked near expiry
@@ -60,9 +62,10 @@ def _render(request: Request, viewer: Viewer, error: str | None = None) -> Respo
         "pending": sum(card.status.pending for card in cards),
     }
     now = now_of(request)
+    rates = rate_config.list_rates(store)  # the named rates steps pay with these slots
     return page(
         request, "pools.html", viewer, 200 if error is None else 422, cards=cards, summary=summary,
-        expiry=lambda h, s: expiry_class(h, s, now), error=error,
+        expiry=lambda h, s: expiry_class(h, s, now), error=error, rates=rates, rate_label=label,
     )  # fmt: skip
 
 

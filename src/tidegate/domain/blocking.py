@@ -133,10 +133,10 @@ def verdict(
     return Verdict(queue, tuple(sorted(checks, key=lambda check: check.scope)), rules.is_paused(queue))
 
 
-def rate_check(scope: str, windows: tuple[Rate, ...], rates: RateStates) -> Check:
+def rate_check(scope: str, windows: tuple[Rate, ...], rates: RateStates, cost: int = RATE_COST) -> Check:
     """A rate scope as a check: refused, its binding window full and the wait until every window
-    allows a start; allowed, the busiest window with the cost its state still counts."""
-    refused = rates.held(scope, windows, RATE_COST)
+    allows a start of `cost`; allowed, the busiest window with the cost its state still counts."""
+    refused = rates.held(scope, windows, cost)
     if refused is not None:
         wait = None if refused.retry_at is None else max(0.0, refused.retry_at - rates.now)
         limit = refused.rate.limit

@@ -92,6 +92,25 @@ class PoolRequestTooLarge(TidegateError, ValueError):
         super().__init__(f"step asks {slots} slots of pool {pool!r}, whose limit is {limit}: it can never run")
 
 
+class RateNotFound(TidegateError, LookupError):
+    """A step names a rate nobody declared (`App.set_rate_limit`): waiting could never satisfy it."""
+
+    def __init__(self, rate: str) -> None:
+        self.rate = rate
+        super().__init__(
+            f"rate {rate!r} is not declared: declare it with app.set_rate_limit({rate!r}, LIMIT, per=...) "
+            f"or `tidegate rates set {rate} LIMIT --per ...`"
+        )
+
+
+class RateCostTooLarge(TidegateError, ValueError):
+    """A step's cost of a named rate exceeds what one window lets start at once: it could never start."""
+
+    def __init__(self, rate: str, cost: int, burst: int) -> None:
+        self.rate, self.cost, self.burst = rate, cost, burst
+        super().__init__(f"step costs {cost} of rate {rate!r}, whose burst is {burst}: it can never start")
+
+
 class PoolClaimTimeout(TidegateError, TimeoutError):
     """A step waited TIDEGATE_CLAIM_TIMEOUT for its pool slots and gave up; `blocking` says why."""
 

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from tidegate.domain.pools import pool_of
 from tidegate.domain.recovery import LostAttempt, Rescue
-from tidegate.domain.steps import ScopeUse, StepStatus, StepUpdate
+from tidegate.domain.steps import RateWait, ScopeUse, StepStatus, StepUpdate
 from tidegate.domain.transitions import CANCELED, FAILED, QUEUED
 
 Metadata = dict[str, Any]
@@ -250,10 +250,15 @@ def slots_claimed(attempt: int, needs: Mapping[str, int], handed_from: str | Non
     return Event("StepSlotClaimed", metadata)
 
 
-def slots_waiting(attempt: int, needs: Mapping[str, int], blocking: Sequence[ScopeUse]) -> Event:
-    blocked_by = [
+def slots_waiting(
+    attempt: int, needs: Mapping[str, int], blocking: Sequence[ScopeUse], rate_wait: RateWait | None = None
+) -> Event:
+    """A step waits: for the pools in `blocking`, or (its pools having room) for a named rate."""
+    blocked_by: list[dict[str, Any]] = [
         {"pool": use.name, "claimed": use.used, "limit": use.limit, "slots": needs[use.scope]} for use in blocking
     ]
+    if rate_wait is not None:
+        blocked_by.append(rate_wait.document())
     return Event("StepSlotWaiting", {"attempt": attempt, "blocked_by": blocked_by})
 
 

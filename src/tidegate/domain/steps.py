@@ -19,6 +19,7 @@ from tidegate.domain.jsonvalue import JSONValue
 
 POOL_PREFIX = "pool:"
 FANOUT_PREFIX = "fanout:"
+NAMED_RATE_SCOPE = "rate:@"  # a named rate's scope prefix (`domain.named_rates`)
 
 
 class StepStatus(str, enum.Enum):
@@ -110,6 +111,19 @@ class ScopeUse:
 
 
 @dataclass(frozen=True, slots=True)
+class RateWait:
+    """A named rate that holds a step back while its pools have room: which, its windows, and in
+    how many seconds (the store's clock) every window allows the step's cost."""
+
+    rate: str
+    label: str  # '100/1s'
+    retry_in: float
+
+    def document(self) -> dict[str, Any]:
+        return {"rate": self.rate, "rates": self.label, "retry_in": round(self.retry_in, 6)}
+
+
+@dataclass(frozen=True, slots=True)
 class SlotGrant:
     """What `acquire_slots` answered.
 
@@ -117,23 +131,32 @@ class SlotGrant:
     `blocking` names the scopes without room. `lease_seconds` is the shortest
     lease of the pools held (renew every third of it); None when nothing held
     needs renewing of its own. `fenced_out`: the attempt no longer owns the
-    run, so nothing was written.
+    run, so nothing was written. `rate_wait`: the pools had room but a named
+    rate the step pays did not (nothing was taken: all or none); the step
+    waits until then or a wake-up, holding no slot.
     """
 
     granted: bool
     blocking: list[ScopeUse] = field(default_factory=list)
     lease_seconds: float | None = None
     fenced_out: bool = False
+    rate_wait: RateWait | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class SlotRequest:
-    """The slots one step asks for: {scope: slots}, and the limits of its scopes that are not pools
-    (a retried map item's fan-out window)."""
+    """The slots one step asks for: {scope: slots}, the limits of its scopes that are not pools
+    (a retried map item's fan-out window), and the cost it pays of each named rate ({name: cost}),
+    taken with the slots, all or none."""
 
     step_key: str
     needs: Mapping[str, int]
     fixed_limits: Mapping[str, int] = field(default_factory=dict)
+    rates: Mapping[str, int] = field(default_factory=dict)
+
+    def waiting_for(self) -> dict[str, int]:
+        """What its step row shows while it waits: its slots and its rates' scopes with their costs."""
+        return {**self.needs, **{NAMED_RATE_SCOPE + name: cost for name, cost in self.rates.items()}}
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,8 @@ from tidegate.domain.model import (
     WorkerRecord,
     WorkerRegistration,
 )
-from tidegate.domain.rates import RateStates
+from tidegate.domain.named_rates import NamedRate
+from tidegate.domain.rates import Rate, RateStates
 from tidegate.domain.retention import PruneReport
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.domain.scopes import Rules
@@ -79,7 +80,10 @@ WAKES: Mapping[str, str] = MappingProxyType(
         "declare_pool": "a raised pool limit lets waiting steps in",
         "set_pool_limit": "a raised pool limit lets waiting steps in",
         "reset_pool_limit": "the code's pool limit, maybe higher than the override",
-        "release_slots": "a step's freed pool slots",
+        "release_slots": "a step's freed pool slots (and its named rates' tokens, refunded before its start)",
+        "declare_named_rate": "a raised named rate lets waiting steps in sooner",
+        "set_named_rate": "a raised named rate lets waiting steps in sooner",
+        "reset_named_rate": "the code's named rate, maybe higher than the override",
         "record_steps": "a finished step frees the slots it held",
         "finish_step": "a finished step's slots that stayed free",
         "fire_schedule": "the runs of fired ticks",
@@ -373,6 +377,25 @@ class PoolVerbs(Protocol):
         """The steps waiting for a pool's slots (those `pools` counts pending), longest waiting first."""
 
 
+class NamedRateVerbs(Protocol):
+    """Named rates (`domain.named_rates`): windows declared by name, paid by the steps that name them."""
+
+    def declare_named_rate(self, name: str, windows: tuple[Rate, ...]) -> NamedRate:
+        """The code's windows of a rate (validated by the caller): in force unless a live override is;
+        audited (LimitChanged) only when the windows in force move; wakes waiting steps."""
+
+    def set_named_rate(self, name: str, windows: tuple[Rate, ...]) -> NamedRate:
+        """A live override of a rate's windows (validated by the caller): it wins over the code's until
+        `reset_named_rate`; audited (LimitChanged); wakes waiting steps."""
+
+    def reset_named_rate(self, name: str) -> NamedRate | None:
+        """Drop a rate's live override (audited): the code's windows again; None when the code
+        declares none (the rate is gone: a step naming it fails with RateNotFound)."""
+
+    def named_rates(self) -> list[NamedRate]:
+        """Every declared rate by name, with the steps of live attempts waiting for it."""
+
+
 class StepVerbs(Protocol):
     """Steps of a running attempt: slots, checkpoints, map items.
 
@@ -388,7 +411,13 @@ class StepVerbs(Protocol):
         gives the others (fan-out windows). Raises PoolRequestTooLarge when a
         pool's limit is below the slots asked. A grant writes StepSlotClaimed;
         the first refusal writes StepSlotWaiting and marks the step as waiting.
-        Re-asking for what this step already holds is a grant."""
+        Re-asking for what this step already holds is a grant.
+
+        `request.rates` ({named rate: cost}) are charged in the same transaction
+        once the pools have room, all or none: refused by a rate, nothing is
+        taken and the grant's `rate_wait` says when it allows the step. Raises
+        RateNotFound for a rate nobody declared, RateCostTooLarge for a cost above
+        a window's burst. The charge is kept with the step (a refund, see `release_slots`)."""
 
     def acquire_many(
         self, fence: Fence, worker_id: str, requests: Sequence[SlotRequest], strict: bool = False
@@ -406,7 +435,8 @@ class StepVerbs(Protocol):
         """Extend each pool holder of this step by its pool's lease (StepSlotRenewed); False if lost."""
 
     def release_slots(self, fence: Fence, step_key: str) -> None:
-        """Delete this step's pool holders (StepSlotReleased) and wake waiters."""
+        """Delete this step's pool holders (StepSlotReleased) and wake waiters; a step that never
+        started gives its named rates' charge back (what of it is unspent)."""
 
     def record_steps(self, fence: Fence, steps: Sequence[StepUpdate]) -> bool:
         """Upsert step rows, each with its StepStarted/Completed/Failed event, in one transaction (a
@@ -528,6 +558,7 @@ class Store(
     QueueVerbs,
     ChildVerbs,
     PoolVerbs,
+    NamedRateVerbs,
     StepVerbs,
     ScheduleVerbs,
     RetentionVerbs,

@@ -36,11 +36,14 @@ class Step:
         pools: Mapping[str, int],
         max_attempts: int,
         retry_backoff: float,
+        rates: Mapping[str, int] | None = None,
     ) -> None:
         self.fn = fn
         self.name = name
         self.pools: Mapping[str, int] = MappingProxyType(dict(pools))
         self.pool_needs: Mapping[str, int] = MappingProxyType(pool_needs(pools))  # {scope: slots}, validated
+        # {named rate: cost}, validated by the decorator; paid with the pool slots, all or none
+        self.rates: Mapping[str, int] = MappingProxyType(dict(rates or {}))
         self.max_attempts = max_attempts
         self.retry_backoff = retry_backoff
         self.is_async = inspect.iscoroutinefunction(fn)
@@ -59,7 +62,8 @@ class Step:
 
     def __repr__(self) -> str:
         pools = "".join(f" {pool}={slots}" for pool, slots in sorted(self.pools.items()))
-        return f"<Step {self.name}{pools}>"
+        rates = "".join(f" rate:{rate}={cost}" for rate, cost in sorted(self.rates.items()))
+        return f"<Step {self.name}{pools}{rates}>"
 
 
 @dataclass(frozen=True)

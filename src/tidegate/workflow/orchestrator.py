@@ -36,7 +36,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry.trace import Span
 
-from tidegate.domain.errors import PoolClaimTimeout, PoolRequestTooLarge, StepFencedOut
+from tidegate.domain.errors import (
+    PoolClaimTimeout,
+    PoolRequestTooLarge,
+    RateCostTooLarge,
+    RateNotFound,
+    StepFencedOut,
+)
 from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD, JSONValue, ensure_payload
 from tidegate.domain.pools import fanout_scope
 from tidegate.domain.retry import retry_delay
@@ -61,7 +67,8 @@ T = TypeVar("T")
 
 STORE_THREADS = 4  # store calls of one run in flight at once (steps record and claim concurrently)
 STALLED_MAP_PAUSE = 0.5  # seconds before asking again for the items of a map whose window is held elsewhere
-_UNRETRIED = (PoolRequestTooLarge, PoolClaimTimeout)  # the step fails at once: retrying cannot help
+# the step fails at once: retrying cannot help
+_UNRETRIED = (PoolRequestTooLarge, PoolClaimTimeout, RateNotFound, RateCostTooLarge)
 
 
 @dataclass(frozen=True)
@@ -293,9 +300,9 @@ class WorkflowRun:
         needs = {**step.pool_needs, **dict.fromkeys(window, 1)}
         start_record = StepUpdate(key, StepStatus.RUNNING, map_key, index)
         tracing.pool_wait(span, needs)
-        async with self._claims.holding(start_record, needs, window) as held:
+        async with self._claims.holding(start_record, needs, window, step.rates) as held:
             tracing.pool_acquired(span, needs)
-            async with self._caps.slot(step.is_async, urgent=bool(needs)):
+            async with self._caps.slot(step.is_async, urgent=bool(needs or step.rates)):
                 await self._dispatch.proceed()  # the run failed while this step waited for its slots
                 # The start is recorded while the function starts, not before: one store round trip
                 # less per step. It has landed (or refused us) before the outcome is recorded. A step

@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 DISPATCH_WAIT = 0.01  # seconds a hand-off's write waits for the waiter to be on its way (an executor slot may be late)
 
-TurnKey = tuple[frozenset[tuple[str, int]], frozenset[tuple[str, int]]]
+TurnKey = tuple[frozenset[tuple[str, int]], frozenset[tuple[str, int]], frozenset[tuple[str, int]]]
 
 
 @dataclass(eq=False)
@@ -135,20 +135,28 @@ class SlotClaims:
 
     @asynccontextmanager
     async def holding(
-        self, started: StepUpdate, needs: Mapping[str, int], fixed_limits: Mapping[str, int]
+        self,
+        started: StepUpdate,
+        needs: Mapping[str, int],
+        fixed_limits: Mapping[str, int],
+        rates: Mapping[str, int] | None = None,
     ) -> AsyncIterator[Held | None]:
         """Hold `needs` ({scope: slots}) for the block, which ends by `finish` (recording the step's
-        outcome frees or hands on its slots); released if the block raises or is cancelled."""
-        if not needs:
+        outcome frees or hands on its slots); released if the block raises or is cancelled. `rates`
+        ({named rate: cost}) are paid in the transaction that takes the slots, all or none; a release
+        before the step started gives them back."""
+        rates = dict(rates or {})
+        if not needs and not rates:
             yield None
             return
         step_key = started.step_key
-        request = SlotRequest(step_key, dict(needs), dict(fixed_limits))
-        turn = self._turns.setdefault((frozenset(needs.items()), frozenset(fixed_limits.items())), _Turn())
+        request = SlotRequest(step_key, dict(needs), dict(fixed_limits), rates)
+        key = (frozenset(needs.items()), frozenset(fixed_limits.items()), frozenset(rates.items()))
+        turn = self._turns.setdefault(key, _Turn())
         asked = await self._ask_once(request) if turn.waiters or turn.lock.locked() else None
         if asked is not None and asked.grant.granted:
             claim = await self._guard.acquire(
-                self._fence, self._worker_id, step_key, needs, fixed_limits, handed=_resolved(asked)
+                self._fence, self._worker_id, step_key, needs, fixed_limits, handed=_resolved(asked), rates=rates
             )
             held = Held(claim, turn)
         else:
@@ -173,7 +181,11 @@ class SlotClaims:
 
     async def finish(self, held: Held | None, update: StepUpdate, hand_on: bool = True) -> StepFinish:
         """Record a step's outcome (`Store.finish_step`), handing its slots to the next waiter of its
-        turn unless not `hand_on` (the run stopped dispatching: they are freed for other runs)."""
+        turn unless not `hand_on` (the run stopped dispatching: they are freed for other runs).
+
+        A waiter that pays named rates is never handed slots in memory: its tokens must be taken
+        with the slots in the store's transaction, so the store decides (and, the rate refusing,
+        frees the slots for everyone rather than keep them for a step that cannot start)."""
         if held is None:
             return await self._call_finish(update, None, None)
         await held.settled()
@@ -183,6 +195,7 @@ class SlotClaims:
             waiter is not None
             and update.status is StepStatus.COMPLETED
             and not turn.shared
+            and not waiter.request.rates
             and not held.claim.lost.is_set()
         ):
             return await self._hand_on(held, waiter, update)
@@ -263,12 +276,19 @@ class SlotClaims:
                         request.fixed_limits,
                         handed=waiter.handed,
                         full_at=full_at,
+                        rates=request.rates,
                     )
                 finally:
                     turn.lock.release()
             # Handed its slots while queued: no store call.
             return await ask(
-                fence, worker_id, request.step_key, request.needs, request.fixed_limits, handed=waiter.handed
+                fence,
+                worker_id,
+                request.step_key,
+                request.needs,
+                request.fixed_limits,
+                handed=waiter.handed,
+                rates=request.rates,
             )
         except BaseException:
             waiter.on_its_way.set_result(None)

@@ -7,7 +7,7 @@ every list and count of blocked runs gives too, computed the way a claim decides
 with the claim nor with them.
 Besides the run-level scopes it checks the workers serving the run's queue
 (a layer only when one is live: full workers hold every run back) and, for a
-running workflow, the pools its waiting steps ask for. A waiting parent: the
+running workflow, the pools and named rates its waiting steps ask for. A waiting parent: the
 children it waits for and the slots it released and kept meanwhile.
 """
 
@@ -16,10 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tidegate.domain.backpressure import RATE_WINDOW_SECONDS, eta_seconds
-from tidegate.domain.blocking import Check, verdict
+from tidegate.domain.blocking import Check, rate_check, verdict
 from tidegate.domain.children import ChildRecord, resume_rule, wait_summary
 from tidegate.domain.errors import RunNotFound
 from tidegate.domain.model import HolderRecord, RunRecord, RunStatus, WorkerRecord
+from tidegate.domain.named_rates import named_rate_of, named_rate_scope
 from tidegate.domain.pools import pool_of
 from tidegate.domain.scopes import GLOBAL, Rules
 from tidegate.domain.transitions import has_room
@@ -204,12 +205,13 @@ def _ended_in(scope: str) -> tuple[str | None, str | None, dict[str, str] | None
 
 
 def _waiting_steps(store: Store, run: RunRecord) -> Explanation:
-    """A running workflow: the configured pools its waiting steps (of this attempt) ask for."""
+    """A running workflow: the configured pools and the named rates its waiting steps (of this
+    attempt) ask for; a rate with the wait until it allows the step, from its stored state."""
     asked: dict[str, int] = {}
     for step in store.run_steps(run.id):
         if step.waiting_for and step.attempt == run.attempt:
             for scope, slots in step.waiting_for.items():
-                if pool_of(scope) is not None:
+                if pool_of(scope) is not None or named_rate_of(scope) is not None:
                     asked[scope] = max(asked.get(scope, 0), slots)
     pools = {f"pool:{pool.name}": pool for pool in store.pools() if pool.limit is not None}
     checks = [
@@ -218,4 +220,24 @@ def _waiting_steps(store: Store, run: RunRecord) -> Explanation:
         if scope in pools
     ]
     holders = {check.scope: store.pool_holders(pools[check.scope].name) for check in checks if not check.ok}
-    return Explanation(run, checks=checks, holders=holders)
+    rated = {scope: cost for scope, cost in asked.items() if named_rate_of(scope) is not None}
+    checks += _named_rate_checks(store, rated)
+    eta = max(
+        (check.rate.allowed_in or 0.0 for check in checks if check.rate is not None and not check.ok), default=None
+    )
+    return Explanation(run, checks=checks, holders=holders, eta_seconds=eta)
+
+
+def _named_rate_checks(store: Store, asked: dict[str, int]) -> list[ScopeCheck]:
+    """The named rates waiting steps pay ({scope: cost}), each judged at its stored state now."""
+    if not asked:
+        return []
+    windows = {named_rate_scope(rate.name): rate.rates for rate in store.named_rates()}
+    states = store.rate_states()
+    checks = []
+    for scope, cost in sorted(asked.items()):
+        if scope not in windows:
+            continue
+        check = rate_check(scope, windows[scope], states, cost)
+        checks.append(ScopeCheck(scope, f"rate {named_rate_of(scope)}", check.used, check.limit, cost, rate=check))
+    return checks

@@ -28,7 +28,7 @@ from typing import Any
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.durations import format_duration
 from tidegate.domain.errors import PoolClaimTimeout, StepFencedOut
-from tidegate.domain.steps import ScopeUse, SlotGrant, SlotRequest
+from tidegate.domain.steps import SlotGrant, SlotRequest
 from tidegate.domain.tunables import default_seconds
 from tidegate.engine.runtime.holds import Handed, Renewer, SlotHold
 from tidegate.storage.port import Fence, Listener, Store
@@ -142,8 +142,10 @@ class PoolGuard:
         *,
         handed: asyncio.Future[Handed] | None = None,
         full_at: int | None = None,
+        rates: Mapping[str, int] | None = None,
     ) -> SlotHold:
-        """Wait, without blocking the event loop, until every slot of `needs` ({scope: slots}) is held.
+        """Wait, without blocking the event loop, until every slot of `needs` ({scope: slots}) is held
+        and `rates` ({named rate: cost}) are paid, in one transaction, all or none.
 
         `handed` is resolved when another step of the run hands its slots to
         this one (`Store.finish_step`), or when a batch granted them
@@ -152,9 +154,13 @@ class PoolGuard:
         would be refused; while nothing has woken the guard since, the first
         try is skipped (it would only be refused).
 
-        Raises PoolRequestTooLarge at once for a request no limit can satisfy,
-        PoolClaimTimeout after the policy's timeout, StepFencedOut if the
-        attempt no longer owns its run.
+        A step held back by a named rate sleeps until the time the store says
+        the rate allows it (or a wake-up: a release, a refund, a raised rate),
+        not for a poll interval, and holds no slot meanwhile.
+
+        Raises PoolRequestTooLarge (RateNotFound, RateCostTooLarge) at once for a
+        request no limit can satisfy, PoolClaimTimeout after the policy's
+        timeout, StepFencedOut if the attempt no longer owns its run.
         """
         deadline = self.clock.monotonic() + self._policy.timeout
         if not self._wakeups.listening:
@@ -166,7 +172,7 @@ class PoolGuard:
             seen = self._wakeups.generation
             if seen != full_at:
                 sent = self.clock.monotonic()
-                grant = await self._try(fence, worker_id, step_key, needs, fixed_limits or {})
+                grant = await self._try(fence, worker_id, step_key, needs, fixed_limits or {}, rates or {})
                 if grant.granted:
                     return self._held(fence, step_key, needs, Handed.leased(grant, sent))
             full_at = None  # skipped once at most: a wake-up or the poll leads to a try
@@ -177,14 +183,20 @@ class PoolGuard:
         return self._wakeups.generation
 
     async def _try(
-        self, fence: Fence, worker_id: str, step_key: str, needs: Mapping[str, int], fixed_limits: Mapping[str, int]
+        self,
+        fence: Fence,
+        worker_id: str,
+        step_key: str,
+        needs: Mapping[str, int],
+        fixed_limits: Mapping[str, int],
+        rates: Mapping[str, int],
     ) -> SlotGrant:
         """One try on a thread; cancelled meanwhile, it lets the try finish and gives back what it got.
 
         Abandoning the thread's transaction instead could leave slots granted
         to no one, pinned until their lease expired.
         """
-        request = SlotRequest(step_key, needs, fixed_limits)
+        request = SlotRequest(step_key, needs, fixed_limits, rates)
         call = asyncio.ensure_future(asyncio.to_thread(self._store.acquire_slots, fence, worker_id, request))
         try:
             return await asyncio.shield(call)
@@ -208,8 +220,11 @@ class PoolGuard:
             )
         left = deadline - self.clock.monotonic()
         if left <= 0:
-            raise PoolClaimTimeout(_timeout_message(step_key, self._policy.timeout, grant.blocking))
-        return min(left, self._policy.poll_interval + self._jitter() * self._policy.poll_jitter)
+            raise PoolClaimTimeout(_timeout_message(step_key, self._policy.timeout, grant))
+        poll = self._policy.poll_interval + self._jitter() * self._policy.poll_jitter
+        if grant.rate_wait is not None:  # the store said when the rate allows it: no sooner, no later
+            poll = min(poll, grant.rate_wait.retry_in)
+        return min(left, poll)
 
     # --- releasing ----------------------------------------------------------------------
 
@@ -249,8 +264,14 @@ class PoolGuard:
         self._renewer.close()
 
 
-def _timeout_message(step_key: str, timeout: float, blocking: list[ScopeUse]) -> str:
-    full = ", ".join(f"pool {use.name!r} ({use.used}/{use.limit} claimed)" for use in blocking) or "its pools"
+def _timeout_message(step_key: str, timeout: float, grant: SlotGrant) -> str:
+    if grant.rate_wait is not None:
+        wait = grant.rate_wait
+        return (
+            f"step {step_key} gave up waiting for rate {wait.rate!r} ({wait.label}) after "
+            f"{format_duration(timeout)} (TIDEGATE_CLAIM_TIMEOUT)"
+        )
+    full = ", ".join(f"pool {use.name!r} ({use.used}/{use.limit} claimed)" for use in grant.blocking) or "its pools"
     return (
         f"step {step_key} gave up waiting for pool slots after {format_duration(timeout)} "
         f"(TIDEGATE_CLAIM_TIMEOUT): still full: {full}"

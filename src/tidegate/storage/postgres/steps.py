@@ -11,7 +11,7 @@ the server's (`tidegate_statement_timestamp()` once locks are held, `tidegate_no
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -19,6 +19,7 @@ from psycopg.rows import dict_row
 
 from tidegate.domain import events as history
 from tidegate.domain.jsonvalue import dumps
+from tidegate.domain.named_rates import RateVerdict, refundable, windows_from_json
 from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, fanout_scope, holder_key, pool_of
 from tidegate.domain.steps import FinishStepRequest, SlotGrant, SlotRequest, StepFinish, StepRecord, StepUpdate
 from tidegate.storage import port
@@ -26,7 +27,7 @@ from tidegate.storage.port import Fence
 from tidegate.storage.postgres.database import Aggregate
 from tidegate.storage.postgres.payloads import to_json, to_time
 from tidegate.storage.postgres.pipeline import transaction
-from tidegate.storage.shared import records, slots, wakes
+from tidegate.storage.shared import rate_charges, records, slots, wakes
 from tidegate.storage.shared.reads import StepReads
 from tidegate.storage.shared.steps import OneStepAcquire
 
@@ -44,7 +45,7 @@ class PostgresStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
         """Two round trips: fence, scope locks and reads; then the decisions' writes with the commit."""
         with self._connection() as connection, transaction(connection, READ_COMMITTED):
             run = connection.execute(self._q("step_fence"), {"run_id": fence[0], "attempt": fence[1]})
-            self._lock_scopes(connection, sorted({scope for asked in requests for scope in asked.needs}))
+            self._lock_scopes(connection, _scopes(requests))
             reads = self._read_usage(connection, fence, requests)
             if run.fetchone() is None:
                 return None  # only scope lock rows may be new: they hold nothing
@@ -58,10 +59,11 @@ class PostgresStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
 
     def _read_usage(
         self, connection: psycopg.Connection[Any], fence: Fence, requests: Sequence[SlotRequest]
-    ) -> tuple[psycopg.Cursor[Any], ...]:
-        """Queue the reads the decisions rest on (after the scope locks): limits, and usage with what
-        the asking steps hold."""
+    ) -> tuple[psycopg.Cursor[Any] | None, ...]:
+        """Queue the reads the decisions rest on (after the scope locks): limits, usage with what
+        the asking steps hold, and the named rates they pay (their windows and states)."""
         scopes = sorted({scope for asked in requests for scope in asked.needs})
+        names = slots.rate_names(requests)
         return (
             connection.execute(
                 self._q("acquire_slots_limits"), {"pools": [p for p in map(pool_of, scopes) if p is not None]}
@@ -70,16 +72,23 @@ class PostgresStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
                 self._q("acquire_slots_usage"),
                 {"scopes": scopes, "holders": [holder_key(fence[0], asked.step_key) for asked in requests]},
             ),
+            connection.execute(self._q("acquire_rates"), {"names": names}) if names else None,
+            (
+                connection.execute(self._q("acquire_rate_states"), {"scopes": slots.rate_scopes(requests)})
+                if names
+                else None
+            ),
         )
 
     def _decide(
-        self, fence: Fence, requests: Sequence[SlotRequest], reads: tuple[psycopg.Cursor[Any], ...]
+        self, fence: Fence, requests: Sequence[SlotRequest], reads: tuple[psycopg.Cursor[Any] | None, ...]
     ) -> list[slots.Decision]:
-        limits, usage = reads
+        limits, usage, rates, states = reads
+        assert limits is not None and usage is not None  # always read
         pools = {name: (limit, lease) for name, limit, lease in limits.fetchall()}
         keys = {holder_key(fence[0], asked.step_key): asked.step_key for asked in requests}
         used, held = slots.tally_usage(usage.fetchall(), keys)
-        return slots.decide_in_order(requests, pools, used, held)
+        return slots.decide_in_order(requests, pools, used, held, _rate_reads(rates, states))
 
     def _apply(
         self,
@@ -97,12 +106,14 @@ class PostgresStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
             return
         if not decision.granted:
             if mark_waiting:
-                waiting = history.slots_waiting(attempt, asked.needs, decision.blocking)
+                waiting = history.slots_waiting(attempt, asked.needs, decision.blocking, decision.rate_wait)
                 connection.execute(
                     self._q("acquire_slots_waiting"),
-                    {**ids, "needs": dumps(dict(asked.needs)), "metadata": dumps(waiting.metadata)},
+                    {**ids, "needs": dumps(asked.waiting_for()), "metadata": dumps(waiting.metadata)},
                 )
             return
+        if decision.rates is not None and decision.rates.charges:
+            self._charge(connection, fence, asked.step_key, decision.rates)
         if not decision.writes_holders:
             connection.execute(self._q("acquire_slots_granted"), ids)
             return
@@ -123,6 +134,41 @@ class PostgresStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
             },
         )
 
+    def _charge(self, connection: psycopg.Connection[Any], fence: Fence, step_key: str, verdict: RateVerdict) -> None:
+        """Queue the states a step's rate charge leaves, and keep the charge with the step (refunds)."""
+        self._write_states(connection, verdict.states)
+        charge = rate_charges.stored(verdict.charges)
+        params = {"run_id": fence[0], "step_key": step_key, "attempt": fence[1], "charge": charge}
+        connection.execute(self._q("keep_rate_charge"), params)
+
+    def _write_states(self, connection: psycopg.Connection[Any], states: Mapping[tuple[str, int], int]) -> None:
+        keys = sorted(states)
+        params = {"scopes": [k[0] for k in keys], "windows": [k[1] for k in keys], "tats": [states[k] for k in keys]}
+        connection.execute(self._q("write_rate_states"), params)
+
+    def _refund(self, fence: Fence, step_key: str) -> None:
+        """Give back a step's kept rate charge if it never started: the rates' scope rows locked, the
+        charge taken off the step, its unspent part given back (`storage/shared/rate_charges.py`)."""
+        run_id, attempt = fence
+        params = {"run_id": run_id, "attempt": attempt, "step_key": step_key}
+        with self._connection() as connection, transaction(connection, READ_COMMITTED):
+            # The rates' scope rows first, then the step's row: the order of every step claim.
+            kept = connection.execute(self._q("step_rate_charge"), params).fetchone()
+            scopes = sorted({charge.scope for charge in rate_charges.charges_of(None if kept is None else kept[0])})
+            if scopes:
+                self._lock_scopes(connection, scopes)
+            taken = connection.execute(self._q("take_rate_charge"), params).fetchone()
+            if taken is None:
+                return
+            charges = [c for c in rate_charges.charges_of(taken[0]) if c.scope in scopes]
+            if not refundable(charges, taken[1]):
+                return
+            read = connection.execute(self._q("acquire_rate_states"), {"scopes": scopes}).fetchall()
+            now = read[0][0]
+            stored = {(scope, window): tat for _, scope, window, tat in read if scope is not None}
+            self._write_states(connection, rate_charges.refunded(stored, charges, now))
+            wakes.everyone()  # tokens given back: a step waiting for the rate may start sooner
+
     def renew_slots(self, fence: Fence, step_key: str) -> bool:
         run_id, attempt = fence
         params = {
@@ -140,8 +186,11 @@ class PostgresStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
         run_id, attempt = fence
         params = {"run_id": run_id, "attempt": attempt, "step_key": step_key, "holder": holder_key(run_id, step_key)}
         with self._connection() as connection:
-            connection.execute(self._q("release_slots"), params)  # and the wake-up, when it freed any
+            # and the wake-up, when it freed any
+            row = connection.execute(self._q("release_slots"), params).fetchone()
             wakes.sent_in_statement()
+        if row is not None and row[1]:
+            self._refund(fence, step_key)
 
     # --- steps ----------------------------------------------------------------------
 
@@ -163,7 +212,7 @@ class PostgresStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
         with self._connection() as connection, transaction(connection, READ_COMMITTED):
             # The successor's scope rows are locked before the finished step's holder rows, the
             # order every claim takes: a claimer of these scopes never holds what this one waits for.
-            self._lock_scopes(connection, sorted(successor.needs))
+            self._lock_scopes(connection, _scopes([successor]))
             recorded = self._record(connection, fence, [step], wake=False)
             reads = self._read_usage(connection, fence, [successor])
             state = self._pool_state(connection, fence, successor)
@@ -289,3 +338,18 @@ class PostgresStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
     def sweep_step_holders(self, connection: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
         """Queue the sweep of step holders whose lease expired; its row counts the holders freed."""
         return connection.execute(self._q("sweep_step_holders"), {"reason": history.LEASE_EXPIRED})
+
+
+def _scopes(requests: Sequence[SlotRequest]) -> list[str]:
+    """Every scope row the requests' claim locks, in key order: their slots' and their named rates'."""
+    return sorted({scope for asked in requests for scope in asked.needs} | set(slots.rate_scopes(requests)))
+
+
+def _rate_reads(rates: psycopg.Cursor[Any] | None, states: psycopg.Cursor[Any] | None) -> slots.RateReads | None:
+    """The named rates' windows and states as the decision reads them (None: no rate paid)."""
+    if rates is None or states is None:
+        return None
+    windows = {name: windows_from_json(stored) or () for name, stored in rates.fetchall()}
+    read = states.fetchall()
+    found = {(scope, window): tat for _, scope, window, tat in read if scope is not None}
+    return slots.RateReads(windows, found, read[0][0])

@@ -195,7 +195,7 @@ SELECT count(*)::integer FROM renewed;
 
 -- name: release_slots
 -- The step's pool holders (locked in scope order first), its event, and a
--- wake-up for whoever waits for them.
+-- wake-up for whoever waits for them; one row.
 WITH run AS (
     SELECT id FROM tidegate_runs
     WHERE id = %(run_id)s::text AND attempt = %(attempt)s::integer AND status = 'running'
@@ -218,8 +218,14 @@ WITH run AS (
                               'reason', 'released'),
            tidegate_now()
     WHERE EXISTS (SELECT 1 FROM freed)
+), notified AS (
+    SELECT pg_notify('tidegate_' || md5(current_schema()), '') WHERE EXISTS (SELECT 1 FROM freed)
 )
-SELECT pg_notify('tidegate_' || md5(current_schema()), '') WHERE EXISTS (SELECT 1 FROM freed);
+-- And whether the step keeps a named-rate charge (then the adapter sees whether to give it back).
+SELECT (SELECT count(*) FROM notified),
+       EXISTS (SELECT 1 FROM tidegate_steps
+               WHERE run_id = %(run_id)s::text AND step_key = %(step_key)s::text AND rate_charge IS NOT NULL
+                 AND EXISTS (SELECT 1 FROM run));
 
 -- name: record_steps
 -- Upsert each step (a completed step is a checkpoint and stays as it is); a
@@ -361,3 +367,46 @@ WITH candidates AS (
     ORDER BY holder
 )
 SELECT count(*)::integer FROM freed;
+
+-- name: acquire_rates
+-- The windows in force of the named rates the steps pay, read after their scope rows are locked
+-- (a name missing is not declared).
+SELECT name, rates FROM tidegate_named_rates WHERE name = ANY(%(names)s::text[]);
+
+-- name: acquire_rate_states
+-- The GCRA states of those rates' windows ('rate:@NAME'), read after their scope rows are locked,
+-- each row with the statement's time (one row of NULLs beside it when no window was ever charged).
+WITH clock AS (SELECT extract(epoch FROM tidegate_statement_timestamp())::double precision AS now)
+SELECT c.now, s.scope, s.window_ns, s.tat_ns
+FROM clock AS c LEFT JOIN tidegate_rate_states AS s ON s.scope = ANY(%(scopes)s::text[]);
+
+-- name: write_rate_states
+-- The states a step's charge (or its refund) leaves, under the rates' scope locks.
+INSERT INTO tidegate_rate_states AS s (scope, window_ns, tat_ns)
+SELECT * FROM unnest(%(scopes)s::text[], %(windows)s::bigint[], %(tats)s::bigint[])
+ON CONFLICT (scope, window_ns) DO UPDATE SET tat_ns = excluded.tat_ns;
+
+-- name: keep_rate_charge
+-- The charge kept with its step row (created pending if the step has none yet): a release before
+-- the step starts gives it back.
+INSERT INTO tidegate_steps (run_id, step_key, status, attempt, rate_charge)
+VALUES (%(run_id)s::text, %(step_key)s::text, 'pending', %(attempt)s::integer, %(charge)s::jsonb)
+ON CONFLICT (run_id, step_key) DO UPDATE SET rate_charge = excluded.rate_charge;
+
+-- name: step_rate_charge
+-- A step's kept charge, read to know which rates' scope rows to lock before it is taken.
+SELECT rate_charge FROM tidegate_steps
+WHERE run_id = %(run_id)s::text AND step_key = %(step_key)s::text AND rate_charge IS NOT NULL;
+
+-- name: take_rate_charge
+-- A step's kept charge, taken off its row (so it is given back once at most), with when the step was
+-- last recorded running: a refund is for a start that never was. Fenced on the running attempt.
+UPDATE tidegate_steps AS s SET rate_charge = NULL
+FROM (
+    SELECT t.rate_charge, t.started_at FROM tidegate_steps AS t
+    JOIN tidegate_runs AS r ON r.id = t.run_id AND r.attempt = %(attempt)s::integer AND r.status = 'running'
+    WHERE t.run_id = %(run_id)s::text AND t.step_key = %(step_key)s::text AND t.rate_charge IS NOT NULL
+    FOR UPDATE OF t
+) AS old
+WHERE s.run_id = %(run_id)s::text AND s.step_key = %(step_key)s::text
+RETURNING old.rate_charge, extract(epoch FROM old.started_at)::double precision;

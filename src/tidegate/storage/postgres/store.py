@@ -33,6 +33,7 @@ from tidegate.storage.postgres.health import Health
 from tidegate.storage.postgres.leases import Leases
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.listener import CHECK_INTERVAL, NotifyListener, PollOnly, wake_ups
+from tidegate.storage.postgres.named_rates import NamedRates
 from tidegate.storage.postgres.pools import Pools
 from tidegate.storage.postgres.queues import Queues
 from tidegate.storage.postgres.retention import Retention
@@ -77,6 +78,7 @@ class PostgresStore(AggregateStore):
         self._claims = Claims(self._db, self._limits, self._workers, self._children)
         self._guard = Guard(self._db, self._limits, self._claims.forecast)
         self._pools = Pools(self._db)
+        self._named_rates = NamedRates(self._db)
         self._steps = PostgresStepVerbs(self._db)
         self._leases = Leases(self._db, self._steps, self._children)
         self._schedules = Schedules(self._db)

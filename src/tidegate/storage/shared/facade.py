@@ -38,7 +38,8 @@ from tidegate.domain.model import (
     WorkerRecord,
     WorkerRegistration,
 )
-from tidegate.domain.rates import RateStates
+from tidegate.domain.named_rates import NamedRate
+from tidegate.domain.rates import Rate, RateStates
 from tidegate.domain.retention import PruneReport
 from tidegate.domain.schedules import Firing, NewSchedule, ScheduleRecord
 from tidegate.domain.scopes import Rules
@@ -86,6 +87,7 @@ class AggregateStore:
     _guard: port.LookVerbs
     _children: port.ChildVerbs
     _pools: port.PoolVerbs
+    _named_rates: port.NamedRateVerbs
     _steps: port.StepVerbs
     _leases: port.LeaseVerbs
     _schedules: port.ScheduleVerbs
@@ -314,6 +316,18 @@ class AggregateStore:
 
     def pool_waiters(self, pool: str) -> list[PoolWaiter]:
         return self._pools.pool_waiters(pool)
+
+    def declare_named_rate(self, name: str, windows: tuple[Rate, ...]) -> NamedRate:
+        return self._named_rates.declare_named_rate(name, windows)
+
+    def set_named_rate(self, name: str, windows: tuple[Rate, ...]) -> NamedRate:
+        return self._named_rates.set_named_rate(name, windows)
+
+    def reset_named_rate(self, name: str) -> NamedRate | None:
+        return self._named_rates.reset_named_rate(name)
+
+    def named_rates(self) -> list[NamedRate]:
+        return self._named_rates.named_rates()
 
     def acquire_slots(self, fence: Fence, worker_id: str, request: SlotRequest) -> SlotGrant:
         return self._steps.acquire_slots(fence, worker_id, request)

@@ -1,5 +1,6 @@
 """What both adapters share about step slots: limits and leases of the scopes a
-step asks for and the grant decision around them (their events: domain/events.py).
+step asks for and the grant decision around them (their events: domain/events.py),
+with the named rates a step pays, charged in the same decision: all or none.
 
 The adapters differ only in how they read usage and write rows; keeping the
 rest here means a grant or a lease reads the same on SQLite and PostgreSQL.
@@ -10,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tidegate.domain.errors import PoolRequestTooLarge
+from tidegate.domain.errors import PoolRequestTooLarge, RateCostTooLarge, RateNotFound, TidegateError
+from tidegate.domain.named_rates import RateVerdict, Windows, decide_rates, named_rate_scope
 from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, check_request, decide_grant, pool_of
-from tidegate.domain.steps import ScopeUse, SlotGrant, SlotRequest
+from tidegate.domain.steps import RateWait, ScopeUse, SlotGrant, SlotRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,21 +78,50 @@ class Decision:
     blocking: list[ScopeUse]
     held: Mapping[str, int]
     full: bool
-    error: PoolRequestTooLarge | None = None
+    error: TidegateError | None = None
+    rates: RateVerdict | None = None  # the named rates' answer (None: none asked, or the pools had no room)
+    now: float = 0.0  # the store's clock when decided: a rate's wait is counted from it
 
     @property
     def granted(self) -> bool:
-        return self.error is None and not self.blocking
+        return self.error is None and not self.blocking and (self.rates is None or self.rates.allowed)
 
     @property
     def writes_holders(self) -> bool:
         """Granted with holder rows to write: False for a step that already held every slot."""
         return self.granted and dict(self.held) != dict(self.asked.needs)
 
+    @property
+    def rate_wait(self) -> RateWait | None:
+        """The named rate that holds the step back while its pools have room (else None)."""
+        verdict = self.rates
+        if verdict is None or verdict.held_by is None or verdict.retry_at is None:
+            return None
+        return RateWait(verdict.held_by, verdict.held_label, max(0.0, verdict.retry_at - self.now))
+
     def grant(self) -> SlotGrant:
         if self.error is not None:
             raise self.error
-        return SlotGrant(self.granted, self.blocking, self.request.lease_seconds())
+        return SlotGrant(self.granted, self.blocking, self.request.lease_seconds(), rate_wait=self.rate_wait)
+
+
+@dataclass(frozen=True, slots=True)
+class RateReads:
+    """The named rates' windows in force and their stored states, read in the deciding transaction
+    (after the rates' scope rows are locked on PostgreSQL; SQLite's single writer otherwise), at `now`."""
+
+    windows: Mapping[str, Windows]
+    states: Mapping[tuple[str, int], int]
+    now: float
+
+
+def rate_scopes(requests: Sequence[SlotRequest]) -> list[str]:
+    """The scope keys of every named rate the requests pay, in key order (what a claim locks)."""
+    return sorted({named_rate_scope(name) for asked in requests for name in asked.rates})
+
+
+def rate_names(requests: Sequence[SlotRequest]) -> list[str]:
+    return sorted({name for asked in requests for name in asked.rates})
 
 
 def tally_usage(
@@ -112,28 +143,49 @@ def decide_in_order(
     pools: Mapping[str, tuple[int, float]],
     used: Mapping[str, int],
     held: Mapping[str, Mapping[str, int]],
+    rates: RateReads | None = None,
 ) -> list[Decision]:
-    """Judge requests one after another, each seeing the grants before it.
+    """Judge requests one after another, each seeing the grants (and rate charges) before it.
 
     `used` is every holder's slots per scope; `held` what each step (by key)
-    holds already. The caller holds the scopes' locks (or SQLite's single
-    writer), so this local tally stays exact until it commits the grants.
+    holds already; `rates` the named rates the requests pay. The caller holds
+    the scopes' locks, the rates' included (or SQLite's single writer), so
+    these local tallies stay exact until it commits the grants. A request
+    whose pools have room is then charged its rates: refused by one, it takes
+    nothing (all or none) and says when the rate allows it.
     """
     tally = dict(used)
+    states = dict(rates.states) if rates is not None else {}
     decisions = []
     for asked in requests:
         request = Request(asked.needs, pools, asked.fixed_limits)
         mine = held.get(asked.step_key, {})
+        now = rates.now if rates is not None else 0.0
         try:
             blocking = request.decide(tally, mine)
         except PoolRequestTooLarge as error:
             decisions.append(Decision(asked, request, [], mine, False, error))
             continue
-        if not blocking:
+        verdict = None
+        if not blocking and asked.rates and (not asked.needs or dict(mine) != dict(asked.needs)):
+            if rates is None:
+                raise ValueError("a request that pays named rates needs their reads")
+            try:
+                verdict = decide_rates(asked.rates, rates.windows, states, now)
+            except (RateNotFound, RateCostTooLarge) as error:
+                decisions.append(Decision(asked, request, [], mine, False, error, now=now))
+                continue
+        if not blocking and (verdict is None or verdict.allowed):
             for scope, count in asked.needs.items():
                 tally[scope] = tally.get(scope, 0) - mine.get(scope, 0) + count
-        full = bool(blocking) or bool(decide_grant(asked.needs, tally, request.limits(), {}))
-        decisions.append(Decision(asked, request, blocking, mine, full))
+            if verdict is not None:
+                states.update(verdict.states)
+        full = (
+            bool(blocking)
+            or (verdict is not None and not verdict.allowed)
+            or bool(decide_grant(asked.needs, tally, request.limits(), {}))
+        )
+        decisions.append(Decision(asked, request, blocking, mine, full, rates=verdict, now=now))
     return decisions
 
 

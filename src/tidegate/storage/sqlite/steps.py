@@ -15,6 +15,7 @@ from typing import Any
 
 from tidegate.domain import events as history
 from tidegate.domain.jsonvalue import dumps
+from tidegate.domain.named_rates import RateVerdict, refundable, windows_from_json
 from tidegate.domain.pools import UNCONFIGURED_LEASE_SECONDS, fanout_scope, holder_key
 from tidegate.domain.steps import (
     FinishStepRequest,
@@ -28,7 +29,7 @@ from tidegate.domain.steps import (
 from tidegate.domain.transitions import has_room
 from tidegate.storage import port
 from tidegate.storage.port import Fence
-from tidegate.storage.shared import records, slots, wakes
+from tidegate.storage.shared import rate_charges, records, slots, wakes
 from tidegate.storage.shared.reads import StepReads
 from tidegate.storage.shared.steps import OneStepAcquire
 from tidegate.storage.sqlite.database import Aggregate
@@ -48,7 +49,7 @@ class SQLiteStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
             if run is None:
                 return None
             grants = []
-            for decision in self._decide(connection, fence, requests):
+            for decision in self._decide(connection, fence, requests, now):
                 if decision.error is not None and strict:
                     raise decision.error
                 self._apply(connection, fence, worker_id, decision, run[0], now, mark_waiting=True)
@@ -56,9 +57,10 @@ class SQLiteStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
         return grants
 
     def _decide(
-        self, connection: sqlite3.Connection, fence: Fence, requests: Sequence[SlotRequest]
+        self, connection: sqlite3.Connection, fence: Fence, requests: Sequence[SlotRequest], now: float
     ) -> list[slots.Decision]:
-        """Read the limits and usage of every scope asked for, then judge the requests in order."""
+        """Read the limits and usage of every scope asked for (and the named rates paid), then judge
+        the requests in order."""
         scopes = json.dumps(sorted({scope for asked in requests for scope in asked.needs}))
         holders = {holder_key(fence[0], asked.step_key): asked.step_key for asked in requests}
         pools = {
@@ -68,7 +70,19 @@ class SQLiteStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
             self._q("acquire_slots_usage"), {"scopes": scopes, "holders": json.dumps(sorted(holders))}
         )
         used, held = slots.tally_usage(((scope, total, to_json(mine)) for scope, total, mine in rows), holders)
-        return slots.decide_in_order(requests, pools, used, held)
+        return slots.decide_in_order(requests, pools, used, held, self._read_rates(connection, requests, now))
+
+    def _read_rates(
+        self, connection: sqlite3.Connection, requests: Sequence[SlotRequest], now: float
+    ) -> slots.RateReads | None:
+        """The named rates the requests pay: their windows in force and stored states (None: none paid)."""
+        names = slots.rate_names(requests)
+        if not names:
+            return None
+        found = connection.execute(self._q("acquire_rates"), {"names": json.dumps(names)})
+        windows = {name: windows_from_json(text) or () for name, text in found}
+        states = connection.execute(self._q("acquire_rate_states"), {"scopes": json.dumps(slots.rate_scopes(requests))})
+        return slots.RateReads(windows, {(scope, window): tat for scope, window, tat in states}, now)
 
     def _apply(
         self,
@@ -90,10 +104,10 @@ class SQLiteStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
                 return
             first = connection.execute(
                 self._q("acquire_slots_waiting"),
-                {"run_id": run_id, "step_key": asked.step_key, "needs": dumps(dict(asked.needs)), "attempt": attempt},
+                {"run_id": run_id, "step_key": asked.step_key, "needs": dumps(asked.waiting_for()), "attempt": attempt},
             ).fetchone()
             if first is not None:  # only its first wait under this attempt (or for other slots) gets the event
-                waiting = history.slots_waiting(attempt, asked.needs, decision.blocking)
+                waiting = history.slots_waiting(attempt, asked.needs, decision.blocking, decision.rate_wait)
                 connection.execute(self._q("insert_event"), event_row(run_id, waiting, now, asked.step_key))
             return
         if decision.writes_holders:
@@ -106,7 +120,33 @@ class SQLiteStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
                 if seen.fetchone() is None:
                     events.append(event_row(run_id, history.pool_unconfigured(pool), now, asked.step_key))
             connection.executemany(self._q("insert_event"), events)
+        if decision.rates is not None and decision.rates.charges:
+            self._charge(connection, fence, asked.step_key, decision.rates)
         connection.execute(self._q("acquire_slots_granted"), {"run_id": run_id, "step_key": asked.step_key})
+
+    def _charge(self, connection: sqlite3.Connection, fence: Fence, step_key: str, verdict: RateVerdict) -> None:
+        """Write the states a step's rate charge leaves, and keep the charge with the step (refunds)."""
+        states = [[scope, window, tat] for (scope, window), tat in sorted(verdict.states.items())]
+        connection.execute(self._q("write_rate_states"), {"states": json.dumps(states)})
+        charge = rate_charges.stored(verdict.charges)
+        params = {"run_id": fence[0], "step_key": step_key, "attempt": fence[1], "charge": charge}
+        connection.execute(self._q("keep_rate_charge"), params)
+
+    def _refund(self, connection: sqlite3.Connection, run_id: str, step_key: str, now: float) -> bool:
+        """Give back a step's kept rate charge if it never started; True if it gave any back."""
+        row = connection.execute(self._q("step_rate_charge"), {"run_id": run_id, "step_key": step_key}).fetchone()
+        if row is None:
+            return False
+        charges = rate_charges.charges_of(row["rate_charge"])
+        connection.execute(self._q("take_rate_charge"), {"run_id": run_id, "step_key": step_key})
+        if not refundable(charges, row["started_at"]):
+            return False
+        scopes = json.dumps(sorted({charge.scope for charge in charges}))
+        read = connection.execute(self._q("acquire_rate_states"), {"scopes": scopes})
+        states = rate_charges.refunded({(scope, window): tat for scope, window, tat in read}, charges, now)
+        rows = [[scope, window, tat] for (scope, window), tat in sorted(states.items())]
+        connection.execute(self._q("write_rate_states"), {"states": json.dumps(rows)})
+        return True
 
     def _hold(
         self,
@@ -171,7 +211,8 @@ class SQLiteStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
             if freed:
                 released = history.slots_released(attempt, freed, history.SLOTS_RELEASED)
                 connection.execute(self._q("insert_event"), event_row(run_id, released, now, step_key))
-        wakes.only_if(freed)
+            refunded = self._refund(connection, run_id, step_key, now)
+        wakes.only_if(freed or refunded)
 
     # --- steps ----------------------------------------------------------------------
 
@@ -202,14 +243,14 @@ class SQLiteStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
                 contested, over, full, _ = self._pool_state(connection, fence, successor)
                 grant = slots.moved_grant(successor.needs, moved)
                 if grant is None:  # not all moved: it may hold them by a try of its own
-                    grant = slots.held_grant(self._decide(connection, fence, [successor])[0])
+                    grant = slots.held_grant(self._decide(connection, fence, [successor], now)[0])
                 finish = StepFinish(True, grant, bool(full), bool(contested or over))
             else:
                 freed = self._record(connection, fence, [step], now)
                 contested, over, _, waiting = self._pool_state(connection, fence, successor)
                 finish = StepFinish(True, shared=bool(contested or over))
                 if waiting and not finish.shared:
-                    decision = self._decide(connection, fence, [successor])[0]
+                    decision = self._decide(connection, fence, [successor], now)[0]
                     self._apply(connection, fence, worker_id, decision, run[0], now, mark_waiting=False)
                     if decision.writes_holders:  # a successor that held its slots already was handed nothing
                         finish = StepFinish(True, decision.grant(), decision.full)

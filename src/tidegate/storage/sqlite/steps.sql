@@ -180,3 +180,34 @@ ORDER BY holder, scope;
 
 -- name: sweep_step_holders_delete
 DELETE FROM tidegate_holders WHERE holder IN (SELECT value FROM json_each(:holders));
+
+-- name: acquire_rates
+-- The windows in force of the named rates the steps pay (a name missing is not declared).
+SELECT name, rates FROM tidegate_named_rates WHERE name IN (SELECT value FROM json_each(:names));
+
+-- name: acquire_rate_states
+-- The GCRA states of those rates' windows ('rate:@NAME'): a window never charged has no row.
+SELECT scope, window_ns, tat_ns FROM tidegate_rate_states WHERE scope IN (SELECT value FROM json_each(:scopes));
+
+-- name: write_rate_states
+-- The states a step's charge (or its refund) leaves, in the transaction that decided it.
+INSERT INTO tidegate_rate_states (scope, window_ns, tat_ns)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(:states)
+WHERE true
+ON CONFLICT (scope, window_ns) DO UPDATE SET tat_ns = excluded.tat_ns;
+
+-- name: keep_rate_charge
+-- The charge kept with its step row (created pending if the step has none yet): a release before
+-- the step starts gives it back.
+INSERT INTO tidegate_steps (run_id, step_key, status, attempt, rate_charge)
+VALUES (:run_id, :step_key, 'pending', :attempt, :charge)
+ON CONFLICT (run_id, step_key) DO UPDATE SET rate_charge = excluded.rate_charge;
+
+-- name: step_rate_charge
+-- A step's kept charge and when it was last recorded running (a refund is for a start that never was).
+SELECT rate_charge, started_at FROM tidegate_steps
+WHERE run_id = :run_id AND step_key = :step_key AND rate_charge IS NOT NULL;
+
+-- name: take_rate_charge
+-- The charge taken off the step row (read first by step_rate_charge): given back once at most.
+UPDATE tidegate_steps SET rate_charge = NULL WHERE run_id = :run_id AND step_key = :step_key;

@@ -23,6 +23,7 @@ from tidegate.storage.sqlite.guard import Guard
 from tidegate.storage.sqlite.health import Health
 from tidegate.storage.sqlite.leases import Leases
 from tidegate.storage.sqlite.limits import Limits
+from tidegate.storage.sqlite.named_rates import NamedRates
 from tidegate.storage.sqlite.pools import Pools
 from tidegate.storage.sqlite.queues import Queues
 from tidegate.storage.sqlite.retention import Retention
@@ -58,6 +59,7 @@ class SQLiteStore(AggregateStore):
         self._claims = Claims(self._db, self._limits, self._workers, self._children)
         self._guard = Guard(self._db, self._limits)
         self._pools = Pools(self._db)
+        self._named_rates = NamedRates(self._db)
         self._steps = SQLiteStepVerbs(self._db)
         self._leases = Leases(self._db, self._steps, self._children)
         self._schedules = Schedules(self._db, self._unique)
