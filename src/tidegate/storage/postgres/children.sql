@@ -74,22 +74,32 @@ WHERE parent_id = %(parent)s::text AND child_index = ANY(%(indexes)s::integer[])
 UPDATE tidegate_child_links SET awaited = true
 WHERE parent_id = %(parent)s::text AND child_index = ANY(%(indexes)s::integer[]);
 
+-- name: trigger_children_lock_holders
+-- The runs named by the keys of a trigger's unique children (whether they hold them or not: the
+-- next statement decides) and the parent, locked in one statement, deeper first then by id (the
+-- module's lock order; a holder may sit anywhere in a tree, or in none). Sent after `unique_lock`,
+-- so the key rows it reads stay as they are. A holder's end, which updates it, waits for this
+-- trigger, then finds the link (resume_parents_lock); a claim passes a locked holder over (SKIP
+-- LOCKED) until the trigger commits. count(*) reads every locked row: a lock is taken only on a
+-- row the statement returns.
+SELECT count(*) FROM (
+    SELECT r.id FROM tidegate_runs AS r
+    WHERE r.id IN (SELECT run_id FROM tidegate_unique_keys WHERE key = ANY(%(keys)s::text[])) OR r.id = %(parent)s::text
+    ORDER BY r.depth DESC, r.id
+    FOR UPDATE
+) AS locked;
+
 -- name: trigger_children_holders
--- The runs holding the keys of a trigger's unique children (unique.sql's `unique_holders` rule),
--- read after `unique_lock` (a statement of its own: this one sees every submit of the keys that
--- committed before the locks), with what the parent learns of a linked child and what a wait on
--- it decides its scopes by. Each holder is locked FOR SHARE before the parent's row (a child's
--- lock before its parent's: the module's lock order): its end, which updates it, waits for this
--- trigger, then finds the link (resume_parents_lock); an end that committed first is seen here,
--- the row read again under the lock (a failed or canceled run holds no key).
+-- The runs holding the keys (unique.sql's `unique_holders` rule), with what the parent learns of a
+-- linked child and what a wait on it decides its scopes by: read after trigger_children_lock_holders,
+-- a statement of its own, so it sees every end of a holder that committed before the locks
+-- (a failed or canceled run holds no key).
 SELECT k.key, r.id, r.status, r.queue, r.partition_key, r.tags, r.result, r.error
 FROM tidegate_unique_keys AS k
 JOIN tidegate_runs AS r ON r.id = k.run_id
 WHERE k.key = ANY(%(keys)s::text[])
   AND (position('|' || r.status || '|' in k.holds) > 0
-       OR (r.status = 'completed' AND k.expires_at > tidegate_now()))
-ORDER BY r.depth DESC, r.id
-FOR SHARE OF r;
+       OR (r.status = 'completed' AND k.expires_at > tidegate_now()));
 
 -- name: trigger_children_link
 -- The positions of the parent answered by their keys' holders: no run stored, each holder linked.
