@@ -17,3 +17,23 @@ CREATE TABLE tidegate_child_links (
 CREATE INDEX tidegate_child_links_run ON tidegate_child_links (run_id);
 -- A claim asks whether a run took a key (a keyed run may be linked to by a parent later).
 CREATE INDEX tidegate_unique_keys_run ON tidegate_unique_keys (run_id);
+
+-- The holders of `keys` as a keyed submit must read them: after the keys' locks (unique.sql's
+-- `unique_lock`: the same lock keys, taken in key order). VOLATILE, so its query reads a snapshot
+-- taken after the locks were granted, not the calling statement's: the one-statement keyed submit
+-- (`enqueue_unique_free`) takes the locks and reads every submit of its keys committed before
+-- them, in one statement, with no second statement (and no pipeline) for the lock.
+CREATE FUNCTION tidegate_unique_holders(keys text[]) RETURNS TABLE (key text, run_id text, status text)
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    PERFORM count(pg_advisory_xact_lock(hashtextextended('tidegate:' || coalesce(current_schema(), '') || '/unique:' || s.k, 0)))
+    FROM (SELECT DISTINCT unnest(keys) AS k ORDER BY 1) AS s;
+    RETURN QUERY
+    SELECT u.key, r.id, r.status
+    FROM tidegate_unique_keys AS u
+    JOIN tidegate_runs AS r ON r.id = u.run_id
+    WHERE u.key = ANY(keys)
+      AND (position('|' || r.status || '|' in u.holds) > 0
+           OR (r.status = 'completed' AND u.expires_at > tidegate_now()));
+END
+$$;
