@@ -283,7 +283,9 @@ def test_the_one_statement_keyed_submit_is_serialised_by_its_key_lock(database_u
                 assert STORES in text
                 # the stall runs once `held` is read (a subquery correlated to its count)
                 after_read = f"SELECT ({stall} WHERE h.n >= 0) FROM (SELECT count(*) AS n FROM held) AS h"
-                stalled_go = f"), stall AS MATERIALIZED ({after_read}), go AS MATERIALIZED (\n{STORES.rstrip()} FROM stall\n"
+                stalled_go = (
+                    f"), stall AS MATERIALIZED ({after_read}), go AS MATERIALIZED (\n{STORES.rstrip()} FROM stall\n"
+                )
                 stalled = text.replace("), go AS MATERIALIZED (\n" + STORES, stalled_go, 1)
                 races.stall_query(store, first, "enqueue_unique_free", stalled)
                 race.run(first, second, first_parked=race.blocked, release=race.release_stall)
