@@ -10,10 +10,11 @@ The lock order, the same on every path that takes more than one of these locks
    `depth DESC, id` (the cycle's reports, lease renewals, hand-backs, a cancel's tree, a paused
    queue's deadlines, the resume of waiting parents, which the sweep's backstop runs for every
    waiting run at once); a trigger locks the stored children it may turn awaited
-   (`trigger_children_lock_children`) before its parent's row, and the holders of its unique
-   children's keys with its parent's row (`trigger_children_lock_holders`, deeper first: a holder may
-   be linked to, child_links.py, and sit anywhere); a run's end (the cycle) has
-   locked the child's row by updating it, then locks its parent's (`resume_parents_lock`);
+   (`trigger_children_lock_children`) before its parent's row, then the holders of its unique
+   children's keys with its parent's row (`trigger_children_lock_holders`, deeper first: a
+   holder may be linked to, child_links.py, and sit anywhere, so a holder deeper than those
+   children is locked after them, out of the depth order); a run's end (the cycle) has locked
+   the child's row by updating it, then locks its parent's (`resume_parents_lock`);
 3. then the admission locks (`admission.py`), taken by a trigger that stores children, and the
    scope rows (in key order) of a claim (what it may lock out of that order, and how, in
    claim_scopes.py).
@@ -97,10 +98,7 @@ class Children(Aggregate, port.ChildVerbs):
             cursor = connection.cursor(row_factory=dict_row)
             if wait:
                 connection.execute(self._q("trigger_children_lock" if keeping else "trigger_children_lock_shared"))
-            sort_keyed = self._lock_holders(connection, run_id, children)  # with the parent's row
-            awaiting = [child.index for child in children if child.awaited]
-            if awaiting:  # before the parent's row: the lock order of the module's docstring
-                connection.execute(self._q("trigger_children_lock_children"), {"parent": run_id, "indexes": awaiting})
+            sort_keyed = self._lock_ahead(connection, run_id, children)
             cached = self._limits.cached
             rules_cursor = connection.execute(self._q("load_rules"), {"known": None if cached is None else cached[0]})
             parent_cursor = connection.cursor(row_factory=dict_row).execute(
@@ -156,16 +154,21 @@ class Children(Aggregate, port.ChildVerbs):
             connection.execute(self._q("trigger_children_events"), {"events": _events_json(events)})
         return TriggerAnswer(asked, waiting=bool(pending))
 
-    def _lock_holders(
+    def _lock_ahead(
         self, connection: psycopg.Connection[Any], parent_id: str, children: Sequence[NewChild]
     ) -> Callable[[Sequence[NewChild]], KeyedChildren]:
-        """Send the locks of the children's keys and the read of their holders (locked with the
-        parent's row, in the lock order);
-        return how the new children are sorted by them, once the batch has come back."""
+        """Send what a trigger locks before its parent's row, in the module's lock order: its
+        children's keys, the stored children it may turn awaited, the keys' holders (with the
+        parent's row), then the holders' read. Return how the new children are sorted by them,
+        once the batch has come back."""
         keys = child_links.child_keys(children)
+        if keys:
+            connection.execute(self._q("unique_lock"), {"keys": keys})
+        awaiting = [child.index for child in children if child.awaited]
+        if awaiting:
+            connection.execute(self._q("trigger_children_lock_children"), {"parent": parent_id, "indexes": awaiting})
         if not keys:
             return child_links.unkeyed
-        connection.execute(self._q("unique_lock"), {"keys": keys})
         connection.execute(self._q("trigger_children_lock_holders"), {"keys": keys, "parent": parent_id})
         holders = connection.cursor(row_factory=dict_row).execute(self._q("trigger_children_holders"), {"keys": keys})
         return lambda new: child_links.sort_keyed(new, holders.fetchall(), to_json)
