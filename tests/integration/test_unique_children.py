@@ -180,3 +180,25 @@ def test_a_unique_child_that_raises_on_conflict_raises_in_its_parent(app, start_
     start_worker(max_workers=1, queues=["parents"])
     assert handle.wait(timeout=30) == f"duplicate of {holder.id}"
     assert app.store.run_children(handle.id) == []
+
+
+def test_runs_show_marks_a_linked_child(app, start_worker):
+    from rich.console import Console
+
+    from tidegate.cli.children import children_table
+
+    @app.task(name="shared", queue="idle", unique=Unique())
+    def shared(n: int) -> None:
+        pass
+
+    @app.task(name="parent", queue="parents")
+    def parent(ctx: Context) -> None:
+        ctx.trigger(shared, n=1)
+
+    holder = shared.submit(n=1)
+    handle = parent.submit()
+    start_worker(max_workers=1, queues=["parents"])
+    handle.wait(timeout=30)
+    console = Console(width=200, record=True)
+    console.print(children_table(app.store.run_children(handle.id)))
+    assert f"{holder.id} (linked)" in console.export_text()
