@@ -4,7 +4,8 @@ Measured: the plain single submit (one after another), a unique submit with a ne
 a unique submit meeting its key's holder (a duplicate), a submit in the caller's transaction (its
 own connection, one commit per submit), the plain submit from 16 threads, and the async submit
 from one event loop with 16 concurrent tasks. Aims: unique and transactional >= 0.8 of plain;
-async from 16 tasks >= 1.0 of sync from 16 threads.
+async from 16 tasks >= 1.0 of sync from 16 threads. The paths take turns in blocks (ROUNDS of
+them, --runs submits per path in all), each figure the median of its blocks.
 
     .venv/bin/python benchmarks/submit_paths.py --runs 300 --repeat 3
 """
@@ -12,10 +13,11 @@ async from 16 tasks >= 1.0 of sync from 16 threads.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -23,13 +25,17 @@ import psycopg
 from rich.console import Console
 
 import tidegate
-from common import fresh_database, measured_with, medians, parse_options, repeated, write_markdown
+from common import fresh_database, measured_with, median, medians, parse_options, repeated, write_markdown
 
 THREADS = 16
+ROUNDS = 5  # each path measured in ROUNDS blocks, the paths taking turns: drift and load hit all alike
 
 
 def measure(backend: str, runs: int) -> dict[str, float]:
-    """Submits per second of each path, each in a fresh database."""
+    """Submits per second of each path, in one fresh database: the median of its blocks, the
+    paths interleaved block by block (a path measured last on a fuller table, or in a quieter
+    minute, would otherwise be compared with one measured first)."""
+    block = max(1, runs // ROUNDS)
     with fresh_database(backend) as url, tidegate.App(url) as app:
 
         @app.task(name="bench.plain", queue="bench")
@@ -42,22 +48,29 @@ def measure(backend: str, runs: int) -> dict[str, float]:
 
         plain.submit(n=-1)  # declarations and connections made before the clock starts
         unique.submit(n=-1)
-        figures = {
-            "plain": _rate(lambda i: plain.submit(n=i), runs),
-            "unique_new": _rate(lambda i: unique.submit(n=i), runs),
-            "unique_duplicate": _rate(lambda i: unique.submit(n=0), runs),
-        }
+        counter = itertools.count()
         connection = _connect(url)
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(plain.submit_async(n=-1))  # the async pool opened before the clock starts
+        paths: dict[str, Callable[[], float]] = {
+            "plain": lambda: _rate(lambda: plain.submit(n=next(counter)), block),
+            "unique_new": lambda: _rate(lambda: unique.submit(n=next(counter)), block),
+            "unique_duplicate": lambda: _rate(lambda: unique.submit(n=-1), block),  # held since the warm-up
+            "transactional": lambda: _rate(lambda: _in_transaction(connection, plain, next(counter)), block),
+            "plain_16_threads": lambda: _threaded_rate(pool, lambda: plain.submit(n=next(counter)), block),
+            "async_16_tasks": lambda: loop.run_until_complete(_async_rate(plain, counter, block)),
+        }
+        rates: dict[str, list[float]] = {name: [] for name in paths}
         try:
-            figures["transactional"] = _rate(lambda i: _in_transaction(connection, plain, i), runs)
+            with ThreadPoolExecutor(THREADS) as pool:
+                for _ in range(ROUNDS):
+                    for name, rate in paths.items():
+                        rates[name].append(rate())
         finally:
             connection.close()
-        with ThreadPoolExecutor(THREADS) as pool:
-            started = time.perf_counter()
-            list(pool.map(lambda i: plain.submit(n=i), range(runs)))
-            figures["plain_16_threads"] = runs / (time.perf_counter() - started)
-        figures["async_16_tasks"] = asyncio.run(_async_rate(app, plain, runs))
-        return figures
+            loop.run_until_complete(app.aclose())
+            loop.close()
+        return {name: median(values) for name, values in rates.items()}
 
 
 def _connect(url: str) -> Any:
@@ -72,26 +85,29 @@ def _in_transaction(connection: Any, task: tidegate.Task, index: int) -> None:
     connection.commit()
 
 
-async def _async_rate(app: tidegate.App, task: tidegate.Task, runs: int) -> float:
-    """`runs` async submits from 16 tasks of one loop (the pool opened before the clock starts)."""
-    await task.submit_async(n=-1)
-    counter = iter(range(runs))
+async def _async_rate(task: tidegate.Task, counter: Iterator[int], runs: int) -> float:
+    """`runs` async submits from 16 tasks of one loop."""
+    todo = iter(range(runs))
 
     async def submitter() -> None:
-        for index in counter:
-            await task.submit_async(n=index)
+        for _ in todo:
+            await task.submit_async(n=next(counter))
 
     started = time.perf_counter()
     await asyncio.gather(*[submitter() for _ in range(THREADS)])
-    rate = runs / (time.perf_counter() - started)
-    await app.aclose()
-    return rate
+    return runs / (time.perf_counter() - started)
 
 
-def _rate(submit: Callable[[int], object], runs: int) -> float:
+def _threaded_rate(pool: ThreadPoolExecutor, submit: Callable[[], object], runs: int) -> float:
     started = time.perf_counter()
-    for index in range(runs):
-        submit(index)
+    list(pool.map(lambda _: submit(), range(runs)))
+    return runs / (time.perf_counter() - started)
+
+
+def _rate(submit: Callable[[], object], runs: int) -> float:
+    started = time.perf_counter()
+    for _ in range(runs):
+        submit()
     return runs / (time.perf_counter() - started)
 
 

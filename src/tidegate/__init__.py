@@ -38,6 +38,7 @@ from tidegate.domain.errors import (
     StoreUnavailable,
     TidegateError,
     UnknownTask,
+    WaitCycle,
     WaitDeadlock,
     WaitTimeout,
 )
@@ -215,6 +216,7 @@ __all__ = [
     "Unique",
     "UniqueClaim",
     "UnknownTask",
+    "WaitCycle",
     "WaitDeadlock",
     "WaitTimeout",
     "Worker",

@@ -72,7 +72,7 @@ def _resume_statements(store: Any, backend: str, monkeypatch: pytest.MonkeyPatch
         monkeypatch.undo()
         return
     # SQLite traces statements with their parameters bound: match a line of the resume without any.
-    fragment = "AND CASE WHEN coalesce(wait_remaining, 0) <= 0"
+    fragment = "<= max(coalesce(wait_remaining, 0), 0)"
     assert [name for name, text in queries.items() if fragment in text] == ["resume_parents"]
     connection = store._db.connection()  # this thread's: the one the cycle writes with
     connection.set_trace_callback(lambda statement: sent.append(statement) if fragment in statement else None)

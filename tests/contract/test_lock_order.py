@@ -88,6 +88,7 @@ ONE_RUN = {
 }
 MANY_RUNS = {
     "trigger_children_lock_children",
+    "trigger_children_lock_holders",
     "resume_parents_lock",
     "resume_parents",
     "cancel_run_tree_lock",

@@ -8,7 +8,8 @@ before). Statements are named by the store's queries (SAVEPOINT and the like by 
 
 Pinned here, once the store has read the admission ceilings (none):
 - a plain submit: `enqueue_free`, one statement, one round trip;
-- a keyed one, new key or duplicate (or "raise"): `unique_lock` + `enqueue_unique_free`, one trip;
+- a keyed one, new key or duplicate (or "raise"): `enqueue_unique_free` alone (it takes the keys'
+  locks itself, in `tidegate_unique_holders`), one statement, one trip;
 - in the caller's transaction: the first submit on a connection sends its check first inside a
   savepoint (two trips: the batch, the release); later ones the batch alone (one trip);
 - from an event loop (the store's async pool, or the caller's async connection): the same.
@@ -151,7 +152,7 @@ def test_a_plain_submit_is_one_statement_in_one_round_trip(store, backend, monke
     assert (trips.trips, trips.named(store._queries)) == (1, ["enqueue_free"])
 
 
-def test_a_keyed_submit_new_or_duplicate_is_two_statements_in_one_round_trip(store, backend, monkeypatch):
+def test_a_keyed_submit_new_or_duplicate_is_one_statement_in_one_round_trip(store, backend, monkeypatch):
     _postgres_only(backend)
     store.enqueue_unique([keyed("warm")])
     first = keyed("k")
@@ -164,7 +165,7 @@ def test_a_keyed_submit_new_or_duplicate_is_two_statements_in_one_round_trip(sto
     assert (taken.run_id, taken.duplicate) == (first.id, False)
     assert (met.run_id, met.duplicate) == (first.id, True) and error.value.run_id == first.id
     for trips in (new, duplicate, raised):
-        assert (trips.trips, trips.named(store._queries)) == (1, ["unique_lock", "enqueue_unique_free"])
+        assert (trips.trips, trips.named(store._queries)) == (1, ["enqueue_unique_free"])
     assert len(store.page_runs()) == 2
 
 
@@ -219,7 +220,7 @@ def test_in_the_callers_transaction_the_check_comes_once_per_connection(store, b
     ]
     assert checked.trips == 2
     assert (known.trips, known.named(queries)) == (1, ["enqueue_free"])
-    assert (keyed_trips.trips, keyed_trips.named(queries)) == (1, ["unique_lock", "enqueue_unique_free"])
+    assert (keyed_trips.trips, keyed_trips.named(queries)) == (1, ["enqueue_unique_free"])
     assert store.get_run(first.id) is None and store.get_run(second.id) is None  # rolled back
     assert store.get_run(third.id) is not None  # committed
     assert len(store.page_runs()) == 3  # the first run, the other connection's (committed on leaving), the third
@@ -247,8 +248,8 @@ def test_from_an_event_loop_a_submit_is_one_round_trip(store, backend, database_
     plain, unique, callers = asyncio.run(main())
     queries = store._queries
     assert (plain.trips, plain.named(queries)) == (1, ["enqueue_free"])
-    assert (unique.trips, unique.named(queries)) == (1, ["unique_lock", "enqueue_unique_free"])
-    assert (callers.trips, callers.named(queries)) == (1, ["unique_lock", "enqueue_unique_free"])
+    assert (unique.trips, unique.named(queries)) == (1, ["enqueue_unique_free"])
+    assert (callers.trips, callers.named(queries)) == (1, ["enqueue_unique_free"])
     assert len(store.page_runs()) == 6
 
 
@@ -258,10 +259,10 @@ STORES = "    SELECT coalesce((SELECT same FROM current_rules), false) AS stores
 @pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])
 def test_the_one_statement_keyed_submit_is_serialised_by_its_key_lock(database_url, backend, removed):
     """A mutation check of the fast path's one serialisation: two submits of one new key, the first
-    stalled inside `enqueue_unique_free` (its snapshot taken, nothing written yet). With
-    `unique_lock` the second waits for the first and answers its run as a duplicate; without it,
-    the second reads no holder, and so does the first, whose snapshot predates the second's
-    commit: both store a run."""
+    stalled inside `enqueue_unique_free` once it has read the holders (none), nothing written yet.
+    With the keys' locks (taken by `tidegate_unique_holders` before its read) the second waits for
+    the first and answers its run as a duplicate; without them (the function redefined without
+    its PERFORM), the second reads no holder, and so did the first: both store a run."""
     if backend != "postgres":
         pytest.skip("the race needs a statement to stall in: PostgreSQL's (SQLite's one writer is raced elsewhere)")
     from tests import races
@@ -276,11 +277,15 @@ def test_the_one_statement_keyed_submit_is_serialised_by_its_key_lock(database_u
         try:
             races.track(store)
             if removed:
-                races.remove_query(store, "unique_lock")
+                _holders_read_without_key_locks(database_url)
             with race.stall() as stall:
                 text = store._queries["enqueue_unique_free"]
                 assert STORES in text
-                stalled_go = f"), stall AS MATERIALIZED ({stall}), go AS MATERIALIZED (\n{STORES.rstrip()} FROM stall\n"
+                # the stall runs once `held` is read (a subquery correlated to its count)
+                after_read = f"SELECT ({stall} WHERE h.n >= 0) FROM (SELECT count(*) AS n FROM held) AS h"
+                stalled_go = (
+                    f"), stall AS MATERIALIZED ({after_read}), go AS MATERIALIZED (\n{STORES.rstrip()} FROM stall\n"
+                )
                 stalled = text.replace("), go AS MATERIALIZED (\n" + STORES, stalled_go, 1)
                 races.stall_query(store, first, "enqueue_unique_free", stalled)
                 race.run(first, second, first_parked=race.blocked, release=race.release_stall)
@@ -293,6 +298,17 @@ def test_the_one_statement_keyed_submit_is_serialised_by_its_key_lock(database_u
             assert second.result[0] == replace(first.result[0], duplicate=True)
     finally:
         store.close()
+
+
+def _holders_read_without_key_locks(database_url: str) -> None:
+    """The mutation: `tidegate_unique_holders` as migration 0025 defines it, without its locks."""
+    from tests.conftest import execute_sql
+    from tidegate.storage.shared.migrations import load_migrations
+
+    sql = next(m.sql for m in load_migrations("tidegate.storage.postgres.migrations") if m.version == 25)
+    function = sql[sql.index("CREATE FUNCTION tidegate_unique_holders") :]
+    locks = function[function.index("    PERFORM") : function.index("    RETURN QUERY")]
+    execute_sql(database_url, function.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION").replace(locks, ""))
 
 
 def test_a_duplicate_locks_no_row_and_a_new_key_locks_the_rules_version(store, backend, database_url):

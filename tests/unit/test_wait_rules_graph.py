@@ -5,9 +5,11 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
-from tidegate.domain.errors import WaitDeadlock
+from tidegate.domain.errors import WaitCycle, WaitDeadlock
 from tidegate.domain.wait_graph import Blocked, never_ending, refuse_stuck_wait
 from tidegate.domain.waits import Slot, plan_wait
 
@@ -74,3 +76,22 @@ def test_a_paused_scope_is_not_a_deadlock():
     graph = [waiting("p", set(), {"c"}), queued("c", "queue:z")]
     assert never_ending(graph, {**LIMITS, "queue:z": 0}) == set()
     refuse_stuck_wait("p", graph, {**LIMITS, "queue:z": 0})
+
+
+def test_a_circle_of_awaits_alone_is_a_wait_cycle():
+    """Links of unique children can close a circle no slot is part of: p1 awaits p2 (it holds the
+    key p1's child asked for), p2 now awaits p1. Nothing is kept, yet neither can ever go on."""
+    p1, p2 = waiting("p1", set(), {"p2"}), waiting("p2", set(), {"p1"})
+    assert never_ending([p1, p2], LIMITS) == {"p1", "p2"}
+    with pytest.raises(WaitCycle) as caught:
+        refuse_stuck_wait("p2", [p1, p2], LIMITS)
+    assert caught.value.chain == ("p2", "p1", "p2") and caught.value.code == "WAIT_CYCLE"
+    assert isinstance(caught.value, WaitDeadlock) and "p2 -> p1 -> p2" in str(caught.value)
+    pickled = pickle.loads(pickle.dumps(caught.value))
+    assert (type(pickled), pickled.chain) == (WaitCycle, caught.value.chain)
+
+
+def test_a_parent_awaiting_itself_is_a_wait_cycle():
+    with pytest.raises(WaitCycle) as caught:
+        refuse_stuck_wait("p", [waiting("p", set(), {"p"})], LIMITS)
+    assert caught.value.chain == ("p", "p")

@@ -27,7 +27,8 @@ def children_table(children: Sequence[ChildRecord]) -> Table:
     for child in children:
         table.add_row(
             str(child.index),
-            child.id,
+            # a unique child whose key another run held: that run stands for it (docs/submitting.md)
+            Text.assemble(child.id, (" (linked)", "dim")) if child.linked else child.id,
             child.task,
             child.queue,
             status_text(child.status),

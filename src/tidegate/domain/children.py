@@ -58,6 +58,9 @@ class ChildRecord:
     awaited: bool
     result: JSONValue = None
     error: str | None = None
+    # A unique child: the run holding its key, which this parent did not store at this position
+    # (`task` and `args` are then the parent's call; the run and its outcome are the holder's).
+    linked: bool = False
 
     @property
     def finished(self) -> bool:
@@ -89,13 +92,17 @@ class TriggerAnswer:
     canceled: bool = False
 
 
-def check_replay(existing: ChildRecord, task: str, args: Mapping[str, Any]) -> None:
+def check_replay(existing: ChildRecord, run: NewRun) -> None:
     """Refuse a replay that asks, at a known position, for another task or other args.
 
     Args are compared as stored JSON (key order does not matter), so a value that
-    round-trips through JSON the same way is the same call.
+    round-trips through JSON the same way is the same call. A unique child whose key gives a
+    queued holder the args of a later submit (`on_conflict="replace"`, a debounce) is compared
+    by its task alone: its stored args may be another submit's since.
     """
-    if existing.task != task or _canonical(existing.args) != _canonical(args):
+    task, args = run.task, run.args
+    replaced = run.unique is not None and run.unique.replaces
+    if existing.task != task or (not replaced and _canonical(existing.args) != _canonical(args)):
         raise NonDeterministicReplay(
             f"trigger #{existing.index} of this run asked for {task}({_shown(args)}), but an earlier attempt "
             f"triggered {existing.task}({_shown(existing.args)}) there (child run {existing.id}); a parent must "

@@ -164,6 +164,30 @@ class WaitDeadlock(TidegateError):
         return type(self), (self.scope, self.chain, self.limit, self.holders)
 
 
+class WaitCycle(WaitDeadlock):
+    """A parent would wait on a run that waits, itself or through others, on that parent.
+
+    Only a unique child can close such a circle: a trigger whose child meets its key's holder
+    waits on that holder (`domain/unique.py`), which may be the parent itself, one of its
+    ancestors, or a run waiting on it across chains. No slot is at stake, so no scope is named;
+    `chain` runs from the refused parent until a run repeats.
+    """
+
+    code = "WAIT_CYCLE"
+
+    def __init__(self, chain: tuple[str, ...]) -> None:
+        # not WaitDeadlock.__init__: that one words a scope's deadlock
+        self.scope, self.chain, self.limit, self.holders = "", tuple(chain), 0, ()
+        TidegateError.__init__(
+            self,
+            f"{self.code}: waiting here closes a circle of waits ({' -> '.join(self.chain)}): "
+            "a unique child's key is held by a run that waits on this one; give the child another key",
+        )
+
+    def __reduce__(self) -> tuple[type[WaitCycle], tuple[tuple[str, ...]]]:  # type: ignore[override]
+        return type(self), (self.chain,)
+
+
 class NonDeterministicReplay(TidegateError):
     """A resumed parent asked, at one position of its triggers, for another task or other args
     than its earlier attempt did: replaying it would answer the wrong call (code

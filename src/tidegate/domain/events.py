@@ -164,9 +164,13 @@ def pool_limit_changed(
 # --- children and waits (issue 13) -----------------------------------------------------
 
 
-def child_triggered(child_id: str, task: str, index: int, awaited: bool) -> Event:
-    """On the parent: it triggered a child at position `index` of its calls."""
-    return Event("ChildTriggered", {"child": child_id, "task": task, "index": index, "awaited": awaited})
+def child_triggered(child_id: str, task: str, index: int, awaited: bool, linked: bool = False) -> Event:
+    """On the parent: it triggered a child at position `index` of its calls (`linked`: a unique
+    child whose key another run held: that run stands for it, none was stored)."""
+    metadata: dict[str, Any] = {"child": child_id, "task": task, "index": index, "awaited": awaited}
+    if linked:
+        metadata["linked"] = True
+    return Event("ChildTriggered", metadata)
 
 
 def run_waiting(attempt: int, children: Sequence[str], released: Iterable[str], kept: Iterable[str]) -> Event:

@@ -137,7 +137,9 @@ class ClaimedRun:
     timeout: float | None
     suspect: bool = False  # rescued from a lost worker: its start is recorded before its body runs
     queued_seconds: float = 0.0  # how long it waited, due and queued, before this claim (the store's clock)
-    has_parent: bool = True  # a child run, whose end may resume its waiting parent; True when not known
+    # a child run, or a keyed one a parent may have linked to (a unique child): its end may resume
+    # a waiting parent; True when not known
+    has_parent: bool = True
     trace_context: str | None = None  # as stored at submit: each attempt's span joins that trace
     snoozes: int = 0  # times it snoozed so far (`raise Snooze`): capped by its task's `max_snoozes`
 

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tidegate.domain.errors import WaitDeadlock
+from tidegate.domain.errors import WaitCycle, WaitDeadlock
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,8 @@ class _Progress:
 
 
 def refuse_stuck_wait(parent_id: str, blocked: Sequence[Blocked], limits: Mapping[str, int | None]) -> None:
-    """Raise WaitDeadlock when the parent, its wait applied in `blocked`, could never end.
+    """Raise WaitDeadlock when the parent, its wait applied in `blocked`, could never end
+    (WaitCycle when it awaits, through runs that await, a run that awaits it).
 
     The error names the scope where the parent's awaits first block, its stuck
     keepers, and the runs around the cycle from the parent.
@@ -121,6 +122,8 @@ def refuse_stuck_wait(parent_id: str, blocked: Sequence[Blocked], limits: Mappin
             holders = blocking[-1][2]
             child = next((h for h in holders if h not in cycle), holders[0])
         run_id = child
+    if not blocking:  # a circle of awaits alone (a unique child linked to a run waiting on its parent)
+        raise WaitCycle((*cycle, run_id))
     scope, limit, holders = blocking[0]
     raise WaitDeadlock(scope, tuple(cycle), limit, holders)
 

@@ -113,7 +113,7 @@ class ChildLink:
             stored = known.get(child.index)
             if stored is None:
                 return None
-            check_replay(stored, child.run.task, child.run.args)
+            check_replay(stored, child.run)
             if wait and not (stored.awaited and stored.finished):
                 return None
             found.append(stored)

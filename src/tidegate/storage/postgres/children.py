@@ -4,12 +4,17 @@ The lock order, the same on every path that takes more than one of these locks
 (so no two transactions can wait on each other in a circle):
 
 1. the waits lock (`trigger_children_lock[_shared]`), by a trigger that may wait, before any row;
+   then the unique keys' locks (`unique_lock`, in key order), by a trigger of unique children,
+   as by a keyed submit (whose later locks, run rows and admission's, come in this order too);
 2. run rows, a child's before its parent's: a statement that locks several orders them
    `depth DESC, id` (the cycle's reports, lease renewals, hand-backs, a cancel's tree, a paused
    queue's deadlines, the resume of waiting parents, which the sweep's backstop runs for every
    waiting run at once); a trigger locks the stored children it may turn awaited
-   (`trigger_children_lock_children`) before its parent's row; a run's end (the cycle) has
-   locked the child's row by updating it, then locks its parent's (`resume_parents_lock`);
+   (`trigger_children_lock_children`) before its parent's row, then the holders of its unique
+   children's keys with its parent's row (`trigger_children_lock_holders`, deeper first: a
+   holder may be linked to, child_links.py, and sit anywhere, so a holder deeper than those
+   children is locked after them, out of the depth order); a run's end (the cycle) has locked
+   the child's row by updating it, then locks its parent's (`resume_parents_lock`);
 3. then the admission locks (`admission.py`), taken by a trigger that stores children, and the
    scope rows (in key order) of a claim (what it may lock out of that order, and how, in
    claim_scopes.py).
@@ -30,7 +35,7 @@ test_lock_order.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -51,14 +56,17 @@ from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.payloads import event_params, payload_json, to_json
 from tidegate.storage.postgres.pipeline import roll_back, send_wake
-from tidegate.storage.shared import records, waiting, wakes
+from tidegate.storage.shared import child_links, records, waiting, wakes
+from tidegate.storage.shared.child_links import KeyedChildren
+from tidegate.storage.shared.uniqueness import key_rows, replace_params
 
 READ_COMMITTED = b"BEGIN ISOLATION LEVEL READ COMMITTED"
 
 
 class _KeepsSlots(Exception):
-    """The wait keeps a slot: it must be decided alone (the exclusive waits lock), so the trigger
-    is rolled back and made again under that lock, which is taken before anything is read."""
+    """The wait keeps a slot, or waits on a linked child (which may close a circle of waits): it
+    must be decided alone (the exclusive waits lock), so the trigger is rolled back and made again
+    under that lock, which is taken before anything is read."""
 
 
 class Children(Aggregate, port.ChildVerbs):
@@ -90,9 +98,7 @@ class Children(Aggregate, port.ChildVerbs):
             cursor = connection.cursor(row_factory=dict_row)
             if wait:
                 connection.execute(self._q("trigger_children_lock" if keeping else "trigger_children_lock_shared"))
-            awaiting = [child.index for child in children if child.awaited]
-            if awaiting:  # before the parent's row: the lock order of the module's docstring
-                connection.execute(self._q("trigger_children_lock_children"), {"parent": run_id, "indexes": awaiting})
+            sort_keyed = self._lock_ahead(connection, run_id, children)
             cached = self._limits.cached
             rules_cursor = connection.execute(self._q("load_rules"), {"known": None if cached is None else cached[0]})
             parent_cursor = connection.cursor(row_factory=dict_row).execute(
@@ -115,30 +121,57 @@ class Children(Aggregate, port.ChildVerbs):
                 return TriggerAnswer([], canceled=True)
             existing = {row["child_index"]: waiting.child_record(row, to_json) for row in stored}
             new, now_awaited = waiting.sort_new(children, existing)
-            refuse_past_ceilings(connection, self._q, rules, [child.run.queue for child in new])
-            events = self._start(connection, parent, worker_id) + self._store_new(connection, parent, new)
+            keyed = sort_keyed(new)
+            refuse_past_ceilings(connection, self._q, rules, [child.run.queue for child in keyed.store])
+            events = self._start(connection, parent, worker_id) + self._store_new(connection, parent, keyed)
             if now_awaited:
-                connection.execute(self._q("trigger_children_awaited"), {"parent": run_id, "indexes": now_awaited})
-            asked = [existing.get(child.index) or waiting.queued_child(child) for child in children]
+                indexes = {"parent": run_id, "indexes": now_awaited}
+                connection.execute(self._q("trigger_children_awaited"), indexes)
+                connection.execute(self._q("trigger_children_awaited_links"), indexes)
+            asked = [
+                existing.get(child.index) or keyed.records.get(child.index) or waiting.queued_child(child)
+                for child in children
+            ]
             asked = [replace(record, awaited=record.awaited or wait) for record in asked]
             pending = waiting.waited_on(asked, wait, request.wait_any)
             if pending:
                 chain = waiting.ancestors(parent, chain_cursor.fetchall(), to_json)
                 held = [row[0] for row in held_cursor.fetchall()]
-                shapes = waiting.waited_shapes(pending, new, waiting.shapes_of(stored, to_json))
+                known = {**waiting.shapes_of(stored, to_json), **keyed.shapes}
+                shapes = waiting.waited_shapes(pending, keyed.store, known)
                 plan = waiting.plan(rules, parent, parent["tags"] or {}, held, shapes, chain, request.release_all)
-                if plan.kept and not keeping:
+                linked = any(record.linked for record in pending)
+                if (plan.kept or linked) and not keeping:
                     raise _KeepsSlots  # rolled back: tried again under the exclusive lock
                 keepers = keepers_cursor.fetchone()
                 remaining = waiting.wait_remaining(existing, asked, request.wait_any)
                 self._wait(connection, parent, sorted(plan.kept), plan.released, remaining)
                 if keeping or (keepers is not None and keepers[0]):
-                    blocked = cursor.execute(self._q("trigger_children_blocked")).fetchall()
+                    blocked = cursor.execute(self._q("trigger_children_blocked"), {"every": linked}).fetchall()
                     waiting.refuse_stuck(parent["id"], blocked, rules, to_json)  # across chains, the wait applied
                 waited = history.run_waiting(attempt, [child.id for child in pending], plan.released, plan.kept)
                 events.append((run_id, waited))
             connection.execute(self._q("trigger_children_events"), {"events": _events_json(events)})
         return TriggerAnswer(asked, waiting=bool(pending))
+
+    def _lock_ahead(
+        self, connection: psycopg.Connection[Any], parent_id: str, children: Sequence[NewChild]
+    ) -> Callable[[Sequence[NewChild]], KeyedChildren]:
+        """Send what a trigger locks before its parent's row, in the module's lock order: its
+        children's keys, the stored children it may turn awaited, the keys' holders (with the
+        parent's row), then the holders' read. Return how the new children are sorted by them,
+        once the batch has come back."""
+        keys = child_links.child_keys(children)
+        if keys:
+            connection.execute(self._q("unique_lock"), {"keys": keys})
+        awaiting = [child.index for child in children if child.awaited]
+        if awaiting:
+            connection.execute(self._q("trigger_children_lock_children"), {"parent": parent_id, "indexes": awaiting})
+        if not keys:
+            return child_links.unkeyed
+        connection.execute(self._q("trigger_children_lock_holders"), {"keys": keys, "parent": parent_id})
+        holders = connection.cursor(row_factory=dict_row).execute(self._q("trigger_children_holders"), {"keys": keys})
+        return lambda new: child_links.sort_keyed(new, holders.fetchall(), to_json)
 
     def _rules(self, connection: psycopg.Connection[Any], row: Any) -> Rules:
         """The rules in force, read with the parent (the cached ones when their version holds)."""
@@ -158,10 +191,22 @@ class Children(Aggregate, port.ChildVerbs):
         return [(parent["id"], history.run_started(parent["attempt"], worker_id))]
 
     def _store_new(
-        self, connection: psycopg.Connection[Any], parent: dict[str, Any], new: Sequence[NewChild]
+        self, connection: psycopg.Connection[Any], parent: dict[str, Any], keyed: KeyedChildren
     ) -> list[tuple[str, history.Event]]:
+        """The new children stored (with the keys they take), the holders they replace given
+        their args, and the positions linked to a holder."""
+        for holder_id, run in keyed.replace:  # the holder is locked and queued
+            connection.execute(self._q("unique_replace"), {**replace_params(holder_id, run), "args": dumps(run.args)})
+        events = []
+        if keyed.links:
+            links = payload_json(child_links.link_rows(keyed.links))
+            connection.execute(self._q("trigger_children_link"), {"parent": parent["id"], "links": links})
+            for child, holder in keyed.links:
+                linked = history.child_triggered(holder, child.run.task, child.index, child.awaited, linked=True)
+                events.append((parent["id"], linked))
+        new = keyed.store
         if not new:
-            return []
+            return events
         rows = [
             {
                 "n": index,
@@ -181,7 +226,9 @@ class Children(Aggregate, port.ChildVerbs):
                 "depth": parent["depth"] + 1,
             },
         )
-        events = []
+        taken = key_rows([child.run for child in new])
+        if taken:
+            connection.execute(self._q("unique_take"), {"keys": payload_json(taken)})
         for child in new:
             run = child.run
             events.append((run.id, history.run_queued(run.queue)))

@@ -67,6 +67,46 @@ ORDER BY e.n;
 UPDATE tidegate_runs SET awaited = true
 WHERE parent_id = %(parent)s::text AND child_index = ANY(%(indexes)s::integer[]);
 
+-- name: trigger_children_awaited_links
+-- The same for a linked child (a unique child's holder, storage/shared/child_links.py). The end
+-- of the holder finds the link committed before (an earlier attempt wrote it), so its
+-- resume_parents_lock waits on the parent's row this trigger holds.
+UPDATE tidegate_child_links SET awaited = true
+WHERE parent_id = %(parent)s::text AND child_index = ANY(%(indexes)s::integer[]);
+
+-- name: trigger_children_lock_holders
+-- The runs named by the keys of a trigger's unique children (whether they hold them or not: the
+-- next statement decides) and the parent, locked in one statement, deeper first then by id (the
+-- module's lock order; a holder may sit anywhere in a tree, or in none). Sent after `unique_lock`,
+-- so the key rows it reads stay as they are. A holder's end, which updates it, waits for this
+-- trigger, then finds the link (resume_parents_lock); a claim passes a locked holder over (SKIP
+-- LOCKED) until the trigger commits. count(*) reads every locked row: a lock is taken only on a
+-- row the statement returns.
+SELECT count(*) FROM (
+    SELECT r.id FROM tidegate_runs AS r
+    WHERE r.id IN (SELECT run_id FROM tidegate_unique_keys WHERE key = ANY(%(keys)s::text[])) OR r.id = %(parent)s::text
+    ORDER BY r.depth DESC, r.id
+    FOR UPDATE
+) AS locked;
+
+-- name: trigger_children_holders
+-- The runs holding the keys (unique.sql's `unique_holders` rule), with what the parent learns of a
+-- linked child and what a wait on it decides its scopes by: read after trigger_children_lock_holders,
+-- a statement of its own, so it sees every end of a holder that committed before the locks
+-- (a failed or canceled run holds no key).
+SELECT k.key, r.id, r.status, r.queue, r.partition_key, r.tags, r.result, r.error
+FROM tidegate_unique_keys AS k
+JOIN tidegate_runs AS r ON r.id = k.run_id
+WHERE k.key = ANY(%(keys)s::text[])
+  AND (position('|' || r.status || '|' in k.holds) > 0
+       OR (r.status = 'completed' AND k.expires_at > tidegate_now()));
+
+-- name: trigger_children_link
+-- The positions of the parent answered by their keys' holders: no run stored, each holder linked.
+INSERT INTO tidegate_child_links (parent_id, child_index, run_id, task, args, awaited)
+SELECT %(parent)s::text, l.child_index, l.run_id, l.task, l.args, l.awaited
+FROM jsonb_to_recordset(%(links)s::jsonb) AS l(child_index integer, run_id text, task text, args jsonb, awaited boolean);
+
 -- name: trigger_children_chain
 -- The runs above the parent, nearest first (each with what `waiting.ancestors` reads).
 WITH RECURSIVE up(id, parent_id, status, awaited, wait_kept, wait_released, hops) AS (
@@ -113,28 +153,48 @@ WHERE run_id = %(id)s::text;
 -- every waiting run, and every queued child some waiting run awaits. None while no waiting run
 -- keeps a slot: then no scope is held by a run that cannot go on, and no wait can deadlock
 -- (the common case, read by one probe of the waiting runs).
+-- A wait on a linked child (:every) is always checked: it may close a circle of waits with no
+-- slot at stake (WaitCycle). Linked children come once per linking parent (parent_id: that parent).
 WITH keepers AS (
     SELECT 1 AS any_kept FROM tidegate_runs WHERE status = 'waiting' AND wait_kept <> '[]'::jsonb LIMIT 1
+), asked AS (
+    SELECT 1 AS asked WHERE %(every)s::boolean OR EXISTS (SELECT 1 FROM keepers)
 )
 SELECT r.id, r.status, r.queue, r.partition_key, r.tags, r.wait_kept, r.parent_id, r.awaited
-FROM tidegate_runs AS r WHERE r.status = 'waiting' AND EXISTS (SELECT 1 FROM keepers)
+FROM tidegate_runs AS r WHERE r.status = 'waiting' AND EXISTS (SELECT 1 FROM asked)
 UNION ALL
 SELECT c.id, c.status, c.queue, c.partition_key, c.tags, c.wait_kept, c.parent_id, c.awaited
 FROM tidegate_runs AS w JOIN tidegate_runs AS c ON c.parent_id = w.id
-WHERE w.status = 'waiting' AND c.status = 'queued' AND c.awaited = true AND EXISTS (SELECT 1 FROM keepers);
+WHERE w.status = 'waiting' AND c.status = 'queued' AND c.awaited = true AND EXISTS (SELECT 1 FROM asked)
+UNION ALL
+SELECT c.id, c.status, c.queue, c.partition_key, c.tags, c.wait_kept, l.parent_id, l.awaited
+FROM tidegate_child_links AS l
+JOIN tidegate_runs AS w ON w.id = l.parent_id
+JOIN tidegate_runs AS c ON c.id = l.run_id
+WHERE w.status = 'waiting' AND l.awaited AND c.status IN ('queued', 'waiting') AND EXISTS (SELECT 1 FROM asked);
 
 -- name: run_children
--- With each child's shape (partition, tags): what a wait on it decides its scopes by.
-SELECT id, child_index, task, queue, partition_key, tags, args, status, awaited, result, error FROM tidegate_runs
-WHERE parent_id = %(parent)s::text ORDER BY child_index;
+-- With each child's shape (partition, tags): what a wait on it decides its scopes by. Linked
+-- children (storage/shared/child_links.py) with the parent's call (task, args) and the holder's
+-- run (id, status, outcome).
+SELECT id, child_index, task, queue, partition_key, tags, args, status, awaited, result, error, false AS linked
+FROM tidegate_runs WHERE parent_id = %(parent)s::text
+UNION ALL
+SELECT r.id, l.child_index, l.task, r.queue, r.partition_key, r.tags, l.args, r.status, l.awaited, r.result, r.error,
+       true AS linked
+FROM tidegate_child_links AS l JOIN tidegate_runs AS r ON r.id = l.run_id
+WHERE l.parent_id = %(parent)s::text
+ORDER BY child_index;
 
 -- name: resume_parents_lock
 -- The parents of runs that just ended, locked (whatever their status) before resume_parents
 -- reads their children: a trigger that is making one wait holds this lock until it commits, so
 -- either it sees this end, or this statement's successor sees it waiting. Locked after the
 -- children (their ends came first in this transaction): the lock order of children.py's docstring.
+-- The parents linked to them (a unique child's holder) are locked alike.
 SELECT p.id FROM tidegate_runs AS p
 WHERE p.id IN (SELECT r.parent_id FROM tidegate_runs AS r WHERE r.id = ANY(%(ids)s::text[]) AND r.parent_id IS NOT NULL)
+   OR p.id IN (SELECT l.parent_id FROM tidegate_child_links AS l WHERE l.run_id = ANY(%(ids)s::text[]))
 ORDER BY p.depth DESC, p.id
 FOR UPDATE;
 
@@ -151,16 +211,16 @@ FOR UPDATE;
 WITH ready AS (
     SELECT w.id FROM tidegate_runs AS w
     WHERE w.status = 'waiting'
-      AND (%(ids)s::text[] IS NULL OR w.id IN (SELECT r.parent_id FROM tidegate_runs AS r
-                                                WHERE r.id = ANY(%(ids)s::text[]) AND r.parent_id IS NOT NULL))
-      AND CASE WHEN coalesce(w.wait_remaining, 0) <= 0
-          THEN NOT EXISTS (SELECT 1 FROM tidegate_runs AS c
-                           WHERE c.parent_id = w.id AND c.awaited
-                             AND c.status NOT IN ('completed', 'failed', 'canceled'))
-          ELSE (SELECT count(*) FROM tidegate_runs AS c
-                WHERE c.parent_id = w.id AND c.awaited
-                  AND c.status NOT IN ('completed', 'failed', 'canceled')) <= w.wait_remaining
-          END
+      AND (%(ids)s::text[] IS NULL
+           OR w.id IN (SELECT r.parent_id FROM tidegate_runs AS r
+                       WHERE r.id = ANY(%(ids)s::text[]) AND r.parent_id IS NOT NULL)
+           OR w.id IN (SELECT l.parent_id FROM tidegate_child_links AS l WHERE l.run_id = ANY(%(ids)s::text[])))
+      -- its awaited children unfinished, its own and those linked to it (child_links.py)
+      AND (SELECT count(*) FROM tidegate_runs AS c
+           WHERE c.parent_id = w.id AND c.awaited AND c.status NOT IN ('completed', 'failed', 'canceled'))
+          + (SELECT count(*) FROM tidegate_child_links AS l JOIN tidegate_runs AS c ON c.id = l.run_id
+             WHERE l.parent_id = w.id AND l.awaited AND c.status NOT IN ('completed', 'failed', 'canceled'))
+          <= greatest(coalesce(w.wait_remaining, 0), 0)
     ORDER BY w.depth DESC, w.id
     FOR UPDATE
 ), resumed AS (

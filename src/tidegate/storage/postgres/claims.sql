@@ -281,7 +281,9 @@ WITH claimed AS (
     WHERE r.id = ANY(%(ids)s::text[]) AND r.id = c.id
     RETURNING c.n, r.id, r.task, r.queue, r.args, r.attempt, r.max_attempts, r.retry_backoff, r.timeout, r.suspect,
               greatest(0, extract(epoch FROM tidegate_statement_timestamp() - r.scheduled_at))::double precision
-                  AS queued_seconds, r.parent_id IS NOT NULL AS has_parent, r.trace_context, r.snoozes
+                  AS queued_seconds,
+              (r.parent_id IS NOT NULL OR EXISTS (SELECT 1 FROM tidegate_unique_keys AS k WHERE k.run_id = r.id))
+                  AS has_parent, r.trace_context, r.snoozes  -- a keyed run may be a linked child (children.sql)
 ), dequeued AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL, 'RunDequeued', jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text),
@@ -363,7 +365,9 @@ WITH current_rules AS MATERIALIZED (
     WHERE r.id = ANY((SELECT ids FROM picked)::text[]) AND r.id = c.id AND (SELECT go FROM verdict)
     RETURNING c.n, r.id, r.task, r.queue, r.args, r.attempt, r.max_attempts, r.retry_backoff, r.timeout, r.suspect,
               greatest(0, extract(epoch FROM tidegate_statement_timestamp() - r.scheduled_at))::double precision
-                  AS queued_seconds, r.parent_id IS NOT NULL AS has_parent, r.trace_context, r.snoozes
+                  AS queued_seconds,
+              (r.parent_id IS NOT NULL OR EXISTS (SELECT 1 FROM tidegate_unique_keys AS k WHERE k.run_id = r.id))
+                  AS has_parent, r.trace_context, r.snoozes  -- a keyed run may be a linked child (children.sql)
 ), dequeued AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
     SELECT id, NULL, 'RunDequeued', jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text),

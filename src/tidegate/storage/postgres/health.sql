@@ -14,4 +14,6 @@ FROM tidegate_runs
 WHERE status IN ('completed', 'failed', 'canceled')
   AND finished_at < tidegate_now() - make_interval(secs => %(retention)s::double precision)
   AND NOT EXISTS (SELECT 1 FROM tidegate_runs AS p WHERE p.id = tidegate_runs.parent_id
-                  AND p.status NOT IN ('completed', 'failed', 'canceled'));
+                  AND p.status NOT IN ('completed', 'failed', 'canceled'))
+  AND NOT EXISTS (SELECT 1 FROM tidegate_child_links AS l JOIN tidegate_runs AS p ON p.id = l.parent_id
+                  WHERE l.run_id = tidegate_runs.id AND p.status NOT IN ('completed', 'failed', 'canceled'));

@@ -13,6 +13,9 @@ WITH doomed AS (
       -- a child whose parent is unfinished stays: the parent's replay reads it (issue 13)
       AND NOT EXISTS (SELECT 1 FROM tidegate_runs AS p WHERE p.id = tidegate_runs.parent_id
                       AND p.status NOT IN ('completed', 'failed', 'canceled'))
+      -- and a run some unfinished parent linked to (a unique child's holder, child_links.py)
+      AND NOT EXISTS (SELECT 1 FROM tidegate_child_links AS l JOIN tidegate_runs AS p ON p.id = l.parent_id
+                      WHERE l.run_id = tidegate_runs.id AND p.status NOT IN ('completed', 'failed', 'canceled'))
     ORDER BY finished_at
     LIMIT %(limit)s::integer
     FOR UPDATE SKIP LOCKED
@@ -22,6 +25,8 @@ WITH doomed AS (
     RETURNING r.id
 ), events AS (
     DELETE FROM tidegate_events AS e USING runs WHERE e.run_id = runs.id RETURNING 1
+), links AS (
+    DELETE FROM tidegate_child_links AS l USING runs WHERE l.parent_id = runs.id
 ), steps AS (
     DELETE FROM tidegate_steps AS s USING runs WHERE s.run_id = runs.id RETURNING 1
 ), ticks AS (

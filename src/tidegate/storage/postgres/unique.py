@@ -1,13 +1,14 @@
 """PostgreSQL: a keyed submit (once per key, domain/unique.py).
 
-Most keyed batches take one round trip (free_submit.py): `unique_lock`, then one statement that
-reads the keys' holders and stores the batch with its keys only if none is held, read after the
-implicit transaction's commit. A batch that statement cannot decide (a ceiling applies, two runs
-share a key, a claim replaces a queued holder, some runs are duplicates and others new) goes the
-full way, the script's (`submit_script.keyed`): one advisory lock per key in key order, the
-holders read after them, the domain's `plan`, the replaced holders, the new runs stored by
-`enqueue`'s own statements (its admission ceilings included) and the keys taken, in one
-pipelined transaction; a refusal, a `DuplicateRun` or any error rolls the whole batch back.
+Most keyed batches take one statement in one round trip (free_submit.py): `enqueue_unique_free`
+takes the keys' locks and reads their holders after them (`tidegate_unique_holders`, a VOLATILE
+function: its own snapshot), and stores the batch with its keys only if none is held. A batch
+that statement cannot decide (a ceiling applies, two runs share a key, a claim replaces a queued
+holder, some runs are duplicates and others new) goes the full way, the script's
+(`submit_script.keyed`): one advisory lock per key in key order, the holders read after them,
+the domain's `plan`, the replaced holders, the new runs stored by `enqueue`'s own statements (its
+admission ceilings included) and the keys taken, in one pipelined transaction; a refusal, a
+`DuplicateRun` or any error rolls the whole batch back.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 -- name: unique_lock
 -- One submitter at a time per key, locks taken in key order (two batches never wait on each other
--- in a circle). Only the statements after it read the holders: under READ COMMITTED each sees
+-- in a circle). The same locks as `tidegate_unique_holders` (migration 0025) takes. Only the statements after it read the holders: under READ COMMITTED each sees
 -- every submit of the key that committed before the lock was granted, so two submitters on
 -- separate connections never both take a key; the primary key of tidegate_unique_keys is the last guard.
 SELECT count(pg_advisory_xact_lock(hashtextextended('tidegate:' || coalesce(current_schema(), '') || '/unique:' || k, 0)))
@@ -45,9 +45,10 @@ RETURNING id;
 
 -- name: enqueue_unique_free
 -- `enqueue_free` for a keyed batch whose keys are distinct and none of whose runs replaces a
--- holder (free_submit.py), sent right after `unique_lock`, a statement of its own: this one's
--- snapshot is taken after the locks were granted, so it sees every submit of these keys that
--- committed before. It reads the keys' holders (unique_holders' rule) and stores the runs, their
+-- holder (free_submit.py), one statement: `tidegate_unique_holders` (migration 0025) takes the
+-- keys' locks (`unique_lock`'s) and then reads their holders (unique_holders' rule) in a snapshot
+-- of its own, taken after the locks were granted, so it sees every submit of these keys that
+-- committed before (this statement's own snapshot, taken before the locks, may not). It stores the runs, their
 -- RunQueued events, their keys and the wake-up only if no key is held and the rules version is
 -- still `known` (read FOR SHARE, as enqueue_free does: no ceiling set since is submitted past).
 -- The version is read only when no key is held (CASE: its subquery runs only when asked for), so
@@ -57,12 +58,7 @@ RETURNING id;
 WITH taken AS MATERIALIZED (
     SELECT * FROM jsonb_to_recordset(%(keys)s::jsonb) AS k(key text, run_id text, holds text, period double precision)
 ), held AS MATERIALIZED (
-    SELECT k.key, r.id, r.status
-    FROM tidegate_unique_keys AS k
-    JOIN tidegate_runs AS r ON r.id = k.run_id
-    WHERE k.key IN (SELECT key FROM taken)
-      AND (position('|' || r.status || '|' in k.holds) > 0
-           OR (r.status = 'completed' AND k.expires_at > tidegate_now()))
+    SELECT h.key, h.run_id AS id, h.status FROM tidegate_unique_holders(ARRAY(SELECT key FROM taken)) AS h
 ), current_rules AS MATERIALIZED (
     SELECT CASE WHEN EXISTS (SELECT 1 FROM held) THEN NULL
                 ELSE coalesce((SELECT value = %(known)s::text FROM tidegate_settings WHERE name = 'rules_version'

@@ -33,6 +33,7 @@ def child_record(row: Row, to_json: ToJSON) -> ChildRecord:
         awaited=bool(row["awaited"]),
         result=to_json(row["result"]),
         error=row["error"],
+        linked=bool(row["linked"]),
     )
 
 
@@ -65,7 +66,7 @@ def sort_new(children: Sequence[NewChild], existing: Mapping[int, ChildRecord]) 
         if stored is None:
             new.append(child)
             continue
-        check_replay(stored, child.run.task, child.run.args)
+        check_replay(stored, child.run)
         if child.awaited and not stored.awaited:
             now_awaited.append(child.index)
     return new, now_awaited
@@ -161,7 +162,9 @@ def refuse_stuck(parent_id: str, rows: Sequence[Row], rules: Rules, to_json: ToJ
     """WaitDeadlock if the parent, its wait applied, could never end: `domain.wait_graph` over
     the blocked runs (`rows`: every waiting run and every queued child a waiting run awaits,
     read after the wait was written). A waiting run needs again what it released; a queued
-    one needs all its scopes; running children are left out: they end."""
+    one needs all its scopes; running children are left out: they end. A run awaited through
+    links (a unique child's holder, awaited by parents that did not store it) comes once per
+    parent: each row is an edge, the first one the run."""
     ids = {row["id"] for row in rows}
     awaits: dict[str, set[str]] = {}
     for row in rows:
@@ -169,7 +172,7 @@ def refuse_stuck(parent_id: str, rows: Sequence[Row], rules: Rules, to_json: ToJ
             awaits.setdefault(row["parent_id"], set()).add(row["id"])
     limits: dict[str, int | None] = {}
     blocked = []
-    for row in rows:
+    for row in {row["id"]: row for row in reversed(rows)}.values():
         scopes = slots_of(rules, row["queue"], row["partition_key"], to_json(row["tags"]) or {})
         limits.update((slot.scope, slot.limit) for slot in scopes)
         waits = row["status"] == RunStatus.WAITING.value

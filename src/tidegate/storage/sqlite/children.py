@@ -20,7 +20,9 @@ from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import RunStatus
 from tidegate.storage import port
-from tidegate.storage.shared import records, waiting, wakes
+from tidegate.storage.shared import child_links, records, waiting, wakes
+from tidegate.storage.shared.child_links import KeyedChildren
+from tidegate.storage.shared.uniqueness import key_rows, replace_params
 from tidegate.storage.shared.waiting import canceled_event
 from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
@@ -53,18 +55,25 @@ class Children(Aggregate, port.ChildVerbs):
             stored = connection.execute(self._q("run_children"), {"parent": run_id}).fetchall()
             existing = {row["child_index"]: waiting.child_record(row, to_json) for row in stored}
             new, now_awaited = waiting.sort_new(children, existing)
-            events = self._start(connection, parent, worker_id, now) + self._store_new(connection, parent, new, now)
+            keyed = self._keyed(connection, new, now)
+            events = self._start(connection, parent, worker_id, now) + self._store_new(connection, parent, keyed, now)
             if now_awaited:
-                connection.execute(
-                    self._q("trigger_children_awaited"), {"parent": run_id, "indexes": json.dumps(now_awaited)}
-                )
-            asked = [existing.get(child.index) or waiting.queued_child(child) for child in children]
+                indexes = {"parent": run_id, "indexes": json.dumps(now_awaited)}
+                connection.execute(self._q("trigger_children_awaited"), indexes)
+                connection.execute(self._q("trigger_children_awaited_links"), indexes)
+            asked = [
+                existing.get(child.index) or keyed.records.get(child.index) or waiting.queued_child(child)
+                for child in children
+            ]
             asked = [replace(record, awaited=record.awaited or wait) for record in asked]
             pending = waiting.waited_on(asked, wait, request.wait_any)
             if pending:
-                shapes = waiting.waited_shapes(pending, new, waiting.shapes_of(stored, to_json))
+                known = {**waiting.shapes_of(stored, to_json), **keyed.shapes}
+                shapes = waiting.waited_shapes(pending, keyed.store, known)
                 remaining = waiting.wait_remaining(existing, asked, request.wait_any)
-                events.append(self._wait(connection, parent, pending, shapes, request.release_all, remaining, now))
+                linked = any(record.linked for record in pending)
+                wait_on = (pending, shapes, request.release_all, remaining, linked)
+                events.append(self._wait(connection, parent, *wait_on, now))
             connection.executemany(self._q("insert_event"), events)
         return TriggerAnswer(asked, waiting=bool(pending))
 
@@ -78,9 +87,23 @@ class Children(Aggregate, port.ChildVerbs):
         connection.execute(self._q("trigger_children_started"), {**fence, "now": now})
         return [event_row(parent["id"], history.run_started(parent["attempt"], worker_id), now)]
 
+    def _keyed(self, connection: sqlite3.Connection, new: Sequence[NewChild], now: float) -> KeyedChildren:
+        """The new children sorted by their keys (stored, or linked to their key's holder): the
+        write lock held since the trigger began keeps the holders read here the holders."""
+        keys = child_links.child_keys(new)
+        if not keys:
+            return child_links.unkeyed(new)
+        rows = connection.execute(self._q("trigger_children_holders"), {"keys": json.dumps(keys), "now": now})
+        keyed = child_links.sort_keyed(new, rows.fetchall(), to_json)
+        for holder_id, run in keyed.replace:
+            params = {**replace_params(holder_id, run), "args": dumps(run.args), "now": now}
+            connection.execute(self._q("unique_replace"), params).fetchall()
+        return keyed
+
     def _store_new(
-        self, connection: sqlite3.Connection, parent: sqlite3.Row, new: Sequence[NewChild], now: float
+        self, connection: sqlite3.Connection, parent: sqlite3.Row, keyed: KeyedChildren, now: float
     ) -> list[dict[str, Any]]:
+        new = keyed.store
         if new:
             self._runs.check_admission(connection, [child.run.queue for child in new], now)  # a child is a submit
         rows = []
@@ -102,6 +125,16 @@ class Children(Aggregate, port.ChildVerbs):
                 event_row(parent["id"], history.child_triggered(run.id, run.task, child.index, child.awaited), now)
             )
         connection.executemany(self._q("trigger_children_insert"), rows)
+        taken = key_rows([child.run for child in new])
+        if taken:
+            connection.executemany(self._q("unique_take"), [{**row, "now": now} for row in taken])
+        links = child_links.link_rows(keyed.links)
+        if links:
+            link_params = [{**row, "parent": parent["id"], "args": dumps(row["args"])} for row in links]
+            connection.executemany(self._q("trigger_children_link"), link_params)
+        for child, holder in keyed.links:
+            linked = history.child_triggered(holder, child.run.task, child.index, child.awaited, linked=True)
+            events.append(event_row(parent["id"], linked, now))
         return events
 
     def _wait(
@@ -112,10 +145,12 @@ class Children(Aggregate, port.ChildVerbs):
         shapes: Sequence[waiting.Shape],
         release_all: bool,
         remaining: int | None,
+        linked: bool,
         now: float,
     ) -> dict[str, Any]:
         """End the parent's attempt waiting, releasing what the plan releases; its RunWaiting event.
-        A root has no chain above it to read."""
+        A root has no chain above it to read. A wait on a linked child is always checked against
+        the wait graph: it may close a circle of waits (WaitCycle) with no slot kept."""
         rules = self._limits.load_rules(connection)
         held = [row[0] for row in connection.execute(self._q("trigger_children_held"), {"id": parent["id"]})]
         above = []
@@ -138,7 +173,7 @@ class Children(Aggregate, port.ChildVerbs):
         )
         connection.execute(self._q("trigger_children_release"), {"id": parent["id"], "kept": kept})
         connection.execute(self._q("trigger_children_keep"), {"id": parent["id"], "forever": FOREVER})
-        blocked = connection.execute(self._q("trigger_children_blocked")).fetchall()
+        blocked = connection.execute(self._q("trigger_children_blocked"), {"every": linked}).fetchall()
         waiting.refuse_stuck(parent["id"], blocked, rules, to_json)  # across chains, the wait applied
         waited = history.run_waiting(parent["attempt"], [child.id for child in pending], plan.released, plan.kept)
         return event_row(parent["id"], waited, now)

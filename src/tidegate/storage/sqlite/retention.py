@@ -23,6 +23,8 @@ class Retention(Aggregate, port.RetentionVerbs):
             ids = [row[0] for row in connection.execute(self._q("prune_runs"), {"cutoff": cutoff, "limit": limit})]
             params = {"ids": json.dumps(ids)}
             events = connection.execute(self._q("prune_runs_events"), params).rowcount if ids else 0
+            if ids:
+                connection.execute(self._q("prune_runs_links"), params)
             steps = connection.execute(self._q("prune_runs_steps"), params).rowcount if ids else 0
             runs = connection.execute(self._q("prune_runs_delete"), params).rowcount if ids else 0
             ticks = connection.execute(self._q("prune_runs_ticks"), {"cutoff": cutoff, "limit": limit}).rowcount
