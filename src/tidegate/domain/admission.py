@@ -153,6 +153,7 @@ def admit(
     # Runs of one partition with the same tags need the same scopes; a window holds many of them.
     known_needs: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[ScopeNeed]] = {}
     held = local.suspect_group  # the one group of suspects this worker may run
+    refusals: dict[tuple[tuple[tuple[str, int], ...], int], tuple[Saturation, ...]] = {}
     for candidate in claim_order(candidates, lane_load):
         if rules.is_paused(candidate.queue):
             continue
@@ -176,7 +177,7 @@ def admit(
         if group not in (None, held) and held is not None:
             continue  # another group's suspect: a worker free of suspects takes it
         scopes = rules.rate_scopes(candidate.queue, candidate.rate_partition, candidate.tags)
-        waiting = _charge(candidate, scopes, states, charged, charges, now)
+        waiting = _charge(candidate, scopes, states, charged, charges, now, refusals)
         if waiting:
             blocked[candidate.id] = waiting
             next_allowed = _earliest(next_allowed, _all_allow(waiting))
@@ -198,17 +199,27 @@ def _charge(
     charged: dict[tuple[str, int], int],
     charges: dict[str, tuple[Charge, ...]],
     now: float,
+    refusals: dict[tuple[tuple[tuple[str, int], ...], int], tuple[Saturation, ...]],
 ) -> tuple[Saturation, ...]:
     """Take the candidate's cost from every window of every rate it is charged (`scopes`: its
     queue's and its tags'), updating `states` and `charged` and recording in `charges` what it
     took, for a refund; or take nothing and name each rate that holds it back, until when (empty:
-    taken, or no rate)."""
+    taken, or no rate).
+
+    `refusals` remembers each refusal by its windows and cost until the next charge: the answer
+    depends only on those windows' states, which nothing but a charge moves. A paced backlog's
+    claim reads a window of runs the rate refuses one after another; each is then a look-up,
+    not GCRA's arithmetic over exact fractions twice (`take`, then `held` per rate)."""
     if not scopes:
         return ()
-    keys = [(scope, window_key(rate)) for scope, windows in scopes for rate in windows]
+    keys = tuple((scope, window_key(rate)) for scope, windows in scopes for rate in windows)
+    remembered = refusals.get((keys, candidate.rate_cost))
+    if remembered is not None:
+        return remembered
     windows = [rate for _, scope_windows in scopes for rate in scope_windows]
     taken = take([states.get(key) for key in keys], windows, candidate.rate_cost, now)
     if taken.allowed:
+        refusals.clear()  # the states moved: what was refused may be refused until later now
         taken_here: list[Charge] = []
         for key, state, rate in zip(keys, taken.states, windows, strict=True):
             assert state is not None  # a charged window always has a state
@@ -217,14 +228,15 @@ def _charge(
             states[key] = charged[key] = state
         charges[candidate.id] = tuple(taken_here)
         return ()
-    refusals = []
+    reasons = []
     for scope, scope_windows in scopes:
         refused = held(
             [states.get((scope, window_key(rate))) for rate in scope_windows], scope_windows, candidate.rate_cost, now
         )
         if refused is not None:
-            refusals.append(rate_saturation(scope, refused))
-    return tuple(refusals)
+            reasons.append(rate_saturation(scope, refused))
+    refusals[keys, candidate.rate_cost] = tuple(reasons)
+    return refusals[keys, candidate.rate_cost]
 
 
 def _all_allow(refusals: Sequence[Saturation]) -> float | None:
