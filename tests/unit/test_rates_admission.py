@@ -20,7 +20,7 @@ from tidegate.domain.limits import (
     queue_from_dict,
     queue_to_dict,
 )
-from tidegate.domain.rates import Rate, held, take, window_key
+from tidegate.domain.rates import NS, Rate, held, interval, take, window_key
 from tidegate.domain.scopes import Rules, rate_partition_of
 from tidegate.storage.shared.claiming import changed_block_reasons, reason_json
 
@@ -159,8 +159,35 @@ def test_admit_refuses_and_explains_each_run_as_a_fresh_charge_at_its_turn_would
     assert [c.id for c, _ in decision.admitted] == expected_admitted
     assert decision.blocked == expected_blocked
     assert decision.rate_states == {key: tat for key, tat in state.items() if states.get(key) != tat}
-    retry = [max(s.retry_at for s in reasons) for reasons in expected_blocked.values() if None not in {s.retry_at for s in reasons}]
-    assert decision.next_allowed_at == (min(retry) if retry else None)
+    retry = [
+        max(s.retry_at for s in reasons if s.retry_at is not None)
+        for reasons in expected_blocked.values()
+        if None not in {s.retry_at for s in reasons}
+    ]
+    # the worker comes back when a claim's worth of held runs may start: never before the first
+    assert (decision.next_allowed_at is None) == (not retry)
+    assert decision.next_allowed_at is None or decision.next_allowed_at >= min(retry)
+
+
+def test_a_worker_comes_back_when_half_the_burst_or_every_held_run_may_start():
+    """`next_allowed_at` gathers a claim's worth of tokens: at 200/s with a burst of 10 (an interval
+    of 1/191 s), five starts; two when only two runs wait; one with a burst of 1."""
+    paced = QueueConfig("api", rate=[Rate(limit=200, per="1s", burst=10)])
+    rules = Rules(queues={"api": paced})
+    runs = [replace(candidate(f"r{i}", "", i), rate_partition="") for i in range(64)]
+    first = admit(runs, {}, rules, LocalUsage(), 64, now=10.0)
+    assert len(first.admitted) == 10  # the burst
+    step = interval(paced.rate[0]) / NS
+    tat = first.rate_states[("rate:api", NS)] / NS  # ten intervals on
+    assert first.next_allowed_at == pytest.approx(tat - 5 * step)  # five tokens back
+    two = admit(runs[10:12], {}, rules, LocalUsage(), 64, rate_states=first.rate_states, now=10.0)
+    assert two.next_allowed_at == pytest.approx(tat - 8 * step)
+    full = admit(runs[10:], {}, rules, LocalUsage(), 1, rate_states=first.rate_states, now=10.0)
+    assert full.next_allowed_at == pytest.approx(tat - 9 * step)  # room for one: one token
+    even = Rules(queues={"api": QueueConfig("api", rate=[Rate(limit=200, per="1s", burst=1)])})
+    spaced = admit(runs[:3], {}, even, LocalUsage(), 64, now=10.0)
+    assert spaced.next_allowed_at == pytest.approx(10.0 + 1 / 200)
+    assert spaced.next_allowed_at == spaced.blocked["r1"][0].retry_at
 
 
 def _windows(rules: Rules, scope: str) -> tuple[Rate, ...]:

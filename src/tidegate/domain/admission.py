@@ -22,6 +22,7 @@ read such runs (storage/shared/claiming.py), but every other caller of `admit`
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,7 +84,9 @@ class Admission:
     admitted: list[tuple[Candidate, list[ScopeNeed]]]
     blocked: dict[str, tuple[Saturation, ...]]
     rate_states: dict[tuple[str, int], int] = field(default_factory=dict)  # the windows charged: store these
-    next_allowed_at: float | None = None  # the earliest time a run held back only by a rate may start
+    # when a claim's worth of the runs held back only by a rate may start (`gathered_at`): a
+    # worker that found nothing else to claim comes back then
+    next_allowed_at: float | None = None
     # per admitted run, what each window of its rate was charged: for a refund or a correction
     charges: dict[str, tuple[Charge, ...]] = field(default_factory=dict)
 
@@ -154,6 +157,7 @@ def admit(
     known_needs: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[ScopeNeed]] = {}
     held = local.suspect_group  # the one group of suspects this worker may run
     refusals: dict[tuple[tuple[tuple[str, int], ...], int], tuple[Saturation, ...]] = {}
+    waiting_on: dict[tuple[tuple[tuple[str, tuple[Rate, ...]], ...], int], list[str]] = {}  # rate-held runs
     for candidate in claim_order(candidates, lane_load):
         if rules.is_paused(candidate.queue):
             continue
@@ -180,7 +184,9 @@ def admit(
         waiting = _charge(candidate, scopes, states, charged, charges, now, refusals)
         if waiting:
             blocked[candidate.id] = waiting
-            next_allowed = _earliest(next_allowed, _all_allow(waiting))
+            if _all_allow(waiting) is not None:
+                gathering = waiting_on.setdefault((tuple(scopes), candidate.rate_cost), [])
+                gathering.append(candidate.id)
             continue
         held = group or held
         admitted.append((candidate, needs))
@@ -189,7 +195,33 @@ def admit(
         per_queue[candidate.queue] = per_queue.get(candidate.queue, 0) + 1
         lane = (candidate.queue, candidate.partition)
         per_partition[lane] = per_partition.get(lane, 0) + 1
+    room = max(1, capacity - len(admitted))
+    for (scopes, cost), waiting_ids in waiting_on.items():
+        next_allowed = _earliest(next_allowed, gathered_at(scopes, states, cost, min(len(waiting_ids), room), now))
     return Admission(admitted, blocked, charged, next_allowed, charges)
+
+
+def gathered_at(
+    scopes: Sequence[tuple[str, tuple[Rate, ...]]], states: RateStates, cost: int, waiting: int, now: float
+) -> float | None:
+    """When the rates `scopes` allow a claim's worth of the `waiting` starts of `cost` they hold back:
+    as many as half the smallest burst holds (at least one), or all of them if fewer.
+
+    A worker that came back for each start as soon as its one token was due would claim
+    once per token: at 200 a second, 200 claims, each reading and refusing the runs
+    behind it. Half the burst leaves the other half for the claim to arrive in before
+    the bucket is full and tokens go unused, so the rate is still reached; a burst of 1
+    (evenly spaced starts) is one start per claim, as before. None: the cost exceeds a
+    window's burst and is never allowed.
+    """
+    keys = [(scope, window_key(rate)) for scope, windows in scopes for rate in windows]
+    windows = [rate for _, scope_windows in scopes for rate in scope_windows]
+    smallest = min(rate.allowed_burst for rate in windows)
+    if cost > smallest:
+        return None
+    batch = max(1, min(waiting, -(-smallest // 2) // cost))
+    retry = take([states.get(key) for key in keys], windows, cost * batch, now).retry_at
+    return retry if retry != math.inf else None
 
 
 def _charge(
