@@ -28,7 +28,16 @@ from rich.console import Console
 from rich.table import Table
 
 from common import fresh_database, measured_with, median, medians, parse_options, repeated, write_markdown
-from limits_apps import build, charge_instants, cpu_seconds, event_times, idle_cpu_percent, start_worker, stop_worker, wait_ready
+from limits_apps import (
+    build,
+    charge_instants,
+    cpu_seconds,
+    event_times,
+    idle_cpu_percent,
+    start_worker,
+    stop_worker,
+    wait_ready,
+)
 from rate_apps import PACED_RATE, PARTITIONS
 from tidegate.domain.rates import NS
 

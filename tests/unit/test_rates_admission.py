@@ -117,7 +117,9 @@ WEIGHTED = QueueConfig(
     rate=[Rate(limit=6, per="1s", burst=3), Rate(limit=20, per="1m", burst=4)],
     rate_partition=Partition(by_args=["key"]),
 )
-TENANTS = RunQueueConfig(tag_rate_limits=[TagRateLimit(key="tenant", per_unique_value=True, limit=4, per="1s", burst=2)])
+TENANTS = RunQueueConfig(
+    tag_rate_limits=[TagRateLimit(key="tenant", per_unique_value=True, limit=4, per="1s", burst=2)]
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -153,7 +155,11 @@ def test_admit_refuses_and_explains_each_run_as_a_fresh_charge_at_its_turn_would
         expected_blocked[run.id] = tuple(
             rate_saturation(scope, refused)
             for scope, scope_windows in scopes
-            if (refused := held([state.get((scope, window_key(r))) for r in scope_windows], scope_windows, run.rate_cost, 1.5))
+            if (
+                refused := held(
+                    [state.get((scope, window_key(r))) for r in scope_windows], scope_windows, run.rate_cost, 1.5
+                )
+            )
             is not None
         )
     assert [c.id for c, _ in decision.admitted] == expected_admitted

@@ -144,10 +144,7 @@ def admit(
     charged at `now` (the database's clock) last, once every other check let the
     run in, so a run is charged exactly when it is admitted: all or none.
     """
-    states = dict(rate_states or {})
-    charged: dict[tuple[str, int], int] = {}
-    charges: dict[str, tuple[Charge, ...]] = {}
-    next_allowed: float | None = None
+    rates = _RateCharger(dict(rate_states or {}), now)
     in_use = dict(usage)
     per_queue = dict(local.per_queue)
     per_partition = dict(local.per_partition)
@@ -156,8 +153,6 @@ def admit(
     # Runs of one partition with the same tags need the same scopes; a window holds many of them.
     known_needs: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[ScopeNeed]] = {}
     held = local.suspect_group  # the one group of suspects this worker may run
-    refusals: dict[tuple[tuple[tuple[str, int], ...], int], tuple[Saturation, ...]] = {}
-    waiting_on: dict[tuple[tuple[tuple[str, tuple[Rate, ...]], ...], int], list[str]] = {}  # rate-held runs
     for candidate in claim_order(candidates, lane_load):
         if rules.is_paused(candidate.queue):
             continue
@@ -181,12 +176,9 @@ def admit(
         if group not in (None, held) and held is not None:
             continue  # another group's suspect: a worker free of suspects takes it
         scopes = rules.rate_scopes(candidate.queue, candidate.rate_partition, candidate.tags)
-        waiting = _charge(candidate, scopes, states, charged, charges, now, refusals)
+        waiting = rates.charge(candidate, scopes)
         if waiting:
             blocked[candidate.id] = waiting
-            if _all_allow(waiting) is not None:
-                gathering = waiting_on.setdefault((tuple(scopes), candidate.rate_cost), [])
-                gathering.append(candidate.id)
             continue
         held = group or held
         admitted.append((candidate, needs))
@@ -195,10 +187,8 @@ def admit(
         per_queue[candidate.queue] = per_queue.get(candidate.queue, 0) + 1
         lane = (candidate.queue, candidate.partition)
         per_partition[lane] = per_partition.get(lane, 0) + 1
-    room = max(1, capacity - len(admitted))
-    for (scopes, cost), waiting_ids in waiting_on.items():
-        next_allowed = _earliest(next_allowed, gathered_at(scopes, states, cost, min(len(waiting_ids), room), now))
-    return Admission(admitted, blocked, charged, next_allowed, charges)
+    next_allowed = rates.next_allowed(max(1, capacity - len(admitted)))
+    return Admission(admitted, blocked, rates.charged, next_allowed, rates.charges)
 
 
 def gathered_at(
@@ -224,51 +214,77 @@ def gathered_at(
     return retry if retry != math.inf else None
 
 
-def _charge(
-    candidate: Candidate,
-    scopes: Sequence[tuple[str, tuple[Rate, ...]]],
-    states: dict[tuple[str, int], int],
-    charged: dict[tuple[str, int], int],
-    charges: dict[str, tuple[Charge, ...]],
-    now: float,
-    refusals: dict[tuple[tuple[tuple[str, int], ...], int], tuple[Saturation, ...]],
-) -> tuple[Saturation, ...]:
-    """Take the candidate's cost from every window of every rate it is charged (`scopes`: its
-    queue's and its tags'), updating `states` and `charged` and recording in `charges` what it
-    took, for a refund; or take nothing and name each rate that holds it back, until when (empty:
-    taken, or no rate).
+RateKeys = tuple[tuple[str, int], ...]  # (rate scope, window in ns) of every window a start is charged
+RateScopes = tuple[tuple[str, tuple[Rate, ...]], ...]  # (rate scope, its windows) a start is charged
 
-    `refusals` remembers each refusal by its windows and cost until the next charge: the answer
-    depends only on those windows' states, which nothing but a charge moves. A paced backlog's
-    claim reads a window of runs the rate refuses one after another; each is then a look-up,
-    not GCRA's arithmetic over exact fractions twice (`take`, then `held` per rate)."""
-    if not scopes:
-        return ()
-    keys = tuple((scope, window_key(rate)) for scope, windows in scopes for rate in windows)
-    remembered = refusals.get((keys, candidate.rate_cost))
-    if remembered is not None:
-        return remembered
-    windows = [rate for _, scope_windows in scopes for rate in scope_windows]
-    taken = take([states.get(key) for key in keys], windows, candidate.rate_cost, now)
-    if taken.allowed:
-        refusals.clear()  # the states moved: what was refused may be refused until later now
-        taken_here: list[Charge] = []
-        for key, state, rate in zip(keys, taken.states, windows, strict=True):
-            assert state is not None  # a charged window always has a state
-            charge = Charge(key[0], key[1], states.get(key), state, candidate.rate_cost, interval(rate), to_ns(now))
-            taken_here.append(charge)
-            states[key] = charged[key] = state
-        charges[candidate.id] = tuple(taken_here)
-        return ()
-    reasons = []
-    for scope, scope_windows in scopes:
-        refused = held(
-            [states.get((scope, window_key(rate))) for rate in scope_windows], scope_windows, candidate.rate_cost, now
-        )
-        if refused is not None:
-            reasons.append(rate_saturation(scope, refused))
-    refusals[keys, candidate.rate_cost] = tuple(reasons)
-    return refusals[keys, candidate.rate_cost]
+
+@dataclass
+class _RateCharger:
+    """The rate windows' states through one claim decision: what it charged, what it refused."""
+
+    states: dict[tuple[str, int], int]
+    now: float
+    charged: dict[tuple[str, int], int] = field(default_factory=dict)
+    # per admitted run, what each window of its rate was charged: for a refund or a correction
+    charges: dict[str, tuple[Charge, ...]] = field(default_factory=dict)
+    # Each refusal by its windows and cost, until the next charge: the answer depends only on
+    # those windows' states, which nothing but a charge moves. A paced backlog's claim reads
+    # a window of runs the rate refuses one after another; each is then a look-up, not GCRA's
+    # arithmetic over exact fractions twice (`take`, then `held` per rate).
+    refusals: dict[tuple[RateKeys, int], tuple[Saturation, ...]] = field(default_factory=dict)
+    waiting: dict[tuple[RateScopes, int], int] = field(default_factory=dict)  # runs held until a time, by rates
+
+    def charge(self, candidate: Candidate, scopes: Sequence[tuple[str, tuple[Rate, ...]]]) -> tuple[Saturation, ...]:
+        """Take the candidate's cost from every window of every rate it is charged (`scopes`: its
+        queue's and its tags'), recording what it took, for a refund; or take nothing and name
+        each rate that holds it back, until when (empty: taken, or no rate)."""
+        if not scopes:
+            return ()
+        keys = tuple((scope, window_key(rate)) for scope, windows in scopes for rate in windows)
+        refused = self.refusals.get((keys, candidate.rate_cost))
+        if refused is None:
+            refused = self._take(candidate, keys, scopes)
+        if refused and _all_allow(refused) is not None:
+            shape = (tuple(scopes), candidate.rate_cost)
+            self.waiting[shape] = self.waiting.get(shape, 0) + 1
+        return refused
+
+    def _take(
+        self, candidate: Candidate, keys: RateKeys, scopes: Sequence[tuple[str, tuple[Rate, ...]]]
+    ) -> tuple[Saturation, ...]:
+        states, now = self.states, self.now
+        windows = [rate for _, scope_windows in scopes for rate in scope_windows]
+        taken = take([states.get(key) for key in keys], windows, candidate.rate_cost, now)
+        if taken.allowed:
+            self.refusals.clear()  # the states moved: what was refused may be refused until later now
+            taken_here: list[Charge] = []
+            for key, state, rate in zip(keys, taken.states, windows, strict=True):
+                assert state is not None  # a charged window always has a state
+                cost = candidate.rate_cost
+                taken_here.append(Charge(key[0], key[1], states.get(key), state, cost, interval(rate), to_ns(now)))
+                states[key] = self.charged[key] = state
+            self.charges[candidate.id] = tuple(taken_here)
+            return ()
+        reasons = []
+        for scope, scope_windows in scopes:
+            refusal = held(
+                [states.get((scope, window_key(rate))) for rate in scope_windows],
+                scope_windows,
+                candidate.rate_cost,
+                now,
+            )
+            if refusal is not None:
+                reasons.append(rate_saturation(scope, refusal))
+        self.refusals[keys, candidate.rate_cost] = tuple(reasons)
+        return tuple(reasons)
+
+    def next_allowed(self, room: int) -> float | None:
+        """When a claim's worth of the runs rates held back may start (`gathered_at`), for a
+        worker with `room` free slots left."""
+        found: float | None = None
+        for (scopes, cost), count in self.waiting.items():
+            found = _earliest(found, gathered_at(scopes, self.states, cost, min(count, room), self.now))
+        return found
 
 
 def _all_allow(refusals: Sequence[Saturation]) -> float | None:
