@@ -7,6 +7,7 @@ limits. Also: reading the database's own timestamps, and CPU time from /proc.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -230,6 +231,20 @@ def event_times(url: str, queue: str, kinds: tuple[str, ...]) -> list[tuple[str,
         f"JOIN tidegate_runs r ON r.id = e.run_id WHERE r.queue = %s AND e.type IN ({pg_placeholders}) ORDER BY e.id"
     )
     return [(run, kind, at, worker) for run, kind, at, worker in query(url, sqlite_sql, pg_sql, (queue, *kinds))]
+
+
+def charge_instants(url: str, queue: str) -> list[int]:
+    """The instants a queue's runs were charged their rate, in ns of the database's clock, sorted: what
+    the rate's guarantee is about, exact integers as each claim stored them with its charge (`rate_charge`,
+    `domain.rates.Charge.at`; one per run: a charge given back was cleared). A RunDequeued event's time is
+    its claim statement's, a round trip after the charge, by a lag that varies from claim to claim."""
+    rows = query(
+        url,
+        "SELECT r.rate_charge FROM tidegate_runs r WHERE r.queue = ? AND r.rate_charge IS NOT NULL",
+        "SELECT r.rate_charge FROM tidegate_runs r WHERE r.queue = %s AND r.rate_charge IS NOT NULL",
+        (queue,),
+    )
+    return sorted(json.loads(stored)[0][6] for (stored,) in rows)  # Charge.to_json: [..., at]; one window
 
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

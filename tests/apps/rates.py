@@ -10,7 +10,7 @@ machine's, which its store uses too). The declarations come from
 starts per second (burst 10), one budget per `p`.
 
 With `$TIDEGATE_TEST_SKIP_RATE_CHARGE` set, the claim never charges a rate
-(`admission._charge` answers "no rate"): the mutation the proof must catch. With
+(the decision's `_RateCharger.charge` answers "no rate"): the mutation the proof must catch. With
 `$TIDEGATE_TEST_IGNORE_LIVE_RATES` set, the claim ignores live rate overrides: the
 mutation the live-change proof must catch.
 """
@@ -27,7 +27,7 @@ from tidegate import Context, Partition, Rate
 from tidegate.domain import admission, scopes
 
 if os.environ.get("TIDEGATE_TEST_SKIP_RATE_CHARGE"):
-    admission._charge = lambda *args, **kwargs: None  # type: ignore[assignment]  # the mutation
+    admission._RateCharger.charge = lambda self, candidate, rates: ()  # type: ignore[method-assign]  # the mutation
 if os.environ.get("TIDEGATE_TEST_IGNORE_LIVE_RATES"):
     # the mutation of tests/process/test_live_rates_processes.py: the claim applies the code's
     # windows, never a live override of them

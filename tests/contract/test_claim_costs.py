@@ -11,11 +11,12 @@ once more, fails here.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
-from tidegate import App, Concurrency, Partition, RunQueueConfig
+from tidegate import App, Concurrency, Partition, Rate, RunQueueConfig
 from tidegate.domain.model import CycleRequest
 
 from .test_children_round_trips import counted_trips
@@ -108,3 +109,35 @@ def test_a_look_that_proves_a_claim_futile_is_one_statement(database_url, monkey
         with counted_trips(monkeypatch) as counter:
             assert app.store.peek_cycle("w1", ["pk"]) is not None
         assert (counter.trips, counter.sent) == (1, 1)
+
+
+def test_a_claim_under_a_rate_that_never_binds_takes_the_general_path(database_url, monkeypatch):
+    """A rate keeps its queue off the one-statement claim: its states are read, locked and written
+    in the claim (the cost issue 25's never-binding benchmark measures against no rate)."""
+    with App(database_url) as app:
+        app.queue("loose", rate=Rate(limit=1_000_000, per="1s"))
+        work = app.task(name="costs.loose", queue="loose")(lambda n: n)
+        work.submit_many([{"n": n} for n in range(6)])
+        assert len(_cycle(app, "w0", "loose", 2).claimed) == 2  # caches the rules; the queue is busy
+        assert _costs(app, monkeypatch, "w1", "loose", 2) == LOOSE_RATE_CLAIM
+
+
+LOOSE_RATE_CLAIM = (3, 12, 2)
+
+
+def test_a_paced_claim_does_not_rewrite_the_reasons_of_the_runs_its_rate_still_holds(database_url, monkeypatch):
+    """Runs a rate held back keep the reason a claim stored, though each charge moves the time the
+    rate next allows a start: a claim that charges one more run and holds back the same runs
+    sends no block reasons (nor their RunBlocked events) again."""
+    with App(database_url) as app:
+        app.queue("paced", rate=Rate(limit=1000, per="1s", burst=1))
+        work = app.task(name="costs.paced", queue="paced")(lambda n: n)
+        handles = work.submit_many([{"n": n} for n in range(5)])
+        assert len(_cycle(app, "w0", "paced", 8).claimed) == 1  # the others are held, with a reason each
+        time.sleep(0.01)  # ten intervals: the next claim charges one more, the retry time moves
+        assert _costs(app, monkeypatch, "w1", "paced", 8) == PACED_CLAIM
+        blocked = app.store.run_events(handles[-1].id)
+        assert [event.type for event in blocked].count("RunBlocked") == 1
+
+
+PACED_CLAIM = (3, 13, 1)

@@ -22,6 +22,7 @@ read such runs (storage/shared/claiming.py), but every other caller of `admit`
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,7 +84,9 @@ class Admission:
     admitted: list[tuple[Candidate, list[ScopeNeed]]]
     blocked: dict[str, tuple[Saturation, ...]]
     rate_states: dict[tuple[str, int], int] = field(default_factory=dict)  # the windows charged: store these
-    next_allowed_at: float | None = None  # the earliest time a run held back only by a rate may start
+    # when a claim's worth of the runs held back only by a rate may start (`gathered_at`): a
+    # worker that found nothing else to claim comes back then
+    next_allowed_at: float | None = None
     # per admitted run, what each window of its rate was charged: for a refund or a correction
     charges: dict[str, tuple[Charge, ...]] = field(default_factory=dict)
 
@@ -141,10 +144,7 @@ def admit(
     charged at `now` (the database's clock) last, once every other check let the
     run in, so a run is charged exactly when it is admitted: all or none.
     """
-    states = dict(rate_states or {})
-    charged: dict[tuple[str, int], int] = {}
-    charges: dict[str, tuple[Charge, ...]] = {}
-    next_allowed: float | None = None
+    rates = _RateCharger(dict(rate_states or {}), now)
     in_use = dict(usage)
     per_queue = dict(local.per_queue)
     per_partition = dict(local.per_partition)
@@ -176,10 +176,9 @@ def admit(
         if group not in (None, held) and held is not None:
             continue  # another group's suspect: a worker free of suspects takes it
         scopes = rules.rate_scopes(candidate.queue, candidate.rate_partition, candidate.tags)
-        waiting = _charge(candidate, scopes, states, charged, charges, now)
+        waiting = rates.charge(candidate, scopes)
         if waiting:
             blocked[candidate.id] = waiting
-            next_allowed = _earliest(next_allowed, _all_allow(waiting))
             continue
         held = group or held
         admitted.append((candidate, needs))
@@ -188,43 +187,104 @@ def admit(
         per_queue[candidate.queue] = per_queue.get(candidate.queue, 0) + 1
         lane = (candidate.queue, candidate.partition)
         per_partition[lane] = per_partition.get(lane, 0) + 1
-    return Admission(admitted, blocked, charged, next_allowed, charges)
+    next_allowed = rates.next_allowed(max(1, capacity - len(admitted)))
+    return Admission(admitted, blocked, rates.charged, next_allowed, rates.charges)
 
 
-def _charge(
-    candidate: Candidate,
-    scopes: Sequence[tuple[str, tuple[Rate, ...]]],
-    states: dict[tuple[str, int], int],
-    charged: dict[tuple[str, int], int],
-    charges: dict[str, tuple[Charge, ...]],
-    now: float,
-) -> tuple[Saturation, ...]:
-    """Take the candidate's cost from every window of every rate it is charged (`scopes`: its
-    queue's and its tags'), updating `states` and `charged` and recording in `charges` what it
-    took, for a refund; or take nothing and name each rate that holds it back, until when (empty:
-    taken, or no rate)."""
-    if not scopes:
-        return ()
+def gathered_at(
+    scopes: Sequence[tuple[str, tuple[Rate, ...]]], states: RateStates, cost: int, waiting: int, now: float
+) -> float | None:
+    """When the rates `scopes` allow a claim's worth of the `waiting` starts of `cost` they hold back:
+    as many as half the smallest burst holds (at least one), or all of them if fewer.
+
+    A worker that came back for each start as soon as its one token was due would claim
+    once per token: at 200 a second, 200 claims, each reading and refusing the runs
+    behind it. Half the burst leaves the other half for the claim to arrive in before
+    the bucket is full and tokens go unused, so the rate is still reached; a burst of 1
+    (evenly spaced starts) is one start per claim, as before. None: the cost exceeds a
+    window's burst and is never allowed.
+    """
     keys = [(scope, window_key(rate)) for scope, windows in scopes for rate in windows]
     windows = [rate for _, scope_windows in scopes for rate in scope_windows]
-    taken = take([states.get(key) for key in keys], windows, candidate.rate_cost, now)
-    if taken.allowed:
-        taken_here: list[Charge] = []
-        for key, state, rate in zip(keys, taken.states, windows, strict=True):
-            assert state is not None  # a charged window always has a state
-            charge = Charge(key[0], key[1], states.get(key), state, candidate.rate_cost, interval(rate), to_ns(now))
-            taken_here.append(charge)
-            states[key] = charged[key] = state
-        charges[candidate.id] = tuple(taken_here)
-        return ()
-    refusals = []
-    for scope, scope_windows in scopes:
-        refused = held(
-            [states.get((scope, window_key(rate))) for rate in scope_windows], scope_windows, candidate.rate_cost, now
-        )
-        if refused is not None:
-            refusals.append(rate_saturation(scope, refused))
-    return tuple(refusals)
+    smallest = min(rate.allowed_burst for rate in windows)
+    if cost > smallest:
+        return None
+    batch = max(1, min(waiting, -(-smallest // 2) // cost))
+    retry = take([states.get(key) for key in keys], windows, cost * batch, now).retry_at
+    return retry if retry != math.inf else None
+
+
+RateKeys = tuple[tuple[str, int], ...]  # (rate scope, window in ns) of every window a start is charged
+RateScopes = tuple[tuple[str, tuple[Rate, ...]], ...]  # (rate scope, its windows) a start is charged
+
+
+@dataclass
+class _RateCharger:
+    """The rate windows' states through one claim decision: what it charged, what it refused."""
+
+    states: dict[tuple[str, int], int]
+    now: float
+    charged: dict[tuple[str, int], int] = field(default_factory=dict)
+    # per admitted run, what each window of its rate was charged: for a refund or a correction
+    charges: dict[str, tuple[Charge, ...]] = field(default_factory=dict)
+    # Each refusal by its windows and cost, until the next charge: the answer depends only on
+    # those windows' states, which nothing but a charge moves. A paced backlog's claim reads
+    # a window of runs the rate refuses one after another; each is then a look-up, not GCRA's
+    # arithmetic over exact fractions twice (`take`, then `held` per rate).
+    refusals: dict[tuple[RateKeys, int], tuple[Saturation, ...]] = field(default_factory=dict)
+    waiting: dict[tuple[RateScopes, int], int] = field(default_factory=dict)  # runs held until a time, by rates
+
+    def charge(self, candidate: Candidate, scopes: Sequence[tuple[str, tuple[Rate, ...]]]) -> tuple[Saturation, ...]:
+        """Take the candidate's cost from every window of every rate it is charged (`scopes`: its
+        queue's and its tags'), recording what it took, for a refund; or take nothing and name
+        each rate that holds it back, until when (empty: taken, or no rate)."""
+        if not scopes:
+            return ()
+        keys = tuple((scope, window_key(rate)) for scope, windows in scopes for rate in windows)
+        refused = self.refusals.get((keys, candidate.rate_cost))
+        if refused is None:
+            refused = self._take(candidate, keys, scopes)
+        if refused and _all_allow(refused) is not None:
+            shape = (tuple(scopes), candidate.rate_cost)
+            self.waiting[shape] = self.waiting.get(shape, 0) + 1
+        return refused
+
+    def _take(
+        self, candidate: Candidate, keys: RateKeys, scopes: Sequence[tuple[str, tuple[Rate, ...]]]
+    ) -> tuple[Saturation, ...]:
+        states, now = self.states, self.now
+        windows = [rate for _, scope_windows in scopes for rate in scope_windows]
+        taken = take([states.get(key) for key in keys], windows, candidate.rate_cost, now)
+        if taken.allowed:
+            self.refusals.clear()  # the states moved: what was refused may be refused until later now
+            taken_here: list[Charge] = []
+            for key, state, rate in zip(keys, taken.states, windows, strict=True):
+                assert state is not None  # a charged window always has a state
+                cost = candidate.rate_cost
+                taken_here.append(Charge(key[0], key[1], states.get(key), state, cost, interval(rate), to_ns(now)))
+                states[key] = self.charged[key] = state
+            self.charges[candidate.id] = tuple(taken_here)
+            return ()
+        reasons = []
+        for scope, scope_windows in scopes:
+            refusal = held(
+                [states.get((scope, window_key(rate))) for rate in scope_windows],
+                scope_windows,
+                candidate.rate_cost,
+                now,
+            )
+            if refusal is not None:
+                reasons.append(rate_saturation(scope, refusal))
+        self.refusals[keys, candidate.rate_cost] = tuple(reasons)
+        return tuple(reasons)
+
+    def next_allowed(self, room: int) -> float | None:
+        """When a claim's worth of the runs rates held back may start (`gathered_at`), for a
+        worker with `room` free slots left."""
+        found: float | None = None
+        for (scopes, cost), count in self.waiting.items():
+            found = _earliest(found, gathered_at(scopes, self.states, cost, min(count, room), self.now))
+        return found
 
 
 def _all_allow(refusals: Sequence[Saturation]) -> float | None:

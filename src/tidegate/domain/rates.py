@@ -28,6 +28,7 @@ is in whole nanoseconds, each rounding taken on the side that admits less.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -141,11 +142,13 @@ def to_ns(now: float) -> int:
     return math.ceil(Fraction(now) * NS)
 
 
+@functools.lru_cache(maxsize=4096)  # a claim asks it of every rated candidate it reads: exact, so kept
 def window_key(rate: Rate) -> int:
     """A window's key in the stored state: its length in ns (a scope has one window per length)."""
     return round(Fraction(rate.seconds) * NS)
 
 
+@functools.lru_cache(maxsize=4096)
 def interval(rate: Rate) -> int:
     """GCRA's emission interval T = per / (limit + 1 - burst) in ns, rounded up (never a faster rate)."""
     return -(-window_key(rate) // rate.sustained)

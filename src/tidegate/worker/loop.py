@@ -89,7 +89,7 @@ class Worker:
         self._finished = threading.Event()
         self._maintenance: Maintenance | None = None
         self._overflow_quiet_until = 0.0  # this worker raised the overflow signal: none can before this
-        self._latch = ClaimLatch()
+        self._latch = ClaimLatch(clock.monotonic)
         self._found_nothing = False  # the last turn claimed for free slots and got none (drain="due")
 
     # --- public control ---------------------------------------------------------
@@ -246,7 +246,7 @@ class Worker:
             return None
         self._reports.sent()  # an outcome sent at once may have waited for its start in this turn
         self._apply(result, sent)
-        self._latch.claimed(claim, result)
+        self._latch.claimed(claim, result, sent)
         self._found_nothing = claim > 0 and not result.claimed
         if free == 0 and look and not self._stopping:
             await self._check_overflow()
@@ -295,8 +295,7 @@ class Worker:
         timeout = self.settings.poll_interval
         if result is not None and result.next_due_in is not None:
             timeout = min(timeout, max(0.0, result.next_due_in) + 0.001)
-        if result is not None and result.next_allowed_in is not None:
-            timeout = min(timeout, max(0.0, result.next_allowed_in) + 0.001)
+        timeout = min(timeout, self._latch.wait(timeout) + 0.001)
         if self._stopping and self._stop_deadline is not None:
             timeout = min(timeout, max(0.0, self._stop_deadline - self.clock.monotonic()))
         try:

@@ -16,7 +16,9 @@ after them (claim_scopes.py); the writes ride with the commit: two round
 trips. A scope needed that was not locked ahead adds one (its lock and
 usage), as do reading past a head that is all waiting (runs of full tags,
 other partitions' heads, unless sent ahead), a fair queue, or rules that
-changed.
+changed. A claim that may charge a rate reads the live rate states with the
+first batch (the hint of its candidate read) and locks the states it charges
+after the candidates are read: three round trips.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class Claim:
         self.turns: set[str] = set()  # queues whose claim turn this transaction holds
         self.locks = ScopeLocks(connection, query, self.turns)
         self.next_allowed_in: float | None = None  # seconds until a run a rate held back may start
+        self.rates_ahead: psycopg.Cursor[Any] | None = None  # the rate hint, sent with the first batch
 
     def run(self) -> tuple[psycopg.Cursor[Any] | None, psycopg.Cursor[Any] | None, bool]:
         """Queue the claim: the cursors of the claim and of the next-due probe (None when not
@@ -125,6 +128,10 @@ class Claim:
             ahead = plan(self.queues, cached[1])
             self._take_turns(ahead)
             sent = self._send_reads(ahead)
+            if _rated(ahead):  # the rate hint rides in the first batch too (every live state: rules aside)
+                self.rates_ahead = connection.execute(
+                    self.query("live_rate_states"), {"slack": claiming.STATE_SLACK_NS}
+                )
         rules = limits.rules_from_row(rules_cursor.fetchone())  # ends the first batch
         if rules is None:  # the cache moved meanwhile (another thread): read the rules whole
             rules = limits.parse_rules(connection.execute(self.query("load_rules"), {"known": None}).fetchone())
@@ -170,10 +177,12 @@ class Claim:
     def _live_rates(self) -> RateStates | None:
         """The rate states that may refuse a start now (unlocked: a hint for the candidate read, which
         steps over their partitions' runs), when a run read may be charged a rate (None: none may)."""
-        plan = self.reads.plan
-        if not any(plan.rules.has_rates(queue.name) for queue in plan.open):
+        if not _rated(self.reads.plan):
             return None
-        rows = self.connection.execute(self.query("live_rate_states"), {"slack": claiming.STATE_SLACK_NS}).fetchall()
+        cursor = self.rates_ahead
+        if cursor is None:
+            cursor = self.connection.execute(self.query("live_rate_states"), {"slack": claiming.STATE_SLACK_NS})
+        rows = cursor.fetchall()
         return RateStates({(scope, window): tat for _, scope, window, tat in rows if scope is not None}, rows[0][0])
 
     def _rate_states(self, rows: Sequence[claiming.Row]) -> tuple[dict[tuple[str, int], int], float]:
@@ -263,3 +272,8 @@ class Claim:
 
     def _next_due(self) -> psycopg.Cursor[Any]:
         return self.connection.execute(self.query("next_due"), {"queues": self.queues})
+
+
+def _rated(claim: ClaimPlan) -> bool:
+    """Whether a run the claim may read could be charged a rate (its queue's or a tag's)."""
+    return any(claim.rules.has_rates(queue.name) for queue in claim.open)

@@ -307,11 +307,30 @@ def saturation_json(saturation: Saturation) -> dict[str, object]:
 
 
 def changed_block_reasons(decision: Admission, current: Mapping[str, Any]) -> dict[str, str]:
-    """Block reasons (as JSON text) that differ from what the rows hold now."""
+    """Block reasons (as JSON text) that differ from what the rows hold now, apart from a rate's
+    `retry_at` (`same_reason`)."""
     changed = {}
     for run_id, saturations in decision.blocked.items():
-        text = reason_json(saturations)
+        items = [saturation_json(s) for s in saturations]
         existing = current.get(run_id)
-        if existing is None or (json.loads(existing) if isinstance(existing, str) else existing) != json.loads(text):
-            changed[run_id] = text
+        if existing is None or not same_reason(json.loads(existing) if isinstance(existing, str) else existing, items):
+            changed[run_id] = json.dumps(items, separators=(",", ":"))
     return changed
+
+
+def same_reason(stored: object, items: Sequence[Mapping[str, object]]) -> bool:
+    """Whether a stored block reason names the same scopes, counts and windows as `items`.
+
+    A rate's `retry_at` is left out: it is when the claim that wrote the reason saw the
+    next start allowed, and every charge moves it, so a paced backlog's claims would
+    otherwise rewrite every rate-held run they read (and log a RunBlocked for each) at
+    every claim. The block reason is the run's history, not what surfaces show: they
+    read the wait live from the rate states (`domain.blocking.rate_check`).
+    """
+
+    def without_time(item: object) -> object:
+        return {k: v for k, v in item.items() if k != "retry_at"} if isinstance(item, dict) else item
+
+    if not isinstance(stored, list) or len(stored) != len(items):
+        return False
+    return all(without_time(old) == without_time(new) for old, new in zip(stored, items, strict=True))
