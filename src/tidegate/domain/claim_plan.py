@@ -6,7 +6,7 @@ which claim turns and scope locks it takes and in what order, whether it
 needs this worker's own counts, and which full scopes prove that claiming is
 futile) is the plan. Every path reads it and none re-derives it: both
 adapters' claims, the one-statement claim (storage/postgres/free_claims.py),
-the look (`peek_cycle`, storage/*/guard.py) and the forecast of the scopes a
+the look (`peek_cycle`, storage/*/look.py) and the forecast of the scopes a
 claim locks ahead (storage/postgres/claim_scopes.py). The worker's latch
 (worker/latch.py) rests on the claim's `more`, which is `ClaimPlan.nothing_more`.
 

@@ -68,7 +68,7 @@ class ScopeForecast:
         self._busy[tuple(queues)] = found
 
     def expect_runs(self, queues: Sequence[str]) -> None:
-        """A look (`peek_cycle`, guard.py) found a queued run of `queues` and room in the scopes
+        """A look (`peek_cycle`, look.py) found a queued run of `queues` and room in the scopes
         that could close them: the claim that follows locks its scopes ahead, as after a claim
         that found runs (a woken worker's claim in 2 round trips, not 3)."""
         self._busy[tuple(queues)] = True

@@ -84,7 +84,7 @@ class AggregateStore:
     _queues: port.QueueVerbs
     _workers: port.WorkerVerbs
     _claims: port.ClaimVerbs
-    _guard: port.LookVerbs
+    _look: port.LookVerbs
     _children: port.ChildVerbs
     _pools: port.PoolVerbs
     _named_rates: port.NamedRateVerbs
@@ -231,7 +231,7 @@ class AggregateStore:
         return self._claims.cycle(request)
 
     def peek_cycle(self, worker_id: str, queues: Sequence[str]) -> CycleResult | None:
-        return self._guard.peek_cycle(worker_id, queues)
+        return self._look.peek_cycle(worker_id, queues)
 
     # --- leases and sweep ------------------------------------------------------
 

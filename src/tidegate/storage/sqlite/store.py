@@ -19,10 +19,10 @@ from tidegate.storage.sqlite.browse import Browse
 from tidegate.storage.sqlite.children import Children
 from tidegate.storage.sqlite.claims import Claims
 from tidegate.storage.sqlite.database import Database
-from tidegate.storage.sqlite.guard import Guard
 from tidegate.storage.sqlite.health import Health
 from tidegate.storage.sqlite.leases import Leases
 from tidegate.storage.sqlite.limits import Limits
+from tidegate.storage.sqlite.look import Look
 from tidegate.storage.sqlite.named_rates import NamedRates
 from tidegate.storage.sqlite.pools import Pools
 from tidegate.storage.sqlite.queues import Queues
@@ -57,7 +57,7 @@ class SQLiteStore(AggregateStore):
         self._workers = Workers(self._db, self._limits)
         self._children = Children(self._db, self._limits, self._runs)
         self._claims = Claims(self._db, self._limits, self._workers, self._children)
-        self._guard = Guard(self._db, self._limits)
+        self._look = Look(self._db, self._limits)
         self._pools = Pools(self._db)
         self._named_rates = NamedRates(self._db)
         self._steps = SQLiteStepVerbs(self._db)
