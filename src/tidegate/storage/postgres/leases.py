@@ -126,10 +126,10 @@ class Leases(Aggregate, port.LeaseVerbs):
 
     def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
         with self._connection() as connection, transaction(connection):
-            turn = connection.execute(
+            taken = connection.execute(
                 self._q("take_lock"), {"name": rescue.SWEEPER_LOCK, "holder": sweeper_id, "ttl": 3 * interval}
             ).fetchone()
-            if turn is None:
+            if taken is None:
                 wakes.only_if(False)
                 return None
             lost = connection.cursor(row_factory=dict_row).execute(self._q("sweep_lost")).fetchall()

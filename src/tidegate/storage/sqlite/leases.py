@@ -135,11 +135,11 @@ class Leases(Aggregate, port.LeaseVerbs):
 
     def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
         with self._write() as (connection, now):
-            turn = connection.execute(
+            taken = connection.execute(
                 self._q("take_lock"),
                 {"name": rescue.SWEEPER_LOCK, "holder": sweeper_id, "now": now, "ttl": 3 * interval},
             ).fetchone()
-            if turn is None:
+            if taken is None:
                 wakes.only_if(False)
                 return None
             verdicts = rescue.payload(rescue.decide(connection.execute(self._q("sweep_lost"), {"now": now}).fetchall()))
