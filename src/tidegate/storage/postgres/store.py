@@ -20,6 +20,10 @@ built over one `Database` (the pool and the named queries, `database.py`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+import psycopg
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.storage.postgres.activity import Activity
@@ -49,7 +53,7 @@ from tidegate.storage.postgres.workers import Workers
 from tidegate.storage.shared.facade import AggregateStore
 
 
-class PostgresStore(AggregateStore):
+class PostgresStore(AggregateStore[AbstractContextManager[psycopg.Connection[Any]]]):
     _db: Database  # the dialect's own, beyond what the façade reaches
 
     def __init__(

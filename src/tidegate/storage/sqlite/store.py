@@ -8,6 +8,7 @@ one `Database` (the file's connections, the named queries and the wake-ups).
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,7 +40,7 @@ from tidegate.storage.sqlite.wakeups import DatagramListener
 from tidegate.storage.sqlite.workers import Workers
 
 
-class SQLiteStore(AggregateStore):
+class SQLiteStore(AggregateStore[sqlite3.Connection]):
     _db: Database  # the dialect's own, beyond what the façade reaches
 
     def __init__(self, url: str, path: Path, *, clock: Clock = SYSTEM_CLOCK) -> None:
