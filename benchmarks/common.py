@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psycopg
 from rich.console import Console
+from rich.table import Table
 
 PG_SERVER = os.environ.get("TIDEGATE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 RESULTS = Path(__file__).parent / "results"
@@ -90,6 +91,18 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
 def measured_with(command: str) -> str:
     """The first note of every results file: when, on how many cores, and the command to measure again."""
     return f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores with `{command}`."
+
+
+def print_table(
+    console: Console, title: str, header: list[str], rows: list[list[str]], left: tuple[str, ...] = ("backend",)
+) -> None:
+    """The results as a table on the console: the columns named in `left` to the left, figures to the right."""
+    table = Table(title=title)
+    for column in header:
+        table.add_column(column, justify="left" if column in left else "right")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
 
 
 def write_markdown(name: str, title: str, header: list[str], rows: list[list[str]], notes: list[str]) -> Path:

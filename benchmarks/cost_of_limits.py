@@ -23,9 +23,8 @@ from __future__ import annotations
 import time
 
 from rich.console import Console
-from rich.table import Table
 
-from common import fresh_database, measured_with, median, medians, parse_options, repeated, write_markdown
+from common import fresh_database, measured_with, median, medians, parse_options, print_table, repeated, write_markdown
 from limits_apps import COST_PARTITIONS, COST_TENANTS, build, event_times, query, start_worker, stop_worker
 
 MAX_WORKERS = 64
@@ -114,12 +113,7 @@ def main() -> None:
         for backend, f in results.items()
     ]
     title = f"Cost of limits: {options.runs:,} no-op runs, 1 worker process x {MAX_WORKERS}, median of {options.repeat}"
-    table = Table(title=title)
-    for column in header:
-        table.add_column(column, justify="right" if column != "backend" else "left")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    print_table(console, title, header, rows)
     path = write_markdown(
         "cost_of_limits",
         title,

@@ -40,7 +40,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from common import fresh_database, measured_with, median, write_markdown
+from common import fresh_database, measured_with, median, print_table, write_markdown
 from limits_apps import (
     build,
     event_times,
@@ -303,12 +303,7 @@ def main() -> None:
                 ]
             )
     title = f"Hand-off under limit 1, {PROCESSES} worker processes, median of {options.repeat}"
-    table = Table(title=title)
-    for column in header:
-        table.add_column(column, justify="left" if column in ("backend", "set-up") else "right")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    print_table(console, title, header, rows, left=("backend", "set-up"))
     idle = Table(title=f"Idle worker CPU over {options.idle_seconds:.0f} s (target < 2% of a core)")
     idle.add_column("backend")
     idle.add_column("CPU, % of one core", justify="right")

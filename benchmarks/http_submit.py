@@ -38,10 +38,9 @@ from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
-from rich.table import Table
 
 import tidegate
-from common import fresh_database, measured_with, medians, parse_options, repeated, write_markdown
+from common import fresh_database, measured_with, medians, parse_options, print_table, repeated, write_markdown
 from http_apps import CEILING
 from limits_apps import percentile
 
@@ -303,12 +302,7 @@ def main() -> None:
         for backend, f in results.items()
     ]
     title = f"HTTP submit, {options.runs:,} runs from {options.clients} clients, median of {options.repeat}"
-    table = Table(title=title)
-    for column in header:
-        table.add_column(column, justify="left" if column == "backend" else "right")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    print_table(console, title, header, rows)
     command = f"python benchmarks/http_submit.py --runs {options.runs} --repeat {options.repeat}"
     path = write_markdown(
         "http_submit",

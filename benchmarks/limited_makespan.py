@@ -21,9 +21,17 @@ from __future__ import annotations
 import json
 
 from rich.console import Console
-from rich.table import Table
 
-from common import fresh_database, max_overlap, measured_with, medians, parse_options, repeated, write_markdown
+from common import (
+    fresh_database,
+    max_overlap,
+    measured_with,
+    medians,
+    parse_options,
+    print_table,
+    repeated,
+    write_markdown,
+)
 from limits_apps import MAKESPAN_LIMIT, MAKESPAN_SLEEP, build, event_times, query, start_worker, stop_worker
 
 PROCESSES = 2
@@ -114,12 +122,7 @@ def main() -> None:
         f"Makespan, {options.runs} runs of {MAKESPAN_SLEEP * 1000:.0f} ms behind global_limit={MAKESPAN_LIMIT}, "
         f"{PROCESSES} worker processes, median of {options.repeat}"
     )
-    table = Table(title=title)
-    for column in header:
-        table.add_column(column, justify="right" if column != "backend" else "left")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    print_table(console, title, header, rows)
     path = write_markdown(
         "limited_makespan",
         title,

@@ -112,7 +112,7 @@ class Tracer:
         self._files: dict[int, str] = {}
         self._explaining: set[int] = set()
         self._notices: dict[int, list[str]] = {}
-        self._guard = threading.Lock()
+        self._lock = threading.Lock()
         db.connection = self._connection
 
     def query(self, name: str) -> str:
@@ -133,7 +133,7 @@ class Tracer:
 
     def take(self) -> list[Checkout]:
         """The checkouts recorded since the last take (parsed now: the calls traced pay only for the copy)."""
-        with self._guard:
+        with self._lock:
             taken, self._raw = self._raw, []
         return [_parse(*raw) for raw in taken]
 
@@ -167,7 +167,7 @@ class Tracer:
                 for query, params in zip(proxy.sent, proxy.params, strict=True):
                     if isinstance(query, str) and query in self._names:
                         self.examples[self._names[query]] = (query, params)
-                with self._guard:
+                with self._lock:
                     self._raw.append((text, proxy.sent, self._names, _verb(), threading.current_thread().name, extras))
 
     def _plan_name(self, text: str) -> str:

@@ -27,9 +27,8 @@ import time
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
-from common import fresh_database, measured_with, median, parse_options, write_markdown
+from common import fresh_database, measured_with, median, parse_options, print_table, write_markdown
 from pool_apps import prepare
 from tidegate.bootstrap import open_store
 from tidegate.domain.pools import pool_needs
@@ -111,12 +110,7 @@ def main() -> None:
             rows.append([backend, label, f"{figure:,.0f}", f"{base:,.0f}", f"{figure / base:.2f}"])
     header = ["backend", "set-up", "cycles/s", "baseline: 2 fenced writes/s", "cycles / baseline"]
     title = f"Pool claim + release cycles per second, median of {options.repeat}"
-    table = Table(title=title)
-    for column in header:
-        table.add_column(column, justify="left" if column in ("backend", "set-up") else "right")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    print_table(console, title, header, rows, left=("backend", "set-up"))
     notes = [
         "",
         measured_with(f"python benchmarks/pool_cycles.py --seconds {options.seconds:g} --repeat {options.repeat}"),

@@ -29,9 +29,8 @@ from itertools import pairwise
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
-from common import fresh_database, measured_with, medians, parse_options, repeated, write_markdown
+from common import fresh_database, measured_with, medians, parse_options, print_table, repeated, write_markdown
 from limits_apps import percentile
 from pool_apps import prepare
 from tidegate.bootstrap import open_store
@@ -179,12 +178,7 @@ def main() -> None:
         "baseline mean / mean",
     ]
     title = f"Pool hand-off, limit 1, two processes alternating, median of {options.repeat}"
-    table = Table(title=title)
-    for column in header:
-        table.add_column(column, justify="left" if column == "backend" else "right")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    print_table(console, title, header, rows)
     notes = [
         "",
         measured_with(f"python benchmarks/pool_handoff.py --handoffs {options.handoffs} --repeat {options.repeat}"),

@@ -25,9 +25,8 @@ import time
 from collections.abc import Sequence
 
 from rich.console import Console
-from rich.table import Table
 
-from common import fresh_database, measured_with, median, medians, parse_options, repeated, write_markdown
+from common import fresh_database, measured_with, median, medians, parse_options, print_table, repeated, write_markdown
 from limits_apps import (
     build,
     charge_instants,
@@ -179,12 +178,7 @@ def main() -> None:
         for backend, f in results.items()
     ]
     title = f"Rate limits: 1 worker process x {MAX_WORKERS}, median of {options.repeat}"
-    table = Table(title=title)
-    for column in header:
-        table.add_column(column, justify="right" if column != "backend" else "left")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    print_table(console, title, header, rows)
     path = write_markdown(
         "rate_limits",
         title,

@@ -23,10 +23,9 @@ from pathlib import Path
 
 import psycopg
 from rich.console import Console
-from rich.table import Table
 
 import tidegate
-from common import fresh_database, measured_with, medians, parse_options, repeated, write_markdown
+from common import fresh_database, measured_with, medians, parse_options, print_table, repeated, write_markdown
 from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
 
 HERE = Path(__file__).parent
@@ -153,12 +152,7 @@ def main() -> None:
         ]
         for backend, figures in results.items()
     ]
-    table = Table(title=f"Throughput, {options.runs:,} no-op runs, median of {options.repeat}")
-    for column in header:
-        table.add_column(column, justify="right" if column != "backend" else "left")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    print_table(console, f"Throughput, {options.runs:,} no-op runs, median of {options.repeat}", header, rows)
     path = write_markdown(
         "throughput",
         f"Throughput: {options.runs:,} no-op runs, median of {options.repeat}",

@@ -30,10 +30,18 @@ import time
 from collections.abc import Callable
 
 from rich.console import Console
-from rich.table import Table
 
 import tidegate
-from common import fresh_database, max_overlap, measured_with, medians, parse_options, repeated, write_markdown
+from common import (
+    fresh_database,
+    max_overlap,
+    measured_with,
+    medians,
+    parse_options,
+    print_table,
+    repeated,
+    write_markdown,
+)
 from tidegate import Executor, StepRef, Workflow
 from tidegate.workflow.executors import process_pool
 
@@ -161,12 +169,7 @@ def main() -> None:
         f"Workflow makespan, {options.steps} steps of {SLEEP * 1000:.0f} ms through a pool of limit {POOL_LIMIT}, "
         f"Executor.parallel(max_workers={MAX_WORKERS}), median of {options.repeat}"
     )
-    table = Table(title=title)
-    for column in header:
-        table.add_column(column, justify="right" if column != "backend" else "left")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    print_table(console, title, header, rows)
     path = write_markdown(
         "workflow_makespan",
         title,

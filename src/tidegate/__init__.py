@@ -42,7 +42,7 @@ from tidegate.domain.errors import (
     WaitDeadlock,
     WaitTimeout,
 )
-from tidegate.domain.keys import CheckedUnique, UniqueClaim
+from tidegate.domain.keys import CheckedUnique, RunKey
 from tidegate.domain.limits import (
     Concurrency,
     Partition,
@@ -169,6 +169,7 @@ __all__ = [
     "RunCanceled",
     "RunFailed",
     "RunHandle",
+    "RunKey",
     "RunNotFound",
     "RunNotRetryable",
     "RunQueueConfig",
@@ -214,7 +215,6 @@ __all__ = [
     "TriggerRequest",
     "Triggerable",
     "Unique",
-    "UniqueClaim",
     "UnknownTask",
     "WaitCycle",
     "WaitDeadlock",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import inspect
 import os
@@ -27,11 +28,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from tidegate.bootstrap import open_store
+from tidegate.bootstrap import DATABASE_ENV, Store, open_store
 from tidegate.domain.jsonvalue import DEFAULT_MAX_PAYLOAD, ensure_payload
-from tidegate.domain.steps import StepRecord, StepStatus, StepUpdate
-from tidegate.storage.port import Store
-from tidegate.storage.urls import DATABASE_ENV
+from tidegate.domain.steps import StepRecord, StepStatus
+from tidegate.engine.runtime.pod_steps import checkpoints, run_of, write_output
 from tidegate.workflow import Executor, WorkflowDefinition
 from tidegate.workflow.builder import Dag, MapNode, StepNode, build_dag, resolve
 from tidegate.workflow.kubernetes.spec import JOB_ENV, POD_ENV
@@ -90,7 +90,7 @@ def _running_row(
     (it is written while the Job is created, so a fast pod may look first)."""
     deadline = time.monotonic() + START_RECORD_WAIT
     while True:
-        records = {record.step_key: record for record in store.run_steps(run_id)}
+        records = checkpoints(store, run_id)
         record = records.get(step_key)
         if (
             record is not None
@@ -115,10 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     if not url:
         print(f"tidegate.steppod: {DATABASE_ENV} is not set (the Job reads it from the store Secret)", file=sys.stderr)
         return 2
-    store = open_store(url, migrate=False)
-    try:
+    with contextlib.closing(open_store(url, migrate=False)) as store:
         fence = (options.run, options.attempt)
-        run = store.get_run(options.run)
+        run = run_of(store, options.run)
         records, record = _running_row(store, options.run, options.step, options.attempt)
         if run is None or record is None:
             print(
@@ -133,19 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         fn = load(options.function)
         value = asyncio.run(fn(*args, **kwargs)) if inspect.iscoroutinefunction(fn) else fn(*args, **kwargs)
         ensure_payload(value, f"step {options.step}: output", DEFAULT_MAX_PAYLOAD)
-        written = StepUpdate(
-            options.step,
-            StepStatus.RUNNING,
-            record.map_key,
-            record.item_index,
-            output={"job": job, "pod": pod, "output": value},
-            details={"job": job, "pod": pod},
-        )
-        if not store.record_steps(fence, [written]):
+        if not write_output(store, fence, record, job, pod, value):
             print(f"tidegate.steppod: run {options.run} attempt {options.attempt} was taken over", file=sys.stderr)
             return FENCED_OUT
-    finally:
-        store.close()
     return 0
 
 

@@ -23,7 +23,7 @@ DEADLINE = 10.0
 
 def _failed(store: Store) -> list[str]:
     report = store.sweep("sweeper-test", 1.0)
-    assert report is not None, "the sweeper turn was not free"
+    assert report is not None, "the sweeper lock was not free"
     return list(report.failed)
 
 

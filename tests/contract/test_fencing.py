@@ -192,7 +192,7 @@ def test_a_worker_that_lost_its_lease_stops_the_attempt_and_its_outcome_is_disca
 
     def expire_and_sweep():
         execute_sql(database_url, expire, (handle.id,))
-        report = app.store.sweep(worker.id, 1.0)  # the sweeper's turn is the worker's: take it as its own
+        report = app.store.sweep(worker.id, 1.0)  # the sweeper lock is the worker's: take it as its own
         return report is not None and handle.id in report.requeued
 
     wait_until(expire_and_sweep, 30, 0.05, message="the sweep to take the attempt away")

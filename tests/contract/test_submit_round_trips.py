@@ -29,7 +29,7 @@ import psycopg
 import pytest
 
 from tidegate import DuplicateRun
-from tidegate.domain.keys import ACTIVE_STATES, UniqueClaim
+from tidegate.domain.keys import ACTIVE_STATES, RunKey
 from tidegate.storage.postgres.database import CONFIGURE
 
 from .conftest import new_run
@@ -136,7 +136,7 @@ def _count_cursor(monkeypatch: pytest.MonkeyPatch, kind: type, trips: Trips) -> 
 
 
 def keyed(key: str, on_conflict: str = "existing", **fields: Any):
-    return replace(new_run(**fields), unique=UniqueClaim(key, ACTIVE_STATES, None, on_conflict))
+    return replace(new_run(**fields), unique=RunKey(key, ACTIVE_STATES, None, on_conflict))
 
 
 def _postgres_only(backend: str) -> None:

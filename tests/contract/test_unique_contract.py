@@ -13,7 +13,7 @@ import pytest
 
 from tidegate import DuplicateRun, RunStatus
 from tidegate.bootstrap import open_store
-from tidegate.domain.keys import ACTIVE_STATES, UniqueClaim
+from tidegate.domain.keys import ACTIVE_STATES, RunKey
 
 from .conftest import QUEUE, claim, new_run, start
 
@@ -21,7 +21,7 @@ SUBMITTERS = 8
 
 
 def keyed(key: str = "k", *, period: float | None = None, on_conflict: str = "existing", **fields):
-    return replace(new_run(**fields), unique=UniqueClaim(key, ACTIVE_STATES, period, on_conflict))
+    return replace(new_run(**fields), unique=RunKey(key, ACTIVE_STATES, period, on_conflict))
 
 
 def test_a_key_is_taken_once_and_its_holder_answers_the_next_submit(store):

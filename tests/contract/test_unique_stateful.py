@@ -23,7 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from tidegate import DuplicateRun, RunStatus
 from tidegate.domain.clock import ShiftedClock
-from tidegate.domain.keys import ACTIVE_STATES, UniqueClaim
+from tidegate.domain.keys import ACTIVE_STATES, RunKey
 from tidegate.domain.model import CycleRequest
 from tidegate.storage.port import Store
 
@@ -61,7 +61,7 @@ class UniqueKeys(RuleBasedStateMachine):
 
     @rule(key=st.sampled_from(KEYS), mode=st.sampled_from(["existing", "raise"]))
     def submit(self, key: str, mode: str) -> None:
-        claim = UniqueClaim(f"{self.queue}:{key}", ACTIVE_STATES, PERIOD, mode)
+        claim = RunKey(f"{self.queue}:{key}", ACTIVE_STATES, PERIOD, mode)
         run = replace(new_run(self.queue, args={"key": key}), unique=claim)
         holder = self._holder(key)
         if holder is not None and mode == "raise":

@@ -32,7 +32,7 @@ from tests.races import TIMEOUT
 from tidegate.bootstrap import open_store
 from tidegate.domain.children import NewChild, TriggerRequest
 from tidegate.domain.clock import ShiftedClock
-from tidegate.domain.keys import ACTIVE_STATES, UniqueClaim
+from tidegate.domain.keys import ACTIVE_STATES, RunKey
 from tidegate.domain.limits import Concurrency, QueueConfig
 from tidegate.domain.model import CycleRequest, RunStatus, WorkerRegistration
 from tidegate.domain.rates import Rate
@@ -137,9 +137,7 @@ SCENARIOS: dict[str, tuple[Callable[[World], None], Callable[[World], Any]]] = {
     "enqueue": (lambda w: None, lambda w: enqueue_one(w.store)),
     "enqueue_unique": (
         lambda w: None,
-        lambda w: w.store.enqueue_unique(
-            [replace(new_run(), unique=UniqueClaim("k", ACTIVE_STATES, None, "existing"))]
-        ),
+        lambda w: w.store.enqueue_unique([replace(new_run(), unique=RunKey("k", ACTIVE_STATES, None, "existing"))]),
     ),
     "cycle": (held_run, lambda w: w.store.cycle(CycleRequest("w1", [QUEUE], [], [completed(w.fence)], 0, LEASE))),
     "hand_back": (held_run, lambda w: w.store.hand_back("w1", [w.fence])),

@@ -24,7 +24,7 @@ def _deadline_at(database_url, run_id):
 
 def _sweep(store, name="sweeper-test"):
     report = store.sweep(name, 1.0)
-    assert report is not None, "the sweeper turn was not free"
+    assert report is not None, "the sweeper lock was not free"
     return report
 
 
@@ -109,7 +109,7 @@ def test_a_run_claimed_before_its_deadline_is_unaffected(app, start_worker):
     handle = slow.submit()
     assert started.wait(30)
     app.clock.advance(2)  # it now runs well past its dispatch deadline (its lease still holds)
-    report = app.store.sweep(worker.id, 1.0)  # the worker's own sweeper turn, taken here: it runs now
+    report = app.store.sweep(worker.id, 1.0)  # the worker's own sweeper lock, taken here: it runs now
     assert report is not None and report.failed == []
     assert handle.status() is RunStatus.RUNNING
     finish.set()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.racing_claims import claimed_together
 from tidegate import App, Partition, Rate
 from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.errors import ConfigurationError
@@ -69,30 +70,11 @@ def test_a_bad_rate_is_refused_when_the_queue_is_declared(app: App, rate: dict[s
 def test_concurrent_claimers_never_take_past_the_rate_together(app: App, database_url: str) -> None:
     """Two stores claim at once, each its own connection: the claim turn (PostgreSQL) or the one
     writer (SQLite) serializes their charges, so together they take the burst and no more."""
-    import threading
-
-    from tests.conftest import raw_store
-
     app.queue("api", rate=Rate(limit=5, per="1h", burst=5))
     call = app.task(name="call", queue="api")(lambda: None)
     for _ in range(20):
         call.submit()
-    stores = [raw_store(database_url) for _ in range(2)]
-    barrier = threading.Barrier(len(stores))
-    claimed: list[str] = []
-
-    def claim(store: object, worker: str) -> None:
-        barrier.wait()
-        for _ in range(3):
-            claimed.extend(run.id for run in store.cycle(CycleRequest(worker, ["api"], [], [], 4, 60)).claimed)  # type: ignore[attr-defined]
-
-    threads = [threading.Thread(target=claim, args=(store, f"w{n}")) for n, store in enumerate(stores)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for store in stores:
-        store.close()
+    claimed = claimed_together(database_url, ["api", "api"], limit=4)
     assert len(claimed) == 5 and len(set(claimed)) == 5
 
 

@@ -8,13 +8,12 @@ has one writer. These tests claim through each adapter's own SQL.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
 
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import raw_store
+from tests.support.racing_claims import claimed_together
 from tidegate import App, RunQueueConfig, TagRateLimit
 from tidegate.cli.main import app as cli
 from tidegate.domain.clock import ShiftedClock
@@ -83,20 +82,5 @@ def test_claimers_of_different_queues_never_take_past_a_tag_rate_together(tag_ap
     both at once: together they take its 3 and no more (each adapter's lock or one writer)."""
     for queue in QUEUES:
         _submit(tag_app, queue, "acme", 10)
-    stores = [raw_store(database_url) for _ in range(4)]
-    barrier = threading.Barrier(len(stores))
-    claimed: list[str] = []
-
-    def claim(store: object, queue: str, worker: str) -> None:
-        barrier.wait()
-        for _ in range(3):
-            claimed.extend(run.id for run in store.cycle(CycleRequest(worker, [queue], [], [], 2, 60)).claimed)  # type: ignore[attr-defined]
-
-    threads = [threading.Thread(target=claim, args=(store, QUEUES[n % 2], f"w{n}")) for n, store in enumerate(stores)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for store in stores:
-        store.close()
+    claimed = claimed_together(database_url, QUEUES * 2, limit=2)
     assert len(claimed) == 3 and len(set(claimed)) == 3

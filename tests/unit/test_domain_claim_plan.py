@@ -305,8 +305,8 @@ def test_a_claim_takes_its_locks_in_the_documented_global_order(
     key whose turn is held excepted); a key below a held shared key is only ever tried; turns the
     rules ask for mid-claim are taken only where they keep that order."""
     claim = plan(queues, first)
-    turns = claim.take_turns(set(), scopes_locked=False)
-    assert turns == sorted(turns or []) == claim.turns
+    turns = claim.take_claim_turns(set(), scopes_locked=False)
+    assert turns == sorted(turns or []) == claim.claim_turns
     held = set(turns or [])
     assert all(own_queue(key) in (None, *held) for key in claim.ahead_keys(held))
     keys = [GLOBAL, "tag:tenant=acme", "tag:tenant=globex", *(queue_scope(q, p) for q in QUEUES for p in PARTITIONS)]
@@ -323,7 +323,7 @@ def test_a_claim_takes_its_locks_in_the_documented_global_order(
         assert _in_order(locked, sorted(held)), locked
         top = max((key for key in locked if own_queue(key) is None), default=None)
         assert all(top is not None and key < top and own_queue(key) not in held for key in tried)
-    moved = plan(queues, second).take_turns(held, scopes_locked=bool(locked))
+    moved = plan(queues, second).take_claim_turns(held, scopes_locked=bool(locked))
     if moved:  # turns still to take after the rules moved: never after a scope row or a greater turn
         assert not locked and min(moved) > max(held, default="") and moved == sorted(moved)
 
@@ -331,5 +331,5 @@ def test_a_claim_takes_its_locks_in_the_documented_global_order(
 def test_a_paused_queue_is_closed_by_its_pause_and_not_planned():
     paused = Rules(queues={"a": QueueConfig("a", Concurrency(global_limit=1))}, paused=frozenset({"a"}))
     claim: ClaimPlan = plan(["a", "b"], paused)
-    assert claim.open_names == ["b"] and claim.free and claim.turns == []
+    assert claim.open_names == ["b"] and claim.free and claim.claim_turns == []
     assert claim.closures({}, {}) == {"a": claim.closures({}, {})["a"]} and claim.closures({}, {})["a"].cause == PAUSED

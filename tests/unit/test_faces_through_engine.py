@@ -1,8 +1,10 @@
 """The faces (CLI, API, dashboard) reach the store only through the engine's operator services.
 
 What an operator sees and does is said once, in `engine/operators/`, so the three faces cannot
-drift apart. The import contract keeps `tidegate.storage` out of the faces; this scan keeps
-them from using a store verb on the handle they hold (`store.get_run(...)`,
+drift apart. The other users above the engine hold a store the same way: the demo and the pytest
+plugin read through the operator services, a step pod through `engine/runtime/pod_steps`. The
+import contract keeps `tidegate.storage` out of them all; this scan keeps them from using a store
+verb on the handle they hold (`store.get_run(...)`,
 `app.store.cancel_run`, `self._store().events_after` handed to a thread, or a verb of a
 variable annotated `Store`). It reads the sources (it runs nothing). Opening and closing the
 handle is the composition root's (`bootstrap.open_store`, `contextlib.closing`).
@@ -18,6 +20,7 @@ from tidegate.storage.port import VERBS
 
 PACKAGE = Path(tidegate.__file__).parent
 FACES = ("api", "cli", "dashboard")
+ABOVE_THE_ENGINE = (*FACES, "demo", "testing", "steppod.py")  # packages, and a module, holding a store handle
 
 
 def _store_names(tree: ast.AST) -> set[str]:
@@ -56,12 +59,21 @@ def store_verbs_used(source: str) -> list[tuple[int, str]]:
     )
 
 
+def _sources(package: Path) -> list[Path]:
+    """The Python files of every package (or module) above the engine that holds a store handle."""
+    found: list[Path] = []
+    for name in ABOVE_THE_ENGINE:
+        path = package / name
+        assert path.exists(), f"{path} is gone: update ABOVE_THE_ENGINE"
+        found.extend([path] if path.is_file() else sorted(path.rglob("*.py")))
+    return found
+
+
 def faces_store_verbs(package: Path = PACKAGE) -> list[str]:
-    """Every use of a store verb in the faces' sources under `package`, as `path:line: expression`."""
+    """Every use of a store verb above the engine under `package`, as `path:line: expression`."""
     return [
         f"{path.relative_to(package)}:{line}: {expression}"
-        for face in FACES
-        for path in sorted((package / face).rglob("*.py"))
+        for path in _sources(package)
         for line, expression in store_verbs_used(path.read_text(encoding="utf-8"))
     ]
 
@@ -88,9 +100,20 @@ def one(store, app, request, handle: Store, other):
     ]
 
 
+def test_the_scan_reads_the_demo_the_plugin_and_the_step_pod_too(tmp_path):
+    for name in ABOVE_THE_ENGINE:
+        target = tmp_path / name if name.endswith(".py") else tmp_path / name / "module.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("def one(store):\n    store.get_run('r')\n", encoding="utf-8")
+    used = faces_store_verbs(tmp_path)
+    assert len(used) == len(ABOVE_THE_ENGINE), used
+    assert "steppod.py:2: store.get_run" in used
+
+
 def test_no_face_uses_a_store_verb():
     used = faces_store_verbs()
     assert not used, (
-        "a face uses a store verb: go through an operator service in tidegate/engine/operators/ "
-        "(add one there if none fits):\n" + "\n".join(used)
+        "a face (or the demo, the plugin, a step pod) uses a store verb: go through an operator service in "
+        "tidegate/engine/operators/ or a runtime piece in tidegate/engine/runtime/ (add one if none fits):\n"
+        + "\n".join(used)
     )

@@ -93,7 +93,7 @@ def test_several_windows_all_must_allow():
 def test_a_queue_with_a_rate_is_never_free_takes_a_claim_turn_and_its_reason_is_stored_with_its_window():
     rules = Rules(queues={"api": PER_KEY})
     claim = plan(["api"], rules)
-    assert claim.limited and not claim.free and claim.turns == ["api"]
+    assert claim.limited and not claim.free and claim.claim_turns == ["api"]
     assert not plan(["api"], Rules(queues={"api": QueueConfig("api")})).limited
     decision = admit([candidate(f"a{i}", "k", i) for i in range(3)], {}, rules, LocalUsage(), 5, now=0.0)
     assert '"per":1.0,"retry_at":1.0' in reason_json(decision.blocked["a2"])

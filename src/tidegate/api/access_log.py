@@ -14,36 +14,19 @@ when the stream closes, with its whole length as the duration.
 from __future__ import annotations
 
 import logging
-import time
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
+
+from tidegate.api.timing import Timed
 
 logger = logging.getLogger("tidegate.access")
 
 
-class AccessLog:
+class AccessLog(Timed):
     """Logs each HTTP request, at INFO, once its answer is complete."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        began = time.perf_counter()  # a duration on this server's own clock: nothing crosses processes
-        status = 500  # what the client gets if the app raises before answering
-
-        async def noted(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, noted)
-        finally:
-            _log(scope, status, (time.perf_counter() - began) * 1000)
+    def answered(self, scope: Scope, status: int, seconds: float) -> None:
+        _log(scope, status, seconds * 1000)
 
 
 def _log(scope: Scope, status: int, duration_ms: float) -> None:

@@ -1,4 +1,4 @@
-"""A deadline on a request's headers: uvicorn's HTTP protocols with a slow-client guard.
+"""A deadline on a request's headers: uvicorn's HTTP protocols with a bound on slow clients.
 
 uvicorn closes a connection only when it is idle after a response
 (`timeout_keep_alive`), and any byte received cancels that timer; nothing

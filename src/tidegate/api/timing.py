@@ -9,6 +9,7 @@ would otherwise make a label value each. Unmatched paths share one label.
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 
 from prometheus_client import Histogram
 from starlette.routing import BaseRoute
@@ -17,31 +18,45 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 UNMATCHED = "unmatched"
 
 
-class RequestTiming:
-    """Observes every HTTP request into `histogram` (labels: method, route, status)."""
+class Timed(ABC):
+    """ASGI middleware base: `answered(scope, status, seconds)` once each HTTP request's answer has
+    ended (or the app has raised: status 500), timed on this server's own clock. Written once for
+    the request histogram (`RequestTiming`) and the access log (`api/access_log.py`)."""
 
-    def __init__(self, app: ASGIApp, histogram: Histogram) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.histogram = histogram
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        began = time.perf_counter()  # a latency on this server's own clock: nothing crosses processes
+        began = time.perf_counter()  # a duration on this server's own clock: nothing crosses processes
         status = 500  # what the client gets if the app raises before answering
 
-        async def timed(message: Message) -> None:
+        async def noted(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
             await send(message)
 
         try:
-            await self.app(scope, receive, timed)
+            await self.app(scope, receive, noted)
         finally:
-            route = scope.get("route")
-            template = route.path if isinstance(route, BaseRoute) and hasattr(route, "path") else UNMATCHED
-            self.histogram.labels(method=scope["method"], route=template, status=str(status)).observe(
-                time.perf_counter() - began
-            )
+            self.answered(scope, status, time.perf_counter() - began)
+
+    @abstractmethod
+    def answered(self, scope: Scope, status: int, seconds: float) -> None:
+        """What to do with one request's answer: each middleware says."""
+
+
+class RequestTiming(Timed):
+    """Observes every HTTP request into `histogram` (labels: method, route, status)."""
+
+    def __init__(self, app: ASGIApp, histogram: Histogram) -> None:
+        super().__init__(app)
+        self.histogram = histogram
+
+    def answered(self, scope: Scope, status: int, seconds: float) -> None:
+        route = scope.get("route")
+        template = route.path if isinstance(route, BaseRoute) and hasattr(route, "path") else UNMATCHED
+        self.histogram.labels(method=scope["method"], route=template, status=str(status)).observe(seconds)

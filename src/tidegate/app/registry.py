@@ -33,7 +33,7 @@ T = TypeVar("T", bound=Registered)
 
 
 class Registry(Generic[T]):
-    """Tasks and queues declared by one app; `lock` is the app's, which also guards its store."""
+    """Tasks and queues declared by one app; `lock` is the app's, which also serializes the use of its store."""
 
     def __init__(self, store: Callable[[], Store], lock: threading.RLock, run_queue: RunQueueConfig | None) -> None:
         self._store = store

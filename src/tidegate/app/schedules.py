@@ -25,7 +25,7 @@ from tidegate.storage.port import Store
 
 
 class Schedules:
-    """One app's schedule declarations; `lock` is the app's, which also guards its store."""
+    """One app's schedule declarations; `lock` is the app's, which also serializes the use of its store."""
 
     def __init__(self, store: Callable[[], Store], lock: threading.RLock, clock: Clock) -> None:
         self._store = store

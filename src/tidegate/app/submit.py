@@ -23,14 +23,14 @@ from tidegate.domain.clock import Clock
 from tidegate.domain.durations import MAX_DURATION
 from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.jsonvalue import ensure_json, ensure_size
-from tidegate.domain.keys import UniqueClaim
+from tidegate.domain.keys import RunKey
 from tidegate.domain.limits import QueueConfig
 from tidegate.domain.model import NewRun, TaskDefinition
 from tidegate.domain.parameters import check_args
 from tidegate.domain.rate_costs import cost_of
 from tidegate.domain.scopes import partition_of, rate_partition_of
 from tidegate.domain.suggest import unknown_task
-from tidegate.domain.unique import DEFAULT_UNIQUE, Admission, DuplicateRun, check_key, idempotency_claim
+from tidegate.domain.unique import DEFAULT_UNIQUE, Admission, DuplicateRun, check_key, idempotency_run_key
 from tidegate.engine.runtime import tracing
 from tidegate.storage.port import Store
 from tidegate.storage.urls import masked
@@ -130,10 +130,10 @@ class TaskOptions:
         if self._definition.parameters is not None:
             check_args(self._definition.name, self._definition.parameters, args)
         ensure_size(dict(args), f"{self._definition.name}: args", limit, at_most=at_most)
-        claim = self._keys.claim(self._definition, self._queue, args)
+        keyed = self._keys.key_of(self._definition, self._queue, args)
         delay = self.due_in()
-        if claim is not None and claim.debounce is not None:
-            delay = max(delay, claim.debounce)  # held for the debounce after the last submit of its key
+        if keyed is not None and keyed.debounce is not None:
+            delay = max(delay, keyed.debounce)  # held for the debounce after the last submit of its key
         return NewRun(
             id=str(ULID()),
             task=self._definition.name,
@@ -156,7 +156,7 @@ class TaskOptions:
                 if self._definition.dispatch_deadline is not None
                 else queue_config.dispatch_deadline
             ),
-            unique=claim,
+            unique=keyed,
         )
 
 
@@ -311,20 +311,20 @@ class SubmitKeys:
             if self.idempotency_key is not None:
                 raise InvalidArgument("give unique_key or idempotency_key, not both")
         if self.idempotency_key is not None:
-            idempotency_claim(definition.name, self.idempotency_key, self.idempotency_ttl)
+            idempotency_run_key(definition.name, self.idempotency_key, self.idempotency_ttl)
         elif self.idempotency_ttl is not None:
             raise InvalidArgument("idempotency_ttl needs an idempotency_key")
         return self
 
-    def claim(self, definition: TaskDefinition, queue: str, args: Mapping[str, Any]) -> UniqueClaim | None:
-        """The run's claim: its idempotency key's, else its task's `Unique` rule's (the default rule
+    def key_of(self, definition: TaskDefinition, queue: str, args: Mapping[str, Any]) -> RunKey | None:
+        """The run's key: its idempotency key's, else its task's `Unique` rule's (the default rule
         when only a `unique_key` is given), else none."""
         if self.idempotency_key is not None:
-            return idempotency_claim(definition.name, self.idempotency_key, self.idempotency_ttl)
+            return idempotency_run_key(definition.name, self.idempotency_key, self.idempotency_ttl)
         rule = definition.unique
         if rule is None and self.unique_key is not None:
             rule = DEFAULT_UNIQUE
-        return None if rule is None else rule.claim(definition.name, queue, args, self.unique_key)
+        return None if rule is None else rule.key_of(definition.name, queue, args, self.unique_key)
 
 
 def _check_run_at(run_at: Any) -> datetime | timedelta | None:

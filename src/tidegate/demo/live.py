@@ -1,9 +1,10 @@
 """The demo's live view: progress, the limits at work, and one blocked run explained.
 
 Everything shown is read from the store a few times a second through the
-same verbs an operator's tools use: `status_counts`, `scope_usage` (the sum
-of holder rows), `rules`, `queued_shapes` (what holds queued runs back now, `engine.operators.queues.blocked`)
-and `engine.operators.why`.
+engine's operator services, as an operator's tools read it: run counts
+(`runs.status_counts`), the slots in use (`limits.scope_usage`, the sum of holder rows), the
+rules, the queued shapes (what holds queued runs back now, as `queues.blocked` tallies them),
+the queue in claim order (`queues.claim_order`) and `why.explain`.
 Scope rows appear once first seen and then stay, in a fixed order, so the
 view does not jump around while it refreshes.
 """
@@ -25,7 +26,7 @@ from tidegate.cli.scopes import blocking_text, scope_limit, slot_cells, usage_te
 from tidegate.domain.blocking import tally
 from tidegate.domain.model import FINISHED_STATUSES, RunStatus
 from tidegate.domain.scopes import GLOBAL, Rules
-from tidegate.engine.operators import queues
+from tidegate.engine.operators import limits, queues, runs
 from tidegate.engine.operators.limit_table import natural_key
 from tidegate.engine.operators.why import explain
 
@@ -49,10 +50,10 @@ class Sample:
 
 
 def read_sample(store: Store) -> Sample:
-    rules, shapes = store.rules(), store.queued_shapes()
-    usage = store.scope_usage()
+    rules, shapes = limits.rules(store), queues.queued_shapes(store)
+    usage = limits.scope_usage(store)
     needed = {need.key for shape in shapes for need in rules.scopes_for(shape.queue, shape.partition, shape.tags)}
-    return Sample(store.status_counts(), usage, rules, tally(shapes, rules, usage).per_scope, needed)
+    return Sample(runs.status_counts(store), usage, rules, tally(shapes, rules, usage).per_scope, needed)
 
 
 @dataclass
@@ -147,11 +148,10 @@ def sample_why(store: Store) -> RenderableType | None:
     The first such run in claim order, preferring one held back by something
     narrower than the global cap: a partition or a tenant is the telling case.
     """
-    now = queues.live(store)
-    verdicts = [(run, now.verdict(run)) for run in store.list_queued(limit=200)]
-    queued = [(run, found) for run, found in verdicts if found.blocking]
-    queued.sort(key=lambda pair: [check.scope for check in pair[1].blocking] == [GLOBAL])  # stable: claim order
-    for run, _ in queued[:5]:
+    waiting, _ = queues.claim_order(store, None, limit=200)
+    queued = [entry for entry in waiting if entry.verdict.blocking]
+    queued.sort(key=lambda entry: [check.scope for check in entry.verdict.blocking] == [GLOBAL])  # stable: claim order
+    for run in (entry.run for entry in queued[:5]):
         explanation = explain(store, run.id)
         if explanation.run.status is not RunStatus.QUEUED or not explanation.blocking:
             continue  # claimed, or freed, since the list was read

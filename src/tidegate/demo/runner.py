@@ -1,8 +1,8 @@
 """The demo, start to finish: fresh database, worker processes, a burst of runs, a summary.
 
 It drives tidegate only through its public faces (the `tidegate worker`
-command, `Task.options(...).submit_many`, the store's read verbs and
-`engine.operators.why`), so what it shows is what a user gets. The live view is read
+command, `Task.options(...).submit_many` and the engine's operator services, as the CLI
+reads the store), so what it shows is what a user gets. The live view is read
 from the store every 200 ms; the verdict that no limit was exceeded is
 replayed afterwards from the claim and release events the store recorded.
 It exits 0 only if every run completed and no scope ever held more runs
@@ -35,6 +35,7 @@ from tidegate.demo.fleet import DemoError, Fleet
 from tidegate.demo.live import LiveView, read_sample
 from tidegate.demo.summary import Summary, limits_table, tasks_table, totals_table
 from tidegate.domain.model import RunStatus
+from tidegate.engine.operators import limits, pool_config, runs
 
 POLL_SECONDS = 0.2
 STALL_SECONDS = 60.0  # no run finished for this long: something is wrong, stop rather than hang
@@ -70,7 +71,7 @@ def run_demo(plan: DemoPlan, console: Console | None = None) -> bool:
     app = tasks.app
     try:
         store = app.store
-        if plan.database is not None and sum(store.status_counts().values()):
+        if plan.database is not None and any(runs.status_counts(store).values()):
             raise DemoError(f"the demo needs an empty database, and {masked(url)} already has runs")
         _intro(console, plan, url, tasks)
         fleet = Fleet(url, plan.workers, plan.max_workers, LOG_DIR)
@@ -97,13 +98,13 @@ def run_demo(plan: DemoPlan, console: Console | None = None) -> bool:
                 codes = fleet.stop()
         clean = all(code == 0 for code in codes)
         _step(console, "workers stopped" + ("" if clean else f" (exit codes {codes})"), ok=clean)
-        runs = store.page_runs(limit=plan.runs)
+        ended = runs.page_runs(store, limit=plan.runs)
         with console.status("replaying claim and release events…"):
-            events = {run.id: store.run_events(run.id) for run in runs}
-            pools = {pool.name: pool.limit for pool in store.pools() if pool.limit is not None}
-            tallies = tally(runs, events, store.rules()) + pool_tally(events, pools)
-        blocked_example = next((run.id for run in runs if any(e.type == "RunBlocked" for e in events[run.id])), None)
-        summary = Summary(runs, plan.runs, plan.capacity, plan.workers, plan.max_workers, peak, tallies)
+            events = {run.id: runs.run_events(store, run.id) for run in ended}
+            pools = {pool.name: pool.limit for pool in pool_config.list_pools(store) if pool.limit is not None}
+            tallies = tally(ended, events, limits.rules(store)) + pool_tally(events, pools)
+        blocked_example = next((run.id for run in ended if any(e.type == "RunBlocked" for e in events[run.id])), None)
+        summary = Summary(ended, plan.runs, plan.capacity, plan.workers, plan.max_workers, peak, tallies)
     finally:
         app.close()
     console.print()

@@ -6,7 +6,7 @@ which claim turns and scope locks it takes and in what order, whether it
 needs this worker's own counts, and which full scopes prove that claiming is
 futile) is the plan. Every path reads it and none re-derives it: both
 adapters' claims, the one-statement claim (storage/postgres/free_claims.py),
-the look (`peek_cycle`, storage/*/guard.py) and the forecast of the scopes a
+the look (`peek_cycle`, storage/*/look.py) and the forecast of the scopes a
 claim locks ahead (storage/postgres/claim_scopes.py). The worker's latch
 (worker/latch.py) rests on the claim's `more`, which is `ClaimPlan.nothing_more`.
 
@@ -21,7 +21,7 @@ tests/unit/test_domain_claim_plan.py:
   scope in `domain.blocking.verdict` (what every surface shows), for every
   run the closure covers;
 - the lock order: claim turns in queue-name order, then scope rows in key
-  order (`take_turns`, `lock_steps`), the one order every claimer keeps.
+  order (`take_claim_turns`, `lock_steps`), the one order every claimer keeps.
 
 Only proofs that hold for every queued run of a queue close it: its pause, a
 full global cap (every run needs `global`), no queued run at all (when the
@@ -63,7 +63,7 @@ class QueuePlan:
     binds_all: bool  # one shared queue limit binds every run of it that has no concurrency key
 
     @property
-    def turn(self) -> bool:
+    def claim_turn(self) -> bool:
         """Claimed by one claimer at a time (a claim turn): a limited or fair queue."""
         return self.limited or self.fair
 
@@ -111,7 +111,7 @@ class ClaimPlan:
     def free(self) -> bool:
         """No limit, per-worker cap or fair ordering applies to any open queue (and one is open):
         `admit` would take the first runs in claim order, so the claim may be one statement."""
-        return bool(self.open) and not any(queue.turn for queue in self.open)
+        return bool(self.open) and not any(queue.claim_turn for queue in self.open)
 
     @cached_property
     def limited(self) -> bool:
@@ -130,9 +130,9 @@ class ClaimPlan:
         return [queue.name for queue in self.open if queue.fair]
 
     @cached_property
-    def turns(self) -> list[str]:
+    def claim_turns(self) -> list[str]:
         """The queues whose claim turn the claim takes, in the order it takes them (name order)."""
-        return sorted(queue.name for queue in self.open if queue.turn)
+        return sorted(queue.name for queue in self.open if queue.claim_turn)
 
     @cached_property
     def probed(self) -> list[str]:
@@ -155,11 +155,11 @@ class ClaimPlan:
     def queue(self, name: str) -> QueuePlan | None:
         return next((queue for queue in self.open if queue.name == name), None)
 
-    def ahead_keys(self, turns: Collection[str]) -> list[str]:
-        """The scope keys the rules name before any run is read, for a claim that holds `turns`:
+    def ahead_keys(self, claim_turns: Collection[str]) -> list[str]:
+        """The scope keys the rules name before any run is read, for a claim that holds `claim_turns`:
         `global`, and the shared key of each queue whose turn it holds and whose one limit binds
         every run (only a claimer holding a queue's turn locks its key: see `lock_steps`)."""
-        keys = {key for queue in self.open for key in self._rule_keys(queue) if own_queue(key) in (None, *turns)}
+        keys = {key for queue in self.open for key in self._rule_keys(queue) if own_queue(key) in (None, *claim_turns)}
         return sorted(keys)
 
     def needed_keys(self, shapes: Iterable[tuple[str, str, Mapping[str, str]]]) -> list[str]:
@@ -242,11 +242,11 @@ class ClaimPlan:
         }
         return self.all_closed(after, running, empty=rated)
 
-    def take_turns(self, held: Collection[str], scopes_locked: bool) -> list[str] | None:
+    def take_claim_turns(self, held: Collection[str], scopes_locked: bool) -> list[str] | None:
         """The claim turns still to take, in the order to take them, for a claim holding `held`
-        turns; None when taking them would break the lock order (a turn after scope rows, or
+        claim turns; None when taking them would break the lock order (a turn after scope rows, or
         after a greater queue's turn: the rules changed mid-claim): take nothing then."""
-        needed = [queue for queue in self.turns if queue not in held]
+        needed = [queue for queue in self.claim_turns if queue not in held]
         if needed and (scopes_locked or (held and needed[0] < max(held))):
             return None
         return needed
@@ -294,9 +294,11 @@ def own_queue(key: str) -> str | None:
     return key[len(QUEUE_PREFIX) :].partition("/")[0]
 
 
-def lock_steps(keys: Iterable[str], locked: Collection[str], turns: Collection[str]) -> tuple[list[str], list[str]]:
+def lock_steps(
+    keys: Iterable[str], locked: Collection[str], claim_turns: Collection[str]
+) -> tuple[list[str], list[str]]:
     """The scope keys of `keys` not locked yet, in key order, split by how a claim that holds
-    `locked` scope rows and `turns` claim turns may take them: those it may wait for, and those
+    `locked` scope rows and the claim turns `claim_turns` may take them: those it may wait for, and those
     it may only try (never wait for).
 
     Scope rows are locked in key order, the one order every claimer keeps, so
@@ -309,6 +311,6 @@ def lock_steps(keys: Iterable[str], locked: Collection[str], turns: Collection[s
     wait: list[str] = []
     tried: list[str] = []
     for key in sorted(set(keys) - set(locked)):
-        may_wait = top is None or key > top or own_queue(key) in turns
+        may_wait = top is None or key > top or own_queue(key) in claim_turns
         (wait if may_wait else tried).append(key)
     return wait, tried

@@ -1,6 +1,6 @@
-"""The keys of once per key (domain/unique.py): a run's claim, a task's checked rule, the computed key.
+"""The keys of once per key (domain/unique.py): a run's key (`RunKey`), a task's checked rule, the computed key.
 
-Kept apart from unique.py so that the model (a `NewRun` carries its claim, a `TaskDefinition` its
+Kept apart from unique.py so that the model (a `NewRun` carries its key, a `TaskDefinition` its
 rule) depends on these plain values only.
 """
 
@@ -16,7 +16,7 @@ ACTIVE_STATES: tuple[str, ...] = ("queued", "running", "waiting")
 
 
 @dataclass(frozen=True, slots=True)
-class UniqueClaim:
+class RunKey:
     """What a run asks of the key store: its key, which of its states hold it, for how long when completed,
     what a submit that meets a holder does, and its debounce (seconds; the store moves a queued holder)."""
 
@@ -40,7 +40,7 @@ class UniqueClaim:
 
 @dataclass(frozen=True, slots=True)
 class CheckedUnique:
-    """A task's `Unique`, checked: what each of its runs' claims is made of."""
+    """A task's `Unique`, checked: what each of its runs' keys is made of."""
 
     by_args: bool | tuple[str, ...]
     by_queue: bool
@@ -79,8 +79,8 @@ class CheckedUnique:
             value["max_wait"],
         )
 
-    def claim(self, task: str, queue: str, args: Mapping[str, Any], unique_key: str | None) -> UniqueClaim | None:
-        """The run's claim: over `unique_key` when given, else over its args (None if by_args is False)."""
+    def key_of(self, task: str, queue: str, args: Mapping[str, Any], unique_key: str | None) -> RunKey | None:
+        """The run's key: over `unique_key` when given, else over its args (None if by_args is False)."""
         if unique_key is not None:
             key = compute_key(task, "key", queue if self.by_queue else None, unique_key)
         elif self.by_args is False:
@@ -88,7 +88,7 @@ class CheckedUnique:
         else:
             chosen = args if self.by_args is True else {name: args.get(name) for name in self.by_args}
             key = compute_key(task, "args", queue if self.by_queue else None, dict(chosen))
-        return UniqueClaim(key, self.states, self.period, self.on_conflict, self.debounce, self.max_wait)
+        return RunKey(key, self.states, self.period, self.on_conflict, self.debounce, self.max_wait)
 
 
 def compute_key(task: str, kind: str, queue: str | None, value: Any) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 from tidegate.domain.attempts import AttemptCount
 from tidegate.domain.jsonvalue import JSONValue
-from tidegate.domain.keys import CheckedUnique, UniqueClaim
+from tidegate.domain.keys import CheckedUnique, RunKey
 from tidegate.domain.parameters import TaskParameters
 from tidegate.domain.snooze import DEFAULT_MAX_SNOOZES
 
@@ -117,7 +117,7 @@ class NewRun:
     timeout: float | None
     delay: float  # seconds from the store's now until the run is due
     deadline: float | None = None  # seconds from submission until it fails "capacity:" if still queued
-    unique: UniqueClaim | None = None  # once per key (domain/unique.py): the store takes the key or meets its holder
+    unique: RunKey | None = None  # once per key (domain/unique.py): the store takes the key or meets its holder
     trace_context: str | None = None  # the submit's span (W3C traceparent), which the run's attempts join
     rate_partition: str = ""  # the partition of its queue's rate it is charged to ('' when one budget)
     rate_cost: int = 1  # the cost units it takes of every window of its queue's rate (domain/rate_costs.py)

@@ -144,7 +144,7 @@ def scheduled_run(
     its debounce. Under the task's `Unique` rule a tick that meets the key's holder is skipped, never
     raised (`on_conflict="raise"` would stop the schedule at every pass): the store records it."""
     claim = (
-        None if definition.unique is None else definition.unique.claim(definition.name, definition.queue, args, None)
+        None if definition.unique is None else definition.unique.key_of(definition.name, definition.queue, args, None)
     )
     if claim is not None and claim.on_conflict == "raise":
         claim = replace(claim, on_conflict="existing")

@@ -1,6 +1,6 @@
 """Once per key: `Unique` on a task, unique and idempotency keys at submit, and what a submit meets.
 
-A run may carry a `UniqueClaim`: a computed key and the rule of which runs hold it. The store
+A run may carry a `RunKey`: a computed key and the rule of which runs hold it. The store
 keeps one row per key naming the run that last took it (a unique index over the key), and a
 submit takes the key only if its run no longer holds it. Whether a run holds its key is
 decided from the run's state, at submit time, so a run frees its key by leaving the listed
@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from tidegate.domain.durations import parse_duration
 from tidegate.domain.errors import InvalidArgument, TidegateError
-from tidegate.domain.keys import ACTIVE_STATES, CheckedUnique, UniqueClaim, compute_key
+from tidegate.domain.keys import ACTIVE_STATES, CheckedUnique, RunKey, compute_key
 from tidegate.domain.model import NewRun
 
 OnConflict = Literal["existing", "raise", "replace"]
@@ -98,12 +98,12 @@ class Unique:
 DEFAULT_UNIQUE = CheckedUnique(False, False, None, ACTIVE_STATES, "existing", None, None)
 
 
-def idempotency_claim(task: str, key: str, ttl: str | float | None) -> UniqueClaim:
+def idempotency_run_key(task: str, key: str, ttl: str | float | None) -> RunKey:
     """An idempotency key: the run it made is returned for every submit with the key for `ttl`
     (default a day) after its submit, unless it failed or was canceled."""
     seconds = IDEMPOTENCY_TTL if ttl is None else _duration(ttl, "idempotency_ttl")
     assert seconds is not None
-    return UniqueClaim(
+    return RunKey(
         compute_key(task, "idempotency", None, check_key(key, "idempotency_key")), ACTIVE_STATES, seconds, "existing"
     )
 
@@ -167,7 +167,7 @@ def plan(runs: Sequence[NewRun], holders: Mapping[str, Holder]) -> KeyedPlan:
     """Decide each run of a batch against the holders the store read under the keys' locks.
 
     A run earlier in the same batch holds its key for the runs after it. Raises `DuplicateRun`
-    for a run whose claim says "raise" and meets a holder (the store then writes nothing).
+    for a run whose key says "raise" and meets a holder (the store then writes nothing).
     """
     taken: dict[str, Holder] = dict(holders)
     stored: dict[str, int] = {}  # a key taken in this batch: the index in `store` of its run
@@ -175,21 +175,21 @@ def plan(runs: Sequence[NewRun], holders: Mapping[str, Holder]) -> KeyedPlan:
     replacing: list[tuple[str, NewRun]] = []
     answers: list[Admission] = []
     for run in runs:
-        claim = run.unique
-        holder = None if claim is None else taken.get(claim.key)
-        if claim is None or holder is None:
-            if claim is not None:
-                taken[claim.key] = Holder(run.id, "queued")
-                stored[claim.key] = len(store)
+        keyed = run.unique
+        holder = None if keyed is None else taken.get(keyed.key)
+        if keyed is None or holder is None:
+            if keyed is not None:
+                taken[keyed.key] = Holder(run.id, "queued")
+                stored[keyed.key] = len(store)
             store.append(run)
             answers.append(Admission(run.id))
             continue
-        if claim.on_conflict == "raise":
+        if keyed.on_conflict == "raise":
             raise DuplicateRun(holder.run_id, run.task)
-        if not claim.replaces or holder.status != "queued":
+        if not keyed.replaces or holder.status != "queued":
             answers.append(Admission(holder.run_id, duplicate=True))
-        elif claim.key in stored:  # the holder is this batch's: it takes these args before it is stored
-            index = stored[claim.key]
+        elif keyed.key in stored:  # the holder is this batch's: it takes these args before it is stored
+            index = stored[keyed.key]
             store[index] = replace_args(store[index], run)
             answers.append(Admission(holder.run_id, duplicate=True, replaced=True))
         else:
@@ -202,7 +202,7 @@ def replace_args(holder: NewRun, run: NewRun) -> NewRun:
     """`holder` (not stored yet) with the args, partition and delay of a later submit of its key
     (the delay is capped by the debounce's max_wait, counted from the holder's own submit)."""
     delay = run.delay
-    claim = run.unique
-    if claim is not None and claim.max_wait is not None:
-        delay = min(delay, claim.max_wait)
+    keyed = run.unique
+    if keyed is not None and keyed.max_wait is not None:
+        delay = min(delay, keyed.max_wait)
     return replace(holder, args=run.args, partition=run.partition, delay=delay)

@@ -1,7 +1,7 @@
 """What a test asserts about an app's store: runs submitted (or not), and why a run waits.
 
-Each reads the store the app uses, as any reader does (`page_runs`, the
-engine's `explain`): a run submitted by the code under test is found whether
+Each reads the store the app uses through the engine's operator services, as the CLI does
+(`runs.page_runs`, `why.explain`): a run submitted by the code under test is found whether
 it was stored by a task's `submit`, a child trigger or a schedule's tick.
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 
 from tidegate.app import App, RunHandle, Task
 from tidegate.domain.model import RunRecord, RunStatus
+from tidegate.engine.operators.runs import page_runs
 from tidegate.engine.operators.why import explain
 
 PAGE = 500
@@ -101,7 +102,7 @@ def assert_blocked(app: App, run: RunHandle | RunRecord | str, *, by: str) -> No
 def _runs_of(app: App, task: str, tags: Mapping[str, str] | None, queue: str | None) -> list[RunRecord]:
     runs: list[RunRecord] = []
     before: str | None = None
-    while page := app.store.page_runs(task=task, tags=tags, queue=queue, before=before, limit=PAGE):
+    while page := page_runs(app.store, task=task, tags=tags, queue=queue, before=before, limit=PAGE):
         runs.extend(page)
         before = page[-1].id
     return runs[::-1]

@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tidegate.app import App
+from tidegate.bootstrap import masked
 from tidegate.domain.errors import ConfigurationError, StoreUnavailable
-from tidegate.storage.urls import masked
 
 CONNECT_SECONDS = 5
 DROP_LOCK_TIMEOUT = "20s"  # a test's connections still closing may hold locks on its tables a moment

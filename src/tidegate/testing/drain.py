@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from tidegate.app import App, Task
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.model import RunRecord, RunStatus
+from tidegate.engine.operators.events import events_after, last_event_id
+from tidegate.engine.operators.runs import get_run
 from tidegate.engine.operators.sweep import sweep_now
 from tidegate.engine.runtime import schedules
 from tidegate.worker.loop import Worker
@@ -90,7 +92,7 @@ def drain(
     store = app.store
     schedules.fire_due(store)
     sweep_now(store, "tidegate-drain")
-    since = store.last_event_id()
+    since = last_event_id(store)
     worker = app.worker(queues=queues, max_workers=max_workers, drain="due")
     errors: list[BaseException] = []
     thread = threading.Thread(target=_serve, args=(worker, errors), name="tidegate-drain", daemon=True)
@@ -126,11 +128,11 @@ def _what_ran(app: App, worker_id: str, since: int) -> DrainResult:
     store = app.store
     attempts: list[tuple[str, int]] = []
     after = since
-    while page := store.events_after(after, EVENTS_PAGE):
+    while page := events_after(store, after, EVENTS_PAGE):
         after = page[-1].id
         for event in page:
             if event.type == "RunDequeued" and event.metadata.get("worker") == worker_id:
                 attempts.append((event.run_id, int(event.metadata["attempt"])))
     first_claimed = list(dict.fromkeys(run_id for run_id, _ in attempts))
-    runs = [run for run_id in first_claimed if (run := store.get_run(run_id)) is not None]
+    runs = [run for run_id in first_claimed if (run := get_run(store, run_id)) is not None]
     return DrainResult(tuple(attempts), tuple(runs))

@@ -6,7 +6,7 @@ whose outputs are read back and never re-run; rows an earlier holder of the
 run left running or failed go back to pending. Then every step whose deps are
 done starts, each in its own task:
 
-1. it claims its pools (waiting here holds no executor slot, so steps of other
+1. it acquires its pool slots (waiting here holds no executor slot, so steps of other
    pools, or of none, keep the executor busy meanwhile);
 2. it takes one of the run's executor slots (`RunCaps`);
 3. it records itself running (StepStarted), executes, checks its output is
@@ -56,7 +56,7 @@ from tidegate.workflow.dispatch import Dispatch, cancel_all
 from tidegate.workflow.errors import SlotsLost, StepError, WorkflowStopped, error_text
 from tidegate.workflow.executors import RunCaps
 from tidegate.workflow.remote import remote_steps
-from tidegate.workflow.slots import Held, SlotClaims
+from tidegate.workflow.slots import Held, RunSlots
 
 if TYPE_CHECKING:
     from tidegate.engine.runtime.pools import PoolGuard
@@ -65,7 +65,7 @@ log = logging.getLogger("tidegate.workflow")
 
 T = TypeVar("T")
 
-STORE_THREADS = 4  # store calls of one run in flight at once (steps record and claim concurrently)
+STORE_THREADS = 4  # store calls of one run in flight at once (steps record and acquire concurrently)
 STALLED_MAP_PAUSE = 0.5  # seconds before asking again for the items of a map whose window is held elsewhere
 # the step fails at once: retrying cannot help
 _UNRETRIED = (PoolRequestTooLarge, PoolClaimTimeout, RateNotFound, RateCostTooLarge)
@@ -100,11 +100,11 @@ async def execute_workflow(
 ) -> JSONValue:
     """Build the run's DAG and execute it; the output of the step the workflow returned."""
     dag = build_dag(definition, args)
-    claims = SlotClaims(guard, scope.store, scope.fence, scope.worker_id)
+    slots = RunSlots(guard, scope.store, scope.fence, scope.worker_id)
     db = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="tidegate-steps-db")
     caps = RunCaps(definition.executor, remote_steps(definition, scope.store, scope.fence))
     try:
-        return await WorkflowRun(dag, scope, caps, claims, db).run()
+        return await WorkflowRun(dag, scope, caps, slots, db).run()
     finally:
         db.shutdown(wait=False)  # a write of an abandoned step may still be on its way: it is fenced
         if caps.remote is not None:
@@ -112,11 +112,11 @@ async def execute_workflow(
 
 
 class WorkflowRun:
-    def __init__(self, dag: Dag, scope: RunScope, caps: RunCaps, claims: SlotClaims, db: ThreadPoolExecutor) -> None:
+    def __init__(self, dag: Dag, scope: RunScope, caps: RunCaps, slots: RunSlots, db: ThreadPoolExecutor) -> None:
         self._dag = dag
         self._scope = scope
         self._caps = caps
-        self._claims = claims
+        self._slots = slots
         self._db = db
         self._outputs: dict[str, Any] = {}
         self._children = ChildWaits(scope.store, scope.fence, scope.worker_id, self._call)
@@ -259,7 +259,7 @@ class WorkflowRun:
         attempt = 1
         while True:
             delay = retry_delay(attempt, step.max_attempts, step.retry_backoff, random.random())
-            # A retried item lost its window slot when its failure was recorded: it claims it again.
+            # A retried item lost its window slot when its failure was recorded: it acquires it again.
             window = (
                 {} if item is None or attempt == 1 else {fanout_scope(self._scope.run_id, item.node.key): item.window}
             )
@@ -292,7 +292,7 @@ class WorkflowRun:
         last: bool,
         span: Span,
     ) -> Any:
-        """One try: claim pools (and a retried item's window slot), take an executor slot, run, record.
+        """One try: acquire pool slots (and a retried item's window slot), take an executor slot, run, record.
         A failure of the `last` try fails the run: the run's dispatch stops before it frees any slot."""
         await self._dispatch.proceed()
         map_key = None if item is None else item.node.key
@@ -300,7 +300,7 @@ class WorkflowRun:
         needs = {**step.pool_needs, **dict.fromkeys(window, 1)}
         start_record = StepUpdate(key, StepStatus.RUNNING, map_key, index)
         tracing.pool_wait(span, needs)
-        async with self._claims.holding(start_record, needs, window, step.rates) as held:
+        async with self._slots.holding(start_record, needs, window, step.rates) as held:
             tracing.pool_acquired(span, needs)
             async with self._caps.slot(step.is_async, urgent=bool(needs or step.rates)):
                 await self._dispatch.proceed()  # the run failed while this step waited for its slots
@@ -370,8 +370,8 @@ class WorkflowRun:
     # --- the store ---------------------------------------------------------------------
 
     async def _finish(self, update: StepUpdate, held: Held | None) -> None:
-        """Record a step finished; its slots go to the run's next step waiting for them (`SlotClaims`)."""
-        if not (await self._claims.finish(held, update, hand_on=not self._dispatch.stopped)).recorded:
+        """Record a step finished; its slots go to the run's next step waiting for them (`RunSlots`)."""
+        if not (await self._slots.finish(held, update, hand_on=not self._dispatch.stopped)).recorded:
             raise StepFencedOut(f"run {self._scope.run_id} attempt {self._scope.fence[1]} was taken over")
         self._recorded.add(update.step_key)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tidegate.domain import names
-from tidegate.domain.blocking import Tally, Verdict, tally, verdict
+from tidegate.domain.blocking import QueuedShape, Tally, Verdict, tally, verdict
 from tidegate.domain.errors import QueueNotFound
 from tidegate.domain.limits import QueueConfig
 from tidegate.domain.model import QueueCounts, RunRecord, RunStatus
@@ -103,11 +103,16 @@ def live(store: Store) -> Live:
     return Live(store.rules(), store.scope_usage(), store.rate_states())
 
 
+def queued_shapes(store: Store) -> list[QueuedShape]:
+    """The queued runs grouped by shape (queue, partition, tags), with a count each."""
+    return store.queued_shapes()
+
+
 def blocked(store: Store) -> Tally:
     """Queued runs blocked now, per queue and per scope: queued runs are read grouped by shape
     (queue, partition, tags), never one by one, so a large blocked backlog stays cheap."""
     now = live(store)
-    return tally(store.queued_shapes(), now.rules, now.usage, now.rates)
+    return tally(queued_shapes(store), now.rules, now.usage, now.rates)
 
 
 def _summary(rules: Rules, name: str, counts: QueueCounts, held: Tally) -> QueueSummary:

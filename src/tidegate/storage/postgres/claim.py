@@ -65,8 +65,8 @@ class Claim:
         self.lease_seconds = lease_seconds
         self.forecast = forecast
         self.reads = ClaimReads(connection, query, worker_id, queues, limit, forecast.margin(queues, limit))
-        self.turns: set[str] = set()  # queues whose claim turn this transaction holds
-        self.locks = ScopeLocks(connection, query, self.turns)
+        self.claim_turns: set[str] = set()  # queues whose claim turn this transaction holds
+        self.locks = ScopeLocks(connection, query, self.claim_turns)
         self.next_allowed_in: float | None = None  # seconds until a run a rate held back may start
         self.rates_ahead: psycopg.Cursor[Any] | None = None  # the rate hint, sent with the first batch
 
@@ -126,7 +126,7 @@ class Claim:
         ahead, sent = None, None
         if cached is not None:  # plan on the cached rules, and send what it asks for ahead
             ahead = plan(self.queues, cached[1])
-            self._take_turns(ahead)
+            self._take_claim_turns(ahead)
             sent = self._send_reads(ahead)
             if _rated(ahead):  # the rate hint rides in the first batch too (every live state: rules aside)
                 self.rates_ahead = connection.execute(
@@ -137,7 +137,7 @@ class Claim:
             rules = limits.parse_rules(connection.execute(self.query("load_rules"), {"known": None}).fetchone())
         if ahead is None or sent is None or rules is not ahead.rules:
             ahead = plan(self.queues, rules)
-            if not self._take_turns(ahead):
+            if not self._take_claim_turns(ahead):
                 # A queue these rules serialize came after one already held: taking its turn
                 # now could deadlock with a claimer that waits the other way. Look again at once.
                 return False
@@ -151,7 +151,7 @@ class Claim:
         """The first reads, with the locks of the scopes and the partition reads the forecast names."""
         return self.reads.send(
             claim,
-            lambda: self.locks.lock_ahead(self.forecast.keys(self.queues, claim, self.turns)),
+            lambda: self.locks.lock_ahead(self.forecast.keys(self.queues, claim, self.claim_turns)),
             self.forecast.partitioned(self.queues),
         )
 
@@ -247,8 +247,8 @@ class Claim:
             },
         )
 
-    def _take_turns(self, claim: ClaimPlan) -> bool:
-        """Wait for this claimer's turn at every queue the plan serializes (`ClaimPlan.turns`, in
+    def _take_claim_turns(self, claim: ClaimPlan) -> bool:
+        """Wait for this claimer's turn at every queue the plan serializes (`ClaimPlan.claim_turns`, in
         name order).
 
         A queue some limit applies to, or a fair queue, is claimed by one
@@ -260,14 +260,14 @@ class Claim:
         applies to keep claiming in parallel. Returns False, taking nothing, if
         a turn would be taken out of order (the rules changed mid-claim): after
         a queue's turn already held, or after scope rows locked ahead
-        (`ClaimPlan.take_turns`).
+        (`ClaimPlan.take_claim_turns`).
         """
-        needed = claim.take_turns(self.turns, bool(self.locks.locked))
+        needed = claim.take_claim_turns(self.claim_turns, bool(self.locks.locked))
         if needed is None:
             return False
         for queue in needed:
             self.connection.execute(self.query("claim_turn"), {"queue": queue})
-        self.turns.update(needed)
+        self.claim_turns.update(needed)
         return True
 
     def _next_due(self) -> psycopg.Cursor[Any]:

@@ -20,8 +20,8 @@ write, and a claim of an empty queue writes nothing else, so it commits
 without waiting for a WAL flush (an idle worker's poll: 0.5 ms against 0.9
 ms with the locks, blocked_backlog's empty case).
 
-The order is the plan's (`domain.claim_plan.lock_steps`, after the turns of
-`ClaimPlan.take_turns`; postgres/children.py places it among the other locks).
+The order is the plan's (`domain.claim_plan.lock_steps`, after the claim turns of
+`ClaimPlan.take_claim_turns`; postgres/children.py places it among the other locks).
 A shared key (`global`, `tag:...`) below one already held is tried, never
 waited for (`try_lock_scopes`, SKIP LOCKED); when it is held elsewhere or not
 created yet, the claim takes nothing and looks again at once. By then the forecast has it, and the next
@@ -68,7 +68,7 @@ class ScopeForecast:
         self._busy[tuple(queues)] = found
 
     def expect_runs(self, queues: Sequence[str]) -> None:
-        """A look (`peek_cycle`, guard.py) found a queued run of `queues` and room in the scopes
+        """A look (`peek_cycle`, look.py) found a queued run of `queues` and room in the scopes
         that could close them: the claim that follows locks its scopes ahead, as after a claim
         that found runs (a woken worker's claim in 2 round trips, not 3)."""
         self._busy[tuple(queues)] = True
@@ -81,8 +81,8 @@ class ScopeForecast:
     def settle_partitions(self, queues: Sequence[str], partitioned: dict[str, Partitioned]) -> None:
         self._partitioned[tuple(queues)] = partitioned
 
-    def keys(self, queues: Sequence[str], claim: ClaimPlan, turns: Collection[str]) -> list[str]:
-        """The keys a claim of `queues` holding the claim turns `turns` locks ahead, in key order:
+    def keys(self, queues: Sequence[str], claim: ClaimPlan, claim_turns: Collection[str]) -> list[str]:
+        """The keys a claim of `queues` holding the claim turns `claim_turns` locks ahead, in key order:
         those its plan names before any run is read (`ClaimPlan.ahead_keys`), and those needed
         lately. A queue's own key
         only when its turn is held (the exception to the key order rests on it). None after a
@@ -91,8 +91,8 @@ class ScopeForecast:
         for a WAL flush (an idle worker's poll)."""
         if not self._busy.get(tuple(queues), False):
             return []
-        keys = set(self._seen.get(tuple(queues), ())) | set(claim.ahead_keys(turns))
-        return sorted(key for key in keys if own_queue(key) is None or own_queue(key) in turns)
+        keys = set(self._seen.get(tuple(queues), ())) | set(claim.ahead_keys(claim_turns))
+        return sorted(key for key in keys if own_queue(key) is None or own_queue(key) in claim_turns)
 
     def learn(self, queues: Sequence[str], needed: Sequence[str]) -> None:
         """Remember the keys a claim of `queues` needed, with those earlier claims needed: a
@@ -109,10 +109,10 @@ class ScopeForecast:
 class ScopeLocks:
     """The scope rows one claim's transaction holds, and their usage as read under the lock."""
 
-    def __init__(self, connection: psycopg.Connection[Any], query: Callable[[str], str], turns: set[str]) -> None:
+    def __init__(self, connection: psycopg.Connection[Any], query: Callable[[str], str], claim_turns: set[str]) -> None:
         self.connection = connection
         self.query = query
-        self.turns = turns  # the claim's turns, as it takes them
+        self.claim_turns = claim_turns  # the claim turns the claim holds, as it takes them
         self.locked: set[str] = set()  # sent: each is granted before any later statement runs
         self.usage: dict[str, int] = {}  # slots in use of each locked key, read after its lock
 
@@ -147,7 +147,7 @@ class ScopeLocks:
     def _split(self, keys: Sequence[str]) -> tuple[list[str], list[str]]:
         """The keys not held yet, in key order: those this claim may wait for, and those it may only
         try (`claim_plan.lock_steps`: a shared key below a shared key it holds)."""
-        return lock_steps(keys, self.locked, self.turns)
+        return lock_steps(keys, self.locked, self.claim_turns)
 
     def _lock(self, keys: list[str]) -> None:
         if keys:

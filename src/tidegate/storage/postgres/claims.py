@@ -78,7 +78,7 @@ class Claims(Aggregate, port.ClaimVerbs):
         self._limits = limits
         self._workers = workers
         self._children = children
-        self.forecast = ScopeForecast()  # the scopes a limited claim locks in its first batch (guard.py too)
+        self.forecast = ScopeForecast()  # the scopes a limited claim locks in its first batch (look.py too)
 
     def cycle(self, request: CycleRequest) -> CycleResult:
         """Report, then claim, in one transaction of pipelined batches.

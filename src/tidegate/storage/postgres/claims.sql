@@ -116,7 +116,7 @@ SELECT pg_advisory_xact_lock_shared(hashtext('tidegate:rules'), hashtext(coalesc
 
 -- name: claim_turn
 -- One claimer at a time per queue that a limit applies to, or that is fair
--- (see claim.py, Claim._take_turns); held until commit. A 64-bit key, so two queues
+-- (see claim.py, Claim._take_claim_turns); held until commit. A 64-bit key, so two queues
 -- practically never share one, and claimers take them in queue-name order.
 SELECT pg_advisory_xact_lock(hashtextextended('tidegate:claim/' || coalesce(current_schema(), '') || '/' || %(queue)s::text, 0));
 

@@ -18,7 +18,6 @@ from psycopg.rows import dict_row
 from tidegate.domain import events as history
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import SweepReport
-from tidegate.domain.rates import Charge
 from tidegate.storage import port
 from tidegate.storage.port import Fence
 from tidegate.storage.postgres.children import Children
@@ -75,7 +74,7 @@ class Leases(Aggregate, port.LeaseVerbs):
                     },
                 )
                 rows = back.fetchall()
-                self._refund(connection, [charge for _, stored in rows for charge in rate_charges.charges_of(stored)])
+                rate_charges.give_back(self._windows(connection), [stored for _, stored in rows])
             return [row[0] for row in rows]
 
     def report_cost(self, worker_id: str, fence: Fence, cost: int) -> bool:
@@ -87,19 +86,13 @@ class Leases(Aggregate, port.LeaseVerbs):
             if row is None:
                 wakes.only_if(False)
                 return False
-            charges = rate_charges.charges_of(row[0])
-            states, now = self._states(connection, rate_charges.keys_of(charges))
-            new_states, new_charges = rate_charges.corrected(states, charges, cost, now)
-            self._write_states(connection, new_states)
-            stored = rate_charges.stored(new_charges)
-            connection.execute(self._q("report_cost_write"), {"id": run_id, "attempt": attempt, "charge": stored})
-            wakes.only_if(any(tat < states[key] for key, tat in new_states.items()))  # tokens given back
+            charge = rate_charges.correct_charge(self._windows(connection), row[0], cost)
+            connection.execute(self._q("report_cost_write"), {"id": run_id, "attempt": attempt, "charge": charge})
         return True
 
-    def _refund(self, connection: psycopg.Connection[Any], charges: list[Charge]) -> None:
-        """Give the rate charges back at the database's time."""
-        states, now = self._states(connection, rate_charges.keys_of(charges))
-        self._write_states(connection, rate_charges.refunded(states, charges, now))
+    def _windows(self, connection: psycopg.Connection[Any]) -> rate_charges.Windows:
+        """The rate windows' states in `connection`'s transaction, judged at the database's time."""
+        return rate_charges.Windows(partial(self._states, connection), partial(self._write_states, connection))
 
     def _states(
         self, connection: psycopg.Connection[Any], keys: list[rate_charges.Key]
@@ -126,10 +119,10 @@ class Leases(Aggregate, port.LeaseVerbs):
 
     def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
         with self._connection() as connection, transaction(connection):
-            turn = connection.execute(
+            taken = connection.execute(
                 self._q("take_lock"), {"name": rescue.SWEEPER_LOCK, "holder": sweeper_id, "ttl": 3 * interval}
             ).fetchone()
-            if turn is None:
+            if taken is None:
                 wakes.only_if(False)
                 return None
             lost = connection.cursor(row_factory=dict_row).execute(self._q("sweep_lost")).fetchall()

@@ -4,7 +4,7 @@ Workers on many machines share one database, so the database is the only
 clock (`tidegate_now()` in SQL: the server's `now()` plus the injected clock's
 offset, 0 outside tests; never a worker's time) and the only lock (`FOR UPDATE
 SKIP LOCKED` on run rows, an advisory lock around migrations, a leased row
-for the sweeper's turn). It behaves exactly like the SQLite adapter: same
+for the sweeper lock). It behaves exactly like the SQLite adapter: same
 statuses, events and fencing; only the mechanics differ.
 
 Connections come from a pool in autocommit mode, and each verb is one
@@ -20,6 +20,10 @@ built over one `Database` (the pool and the named queries, `database.py`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+import psycopg
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.storage.postgres.activity import Activity
@@ -28,11 +32,11 @@ from tidegate.storage.postgres.children import Children
 from tidegate.storage.postgres.claims import Claims
 from tidegate.storage.postgres.connections import CONNECT_TIMEOUT, POOL_MAX_SIZE, POOL_MIN_SIZE, worker_process_bound
 from tidegate.storage.postgres.database import Database
-from tidegate.storage.postgres.guard import Guard
 from tidegate.storage.postgres.health import Health
 from tidegate.storage.postgres.leases import Leases
 from tidegate.storage.postgres.limits import Limits
 from tidegate.storage.postgres.listener import CHECK_INTERVAL, NotifyListener, PollOnly, wake_ups
+from tidegate.storage.postgres.look import Look
 from tidegate.storage.postgres.named_rates import NamedRates
 from tidegate.storage.postgres.pools import Pools
 from tidegate.storage.postgres.queues import Queues
@@ -49,7 +53,7 @@ from tidegate.storage.postgres.workers import Workers
 from tidegate.storage.shared.facade import AggregateStore
 
 
-class PostgresStore(AggregateStore):
+class PostgresStore(AggregateStore[AbstractContextManager[psycopg.Connection[Any]]]):
     _db: Database  # the dialect's own, beyond what the façade reaches
 
     def __init__(
@@ -76,7 +80,7 @@ class PostgresStore(AggregateStore):
         self._workers = Workers(self._db, self._limits)
         self._children = Children(self._db, self._limits)
         self._claims = Claims(self._db, self._limits, self._workers, self._children)
-        self._guard = Guard(self._db, self._limits, self._claims.forecast)
+        self._look = Look(self._db, self._limits, self._claims.forecast)
         self._pools = Pools(self._db)
         self._named_rates = NamedRates(self._db)
         self._steps = PostgresStepVerbs(self._db)

@@ -4,7 +4,7 @@
 -- One submitter at a time per key, locks taken in key order (two batches never wait on each other
 -- in a circle). The same locks as `tidegate_unique_holders` (migration 0025) takes. Only the statements after it read the holders: under READ COMMITTED each sees
 -- every submit of the key that committed before the lock was granted, so two submitters on
--- separate connections never both take a key; the primary key of tidegate_unique_keys is the last guard.
+-- separate connections never both take a key; the primary key of tidegate_unique_keys is the backstop.
 SELECT count(pg_advisory_xact_lock(hashtextextended('tidegate:' || coalesce(current_schema(), '') || '/unique:' || k, 0)))
 FROM (SELECT DISTINCT unnest(%(keys)s::text[]) AS k ORDER BY 1) AS s;
 

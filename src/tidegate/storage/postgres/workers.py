@@ -85,10 +85,10 @@ class Workers(Aggregate, port.WorkerVerbs):
             eligible = registry.eligible_backlog(rows, rules, usage, rates, to_json, datetime.timestamp)
             if eligible == 0:
                 return None
-            turn = connection.execute(
-                self._q("take_turn"), {"name": registry.OVERFLOW_TURN, "holder": worker_id, "ttl": interval}
+            taken = connection.execute(
+                self._q("take_duty"), {"name": registry.OVERFLOW_DUTY, "holder": worker_id, "ttl": interval}
             ).fetchone()
-            if turn is None:
+            if taken is None:
                 return None
             overflow = history.capacity_overflow(eligible, serving, queues)
             connection.execute(self._q("insert_event"), event_params(None, overflow))

@@ -24,7 +24,7 @@ RETURNING rank;
 DELETE FROM tidegate_workers WHERE id = %(id)s::text;
 
 -- name: release_locks
--- A leaving worker hands its duties (the sweeper's turn) to the others at once.
+-- A leaving worker hands its duties (the sweeper lock) to the others at once.
 DELETE FROM tidegate_locks WHERE holder = %(id)s::text;
 
 -- name: worker_fill_state
@@ -50,7 +50,7 @@ CROSS JOIN LATERAL (
     LIMIT %(limit)s::integer
 ) AS c;
 
--- name: take_turn
+-- name: take_duty
 -- A duty done at most once per interval across all workers (unlike take_lock, the holder does not renew).
 INSERT INTO tidegate_locks (name, holder, expires_at)
 VALUES (%(name)s::text, %(holder)s::text, tidegate_now() + make_interval(secs => %(ttl)s::double precision))

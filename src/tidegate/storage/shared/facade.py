@@ -6,7 +6,8 @@ object, each implementing one role of `storage/port.py` (declared, so mypy
 checks both dialects against it). So the facade is written once, here, typed
 by those roles; an adapter builds its aggregates and adds only what differs by
 dialect: its wake-ups (`listen`, and how a verb's wake-up is sent) and its
-connections (`close`). The verbs of `port.WAKES` get their wake-ups here.
+connections (`close`), and names its connection type (`AggregateStore[sqlite3.Connection]`), so
+nothing here is typed `Any`. The verbs of `port.WAKES` get their wake-ups here.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 from tidegate.domain.backpressure import Pace
 from tidegate.domain.blocking import QueuedShape
@@ -59,20 +60,24 @@ from tidegate.storage import port
 from tidegate.storage.port import WAKES, Fence
 from tidegate.storage.shared import wakes
 
-Verb = TypeVar("Verb", bound=Callable[..., Any])
+# What a dialect's connection factory gives: a sqlite3 connection, or a context manager of a
+# pooled psycopg one. Each adapter names its own, so mypy checks what tests/races.py swaps in.
+ConnectionT = TypeVar("ConnectionT")
+Params = ParamSpec("Params")
+Result = TypeVar("Result")
 
 
-class DialectDatabase(Protocol):
+class DialectDatabase(Protocol[ConnectionT]):
     """What the façade reaches of a dialect's Database: its connection factory and named SQL."""
 
-    connection: Callable[[], Any]  # a sqlite3 connection, or a context manager of a pooled psycopg one
+    connection: Callable[[], ConnectionT]
     queries: dict[str, str]
 
 
-class AggregateStore:
+class AggregateStore(Generic[ConnectionT]):
     """Delegates every verb to the aggregate that owns it, each typed by the role it implements."""
 
-    _db: DialectDatabase
+    _db: DialectDatabase[ConnectionT]
     _schema: port.SchemaVerbs
     _runs: port.RunVerbs
     _unique: port.UniqueVerbs
@@ -84,7 +89,7 @@ class AggregateStore:
     _queues: port.QueueVerbs
     _workers: port.WorkerVerbs
     _claims: port.ClaimVerbs
-    _guard: port.LookVerbs
+    _look: port.LookVerbs
     _children: port.ChildVerbs
     _pools: port.PoolVerbs
     _named_rates: port.NamedRateVerbs
@@ -97,11 +102,11 @@ class AggregateStore:
     # --- the shared connection and queries (tests/races.py replaces them) ----------
 
     @property
-    def _connection(self) -> Callable[[], Any]:
+    def _connection(self) -> Callable[[], ConnectionT]:
         return self._db.connection
 
     @_connection.setter
-    def _connection(self, connection: Callable[[], Any]) -> None:
+    def _connection(self, connection: Callable[[], ConnectionT]) -> None:
         self._db.connection = connection
 
     @property
@@ -231,7 +236,7 @@ class AggregateStore:
         return self._claims.cycle(request)
 
     def peek_cycle(self, worker_id: str, queues: Sequence[str]) -> CycleResult | None:
-        return self._guard.peek_cycle(worker_id, queues)
+        return self._look.peek_cycle(worker_id, queues)
 
     # --- leases and sweep ------------------------------------------------------
 
@@ -384,17 +389,25 @@ class AggregateStore:
         return self._health.doctor_facts(retention)
 
 
-def _waking(verb: str, method: Verb) -> Verb:
+class _SendsWakes(Protocol):
+    """What a waking verb needs of its store: `AggregateStore._send_wake`."""
+
+    def _send_wake(self, wake: wakes.Wake) -> None: ...
+
+
+def _waking(
+    verb: str, method: Callable[Concatenate[_SendsWakes, Params], Result]
+) -> Callable[Concatenate[_SendsWakes, Params], Result]:
     """`method` with the wake-up of `verb` opened around it and sent once it returns."""
 
     @functools.wraps(method)
-    def call(self: AggregateStore, *args: Any, **kwargs: Any) -> Any:
+    def call(self: _SendsWakes, /, *args: Params.args, **kwargs: Params.kwargs) -> Result:
         with wakes.opened(verb) as wake:
             result = method(self, *args, **kwargs)
         self._send_wake(wake)
         return result
 
-    return call  # type: ignore[return-value]
+    return call
 
 
 # The one place the table's verbs get their wake-ups: being in `WAKES` is what makes a verb wake.

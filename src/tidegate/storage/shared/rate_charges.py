@@ -4,20 +4,49 @@ The claim stores, with each attempt it charged, what every window of its rate
 took (`domain.rates.Charge`, as JSON). A claim undone before the run starts (a
 hand-back) gives it back; `report_cost` corrects it while the attempt runs. The
 adapters lock and read the windows' states in their own transaction and write
-back what this module computes with `domain.rates`.
+them (`Windows`); what is given back or corrected, and whether that wakes
+anyone, is decided once here with `domain.rates`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 from tidegate.domain.rates import Charge, correct, refund
+from tidegate.storage.shared import wakes
 
 Key = tuple[str, int]  # (rate scope, window in ns)
+Stored = str | Sequence[Sequence[object]] | None  # a run's `rate_charge` column, JSON text or decoded
 
 
-def charges_of(stored: str | Sequence[Sequence[object]] | None) -> list[Charge]:
+class Windows(NamedTuple):
+    """A dialect's way to the windows' states inside the transaction it holds."""
+
+    read: Callable[[list[Key]], tuple[dict[Key, int], float]]  # locked in key order, and the time to judge at
+    write: Callable[[dict[Key, int]], None]
+
+
+def give_back(windows: Windows, charges: Iterable[Stored]) -> None:
+    """Give the stored charges of runs undone before they started back to their windows."""
+    taken = [charge for stored_charge in charges for charge in charges_of(stored_charge)]
+    states, now = windows.read(keys_of(taken))
+    windows.write(refunded(states, taken, now))
+
+
+def correct_charge(windows: Windows, stored_charge: Stored, cost: int) -> str | None:
+    """The running attempt's stored charge corrected to `cost`, its windows written; the verb's
+    wake-up is owed only if tokens were given back (a lower cost)."""
+    charges = charges_of(stored_charge)
+    states, now = windows.read(keys_of(charges))
+    new_states, new_charges = corrected(states, charges, cost, now)
+    windows.write(new_states)
+    wakes.only_if(any(tat < states[key] for key, tat in new_states.items()))
+    return stored(new_charges)
+
+
+def charges_of(stored: Stored) -> list[Charge]:
     """The charges stored on a run (its `rate_charge`, JSON text or already decoded); none when NULL."""
     if stored is None:
         return []

@@ -17,7 +17,7 @@ from tidegate.domain.rates import RateStates
 from tidegate.domain.scopes import Rules
 from tidegate.storage.shared import claiming
 
-OVERFLOW_TURN = "overflow"
+OVERFLOW_DUTY = "overflow"  # the tidegate_locks row of the overflow signal, taken at most once per interval
 OVERFLOW_SAMPLE = 100  # queued runs looked at per queue when deciding whether runs wait for a worker
 
 Row = Mapping[str, Any]

@@ -29,7 +29,7 @@ from tidegate.domain.recovery import LostAttempt, Rescue, rescue_lost
 
 Row = Mapping[str, Any]
 
-SWEEPER_LOCK = "sweeper"  # the leased turn (tidegate_locks) that lets one sweeper at a time work
+SWEEPER_LOCK = "sweeper"  # the leased row (tidegate_locks) that lets one sweeper at a time work
 
 
 def decide(rows: Sequence[Row]) -> list[tuple[LostAttempt, Rescue]]:

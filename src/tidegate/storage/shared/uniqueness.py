@@ -25,8 +25,8 @@ def key_rows(stored: Sequence[NewRun]) -> list[dict[str, Any]]:
 
 def replace_params(holder_id: str, run: NewRun) -> dict[str, Any]:
     """`unique_replace`'s parameters (args still a JSON value: each adapter encodes it)."""
-    claim = run.unique
-    debounce = claim is not None and claim.debounce is not None
+    keyed = run.unique
+    debounce = keyed is not None and keyed.debounce is not None
     return {
         "id": holder_id,
         "args": run.args,
@@ -35,7 +35,7 @@ def replace_params(holder_id: str, run: NewRun) -> dict[str, Any]:
         "rate_cost": run.rate_cost,
         "debounce": debounce,
         "delay": run.delay,
-        "max_wait": None if claim is None else claim.max_wait,
+        "max_wait": None if keyed is None else keyed.max_wait,
     }
 
 

@@ -19,7 +19,6 @@ from tidegate.domain import transitions
 from tidegate.domain.events import Event
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import SweepReport
-from tidegate.domain.rates import Charge
 from tidegate.storage import port
 from tidegate.storage.port import Fence
 from tidegate.storage.shared import rate_charges, rescue, wakes
@@ -89,9 +88,7 @@ class Leases(Aggregate, port.LeaseVerbs):
                 },
             ).fetchall()
             connection.execute(self._q("release_holders"), {"ids": json.dumps([row[0] for row in rows])})
-            self._refund(
-                connection, [charge for (stored,) in charges for charge in rate_charges.charges_of(stored)], now
-            )
+            rate_charges.give_back(self._windows(connection, now), [stored for (stored,) in charges])
             events = [
                 event_row(run_id, history.handed_back(status, attempt, worker_id, bool(suspect)), now)
                 for run_id, attempt, status, suspect in rows
@@ -108,19 +105,16 @@ class Leases(Aggregate, port.LeaseVerbs):
             if row is None:
                 wakes.only_if(False)
                 return False
-            charges = rate_charges.charges_of(row[0])
-            states = self._states(connection, rate_charges.keys_of(charges))
-            new_states, new_charges = rate_charges.corrected(states, charges, cost, now)
-            self._write_states(connection, new_states)
-            stored = rate_charges.stored(new_charges)
-            connection.execute(self._q("report_cost_write"), {"id": run_id, "attempt": attempt, "charge": stored})
-        wakes.only_if(any(tat < states[key] for key, tat in new_states.items()))  # tokens given back
+            charge = rate_charges.correct_charge(self._windows(connection, now), row[0], cost)
+            connection.execute(self._q("report_cost_write"), {"id": run_id, "attempt": attempt, "charge": charge})
         return True
 
-    def _refund(self, connection: sqlite3.Connection, charges: list[Charge], now: float) -> None:
-        """Give the rate charges back at `now` (BEGIN IMMEDIATE: no claim charges meanwhile)."""
-        states = self._states(connection, rate_charges.keys_of(charges))
-        self._write_states(connection, rate_charges.refunded(states, charges, now))
+    def _windows(self, connection: sqlite3.Connection, now: float) -> rate_charges.Windows:
+        """The rate windows' states in the write transaction (BEGIN IMMEDIATE: no claim charges
+        meanwhile), judged at `now`."""
+        return rate_charges.Windows(
+            lambda keys: (self._states(connection, keys), now), partial(self._write_states, connection)
+        )
 
     def _states(self, connection: sqlite3.Connection, keys: list[rate_charges.Key]) -> dict[rate_charges.Key, int]:
         if not keys:
@@ -135,11 +129,11 @@ class Leases(Aggregate, port.LeaseVerbs):
 
     def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
         with self._write() as (connection, now):
-            turn = connection.execute(
+            taken = connection.execute(
                 self._q("take_lock"),
                 {"name": rescue.SWEEPER_LOCK, "holder": sweeper_id, "now": now, "ttl": 3 * interval},
             ).fetchone()
-            if turn is None:
+            if taken is None:
                 wakes.only_if(False)
                 return None
             verdicts = rescue.payload(rescue.decide(connection.execute(self._q("sweep_lost"), {"now": now}).fetchall()))

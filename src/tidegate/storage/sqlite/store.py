@@ -8,6 +8,7 @@ one `Database` (the file's connections, the named queries and the wake-ups).
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,10 +20,10 @@ from tidegate.storage.sqlite.browse import Browse
 from tidegate.storage.sqlite.children import Children
 from tidegate.storage.sqlite.claims import Claims
 from tidegate.storage.sqlite.database import Database
-from tidegate.storage.sqlite.guard import Guard
 from tidegate.storage.sqlite.health import Health
 from tidegate.storage.sqlite.leases import Leases
 from tidegate.storage.sqlite.limits import Limits
+from tidegate.storage.sqlite.look import Look
 from tidegate.storage.sqlite.named_rates import NamedRates
 from tidegate.storage.sqlite.pools import Pools
 from tidegate.storage.sqlite.queues import Queues
@@ -39,7 +40,7 @@ from tidegate.storage.sqlite.wakeups import DatagramListener
 from tidegate.storage.sqlite.workers import Workers
 
 
-class SQLiteStore(AggregateStore):
+class SQLiteStore(AggregateStore[sqlite3.Connection]):
     _db: Database  # the dialect's own, beyond what the façade reaches
 
     def __init__(self, url: str, path: Path, *, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -57,7 +58,7 @@ class SQLiteStore(AggregateStore):
         self._workers = Workers(self._db, self._limits)
         self._children = Children(self._db, self._limits, self._runs)
         self._claims = Claims(self._db, self._limits, self._workers, self._children)
-        self._guard = Guard(self._db, self._limits)
+        self._look = Look(self._db, self._limits)
         self._pools = Pools(self._db)
         self._named_rates = NamedRates(self._db)
         self._steps = SQLiteStepVerbs(self._db)

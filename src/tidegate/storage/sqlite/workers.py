@@ -79,10 +79,10 @@ class Workers(Aggregate, port.WorkerVerbs):
             eligible = registry.eligible_backlog(rows, rules, usage, rates, to_json, float)
             if eligible == 0:
                 return None
-            turn = connection.execute(
-                self._q("take_turn"), {"name": registry.OVERFLOW_TURN, "holder": worker_id, "now": now, "ttl": interval}
+            taken = connection.execute(
+                self._q("take_duty"), {"name": registry.OVERFLOW_DUTY, "holder": worker_id, "now": now, "ttl": interval}
             ).fetchone()
-            if turn is None:
+            if taken is None:
                 return None
             overflow = history.capacity_overflow(eligible, serving, queues)
             connection.execute(self._q("insert_event"), event_row(None, overflow, now))

@@ -17,7 +17,7 @@ UPDATE tidegate_workers SET heartbeat_at = :now, expires_at = :now + :ttl WHERE 
 DELETE FROM tidegate_workers WHERE id = :id;
 
 -- name: release_locks
--- A leaving worker hands its duties (the sweeper's turn) to the others at once.
+-- A leaving worker hands its duties (the sweeper lock) to the others at once.
 DELETE FROM tidegate_locks WHERE holder = :id;
 
 -- name: worker_fill_state
@@ -27,7 +27,7 @@ SELECT w.id, w.rank, w.capacity, w.queues, w.fill_order,
 FROM tidegate_workers AS w
 WHERE w.expires_at >= :now;
 
--- name: take_turn
+-- name: take_duty
 -- A duty done at most once per interval across all workers (unlike take_lock, the holder does not renew).
 INSERT INTO tidegate_locks (name, holder, expires_at) VALUES (:name, :holder, :now + :ttl)
 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at

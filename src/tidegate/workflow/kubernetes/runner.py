@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tidegate.domain.steps import StepStatus, StepUpdate
+from tidegate.domain.steps import StepUpdate
+from tidegate.engine.runtime.pod_steps import pod_output
 from tidegate.storage.port import Fence, Store
 from tidegate.workflow.kubernetes.cluster import Cluster, Obj, cluster_for
 from tidegate.workflow.kubernetes.jobs import (
@@ -217,15 +218,9 @@ class RunJobs:
         for record in self._store.run_steps(self._fence[0]):
             if record.step_key != step.step_key:
                 continue
-            written = record.output
-            if (
-                record.status is StepStatus.RUNNING
-                and record.attempt == self._fence[1]
-                and isinstance(written, dict)
-                and written.get("job") == name
-                and "output" in written
-            ):
-                return written["output"]
+            found, output = pod_output(record, self._fence[1], name)
+            if found:
+                return output
             break
         raise JobFailed(f"Job {name} succeeded but its step's output is not in the store for this attempt")
 

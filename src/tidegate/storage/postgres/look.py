@@ -44,7 +44,7 @@ from tidegate.storage.postgres.database import Aggregate, Database
 from tidegate.storage.postgres.limits import Limits
 
 
-class Guard(Aggregate, port.LookVerbs):
+class Look(Aggregate, port.LookVerbs):
     """The `peek_cycle` verb of the storage port."""
 
     def __init__(self, db: Database, limits: Limits, forecast: ScopeForecast) -> None:

@@ -1,6 +1,6 @@
 """SQLite `peek_cycle`: a woken worker's cheap look before it claims.
 
-The same rule as PostgreSQL's (storage/postgres/guard.py, where the reason
+The same rule as PostgreSQL's (storage/postgres/look.py, where the reason
 and the wake-up argument are written out): when every open queue of the
 worker is closed by a full scope that binds all its runs (`ClaimPlan.closures`),
 answer a cycle that claimed nothing, read without the write lock. A claim
@@ -25,7 +25,7 @@ from tidegate.storage.sqlite.database import Aggregate, Database
 from tidegate.storage.sqlite.limits import Limits
 
 
-class Guard(Aggregate, port.LookVerbs):
+class Look(Aggregate, port.LookVerbs):
     """The `peek_cycle` verb of the storage port."""
 
     def __init__(self, db: Database, limits: Limits) -> None:

@@ -1,4 +1,4 @@
--- SQLite queries of guard.py: a woken worker's look before it claims.
+-- SQLite queries of look.py: a woken worker's look before it claims.
 
 -- name: peek_cycle
 -- The slots in use of each scope in `keys` (run holders only, as scope_usage counts them).

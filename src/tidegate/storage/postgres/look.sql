@@ -1,4 +1,4 @@
--- PostgreSQL queries of guard.py: a woken worker's look before it claims.
+-- PostgreSQL queries of look.py: a woken worker's look before it claims.
 -- Conventions (parameters, clock, batches): database.sql.
 
 -- name: peek_cycle
