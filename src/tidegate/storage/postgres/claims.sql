@@ -69,18 +69,19 @@ WITH starts AS (
     WHERE h.run_id = a.id AND a.outcome_n IS NOT NULL
     RETURNING h.run_id, h.claimed_at, h.holder = h.run_id AS own
 ), events AS (
-    -- The attempt (and a start's worker) in their columns, the rest in metadata (0026_event_columns.sql).
+    -- The attempt (and a start's worker) in their columns, the rest in metadata, NULL when nothing is left
+    -- (0026_event_columns.sql).
     INSERT INTO tidegate_events (run_id, step_key, type, attempt, worker, metadata, at)
     SELECT id, NULL, type, attempt, worker, metadata, tidegate_now()
     FROM (
-        SELECT id, 'RunStarted' AS type, attempt, %(worker)s::text AS worker, '{}'::jsonb AS metadata,
+        SELECT id, 'RunStarted' AS type, attempt, %(worker)s::text AS worker, NULL::jsonb AS metadata,
                0 AS part, start_n AS n
         FROM applied WHERE start_n IS NOT NULL
         UNION ALL
         SELECT id, CASE WHEN status = 'canceled' THEN 'RunCanceled' ELSE event END,
                (metadata ->> 'attempt')::integer, NULL,
-               CASE WHEN status = 'canceled' THEN metadata - 'retry_in' - 'snooze_in' - 'overloaded' ELSE metadata END
-                   - 'attempt',
+               nullif(CASE WHEN status = 'canceled' THEN metadata - 'retry_in' - 'snooze_in' - 'overloaded'
+                           ELSE metadata END - 'attempt', '{}'),
                1, outcome_n
         FROM applied WHERE outcome_n IS NOT NULL
     ) AS e
@@ -286,7 +287,7 @@ WITH claimed AS (
                   AS queued_seconds, r.parent_id IS NOT NULL AS has_parent, r.trace_context, r.snoozes
 ), dequeued AS (
     INSERT INTO tidegate_events (run_id, step_key, type, attempt, worker, metadata, at)
-    SELECT id, NULL, 'RunDequeued', attempt, %(worker)s::text, '{}'::jsonb, tidegate_statement_timestamp()
+    SELECT id, NULL, 'RunDequeued', attempt, %(worker)s::text, NULL, tidegate_statement_timestamp()
     FROM claimed ORDER BY n
 ), held AS (
     INSERT INTO tidegate_holders AS t (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)
@@ -367,7 +368,7 @@ WITH current_rules AS MATERIALIZED (
                   AS queued_seconds, r.parent_id IS NOT NULL AS has_parent, r.trace_context, r.snoozes
 ), dequeued AS (
     INSERT INTO tidegate_events (run_id, step_key, type, attempt, worker, metadata, at)
-    SELECT id, NULL, 'RunDequeued', attempt, %(worker)s::text, '{}'::jsonb, tidegate_statement_timestamp()
+    SELECT id, NULL, 'RunDequeued', attempt, %(worker)s::text, NULL, tidegate_statement_timestamp()
     FROM claimed ORDER BY n
 )
 SELECT * FROM (
