@@ -222,12 +222,12 @@ def event_times(url: str, queue: str, kinds: tuple[str, ...]) -> list[tuple[str,
     """(run id, event type, epoch seconds, worker id of a RunDequeued) for a queue's runs, in event order."""
     placeholders = ",".join("?" for _ in kinds)
     sqlite_sql = (
-        "SELECT e.run_id, e.type, e.at, json_extract(e.metadata, '$.worker') FROM tidegate_events e "
+        "SELECT e.run_id, e.type, e.at, json_extract(e.metadata, '$.worker') FROM tidegate_event_log e "
         f"JOIN tidegate_runs r ON r.id = e.run_id WHERE r.queue = ? AND e.type IN ({placeholders}) ORDER BY e.id"
     )
     pg_placeholders = ",".join("%s" for _ in kinds)
     pg_sql = (
-        "SELECT e.run_id, e.type, extract(epoch FROM e.at)::float8, e.metadata->>'worker' FROM tidegate_events e "
+        "SELECT e.run_id, e.type, extract(epoch FROM e.at)::float8, e.metadata->>'worker' FROM tidegate_event_log e "
         f"JOIN tidegate_runs r ON r.id = e.run_id WHERE r.queue = %s AND e.type IN ({pg_placeholders}) ORDER BY e.id"
     )
     return [(run, kind, at, worker) for run, kind, at, worker in query(url, sqlite_sql, pg_sql, (queue, *kinds))]

@@ -57,7 +57,7 @@ def test_a_runs_events_are_read_through_the_index_oldest_first(store: Store, dat
     events = store.run_events(run_id)
     assert len(events) == EVENTS_PER_RUN
     assert [event.id for event in events] == sorted(event.id for event in events)
-    read = "SELECT id, run_id, step_key, type, metadata, at FROM tidegate_events WHERE run_id = ? ORDER BY id"
+    read = "SELECT id, run_id, step_key, type, metadata, at FROM tidegate_event_log WHERE run_id = ? ORDER BY id"
     explain = "EXPLAIN " if backend == "postgres" else "EXPLAIN QUERY PLAN "
     plan = execute_sql(database_url, explain + read, (run_id,))
     text = "\n".join(str(line) for line in plan)

@@ -191,7 +191,7 @@ def test_postgres_dispatch_deadline_text_is_the_domain_text(migrated_postgres, w
             )
         failed = {row[0] for row in connection.execute(load_queries("tidegate.storage.postgres")["sweep_deadlines"])}
         rows = connection.execute(
-            "SELECT r.id, r.error, e.type, e.metadata FROM tidegate_runs AS r JOIN tidegate_events AS e"
+            "SELECT r.id, r.error, e.type, e.metadata FROM tidegate_runs AS r JOIN tidegate_event_log AS e"
             " ON e.run_id = r.id WHERE r.id = ANY(%s)",
             (ids,),
         ).fetchall()

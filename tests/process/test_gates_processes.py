@@ -116,7 +116,7 @@ def test_worker_processes_never_exceed_any_scope(database_url, backend, worker_p
         assert peaks["global"] >= gates.GLOBAL_CAP - 4, peaks["global"]
         # the claims really were concurrent across processes (on a loaded 2-core machine one
         # process may start late and find the queue drained, so not necessarily all of them)
-        dequeued = execute_sql(database_url, "SELECT metadata FROM tidegate_events WHERE type = 'RunDequeued'")
+        dequeued = execute_sql(database_url, "SELECT metadata FROM tidegate_event_log WHERE type = 'RunDequeued'")
         assert len({_worker_of(metadata) for (metadata,) in dequeued}) >= 2
 
 

@@ -115,7 +115,7 @@ def test_steps_sharing_a_named_rate_and_a_pool_keep_both_and_hoard_no_slot(
     assert snapshots > 20
     assert hoarded == 0, f"{hoarded} snapshots found a pool slot held by a step waiting for the rate"
     # the processes really shared the rate and the pool (one may start late on a loaded machine)
-    dequeued = execute_sql(database_url, "SELECT metadata FROM tidegate_events WHERE type = 'RunDequeued'")
+    dequeued = execute_sql(database_url, "SELECT metadata FROM tidegate_event_log WHERE type = 'RunDequeued'")
     workers = {(json.loads(m) if isinstance(m, str) else m)["worker"] for (m,) in dequeued}
     assert len(workers) >= 2, workers
 

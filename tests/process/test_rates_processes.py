@@ -101,7 +101,7 @@ def test_worker_processes_never_start_more_than_the_rate(database_url, backend, 
     assert min(paces.values()) >= 0.9 * RATE.sustained, paces
     assert max(most_charged.values()) >= RATE.sustained  # and the limit really bound
     # the processes really claimed together (one may start late on a loaded machine)
-    dequeued = execute_sql(database_url, "SELECT metadata FROM tidegate_events WHERE type = 'RunDequeued'")
+    dequeued = execute_sql(database_url, "SELECT metadata FROM tidegate_event_log WHERE type = 'RunDequeued'")
     workers = {(json.loads(m) if isinstance(m, str) else m)["worker"] for (m,) in dequeued}
     assert len(workers) >= 2, workers
 

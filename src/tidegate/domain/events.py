@@ -6,6 +6,12 @@ set-based statements (the cycle, the submit, the sweep, step slots), whose
 `jsonb_build_object` calls tests/contract/test_events_pinned.py holds to these
 functions on generated cases. Step slot events name a pool by its name and any
 other scope (a fan-out window) by its key.
+
+What a reader sees is the metadata these functions return, whatever the row's
+shape: PostgreSQL's hot writers (the cycle's starts and outcomes, the claims'
+RunDequeued) store `attempt` and `worker` in columns of their own to save bytes
+(migration 0026), and every read goes through `tidegate_event_log`, which puts
+them back as keys (tests/contract/test_event_columns.py).
 """
 
 from __future__ import annotations

@@ -69,16 +69,19 @@ WITH starts AS (
     WHERE h.run_id = a.id AND a.outcome_n IS NOT NULL
     RETURNING h.run_id, h.claimed_at, h.holder = h.run_id AS own
 ), events AS (
-    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-    SELECT id, NULL, type, metadata, tidegate_now()
+    -- The attempt (and a start's worker) in their columns, the rest in metadata, NULL when nothing is left
+    -- (0026_event_columns.sql).
+    INSERT INTO tidegate_events (run_id, step_key, type, attempt, worker, metadata, at)
+    SELECT id, NULL, type, attempt, worker, metadata, tidegate_now()
     FROM (
-        SELECT id, 'RunStarted' AS type,
-               jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text) AS metadata,
+        SELECT id, 'RunStarted' AS type, attempt, %(worker)s::text AS worker, NULL::jsonb AS metadata,
                0 AS part, start_n AS n
         FROM applied WHERE start_n IS NOT NULL
         UNION ALL
         SELECT id, CASE WHEN status = 'canceled' THEN 'RunCanceled' ELSE event END,
-               CASE WHEN status = 'canceled' THEN metadata - 'retry_in' - 'snooze_in' - 'overloaded' ELSE metadata END,
+               (metadata ->> 'attempt')::integer, NULL,
+               nullif(CASE WHEN status = 'canceled' THEN metadata - 'retry_in' - 'snooze_in' - 'overloaded'
+                           ELSE metadata END - 'attempt', '{}'),
                1, outcome_n
         FROM applied WHERE outcome_n IS NOT NULL
     ) AS e
@@ -285,9 +288,8 @@ WITH claimed AS (
               (r.parent_id IS NOT NULL OR EXISTS (SELECT 1 FROM tidegate_unique_keys AS k WHERE k.run_id = r.id))
                   AS has_parent, r.trace_context, r.snoozes  -- a keyed run may be a linked child (children.sql)
 ), dequeued AS (
-    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-    SELECT id, NULL, 'RunDequeued', jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text),
-           tidegate_statement_timestamp()
+    INSERT INTO tidegate_events (run_id, step_key, type, attempt, worker, metadata, at)
+    SELECT id, NULL, 'RunDequeued', attempt, %(worker)s::text, NULL, tidegate_statement_timestamp()
     FROM claimed ORDER BY n
 ), held AS (
     INSERT INTO tidegate_holders AS t (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)
@@ -369,9 +371,8 @@ WITH current_rules AS MATERIALIZED (
               (r.parent_id IS NOT NULL OR EXISTS (SELECT 1 FROM tidegate_unique_keys AS k WHERE k.run_id = r.id))
                   AS has_parent, r.trace_context, r.snoozes  -- a keyed run may be a linked child (children.sql)
 ), dequeued AS (
-    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-    SELECT id, NULL, 'RunDequeued', jsonb_build_object('attempt', attempt, 'worker', %(worker)s::text),
-           tidegate_statement_timestamp()
+    INSERT INTO tidegate_events (run_id, step_key, type, attempt, worker, metadata, at)
+    SELECT id, NULL, 'RunDequeued', attempt, %(worker)s::text, NULL, tidegate_statement_timestamp()
     FROM claimed ORDER BY n
 )
 SELECT * FROM (

@@ -181,7 +181,7 @@ SELECT id, task, queue, partition_key, status, priority, args, tags, concurrency
 FROM tidegate_runs WHERE id = %(id)s::text;
 
 -- name: run_events
-SELECT id, run_id, step_key, type, metadata, at FROM tidegate_events
+SELECT id, run_id, step_key, type, metadata, at FROM tidegate_event_log
 WHERE run_id = %(run_id)s::text ORDER BY id;
 
 -- name: status_counts

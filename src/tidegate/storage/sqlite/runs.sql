@@ -50,7 +50,7 @@ SELECT (SELECT count(*) FROM tidegate_runs WHERE status = 'queued' AND queue = :
 SELECT * FROM tidegate_runs WHERE id = :id;
 
 -- name: run_events
-SELECT id, run_id, step_key, type, metadata, at FROM tidegate_events
+SELECT id, run_id, step_key, type, metadata, at FROM tidegate_event_log
 WHERE run_id = :run_id ORDER BY id;
 
 -- name: status_counts

@@ -4,7 +4,7 @@
 -- name: events_after
 -- Every event (of runs and of limits) after an id, oldest first: the event stream's
 -- read, resumable from the last id a client saw. One range scan of the primary key.
-SELECT id, run_id, step_key, type, metadata, at FROM tidegate_events
+SELECT id, run_id, step_key, type, metadata, at FROM tidegate_event_log
 WHERE id > :after
 ORDER BY id
 LIMIT :limit;
@@ -12,7 +12,7 @@ LIMIT :limit;
 -- name: latest_events
 -- The newest events of one type (LimitChanged: the audit; CapacityOverflow: the signals), newest
 -- first: a backward scan of the primary key.
-SELECT id, run_id, step_key, type, metadata, at FROM tidegate_events
+SELECT id, run_id, step_key, type, metadata, at FROM tidegate_event_log
 WHERE type = :type
 ORDER BY id DESC
 LIMIT :limit;
