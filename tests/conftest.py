@@ -60,20 +60,15 @@ PER_MODULE = ("tests/browser/", "tests/docs/test_site.py")  # a module's fixture
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group the tests that must share a process (no effect without `--dist loadgroup`), and send
-    the serial ones first: that lane is the longest, so it starts while the other process takes
-    the rest, rather than after it."""
-    serial = []
+    """Group the tests that must share a process (no effect without `--dist loadgroup`). xdist
+    sends the largest group first: the serial lane, the longest, starts while the other process
+    takes the rest."""
     for item in items:
         path = Path(str(item.path)).relative_to(REPO_ROOT).as_posix()
         if path.startswith(SERIAL):
             item.add_marker(pytest.mark.xdist_group("serial"))
-            serial.append(item)
         elif path.startswith(PER_MODULE):
             item.add_marker(pytest.mark.xdist_group(path))
-    if serial and config.getoption("dist", "no") == "loadgroup":
-        first = set(serial)
-        items[:] = serial + [item for item in items if item not in first]
 
 
 def _migrated(request: pytest.FixtureRequest) -> bool:
