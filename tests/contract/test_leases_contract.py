@@ -159,6 +159,7 @@ def test_a_renewal_chosen_as_a_deadlocks_victim_is_sent_again_and_renews(store, 
         pytest.skip("SQLite has one writer at a time (BEGIN IMMEDIATE): two transactions never wait on each other")
     import psycopg
 
+    from tests import races  # a race's watch of server backends by pid: not run through a pooler
     from tests.conftest import wait_until
 
     for _ in range(2):
@@ -187,11 +188,12 @@ def test_a_renewal_chosen_as_a_deadlocks_victim_is_sent_again_and_renews(store, 
                     ).fetchone()
                     == (1,)
                 ),
+                races.TIMEOUT,
                 message="the renewal to wait for the second run",
             )
         other.execute("SELECT 1 FROM tidegate_runs WHERE id = %s FOR UPDATE", (runs[0].id,))  # the circle
         other.commit()
-    renewal.join(30)
+    renewal.join(races.TIMEOUT)
     assert outcome == {"lost": []}, outcome
     assert "deadlock's victim" in caplog.text  # it was the victim, and was sent again
     for run in runs:
