@@ -11,4 +11,11 @@ bash scripts/lint.sh
 echo "== PostgreSQL =="
 bash scripts/ensure_postgres.sh
 echo "== tests =="
-exec .venv/bin/python -m pytest "$@"
+# A base temp folder of this run's own: pytest's default is shared by every run of the same user,
+# and each run removes all but the newest three (a concurrent run's folder among them).
+basetemp=()
+case " $* " in
+  *" --basetemp"*) ;;
+  *) basetemp=(--basetemp "$(mktemp -d "${TMPDIR:-/tmp}/tidegate-tests.XXXXXX")") ;;
+esac
+exec .venv/bin/python -m pytest "${basetemp[@]}" "$@"

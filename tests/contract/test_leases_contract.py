@@ -6,6 +6,8 @@ contract advances the store's clock (`advances_clock`) instead of sleeping.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from tidegate import RunStatus
@@ -145,3 +147,54 @@ def test_check_overflow_does_not_count_runs_a_limit_holds_back(store):
         enqueue_one(store)
     claim(store, "w1")
     assert store.check_overflow("w1", [QUEUE], 60) is None
+
+
+def test_a_renewal_chosen_as_a_deadlocks_victim_is_sent_again_and_renews(store, database_url, backend, caplog):
+    """A real deadlock: another transaction holds the renewal's second run; once the renewal,
+    holding the first, waits for it, that transaction asks for the first. The renewal waited
+    first, so its deadlock check runs first (the other's is set far later) and it is the victim.
+    Sent again at once, it waits for the other transaction's commit and renews both leases; before,
+    the worker's renewal failed and was tried again only at its next turn."""
+    if backend == "sqlite":
+        pytest.skip("SQLite has one writer at a time (BEGIN IMMEDIATE): two transactions never wait on each other")
+    import psycopg
+
+    from tests import races  # a race's watch of server backends by pid: not run through a pooler
+    from tests.conftest import wait_until
+
+    for _ in range(2):
+        enqueue_one(store)
+    runs = sorted(claim(store, "w1", limit=2), key=lambda run: run.id)  # the renewal's lock order: by id
+    before = {run.id: store.get_run(run.id).lease_expires_at for run in runs}
+    outcome: dict[str, object] = {}
+
+    def renew() -> None:
+        try:
+            outcome["lost"] = store.renew_leases("w1", [run.fence for run in runs], 600)
+        except Exception as error:  # the test reports it
+            outcome["error"] = error
+
+    with psycopg.connect(database_url) as other:
+        other.execute("SET deadlock_timeout = '30s'")
+        other.execute("SELECT 1 FROM tidegate_runs WHERE id = %s FOR UPDATE", (runs[1].id,))
+        (other_pid,) = other.execute("SELECT pg_backend_pid()").fetchone() or (0,)
+        renewal = threading.Thread(target=renew, daemon=True)
+        renewal.start()
+        with psycopg.connect(database_url, autocommit=True) as monitor:
+            wait_until(
+                lambda: (
+                    monitor.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (other_pid,)
+                    ).fetchone()
+                    == (1,)
+                ),
+                races.TIMEOUT,
+                message="the renewal to wait for the second run",
+            )
+        other.execute("SELECT 1 FROM tidegate_runs WHERE id = %s FOR UPDATE", (runs[0].id,))  # the circle
+        other.commit()
+    renewal.join(races.TIMEOUT)
+    assert outcome == {"lost": []}, outcome
+    assert "deadlock's victim" in caplog.text  # it was the victim, and was sent again
+    for run in runs:
+        assert (store.get_run(run.id).lease_expires_at - before[run.id]).total_seconds() > 500

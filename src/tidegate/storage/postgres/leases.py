@@ -8,6 +8,7 @@ the next time.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -39,6 +40,11 @@ _REFUSED: tuple[type[Exception], ...] = (
 )
 
 
+RENEWAL_DEADLOCK_TRIES = 3  # sends of one renewal the server keeps choosing as a deadlock's victim
+
+log = logging.getLogger(__name__)
+
+
 class Leases(Aggregate, port.LeaseVerbs):
     """The lease and sweep verbs of the storage port."""
 
@@ -48,15 +54,25 @@ class Leases(Aggregate, port.LeaseVerbs):
         self._children = children
 
     def renew_leases(self, worker_id: str, held: Sequence[Fence], lease_seconds: float) -> list[Fence]:
+        """Renew `held`; the attempts not renewed (no longer this worker's) are returned.
+
+        One statement, its own transaction: when the server picks it as a deadlock's victim
+        (40P01, seen after a server crash) nothing of it was applied, and sending it again renews
+        the same leases from the server's clock. It is sent again at once, up to
+        `RENEWAL_DEADLOCK_TRIES` times, rather than at the worker's next turn a third of a lease
+        later, while its attempts' watchdog counts down."""
         if not held:
             return []
-        with self._connection() as connection:  # one statement: its own transaction
-            renewed = {
-                (row[0], row[1])
-                for row in connection.execute(
-                    self._q("renew_leases"), {**fence_arrays(held), "worker": worker_id, "lease": lease_seconds}
-                ).fetchall()
-            }
+        params = {**fence_arrays(held), "worker": worker_id, "lease": lease_seconds}
+        for tries_left in reversed(range(RENEWAL_DEADLOCK_TRIES)):
+            try:
+                with self._connection() as connection:  # one statement: its own transaction
+                    renewed = {(row[0], row[1]) for row in connection.execute(self._q("renew_leases"), params)}
+                break
+            except psycopg.errors.DeadlockDetected:
+                if not tries_left:
+                    raise
+                log.warning("lease renewal of worker %s was a deadlock's victim: sent again", worker_id)
         return [(run_id, attempt) for run_id, attempt in held if (run_id, attempt) not in renewed]
 
     def hand_back(self, worker_id: str, held: Sequence[Fence]) -> list[str]:
