@@ -80,8 +80,19 @@ def test_a_workers_own_cycle_does_not_wake_it(app: App, backend: str, monkeypatc
         return real_cycle(request)
 
     store.cycle = cycle  # type: ignore[method-assign]
-    worker = app.worker(queues=["own"], max_workers=2, poll_interval=HOUR)
     callbacks: list[bool] = []  # each listener callback: whether it came after the outcome's cycle began
+    idle = threading.Event()  # a read that began after the first callback returned: the worker sleeps
+    real_peek = store.peek_cycle
+
+    def peek_cycle(*arguments: Any) -> Any:
+        began_after_a_callback = bool(callbacks)
+        result = real_peek(*arguments)
+        if began_after_a_callback:
+            idle.set()
+        return result
+
+    store.peek_cycle = peek_cycle  # type: ignore[method-assign]
+    worker = app.worker(queues=["own"], max_workers=2, poll_interval=HOUR)
     real_on_notification = worker._on_notification
 
     def on_notification() -> None:
@@ -92,6 +103,10 @@ def test_a_workers_own_cycle_does_not_wake_it(app: App, backend: str, monkeypatc
     worker.start()
     try:
         wait_until(lambda: callbacks, TIMEOUT, message="the listener's first wake-up (LISTEN began)")
+        # The turn that wake-up began must be over before the submit: a turn reading the store after
+        # the submit's commit finds the run without its wake-up, which a slow listener then takes
+        # during the outcome's cycle and calls back for (not the worker's own).
+        assert idle.wait(TIMEOUT), "the worker's turn after LISTEN began never looked at the store"
         run = noop.submit()  # its wake-up is the only way the worker finds it
         run.wait(TIMEOUT)
         assert run.status() is RunStatus.COMPLETED
