@@ -117,12 +117,19 @@ class Race:
         if self._monitor is not None:
             self._monitor.close()
 
-    def blocked(self, party: Party) -> bool:
+    def blocked(self, party: Party, by: Party | None = None) -> bool:
+        """Whether `party` waits for a lock; with `by` known, only for one `by` (or the race's stall)
+        holds: another session's passing lock (a NOTIFY's commit elsewhere in the suite) is no
+        answer to who ends first."""
         if not self.postgres:
             return party.in_begin_immediate
         if party.pid is None:
             return False
-        row = self._monitor.execute("SELECT cardinality(pg_blocking_pids(%s)) > 0", (party.pid,)).fetchone()
+        if by is None or by.pid is None:
+            row = self._monitor.execute("SELECT cardinality(pg_blocking_pids(%s)) > 0", (party.pid,)).fetchone()
+        else:
+            holders = [by.pid, self._monitor.info.backend_pid]
+            row = self._monitor.execute("SELECT pg_blocking_pids(%s) && %s::int[]", (party.pid, holders)).fetchone()
         return bool(row[0])
 
     def run(
@@ -141,7 +148,7 @@ class Race:
         assert not first.done.is_set(), f"{first.name} ended before its seam: {first.error!r}"
         second.thread.start()
         wait_until(
-            lambda: second.parked.is_set() or second.done.is_set() or self.blocked(second),
+            lambda: second.parked.is_set() or second.done.is_set() or self.blocked(second, by=first),
             TIMEOUT,
             message=f"{second.name} to park, end or wait for {first.name}",
         )

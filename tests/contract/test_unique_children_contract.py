@@ -19,7 +19,7 @@ import pytest
 from tests import races
 from tidegate import RunStatus, WaitCycle
 from tidegate.domain.children import NewChild, TriggerRequest
-from tidegate.domain.keys import ACTIVE_STATES, UniqueClaim, compute_key
+from tidegate.domain.keys import ACTIVE_STATES, RunKey, compute_key
 from tidegate.domain.model import CycleRequest, NewRun, Outcome, OutcomeKind
 from tidegate.storage.shared import child_links
 
@@ -30,7 +30,7 @@ KIDS = "kids"
 
 
 def keyed_run(queue: str = KIDS, key: str = "k", **options) -> NewRun:
-    claim_ = UniqueClaim(compute_key("t.kid", "key", None, key), ACTIVE_STATES, None, "existing")
+    claim_ = RunKey(compute_key("t.kid", "key", None, key), ACTIVE_STATES, None, "existing")
     return replace(new_run(queue, task="t.kid", args={"key": key}, **options), unique=claim_)
 
 
