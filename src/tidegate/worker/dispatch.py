@@ -95,8 +95,7 @@ class Dispatcher:
             self._store, run.fence, worker, on_resumed=lambda children: attempt_log.resumed(run, worker, children)
         )
         attempt.context._costs = functools.partial(self._store.report_cost, worker, run.fence)
-        with tracing.use(attempt.span):
-            attempt_log.claimed(run, worker)
+        attempt_log.claimed(run, worker, attempt.span)
         self._busy[attempt.fence] = attempt
         if task is None:
             self._settle(attempt, outcomes.failure(attempt, f"UnknownTask: no task named {run.task!r} on this worker"))
@@ -208,8 +207,7 @@ class Dispatcher:
         before its body runs. The write is made off the loop (on the task's thread, or the
         store's thread for async attempts).
         """
-        with tracing.use(attempt.span):
-            attempt_log.started(attempt.run, self._worker_id)
+        attempt_log.started(attempt.run, self._worker_id, attempt.span)
         if not attempt.run.suspect:
             self._reports.started(attempt.fence)
             return
@@ -265,8 +263,7 @@ class Dispatcher:
             self.completed += 1
             seconds = self._clock.monotonic() - attempt.claim_sent
             record_attempt(attempt.run, outcome.kind.value, seconds)
-            with tracing.use(attempt.span):
-                attempt_log.attempt_ended(attempt.run, outcome, seconds, self._worker_id)
+            attempt_log.attempt_ended(attempt.run, outcome, seconds, self._worker_id, attempt.span)
 
     def _release(self, attempt: Attempt) -> None:
         """The attempt's code has returned: its slot of capacity is free."""

@@ -108,16 +108,13 @@ def candidate_rows(
             # The head of the queue as it is (its blocked runs get their block reasons) ...
             found = list(read.window(queue, window, (), True, ()))
             exhausted |= len(found) == window
-            suspects = any(row["suspect"] for row in found)
             held = held_rate_partitions(queue, rules, rates) if rates else []
-            useful = sum(
-                1
-                for row in found
-                if row["partition_key"] not in saturated
-                and not _carries(row, excluded)
-                and not row["suspect"]
-                and row["rate_key"] not in held
-            )
+            suspects, useful = False, 0
+            for row in found:  # a plain loop: every claimed run passes here
+                if row["suspect"]:
+                    suspects = True
+                elif row["partition_key"] not in saturated and row["rate_key"] not in held:
+                    useful += not (excluded and _carries(row, excluded))
             if len(found) == window and useful < claim_limit and not global_full:
                 # ... and, when that head is all waiting, what lies past it: past runs of full tags
                 # and of held rate partitions, and past suspects (this worker may be running
@@ -272,6 +269,8 @@ def rate_keys(rows: Sequence[Row], rules: Rules) -> list[tuple[str, int]]:
     """The (rate scope, window in ns) of every rate window the rows' runs would be charged (their
     queues' and their tags'), each once, in key order: the order a claim locks their stored
     states in."""
+    if not rules.charges_rates:
+        return []  # nothing to charge: no row's tags need be read
     keys = {
         (scope, window_key(rate))
         for row in rows

@@ -389,7 +389,7 @@ def _waking(verb: str, method: Verb) -> Verb:
 
     @functools.wraps(method)
     def call(self: AggregateStore, *args: Any, **kwargs: Any) -> Any:
-        with wakes.opened(verb) as wake:
+        with wakes.Wake(verb) as wake:
             result = method(self, *args, **kwargs)
         self._send_wake(wake)
         return result
