@@ -187,12 +187,17 @@ def triggering(children: Sequence[NewChild], wait: bool) -> Iterator[list[NewChi
             raise
 
 
+UNTRACED: Span = INVALID_SPAN
+"""An attempt's span while nothing traces: the worker tells it by identity, so an untraced attempt
+makes no call on its span (each is a Python call, and every attempt would pay for them)."""
+
+
 def attempt(run: ClaimedRun, worker_id: str) -> Span:
     """The consumer span of one attempt: a child of the submit's span and linked to it. Made current
     (`use`) while the attempt's code runs, so its steps and triggers nest under it; its outcome is set
     when the attempt is settled (`ended`) and the worker ends it when the attempt's slot is freed."""
     if off():
-        return INVALID_SPAN
+        return UNTRACED
     parent = _context_of(run.trace_context)
     producer = trace.get_current_span(parent).get_span_context() if parent is not None else None
     links = [Link(producer)] if producer is not None and producer.is_valid else []
