@@ -109,12 +109,7 @@ def candidate_rows(
             found = list(read.window(queue, window, (), True, ()))
             exhausted |= len(found) == window
             held = held_rate_partitions(queue, rules, rates) if rates else []
-            suspects, useful = False, 0
-            for row in found:  # a plain loop: every claimed run passes here
-                if row["suspect"]:
-                    suspects = True
-                elif row["partition_key"] not in saturated and row["rate_key"] not in held:
-                    useful += not (excluded and _carries(row, excluded))
+            suspects, useful = _head_of(found, saturated, excluded, held)
             if len(found) == window and useful < claim_limit and not global_full:
                 # ... and, when that head is all waiting, what lies past it: past runs of full tags
                 # and of held rate partitions, and past suspects (this worker may be running
@@ -168,6 +163,21 @@ def _partition_heads(
         size = 1 if partition in saturated else per_partition
         heads.extend(read.partition_head(queue, partition, size, excluded))
     return heads
+
+
+def _head_of(
+    found: Sequence[Row], saturated: set[str], excluded: Sequence[tuple[str, str]], held: Sequence[str]
+) -> tuple[bool, int]:
+    """Whether a window's rows hold a suspect, and how many of them a claim could take: not a
+    suspect, not of a saturated or held partition, carrying no excluded tag (one plain loop:
+    every claimed run passes here)."""
+    suspects, useful = False, 0
+    for row in found:
+        if row["suspect"]:
+            suspects = True
+        elif row["partition_key"] not in saturated and row["rate_key"] not in held:
+            useful += not (excluded and _carries(row, excluded))
+    return suspects, useful
 
 
 def _carries(row: Row, tags: Sequence[tuple[str, str]]) -> bool:
