@@ -113,7 +113,9 @@ def main() -> None:
     load = os.getloadavg()[0]
     head = options.head or "this tree"
     print(f"instructions per run, base {options.base} vs {head}, {options.runs} runs, load average {load:.2f}")
-    print("| backend | measure | base | head | head / base |\n|---|---|---:|---:|---:|")
+    header = ["backend", "measure", f"base ({options.base})", "head", "head / base"]
+    print("| " + " | ".join(header) + " |\n|---|---|---:|---:|---:|")
+    rows = []
     with tempfile.TemporaryDirectory(prefix="tidegate-base-") as folder:
         trees = {
             "base": tree_of(options.base, Path(folder) / "base"),
@@ -123,10 +125,21 @@ def main() -> None:
             for kind in options.kinds.split(","):
                 figures = {side: per_run(src, backend, kind, options.runs) for side, src in trees.items()}
                 ratio = figures["head"] / figures["base"]
-                print(
-                    f"| {backend} | instr/{kind} | {figures['base']:,.0f} | {figures['head']:,.0f} | {ratio:.3f} |",
-                    flush=True,
+                rows.append(
+                    [backend, f"instr/{kind}", f"{figures['base']:,.0f}", f"{figures['head']:,.0f}", f"{ratio:.3f}"]
                 )
+                print("| " + " | ".join(rows[-1]) + " |", flush=True)
+    from common import measured_with, write_markdown  # beside this script, as every benchmark imports it
+
+    command = f"benchmarks/instructions.py --base {options.base} --runs {options.runs} --backends {options.backends}"
+    notes = [
+        measured_with(command) + f" Load average {load:.2f} (instruction counts do not depend on it).",
+        "",
+        "Each figure is (I(runs) - I(0)) / runs of `valgrind --tool=callgrind` over the client process",
+        f"(head: {head}). See the script's docstring for what is counted.",
+    ]
+    path = write_markdown("instructions", "Instructions per submit and per drained run", header, rows, notes)
+    print(f"written to {path}")
 
 
 if __name__ == "__main__":
