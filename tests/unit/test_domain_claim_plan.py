@@ -333,3 +333,15 @@ def test_a_paused_queue_is_closed_by_its_pause_and_not_planned():
     claim: ClaimPlan = plan(["a", "b"], paused)
     assert claim.open_names == ["b"] and claim.free and claim.claim_turns == []
     assert claim.closures({}, {}) == {"a": claim.closures({}, {})["a"]} and claim.closures({}, {})["a"].cause == PAUSED
+
+
+def test_a_plan_is_made_again_for_other_rules_or_other_queues() -> None:
+    """`plan` gives its last plan again only for the same rules object and queues (its mutations:
+    ignoring either would hand a claim the plan of rules or queues it was not asked about)."""
+    rules = Rules(queues={"a": QueueConfig("a"), "b": QueueConfig("b")})
+    first = plan(["a"], rules)
+    assert plan(("a",), rules) is first
+    paused = Rules(queues=rules.queues, paused=frozenset({"a"}))
+    assert plan(["a"], paused).open == ()
+    assert [queue.name for queue in plan(["a", "b"], rules).open] == ["a", "b"]
+    assert plan(["a"], rules).open_names == ["a"]

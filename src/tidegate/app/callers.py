@@ -51,5 +51,8 @@ async def driver_connection_async(connection: Any) -> Any:
 
 
 def _is_sqlalchemy(connection: Any) -> bool:
-    """Whether the object is SQLAlchemy's (or of a subclass of one of its classes, such as a user's Session)."""
+    """Whether the object is SQLAlchemy's (or of a subclass of one of its classes, such as a user's Session).
+    None, the common case (no caller's connection), is answered first: every submit asks."""
+    if connection is None:
+        return False
     return any(kind.__module__.split(".", 1)[0] == "sqlalchemy" for kind in type(connection).__mro__)

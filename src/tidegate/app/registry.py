@@ -104,6 +104,8 @@ class Registry(Generic[T]):
         last registered each task and when (`tidegate tasks list`).
         """
         with self._lock:
+            if worker_id is None and self._limits_registered and len(self._registered) == len(self._tasks):
+                return  # all written already (`_registered` holds only names of `_tasks`): every submit asks
             store = self._store()
             new = [
                 task.definition

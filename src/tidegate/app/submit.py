@@ -179,24 +179,32 @@ class Submitter:
         """Store the runs (all or none); a batch with a unique or idempotency key goes the keyed way,
         and a run that met its key's holder is answered with the holder's handle (`duplicate`).
         With `connection`, in the caller's open transaction, left for the caller to commit."""
-        connection = driver_connection(connection)
+        if connection is not None:
+            connection = driver_connection(connection)
         store = self._ready(connection)
         if not runs:
             return []
+        if tracing.off():  # no span to open: the common case pays for no context manager
+            return self._answered(store, runs, self._stored(store, connection, runs))
         with tracing.submitting(runs) as traced:
-            if connection is not None:
-                admitted = self._admitted(lambda: store.submits.enqueue_in(connection, traced))
-            elif not any(run.unique is not None for run in traced):
-                store.enqueue(traced)
-                admitted = [Admission(run.id) for run in traced]
-            else:
-                admitted = self._admitted(lambda: store.enqueue_unique(traced))
-        return self._answered(runs, admitted)
+            admitted = self._stored(store, connection, traced)
+        return self._answered(store, runs, admitted)
+
+    def _stored(self, store: Store, connection: Any, runs: Sequence[NewRun]) -> list[Admission]:
+        """`enqueue`'s write: in the caller's transaction, the plain way, or the keyed way."""
+        if connection is not None:
+            return self._admitted(lambda: store.submits.enqueue_in(connection, runs))
+        for run in runs:
+            if run.unique is not None:
+                return self._admitted(lambda: store.enqueue_unique(runs))
+        store.enqueue(runs)
+        return [Admission(run.id) for run in runs]
 
     async def enqueue_async(self, runs: Sequence[NewRun], connection: Any = None) -> list[RunHandle]:
         """`enqueue` from an event loop, by the same statements and decisions."""
         connection = await driver_connection_async(connection)
-        submits = self._ready(connection).submits
+        store = self._ready(connection)
+        submits = store.submits
         if not runs:
             return []
         with tracing.submitting(runs) as traced:
@@ -208,7 +216,7 @@ class Submitter:
             except DuplicateRun as error:
                 error.handle = self.handle(error.run_id, duplicate=True)
                 raise
-        return self._answered(runs, admitted)
+        return self._answered(store, runs, admitted)
 
     def _admitted(self, admit: Callable[[], list[Admission]]) -> list[Admission]:
         try:
@@ -217,7 +225,7 @@ class Submitter:
             error.handle = self.handle(error.run_id, duplicate=True)
             raise
 
-    def _answered(self, runs: Sequence[NewRun], admitted: list[Admission]) -> list[RunHandle]:
+    def _answered(self, store: Store, runs: Sequence[NewRun], admitted: list[Admission]) -> list[RunHandle]:
         """Each run's handle (the holder's for a duplicate); a DEBUG line per run stored."""
         if log.isEnabledFor(logging.DEBUG):
             stored = {run.id: run for run in runs}
@@ -226,7 +234,7 @@ class Submitter:
             ):
                 fields = {"event": "run.submitted", "run_id": run.id, "task": run.task, "queue": run.queue}
                 log.debug("run %s task=%s submitted to queue %s", run.id, run.task, run.queue, extra=fields)
-        return [self.handle(answer.run_id, duplicate=answer.duplicate) for answer in admitted]
+        return [RunHandle(store, answer.run_id, clock=self.clock, duplicate=answer.duplicate) for answer in admitted]
 
     def _ready(self, connection: Any) -> Store:
         """The store, with this app's declarations written (its ceilings must be there to be counted)."""

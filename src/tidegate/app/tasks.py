@@ -52,6 +52,7 @@ class Task:
         names = None if described.extra_keywords else described.names
         checked = None if unique is None else unique.checked(definition.name, names)
         self.definition = replace(definition, parameters=described, unique=checked)
+        self._plain_options: tuple[TaskDefinition, TaskOptions] | None = None
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", definition.name)
 
@@ -63,18 +64,26 @@ class Task:
         return self.fn(*args, **kwargs)
 
     def submit(self, **args: Any) -> RunHandle:
-        return self.options().submit(**args)
+        return self._plain().submit(**args)
 
     def submit_many(self, many_args: Iterable[Mapping[str, Any]]) -> list[RunHandle]:
         """Submit many runs in one transaction (all stored, or none)."""
-        return self.options().submit_many(many_args)
+        return self._plain().submit_many(many_args)
 
     async def submit_async(self, **args: Any) -> RunHandle:
         """`submit` from an event loop (on PostgreSQL no thread: the store's async pool)."""
-        return await self.options().submit_async(**args)
+        return await self._plain().submit_async(**args)
 
     async def submit_many_async(self, many_args: Iterable[Mapping[str, Any]]) -> list[RunHandle]:
-        return await self.options().submit_many_async(many_args)
+        return await self._plain().submit_many_async(many_args)
+
+    def _plain(self) -> TaskOptions:
+        """`options()` with no option given, built once per definition: a `TaskOptions` holds no
+        state of its own, so every plain submit can share one (its options checked once)."""
+        built = self._plain_options
+        if built is None or built[0] is not self.definition:
+            built = self._plain_options = (self.definition, self.options())
+        return built[1]
 
     def options(
         self,

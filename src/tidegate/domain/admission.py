@@ -175,8 +175,11 @@ def admit(
         group = suspect_group(candidate) if candidate.suspect else None
         if group not in (None, held) and held is not None:
             continue  # another group's suspect: a worker free of suspects takes it
-        scopes = rules.rate_scopes(candidate.queue, candidate.rate_partition, candidate.tags)
-        waiting = rates.charge(candidate, scopes)
+        # `charges_rates` is answered once per Rules: where no rate is in force, no run is charged
+        scopes = (
+            rules.rate_scopes(candidate.queue, candidate.rate_partition, candidate.tags) if rules.charges_rates else []
+        )
+        waiting = rates.charge(candidate, scopes) if scopes else ()
         if waiting:
             blocked[candidate.id] = waiting
             continue

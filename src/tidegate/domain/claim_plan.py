@@ -260,10 +260,27 @@ class ClaimPlan:
 
 
 def plan(queues: Sequence[str], rules: Rules) -> ClaimPlan:
-    """The plan of a claim of `queues` under `rules`."""
-    return ClaimPlan(
-        rules, tuple(queues), tuple(_queue_plan(queue, rules) for queue in queues if not rules.is_paused(queue))
-    )
+    """The plan of a claim of `queues` under `rules`.
+
+    The last plan made is given again for the same rules object and queues: a store re-reads its
+    rules only when their version moves (the same object until then), so a worker's cycles make
+    (and fill the cached answers of) one plan per rules version, not one per cycle. A plan holds
+    its rules, so the object compared by identity cannot be another one at the same address."""
+    asked = tuple(queues)
+    last = _last_plan
+    if last is not None and last.rules is rules and last.queues == asked:
+        return last
+    made = ClaimPlan(rules, asked, tuple(_queue_plan(queue, rules) for queue in asked if not rules.is_paused(queue)))
+    _remember(made)
+    return made
+
+
+_last_plan: ClaimPlan | None = None
+
+
+def _remember(made: ClaimPlan) -> None:
+    global _last_plan
+    _last_plan = made  # one reference swapped whole: a thread reads the old plan or the new one
 
 
 def _queue_plan(queue: str, rules: Rules) -> QueuePlan:

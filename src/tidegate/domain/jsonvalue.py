@@ -127,7 +127,11 @@ def json_size(value: JSONValue) -> int:
 
 def dumps(value: JSONValue) -> str:
     """Compact, deterministic JSON text for storage."""
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    return _ENCODER.encode(value)
+
+
+# One encoder for every `dumps` (`json.dumps` with options builds a new one per call; it keeps no state).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True, allow_nan=False)
 
 
 def _over(max_bytes: int) -> str:

@@ -175,6 +175,12 @@ class Rules:
         """The windows of every tag rate a run tagged key=value is charged (none: no tag rate)."""
         return tuple(limit.rate for limit in self.run_queue.tag_rate_limits if limit.applies(key, value))
 
+    @cached_property
+    def charges_rates(self) -> bool:
+        """Whether any rate is in force (a queue's or a tag's): without one no start is charged and
+        no rate state need be read. Asked per claimed run, so answered once per `Rules`."""
+        return bool(self.run_queue.tag_rate_limits) or any(config.rate for config in self.queues.values())
+
     def has_rates(self, queue: str) -> bool:
         """Whether a start of a run of `queue` may be charged some rate (its queue's, or a tag's)."""
         return bool(self.rates(queue) or self.run_queue.tag_rate_limits)
@@ -185,6 +191,8 @@ class Rules:
         """Every rate a run's start is charged, as (scope, windows), in key order: its queue's
         (`rate_partition` of it) and one per tag rate its tags fall under. Every window of every
         one must allow the start, and the claim charges them all or none."""
+        if not self.charges_rates:
+            return []
         found: dict[str, tuple[Rate, ...]] = {}
         windows = self.rates(queue)
         if windows:

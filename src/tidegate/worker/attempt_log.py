@@ -19,7 +19,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from opentelemetry.trace import Span
+
 from tidegate.domain.model import ClaimedRun, Outcome, OutcomeKind, RunStatus, SweepReport
+from tidegate.engine.runtime import tracing
 from tidegate.storage.port import Store
 
 log = logging.getLogger("tidegate.worker")
@@ -50,16 +53,18 @@ def _headline(error: str | None) -> tuple[str, str]:
     return (lines[0] if lines else "unknown error"), "\n".join(lines[1:])
 
 
-def claimed(run: ClaimedRun, worker: str) -> None:
+def claimed(run: ClaimedRun, worker: str, span: Span) -> None:
     if log.isEnabledFor(logging.DEBUG):
         queued_ms = round(run.queued_seconds * 1000, 1)
         more = fields("run.claimed", run, worker, queued_ms=queued_ms)
-        log.debug("%s claimed after %.3fs queued", _where(run), run.queued_seconds, extra=more)
+        with tracing.use(span):
+            log.debug("%s claimed after %.3fs queued", _where(run), run.queued_seconds, extra=more)
 
 
-def started(run: ClaimedRun, worker: str) -> None:
+def started(run: ClaimedRun, worker: str, span: Span) -> None:
     if log.isEnabledFor(logging.DEBUG):
-        log.debug("%s started", _where(run), extra=fields("run.started", run, worker))
+        with tracing.use(span):
+            log.debug("%s started", _where(run), extra=fields("run.started", run, worker))
 
 
 def waiting(run: ClaimedRun, worker: str) -> None:
@@ -71,8 +76,17 @@ def resumed(run: ClaimedRun, worker: str, children: int) -> None:
     log.info("%s resumed: its %d awaited children ended", _where(run), children, extra=more)
 
 
-def attempt_ended(run: ClaimedRun, outcome: Outcome, seconds: float, worker: str | None = None) -> None:
-    """The line for an attempt this worker settled (and, at DEBUG, its traceback)."""
+def attempt_ended(run: ClaimedRun, outcome: Outcome, seconds: float, worker: str, span: Span) -> None:
+    """The line for an attempt this worker settled (and, at DEBUG, its traceback), written with
+    its attempt's span current (so a log handler can join it to its trace). Nothing is built when
+    neither line would be written: every attempt comes here."""
+    failed = outcome.kind is OutcomeKind.FAILED
+    if log.isEnabledFor(logging.INFO) or (failed and tracebacks.isEnabledFor(logging.DEBUG)):
+        with tracing.use(span):
+            _ended(run, outcome, seconds, worker)
+
+
+def _ended(run: ClaimedRun, outcome: Outcome, seconds: float, worker: str) -> None:
     where, duration_ms = _where(run), round(seconds * 1000, 1)
     if outcome.kind is OutcomeKind.COMPLETED:
         more = fields("run.completed", run, worker, duration_ms=duration_ms)

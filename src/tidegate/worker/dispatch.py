@@ -95,8 +95,7 @@ class Dispatcher:
             self._store, run.fence, worker, on_resumed=lambda children: attempt_log.resumed(run, worker, children)
         )
         attempt.context._costs = functools.partial(self._store.report_cost, worker, run.fence)
-        with tracing.use(attempt.span):
-            attempt_log.claimed(run, worker)
+        attempt_log.claimed(run, worker, attempt.span)
         self._busy[attempt.fence] = attempt
         if task is None:
             self._settle(attempt, outcomes.failure(attempt, f"UnknownTask: no task named {run.task!r} on this worker"))
@@ -149,7 +148,7 @@ class Dispatcher:
             self._bridge.call(self._release, attempt)
 
     async def _run_async(self, attempt: Attempt, task: TaskFunction) -> None:
-        if attempt.span.is_recording():
+        if attempt.span is not tracing.UNTRACED and attempt.span.is_recording():
             await self._bridge.call_store(self._note_waits, attempt)  # a store read: off the loop
         if attempt.run.suspect:
             await self._bridge.call_store(self._record_start, attempt)  # a store write: off the loop
@@ -191,7 +190,7 @@ class Dispatcher:
     def _note_waits(self, attempt: Attempt) -> None:
         """On a traced attempt's span, the scopes its run waited on since its last claim (read from its
         events, so only when the span records: untraced attempts cost nothing)."""
-        if not attempt.span.is_recording():
+        if attempt.span is tracing.UNTRACED or not attempt.span.is_recording():
             return
         try:
             tracing.waited_on(attempt.span, self._store.run_events(attempt.run.id), attempt.run.attempt)
@@ -208,8 +207,7 @@ class Dispatcher:
         before its body runs. The write is made off the loop (on the task's thread, or the
         store's thread for async attempts).
         """
-        with tracing.use(attempt.span):
-            attempt_log.started(attempt.run, self._worker_id)
+        attempt_log.started(attempt.run, self._worker_id, attempt.span)
         if not attempt.run.suspect:
             self._reports.started(attempt.fence)
             return
@@ -260,18 +258,18 @@ class Dispatcher:
         attempt.reporting = False
         for timer in attempt.timers:
             timer.cancel()
-        tracing.ended(attempt.span, outcome)
+        if attempt.span is not tracing.UNTRACED:
+            tracing.ended(attempt.span, outcome)
         if outcome is not None:
             self.completed += 1
             seconds = self._clock.monotonic() - attempt.claim_sent
             record_attempt(attempt.run, outcome.kind.value, seconds)
-            with tracing.use(attempt.span):
-                attempt_log.attempt_ended(attempt.run, outcome, seconds, self._worker_id)
+            attempt_log.attempt_ended(attempt.run, outcome, seconds, self._worker_id, attempt.span)
 
     def _release(self, attempt: Attempt) -> None:
         """The attempt's code has returned: its slot of capacity is free."""
         attempt.context._remove_workdir()
-        if self._busy.pop(attempt.fence, None) is not None:
+        if self._busy.pop(attempt.fence, None) is not None and attempt.span is not tracing.UNTRACED:
             attempt.span.end()
         self._bridge.wake()
 

@@ -13,6 +13,7 @@ tree holds across processes, workers and retries.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
@@ -20,6 +21,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context, get_current
+from opentelemetry.environment_variables import OTEL_PYTHON_TRACER_PROVIDER
 from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -30,10 +32,20 @@ SYSTEM = "tidegate"
 _cached: tuple[object, trace.Tracer] | None = None
 
 
-def _off() -> bool:
+def off() -> bool:
     """No SDK is configured (the API's own proxy provider is in force): spans would all be no-ops, so
-    none is made and submits and attempts pay nothing for tracing."""
+    none is made and submits and attempts pay nothing for tracing.
+
+    Asked once per submit and per attempt. While no provider is set, `get_tracer_provider()` looks
+    the environment up on every call (a KeyError raised and caught inside `os.environ`): the global
+    it would return is read first, and the API asked only once a provider is set, or when the
+    environment named one at start-up (the API then loads it on its first call)."""
+    if trace._TRACER_PROVIDER is None and not _PROVIDER_FROM_ENVIRONMENT:
+        return True
     return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
+_PROVIDER_FROM_ENVIRONMENT = OTEL_PYTHON_TRACER_PROVIDER in os.environ
 
 
 def _tracer() -> trace.Tracer:
@@ -87,7 +99,7 @@ def current() -> Context:
 def submitting(runs: Sequence[NewRun]) -> Iterator[list[NewRun]]:
     """The producer span of a submit (one per batch): yields the runs carrying its context, to store.
     Runs that carry a context already (traced by their caller, `submitting_each`) get no second span."""
-    if _off() or all(run.trace_context for run in runs):
+    if off() or all(run.trace_context for run in runs):
         yield list(runs)
         return
     queue = _single([run.queue for run in runs])
@@ -112,7 +124,7 @@ def submitting(runs: Sequence[NewRun]) -> Iterator[list[NewRun]]:
 def submitting_each(runs: Sequence[NewRun], parents: Sequence[Context]) -> Iterator[list[NewRun]]:
     """One producer span per run, each under its own parent (the HTTP request it came in): runs of
     several requests stored together (api/group_commit.py) still belong each to its own trace."""
-    if _off():
+    if off():
         yield list(runs)
         return
     spans = [
@@ -144,7 +156,7 @@ def submitting_each(runs: Sequence[NewRun], parents: Sequence[Context]) -> Itera
 def triggering(children: Sequence[NewChild], wait: bool) -> Iterator[list[NewChild]]:
     """A child trigger's producer span (a child of the attempt's): yields the children carrying its context.
     A trigger whose wait suspends the attempt ends with a `waiting` event, not an error."""
-    if _off():
+    if off():
         yield list(children)
         return
     queue = _single([child.run.queue for child in children])
@@ -175,12 +187,17 @@ def triggering(children: Sequence[NewChild], wait: bool) -> Iterator[list[NewChi
             raise
 
 
+UNTRACED: Span = INVALID_SPAN
+"""An attempt's span while nothing traces: the worker tells it by identity, so an untraced attempt
+makes no call on its span (each is a Python call, and every attempt would pay for them)."""
+
+
 def attempt(run: ClaimedRun, worker_id: str) -> Span:
     """The consumer span of one attempt: a child of the submit's span and linked to it. Made current
     (`use`) while the attempt's code runs, so its steps and triggers nest under it; its outcome is set
     when the attempt is settled (`ended`) and the worker ends it when the attempt's slot is freed."""
-    if _off():
-        return INVALID_SPAN
+    if off():
+        return UNTRACED
     parent = _context_of(run.trace_context)
     producer = trace.get_current_span(parent).get_span_context() if parent is not None else None
     links = [Link(producer)] if producer is not None and producer.is_valid else []
@@ -241,7 +258,7 @@ def ended(span: Span, outcome: Outcome | None) -> None:
 def step(run_id: str, key: str, try_number: int, needs: Mapping[str, int]) -> Iterator[Span]:
     """A workflow step's try, under its run's attempt; `pool_wait` / `pool_acquired` mark its pool wait."""
     attributes: dict[str, Any] = {"tidegate.run.id": run_id, "tidegate.step.key": key, "tidegate.step.try": try_number}
-    if _off():
+    if off():
         yield INVALID_SPAN
         return
     if needs:

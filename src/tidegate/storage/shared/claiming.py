@@ -108,16 +108,8 @@ def candidate_rows(
             # The head of the queue as it is (its blocked runs get their block reasons) ...
             found = list(read.window(queue, window, (), True, ()))
             exhausted |= len(found) == window
-            suspects = any(row["suspect"] for row in found)
             held = held_rate_partitions(queue, rules, rates) if rates else []
-            useful = sum(
-                1
-                for row in found
-                if row["partition_key"] not in saturated
-                and not _carries(row, excluded)
-                and not row["suspect"]
-                and row["rate_key"] not in held
-            )
+            suspects, useful = _head_of(found, saturated, excluded, held)
             if len(found) == window and useful < claim_limit and not global_full:
                 # ... and, when that head is all waiting, what lies past it: past runs of full tags
                 # and of held rate partitions, and past suspects (this worker may be running
@@ -171,6 +163,21 @@ def _partition_heads(
         size = 1 if partition in saturated else per_partition
         heads.extend(read.partition_head(queue, partition, size, excluded))
     return heads
+
+
+def _head_of(
+    found: Sequence[Row], saturated: set[str], excluded: Sequence[tuple[str, str]], held: Sequence[str]
+) -> tuple[bool, int]:
+    """Whether a window's rows hold a suspect, and how many of them a claim could take: not a
+    suspect, not of a saturated or held partition, carrying no excluded tag (one plain loop:
+    every claimed run passes here)."""
+    suspects, useful = False, 0
+    for row in found:
+        if row["suspect"]:
+            suspects = True
+        elif row["partition_key"] not in saturated and row["rate_key"] not in held:
+            useful += not (excluded and _carries(row, excluded))
+    return suspects, useful
 
 
 def _carries(row: Row, tags: Sequence[tuple[str, str]]) -> bool:
@@ -272,6 +279,8 @@ def rate_keys(rows: Sequence[Row], rules: Rules) -> list[tuple[str, int]]:
     """The (rate scope, window in ns) of every rate window the rows' runs would be charged (their
     queues' and their tags'), each once, in key order: the order a claim locks their stored
     states in."""
+    if not rules.charges_rates:
+        return []  # nothing to charge: no row's tags need be read
     keys = {
         (scope, window_key(rate))
         for row in rows

@@ -402,7 +402,7 @@ def _waking(
 
     @functools.wraps(method)
     def call(self: _SendsWakes, /, *args: Params.args, **kwargs: Params.kwargs) -> Result:
-        with wakes.opened(verb) as wake:
+        with wakes.Wake(verb) as wake:
             result = method(self, *args, **kwargs)
         self._send_wake(wake)
         return result

@@ -3,7 +3,7 @@
 Every commit that could let a run in must wake the listeners after it commits:
 `peek_cycle`, the worker's gate and the passing over of a worker's own wake-ups
 all rest on it. Which verbs can is one table, `storage.port.WAKES`; the façade
-(`storage/shared/facade.py`) opens a `Wake` around each of them, and each dialect
+(`storage/shared/facade.py`) enters a `Wake` around each of them, and each dialect
 sends it in one place: PostgreSQL's transaction helpers queue the NOTIFY just
 before their commit (so it is delivered at commit, in the same round trip),
 SQLite's façade sends its datagrams after the verb returns. Nothing is sent
@@ -17,21 +17,33 @@ when a PostgreSQL statement sends it itself (a one-statement submit).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from contextvars import ContextVar, Token
 
 EVERYONE = ""  # the payload every listener heeds; a worker id is passed over by that worker's own listener
 
 
-@dataclass
 class Wake:
-    """What one call of a waking verb owes its listeners: NOTIFY payloads, sent once."""
+    """What one call of a waking verb owes its listeners: NOTIFY payloads, sent once.
 
-    verb: str
-    payloads: set[str] = field(default_factory=lambda: {EVERYONE})
-    committed: bool = False  # SQLite: a write transaction of the verb committed
+    Entered (`with Wake(verb) as wake:`) it is the current verb's wake-up while the verb runs.
+    A plain class with slots, entered without a generator: every submit and every cycle opens one.
+    """
+
+    __slots__ = ("_token", "committed", "payloads", "verb")
+
+    def __init__(self, verb: str) -> None:
+        self.verb = verb
+        self.payloads = {EVERYONE}
+        self.committed = False  # SQLite: a write transaction of the verb committed
+        self._token: Token[Wake | None] | None = None
+
+    def __enter__(self) -> Wake:
+        self._token = _current.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _current.reset(self._token)
 
     def take(self) -> list[str]:
         """The payloads still owed (sorted, so the order of statements is fixed); owed no more after."""
@@ -40,17 +52,6 @@ class Wake:
 
 
 _current: ContextVar[Wake | None] = ContextVar("tidegate_wake", default=None)
-
-
-@contextmanager
-def opened(verb: str) -> Iterator[Wake]:
-    """The wake-up of one call of `verb` (a verb of `port.WAKES`), current while the verb runs."""
-    wake = Wake(verb)
-    token = _current.set(wake)
-    try:
-        yield wake
-    finally:
-        _current.reset(token)
 
 
 def owed() -> list[str]:

@@ -73,9 +73,9 @@ class SQLiteStore(AggregateStore[sqlite3.Connection]):
     def _send_wake(self, wake: wakes.Wake) -> None:
         """Datagrams (and in-process calls) once the verb's write committed; a wake-up named after
         a worker (its cycle that claims) passes over that worker's own listener."""
-        payloads = wake.take()
+        payloads = wake.payloads
         if wake.committed and payloads:
-            self._db.notifier.notify(sender=None if wakes.EVERYONE in payloads else payloads[0])
+            self._db.notifier.notify(sender=None if wakes.EVERYONE in payloads else min(payloads))
 
     def listen(self, callback: Callable[[], None], own: str | None = None) -> DatagramListener:
         return DatagramListener(self._db.wake_folder, self._db.path, callback, own)
