@@ -39,8 +39,9 @@ def off() -> bool:
     Asked once per submit and per attempt. While no provider is set, `get_tracer_provider()` looks
     the environment up on every call (a KeyError raised and caught inside `os.environ`): the global
     it would return is read first, and the API asked only once a provider is set, or when the
-    environment named one at start-up (the API then loads it on its first call)."""
-    if trace._TRACER_PROVIDER is None and not _PROVIDER_FROM_ENVIRONMENT:
+    environment named one at start-up (the API then loads it on its first call). The global is the
+    API's private name: read with a default, an API without it takes the public way every time."""
+    if getattr(trace, "_TRACER_PROVIDER", off) is None and not _PROVIDER_FROM_ENVIRONMENT:
         return True
     return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
