@@ -9,7 +9,7 @@ machine's, which its store uses too). The declarations come from
 `make_app`, so the test and the workers agree on them exactly: a rate of 50
 starts per second (burst 10), one budget per `p`. `tests.apps.rates:global_app`
 adds a global rate over the same runs: every run of its task carries the tag
-`fleet=paced` (the task's own tag), and a tag rate of 120 starts per second
+`fleet=paced` (the task's own tag, there only), and a tag rate of 120 starts per second
 (burst 20) on that value charges them all, whatever their partition.
 
 With `$TIDEGATE_TEST_SKIP_RATE_CHARGE` set, the claim never charges a rate
@@ -79,7 +79,7 @@ def make_app(database: str | None = None, *, global_rate: bool = False) -> tideg
     app = tidegate.App(database, run_queue=run_queue)
     app.queue("paced", rate=RATE, rate_partition=Partition(by_args=["p"]))
 
-    @app.task(name="rates.tick", queue="paced", tags=dict([GLOBAL_TAG]))
+    @app.task(name="rates.tick", queue="paced", tags=dict([GLOBAL_TAG]) if global_rate else {})
     def tick(ctx: Context, p: int) -> int:
         _log(f"start {ctx.run_id} {ctx.attempt} {database_time(os.environ['TIDEGATE_DATABASE']):.6f}")
         return p
