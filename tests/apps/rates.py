@@ -7,7 +7,10 @@ line), `t` read from the database's clock at the start of the task's body
 (PostgreSQL's `clock_timestamp()`; SQLite has no clock of its own: the
 machine's, which its store uses too). The declarations come from
 `make_app`, so the test and the workers agree on them exactly: a rate of 50
-starts per second (burst 10), one budget per `p`.
+starts per second (burst 10), one budget per `p`. `tests.apps.rates:global_app`
+adds a global rate over the same runs: every run of its task carries the tag
+`fleet=paced` (the task's own tag, there only), and a tag rate of 120 starts per second
+(burst 20) on that value charges them all, whatever their partition.
 
 With `$TIDEGATE_TEST_SKIP_RATE_CHARGE` set, the claim never charges a rate
 (the decision's `_RateCharger.charge` answers "no rate"): the mutation the proof must catch. With
@@ -23,7 +26,7 @@ import time
 from pathlib import Path
 
 import tidegate
-from tidegate import Context, Partition, Rate
+from tidegate import Context, Partition, Rate, RunQueueConfig, TagRateLimit
 from tidegate.domain import admission, scopes
 
 if os.environ.get("TIDEGATE_TEST_SKIP_RATE_CHARGE"):
@@ -39,6 +42,11 @@ RATE_PER_SECOND = 50
 # steady rate the limiter promises, limit + 1 - burst = 41 per second (docs/rates.md).
 BURST = 10
 RATE = Rate(limit=RATE_PER_SECOND, per="1s", burst=BURST)
+# The global rate over every run: a tag rate on the one value every run carries. A claim takes at
+# most the burst, so a burst of 20 keeps up with a claim every 0.17 s, at the price of the steady
+# rate, limit + 1 - burst = 101 per second: below five partitions' 5 x 41, so it binds first.
+GLOBAL_TAG = ("fleet", "paced")
+GLOBAL_RATE = TagRateLimit(key=GLOBAL_TAG[0], value=GLOBAL_TAG[1], limit=120, per="1s", burst=20)
 _clock_lock = threading.Lock()
 _clock: list[object] = []  # this process's connection to the database's clock (PostgreSQL), made on first use
 
@@ -65,11 +73,13 @@ def _log(line: str) -> None:
         os.close(fd)
 
 
-def make_app(database: str | None = None) -> tidegate.App:
-    app = tidegate.App(database)
+def make_app(database: str | None = None, *, global_rate: bool = False) -> tidegate.App:
+    """The rated app; `global_rate`: with `GLOBAL_RATE` over every run as well."""
+    run_queue = RunQueueConfig(tag_rate_limits=[GLOBAL_RATE] if global_rate else [])
+    app = tidegate.App(database, run_queue=run_queue)
     app.queue("paced", rate=RATE, rate_partition=Partition(by_args=["p"]))
 
-    @app.task(name="rates.tick", queue="paced")
+    @app.task(name="rates.tick", queue="paced", tags=dict([GLOBAL_TAG]) if global_rate else {})
     def tick(ctx: Context, p: int) -> int:
         _log(f"start {ctx.run_id} {ctx.attempt} {database_time(os.environ['TIDEGATE_DATABASE']):.6f}")
         return p
@@ -78,6 +88,7 @@ def make_app(database: str | None = None) -> tidegate.App:
 
 
 app = make_app()
+global_app = make_app(global_rate=True)
 
 
 def read_starts(path: Path) -> dict[tuple[str, int], float]:
