@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +26,10 @@ from tidegate.domain import events as history
 from tidegate.domain.errors import ConfigurationError, InvalidArgument, RateCostTooLarge, RateNotFound
 from tidegate.domain.integers import check_whole
 from tidegate.domain.names import check_name
-from tidegate.domain.pool_settings import CODE, OVERRIDE
+from tidegate.domain.overridable import Overridable
+from tidegate.domain.overridable import declare as declare
+from tidegate.domain.overridable import override as override
+from tidegate.domain.overridable import reset as reset
 from tidegate.domain.rates import Charge, Rate, check_rates, interval, take, to_ns, window_key
 from tidegate.domain.steps import NAMED_RATE_SCOPE
 
@@ -94,40 +97,7 @@ def label(windows: Windows) -> str:
     return ", ".join(rate.label for rate in windows)
 
 
-@dataclass(frozen=True, slots=True)
-class RateRow:
-    """What is stored of a named rate: the code's windows and a live override, either may be absent;
-    `version` counts the live changes (set and reset)."""
-
-    declared: Windows | None = None
-    override: Windows | None = None
-    version: int = 0
-
-    @property
-    def in_force(self) -> Windows | None:
-        """The override wins until reset; without either the rate is not declared."""
-        return self.override if self.override is not None else self.declared
-
-    @property
-    def source(self) -> str | None:
-        if self.override is not None:
-            return OVERRIDE
-        return CODE if self.declared is not None else None
-
-
-def declare(row: RateRow, windows: Windows) -> RateRow:
-    """The code's windows: the default, in force only while nobody overrides them."""
-    return replace(row, declared=windows)
-
-
-def override(row: RateRow, windows: Windows) -> RateRow:
-    """A live change: in force until reset, whatever the code declares meanwhile."""
-    return replace(row, override=windows, version=row.version + 1)
-
-
-def reset(row: RateRow) -> RateRow:
-    """Drop the override: the code's windows again (none declared: the rate is gone)."""
-    return replace(row, override=None, version=row.version + 1)
+RateRow = Overridable[Windows]  # what is stored of a named rate: the code's windows and a live override
 
 
 def change_event(name: str, before: RateRow, after: RateRow, *, live: bool) -> history.Event | None:

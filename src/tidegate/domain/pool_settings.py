@@ -10,12 +10,13 @@ exists once. A row stores both settings and the one in force (what claims read).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tidegate.domain import events as history
-
-CODE = "code"
-OVERRIDE = "override"
+from tidegate.domain.overridable import Overridable
+from tidegate.domain.overridable import declare as declare
+from tidegate.domain.overridable import override as override
+from tidegate.domain.overridable import reset as reset
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,42 +27,7 @@ class PoolSetting:
     lease_seconds: float
 
 
-@dataclass(frozen=True, slots=True)
-class PoolRow:
-    """What is stored of a pool: the code's declaration and a live override, either may be absent.
-
-    `version` counts the live changes (set and reset), as for limit overrides."""
-
-    declared: PoolSetting | None = None
-    override: PoolSetting | None = None
-    version: int = 0
-
-    @property
-    def in_force(self) -> PoolSetting | None:
-        """The override wins until reset; without either the pool is unconfigured (unlimited)."""
-        return self.override if self.override is not None else self.declared
-
-    @property
-    def source(self) -> str | None:
-        """Where the value in force comes from: 'override', 'code', or None (unconfigured)."""
-        if self.override is not None:
-            return OVERRIDE
-        return CODE if self.declared is not None else None
-
-
-def declare(row: PoolRow, setting: PoolSetting) -> PoolRow:
-    """The code's value: kept as the default, in force only while nobody overrides it."""
-    return replace(row, declared=setting)
-
-
-def override(row: PoolRow, setting: PoolSetting) -> PoolRow:
-    """A live change: in force until reset, whatever the code declares meanwhile."""
-    return replace(row, override=setting, version=row.version + 1)
-
-
-def reset(row: PoolRow) -> PoolRow:
-    """Drop the override: the code's value is in force again (none declared: unconfigured)."""
-    return replace(row, override=None, version=row.version + 1)
+PoolRow = Overridable[PoolSetting]  # what is stored of a pool: the code's setting and a live override
 
 
 def change_event(pool: str, before: PoolRow, after: PoolRow, *, live: bool) -> history.Event | None:
