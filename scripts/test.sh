@@ -18,4 +18,7 @@ case " $* " in
   *" --basetemp"*) ;;
   *) basetemp=(--basetemp "$(mktemp -d "${TMPDIR:-/tmp}/tidegate-tests.XXXXXX")") ;;
 esac
-exec .venv/bin/python -m pytest "${basetemp[@]}" "$@"
+# Two pytest-xdist processes (tests/conftest.py's groups keep the multi-process proofs serial and each
+# browser module on one process): the suite in about half the time on two cores. Arguments come after,
+# so they win: `-n 0` runs in this process (as --pdb needs), `-n 4` on four.
+exec .venv/bin/python -m pytest -n 2 --dist loadgroup "${basetemp[@]}" "$@"

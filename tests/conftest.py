@@ -51,11 +51,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # --- running on several processes (pytest-xdist) -------------------------------------------------
 
-# `pytest -n 2 --dist loadgroup` runs the suite on two pytest-xdist processes; a test is sent to
-# either, except the tests of one group, which all go to one process, in turn. (Not yet the
-# default of scripts/test.sh: the CLI output tests fail on xdist's processes, wrapped otherwise.) Each
-# process has its own session: its own migrated SQLite file and its own PostgreSQL schemas (random
-# names in the one `test` database, each test its own schema and LISTEN channel).
+# `pytest -n 2 --dist loadgroup` (scripts/test.sh's default) runs the suite on two pytest-xdist
+# processes; a test is sent to either, except the tests of one group, which all go to one process,
+# in turn. Each process has its own session: its own migrated SQLite file and its own PostgreSQL
+# schemas (random names in the one `test` database, each test its own schema and LISTEN channel).
 SERIAL = ("tests/process/",)  # proofs by many processes and timed deadlines: never two at once
 PER_MODULE = ("tests/browser/", "tests/docs/test_site.py")  # a module's fixtures are set up once
 

@@ -57,8 +57,10 @@ def in_view(page: Any, selector: str) -> None:
     width = page.viewport_size["width"]
     element = page.locator(selector).first
     expect(element).to_be_visible()
-    box = element.bounding_box()
-    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (selector, box, width)
+    # A live refresh replaces the page's nodes: an element found just before it and measured just after
+    # is detached and has no box. Measured again, the locator finds the new one (nothing scrolls).
+    box = wait_until(element.bounding_box, 10, message=f"{selector} to be measured on the page as it stands")
+    assert box["x"] >= 0 and box["x"] + box["width"] <= width, (selector, box, width)
     assert page.evaluate("document.documentElement.scrollWidth") <= width  # the page itself never scrolls sideways
 
 

@@ -22,6 +22,7 @@ SECRET = "tidegate-store"
 IMAGE = "registry.example/etl:1.4"
 BAD_IMAGE = "registry.example/missing:0"  # the fake kubelet cannot pull it
 POOL = "k8s-pool"
+WIDE_CAP = 3  # k8s.wide's max_concurrent_steps: below the mapped steps' count, so it binds
 POLL_SECONDS = 2.0  # the backstop re-list (the watch does the work)
 WATCH_SECONDS = 3  # kmock ignores timeoutSeconds: the client's read timeout ends each watch request
 
@@ -103,7 +104,7 @@ def executor(
 
 def make_app(database: str | None, kubeconfig: str | None, **options) -> tidegate.App:
     app = tidegate.App(database, **options)
-    app.workflow(name="k8s.wide", executor=executor(kubeconfig, max_concurrent_steps=5))(wide)
+    app.workflow(name="k8s.wide", executor=executor(kubeconfig, max_concurrent_steps=WIDE_CAP))(wide)
     app.workflow(name="k8s.pooled", executor=executor(kubeconfig))(pooled)
     app.workflow(name="k8s.retried", executor=executor(kubeconfig))(retried)
     app.workflow(name="k8s.unpullable", executor=executor(kubeconfig, image=BAD_IMAGE))(unpullable)

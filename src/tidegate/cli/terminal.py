@@ -64,6 +64,14 @@ class TerminalConsole(Console):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(markup=False, emoji=False, highlight=False, **options)
+        # Rich pins the COLUMNS and LINES it finds when the console is made; the CLI's consoles are
+        # made at import, so a width set later (a caller's COLUMNS, a test's) would be ignored and the
+        # output would depend on what the environment held at import. Unpinned, Rich reads them (or
+        # the terminal) at each print.
+        if options.get("width") is None:
+            self._width = None
+        if options.get("height") is None:
+            self._height = None
 
     def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
         """Rich renders everything, tables' cells included, through here: texts are made visible
