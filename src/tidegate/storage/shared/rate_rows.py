@@ -44,7 +44,7 @@ def named_rate(name: str, row: RateRow, updated_at: datetime | None, waiting: in
     in_force = row.in_force
     if in_force is None:
         return None
-    return NamedRate(name, in_force, row.source, row.declared, updated_at, waiting)
+    return NamedRate(name, in_force, row.source, row.declared, updated_at, waiting, row.version)
 
 
 class NamedRateSettingVerbs:
