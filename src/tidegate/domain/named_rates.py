@@ -103,9 +103,10 @@ RateRow = Overridable[Windows]  # what is stored of a named rate: the code's win
 
 def change_event(name: str, before: RateRow, after: RateRow, *, live: bool) -> history.Event | None:
     """The audit of a change (`LimitChanged` on `rate:@NAME`): always for a live one; for a
-    declaration only when the windows in force moved."""
+    declaration only when the windows in force moved, compared in their stored form (`per="1m"`
+    as declared is the 60 seconds read back: every import declares it again)."""
     old, new = before.in_force, after.in_force
-    if not live and old == new:
+    if not live and windows_json(old) == windows_json(new):
         return None
     return history.Event(
         "LimitChanged",
