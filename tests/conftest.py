@@ -236,6 +236,15 @@ class WorkerProcesses:
         self.processes.append(process)
         return process
 
+    def wait_drained(self, processes: list[subprocess.Popen[bytes]], timeout: float) -> None:
+        """Wait for each draining worker to exit by itself, failing with its log if it hangs or fails."""
+        for process in processes:
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pytest.fail("a draining worker did not finish:\n" + self.output(process))
+            assert process.returncode == 0, self.output(process)
+
     def kill(self, process: subprocess.Popen[bytes]) -> None:
         if process.poll() is None:
             os.kill(process.pid, signal.SIGKILL)

@@ -9,7 +9,10 @@ for it; `capped` admits one active run (`max_active=1`), and `capped.boom` fails
 at once, so an operator's retry of it meets that ceiling. `etl.diamond` is a
 diamond (extract, then a map `shard` and a step `audit` both on its rows, then
 `load` of both): items from `held` on wait for the gate. The schedule
-`new-year` (once a year, Paris time) never fires during a test.
+`new-year` (once a year, Paris time) never fires during a test. `rated.hold` runs in
+queue `rated`, 2 starts a minute with burst 1 (a second run waits 30 s for the rate), and
+`warehouse.load` runs one step that pays the named rate `warehouse_api` (30 a minute): the
+pages that show rates have one of each kind to show.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import os
 import time
 
 import tidegate
-from tidegate import Concurrency, Executor, Workflow
+from tidegate import Concurrency, Executor, Rate, Workflow
 
 GPU_SLOTS = 3
 
@@ -76,7 +79,28 @@ def make_app(database: str | None = None) -> tidegate.App:
         return wf.step(render, n, gate)
 
     add_diamond(app)
+    add_rates(app)
     return app
+
+
+def add_rates(app: tidegate.App) -> None:
+    """A rated queue and a named rate paid by a step: their own function, so `make_app` stays one screen."""
+    app.queue("rated", rate=Rate(limit=2, per="1m", burst=1))
+    app.set_rate_limit("warehouse_api", 30, per="1m", burst=2)
+
+    @app.task(name="rated.hold", queue="rated")
+    def rated(gate: str) -> str:
+        wait_for(gate)
+        return "released"
+
+    @app.step(rates={"warehouse_api": 1})
+    async def fetch(gate: str) -> str:
+        await asyncio.to_thread(wait_for, gate)
+        return "fetched"
+
+    @app.workflow(name="warehouse.load", queue="warehouse", executor=Executor.parallel(max_async_concurrent=8))
+    def warehouse_load(wf: Workflow, gate: str):
+        return wf.step(fetch, gate)
 
 
 def add_diamond(app: tidegate.App) -> None:

@@ -60,8 +60,15 @@ def in_view(page: Any, selector: str) -> None:
     # A live refresh replaces the page's nodes: an element found just before it and measured just after
     # is detached and has no box. Measured again, the locator finds the new one (nothing scrolls).
     box = wait_until(element.bounding_box, 10, message=f"{selector} to be measured on the page as it stands")
-    assert box["x"] >= 0 and box["x"] + box["width"] <= width, (selector, box, width)
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (selector, box, width)
     assert page.evaluate("document.documentElement.scrollWidth") <= width  # the page itself never scrolls sideways
+
+
+def _named_rate_used(site: Site) -> bool:
+    """Whether a step has paid `warehouse_api` (its window counts a start now)."""
+    return any(rate.waiting == 0 for rate in site.app.store.named_rates()) and any(
+        scope == "rate:@warehouse_api" for scope, _ in site.app.store.rate_states().states
+    )
 
 
 def test_every_page_at_both_widths_answers_in_view_and_passes_axe(
@@ -80,14 +87,20 @@ def test_every_page_at_both_widths_answers_in_view_and_passes_axe(
     parent, _ = submit(site, "family.parent")
     wait_until(lambda: status(site, parent) is RunStatus.WAITING, message="the parent to wait")
     flow = site.app.tasks["etl.diamond"].submit(n=4, gate=site.gate(), held=2)
+    paced, _ = submit(site, "rated.hold")  # takes the rate's one token: the next waits 30 s for it
+    running(site, paced)
+    rate_blocked, _ = submit(site, "rated.hold")
+    blocked(site, rate_blocked)
+    submit(site, "warehouse.load")  # its step pays the named rate warehouse_api
+    wait_until(lambda: _named_rate_used(site), message="the named rate to be paid")
 
     # Each page's path, then the elements that answer its question (the first of each must be in view).
     pages: dict[str, tuple[str, ...]] = {
         "overview": ("/", ".stats dd"),
-        "queue": ("/queue", f'tr[data-run="{queued}"] td.reason'),
-        "pools": ("/pools", '[data-pool="gpu"] [data-testid="claimed"]'),
+        "queue": ("/queue", f'tr[data-run="{queued}"] td.reason', f'tr[data-run="{rate_blocked}"] td.reason'),
+        "pools": ("/pools", '[data-pool="gpu"] [data-testid="claimed"]', '[data-rate="warehouse_api"] td.num'),
         "runs": ("/runs", "tbody td .badge[class*=s-]"),
-        "limits": ("/limits", "#scopes-title + .table-wrap tbody td:nth-child(2)"),
+        "limits": ("/limits", "#scopes-title + .table-wrap tbody td:nth-child(2)", '[data-testid="rate"]'),
         "schedules": ("/schedules", '[data-testid="state"]'),
         "workers": ("/workers", "tbody td.heartbeat", "tbody td.busy"),
         "run-overview": (f"/runs/{first}", ".header-grid .badge[class*=s-]"),

@@ -57,6 +57,14 @@ def test_a_named_rate_is_declared_overridden_reset_and_audited_like_a_pool(store
     ]
 
 
+def test_a_declaration_repeated_by_the_next_import_is_not_audited_again(store):
+    store.declare_named_rate("api", (Rate(30, "1m", burst=2),))
+    store.declare_named_rate("api", (Rate(30, "1m", burst=2),))  # read back as 60 seconds: the same windows
+    store.declare_named_rate("api", (Rate(30, 60, burst=2),))
+    changes = [e.metadata for e in store.events_after(0, 100) if e.type == "LimitChanged"]
+    assert [(c["target"], c["old"], c["new"]) for c in changes] == [("rate:@api", None, "30/1m")]
+
+
 def test_a_step_held_back_by_its_rate_takes_no_pool_slot_and_is_told_when(store):
     store.set_pool_limit("db", 5, 300)
     store.declare_named_rate("api", TWO_PER_10S)

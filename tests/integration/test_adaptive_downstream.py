@@ -12,13 +12,12 @@ limit in force at once is tests/contract/test_adaptive_contract.py's.
 
 from __future__ import annotations
 
-import itertools
 import statistics
 import threading
 import time
-from typing import Any
 
-from tidegate import Adaptive, App, Concurrency, RunStatus, Snooze
+from tests.support.adaptive_downstream import assert_audited_chain, keep_busy
+from tidegate import Adaptive, App, Concurrency, Snooze
 
 SETTLE_WITHIN = 45.0  # seconds, generous for a loaded machine; it takes a few seconds alone
 BACKLOG = 60
@@ -53,23 +52,6 @@ def _limit(app: App) -> int | None:
     return app.store.rules().queue_limit("partner", "")
 
 
-def _keep_busy(app: App, task: Any, until: Any, timeout: float) -> list[int]:
-    """Keep a backlog queued until `until(limit)` holds (or the time is up); the limits seen."""
-    seen: list[int] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        queued = app.store.run_counts().get(("partner", RunStatus.QUEUED), 0)
-        if queued < BACKLOG:
-            task.submit_many([{}] * (BACKLOG - queued))
-        limit = _limit(app)
-        assert limit is not None
-        seen.append(limit)
-        if until(limit, seen):
-            return seen
-        time.sleep(0.05)
-    raise AssertionError(f"not settled within {timeout}s: limits seen {seen[-40:]}")
-
-
 def test_the_limit_settles_at_the_downstream_s_capacity_and_rises_back_when_it_recovers(
     app: App, start_worker, database_url: str
 ) -> None:
@@ -88,19 +70,16 @@ def test_the_limit_settles_at_the_downstream_s_capacity_and_rises_back_when_it_r
         window = seen[-40:]  # two seconds of samples
         return len(seen) >= 40 and max(window) <= 6 and 3 <= statistics.median(window) <= 5
 
-    seen = _keep_busy(app, call_partner, settled, SETTLE_WITHIN)
+    seen = keep_busy(app, call_partner, lambda: _limit(app), settled, timeout=SETTLE_WITHIN, backlog=BACKLOG)
     window = seen[-40:]
     assert sum(3 <= limit <= 5 for limit in window) >= 0.75 * len(window), window
     assert time.monotonic() - started < SETTLE_WITHIN
     assert downstream.most <= 20
 
     downstream.capacity = 1000  # it recovers
-    _keep_busy(app, call_partner, lambda limit, seen: limit == 20, SETTLE_WITHIN)
 
-    events = reversed(app.store.latest_events("LimitChanged", 10_000))  # oldest first
-    changes = [event.metadata for event in events if event.metadata.get("source") == "adaptive"]
-    assert changes and changes[0]["old"] == 20
-    assert all(earlier["new"] == later["old"] for earlier, later in itertools.pairwise(changes))
-    assert changes[-1]["new"] == _limit(app) == 20
-    assert {change["reason"] for change in changes} == {"overloaded", "recovered"}
-    assert all(1 <= change["new"] <= 20 for change in changes)
+    def recovered(limit: int, seen: list[int]) -> bool:
+        return limit == 20
+
+    keep_busy(app, call_partner, lambda: _limit(app), recovered, timeout=SETTLE_WITHIN, backlog=BACKLOG)
+    assert_audited_chain(app, declared=20, least=1, now=_limit(app))

@@ -11,13 +11,12 @@ a bounded time; every move is audited (the LimitChanged chain of source `adaptiv
 from __future__ import annotations
 
 import collections
-import itertools
 import statistics
 import threading
 import time
-from typing import Any
 
-from tidegate import Adaptive, App, Rate, RunStatus, Snooze
+from tests.support.adaptive_downstream import assert_audited_chain, keep_busy
+from tidegate import Adaptive, App, Rate, Snooze
 
 SETTLE_WITHIN = 60.0  # seconds, generous for a loaded machine
 BACKLOG = 40
@@ -45,21 +44,6 @@ def _limit(app: App) -> int:
     return app.store.rules().rate_windows("rate:partner")[0].limit
 
 
-def _keep_busy(app: App, task: Any, until: Any, timeout: float) -> list[int]:
-    """Keep a backlog queued until `until(limit, seen)` holds (or the time is up); the limits seen."""
-    seen: list[int] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        queued = app.store.run_counts().get(("partner", RunStatus.QUEUED), 0)
-        if queued < BACKLOG:
-            task.submit_many([{}] * (BACKLOG - queued))
-        seen.append(_limit(app))
-        if until(seen[-1], seen):
-            return seen
-        time.sleep(0.05)
-    raise AssertionError(f"not settled within {timeout}s: limits seen {seen[-60:]}")
-
-
 def test_the_rate_settles_near_the_downstream_s_capacity_and_rises_back_when_it_recovers(
     app: App, start_worker, database_url: str
 ) -> None:
@@ -78,17 +62,15 @@ def test_the_rate_settles_near_the_downstream_s_capacity_and_rises_back_when_it_
         window = seen[-60:]  # three seconds of samples
         return len(seen) >= 60 and max(window) <= 12 and 4 <= statistics.median(window) <= 10
 
-    seen = _keep_busy(app, call_partner, settled, SETTLE_WITHIN)
+    seen = keep_busy(app, call_partner, lambda: _limit(app), settled, timeout=SETTLE_WITHIN, backlog=BACKLOG)
     assert time.monotonic() - started < SETTLE_WITHIN
     assert min(seen) >= 2
 
     downstream.capacity = 1000  # it recovers
-    _keep_busy(app, call_partner, lambda limit, seen: limit == 30, SETTLE_WITHIN)
 
-    events = reversed(app.store.latest_events("LimitChanged", 10_000))  # oldest first
-    changes = [event.metadata for event in events if event.metadata.get("source") == "adaptive"]
-    assert changes and changes[0]["old"] == 30 and {change["target"] for change in changes} == {TARGET}
-    assert all(earlier["new"] == later["old"] for earlier, later in itertools.pairwise(changes))
-    assert changes[-1]["new"] == _limit(app) == 30
-    assert {change["reason"] for change in changes} == {"overloaded", "recovered"}
-    assert all(2 <= change["new"] <= 30 for change in changes)
+    def recovered(limit: int, seen: list[int]) -> bool:
+        return limit == 30
+
+    keep_busy(app, call_partner, lambda: _limit(app), recovered, timeout=SETTLE_WITHIN, backlog=BACKLOG)
+    changes = assert_audited_chain(app, declared=30, least=2, now=_limit(app))
+    assert {change["target"] for change in changes} == {TARGET}

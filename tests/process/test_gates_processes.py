@@ -75,15 +75,6 @@ def _spawn(worker_processes, database_url, count, log):
     ]
 
 
-def _wait_drained(worker_processes, processes, timeout=120):
-    for process in processes:
-        try:
-            process.wait(timeout=timeout)
-        except Exception:
-            pytest.fail("a draining worker did not finish:\n" + worker_processes.output(process))
-        assert process.returncode == 0, worker_processes.output(process)
-
-
 def _assert_all_completed_once(app, database_url, scopes, finished, unfinished):
     counts = app.store.status_counts()
     assert counts[RunStatus.COMPLETED] == len(scopes), counts
@@ -100,7 +91,7 @@ def test_worker_processes_never_exceed_any_scope(database_url, backend, worker_p
     with make_app(database_url) as app:
         scopes = _submit_load(app, runs, partitions, seed=7)
         spawned = _spawn(worker_processes, database_url, processes, log)
-        _wait_drained(worker_processes, spawned)
+        worker_processes.wait_drained(spawned, timeout=120)
 
         finished, unfinished = read_intervals(log)
         _assert_all_completed_once(app, database_url, scopes, finished, unfinished)
@@ -138,7 +129,7 @@ def test_lowering_a_queue_limit_live_binds_every_later_claim(database_url, backe
         running_at_change = {run.id for run in app.store.page_runs(status=RunStatus.RUNNING, limit=1000)}
         change = live.set_limit(app.store, "queue:proof", 1)
         assert (change.old, change.new) == (gates.PARTITION_LIMIT, 1)
-        _wait_drained(worker_processes, spawned)
+        worker_processes.wait_drained(spawned, timeout=120)
 
         finished, unfinished = read_intervals(log)
         _assert_all_completed_once(app, database_url, scopes, finished, unfinished)
@@ -216,7 +207,7 @@ def test_a_sigkilled_worker_gives_its_slots_back_through_lease_recovery(database
         )
 
         drain = worker_processes.spawn("tests.apps.gates:app", database_url, max_workers=8, drain=True, env=env)
-        _wait_drained(worker_processes, [drain], timeout=60)
+        worker_processes.wait_drained([drain], timeout=60)
         assert [handle.wait(timeout=5) for handle in held] == [2, 2, 2, 1]
         for run_id in victims:
             assert app.run(run_id).info().attempt == 2

@@ -66,12 +66,7 @@ def _drain_and_lower(database_url, worker_processes, tmp_path, env=None):
         change = limits.set_limit(app.store, TARGET, NEW_LIMIT)
         changed_at = database_time(database_url)  # after the commit: every later charge read the new rules
         assert (change.old, change.new) == (RATE.limit, NEW_LIMIT)
-        for process in spawned:
-            try:
-                process.wait(timeout=90)
-            except Exception:
-                pytest.fail("a draining worker did not finish:\n" + worker_processes.output(process))
-            assert process.returncode == 0, worker_processes.output(process)
+        worker_processes.wait_drained(spawned, timeout=90)
         counts = app.store.status_counts()
         assert counts[RunStatus.COMPLETED] == runs == sum(counts.values()), counts
     charged = _charged(database_url)

@@ -27,12 +27,7 @@ def test_four_worker_processes_execute_each_of_2000_runs_exactly_once(postgres_u
             worker_processes.spawn("tests.apps.counted:app", postgres_url, max_workers=8, drain=True, env=env)
             for _ in range(PROCESSES)
         ]
-        for process in processes:
-            try:
-                process.wait(timeout=240)
-            except Exception:
-                pytest.fail("a draining worker did not finish:\n" + worker_processes.output(process))
-            assert process.returncode == 0, worker_processes.output(process)
+        worker_processes.wait_drained(processes, timeout=240)
 
         counts = app.store.status_counts()
         assert counts[RunStatus.COMPLETED] == RUNS, counts

@@ -66,12 +66,7 @@ def _drain(database_url, worker_processes, log, processes, runs, partitions, glo
             )
             for _ in range(processes)
         ]  # fmt: skip
-        for process in spawned:
-            try:
-                process.wait(timeout=60)
-            except Exception:
-                pytest.fail("a draining worker did not finish:\n" + worker_processes.output(process))
-            assert process.returncode == 0, worker_processes.output(process)
+        worker_processes.wait_drained(spawned, timeout=60)
         counts = app.store.status_counts()
         assert counts[RunStatus.COMPLETED] == runs == sum(counts.values()), counts
     starts = read_starts(log)

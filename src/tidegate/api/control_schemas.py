@@ -167,7 +167,8 @@ class Limits(BaseModel):
 
 class LimitUpdate(_Strict):
     """A live limit on `target` (global, queue:NAME, queue:NAME/PARTITION, tag:KEY=VALUE, tag:KEY), or on
-    a rate's window (rate:QUEUE[/PARTITION]@PER, rate:tag:KEY[=VALUE]@PER; @PER optional for one window)."""
+    a rate's window (rate:QUEUE[/PARTITION]@PER, rate:tag:KEY[=VALUE]@PER, a named rate's rate:@NAME@PER;
+    @PER optional for one window)."""
 
     target: StrictStr
     limit: StrictInt | None = Field(
@@ -187,6 +188,9 @@ class LimitResult(BaseModel):
     unblocked: int | None = Field(description="Dry run: queued runs that could start under the new limit only.")
     blocked: int | None = Field(description="Dry run: queued runs that could start under the old limit only.")
     considered: int | None = Field(description="Dry run: queued runs looked at (the first in claim order).")
+    waiting: int | None = Field(
+        default=None, description="Dry run of a named rate's window: the steps waiting for the rate now."
+    )
 
 
 class LimitResets(BaseModel):

@@ -4,8 +4,9 @@ A custom collector rather than gauges kept up to date: the store is the one
 source of truth for what every worker of the fleet holds, so each scrape asks
 it (runs per queue and status, the slots in use per scope as the sum of the
 holder rows against the limit in force, queued runs blocked per scope as
-`queue why` would say, pools' pending steps, and per rate window the cost its
-stored state counts now against its limit). Nothing is cached, so nothing drifts from the holder rows.
+`queue why` would say, pools' pending steps, and per rate window, of a queue's, a tag's or a named
+rate, the cost its stored state counts now against its limit, from the rows
+`limits list` shows). Nothing is cached, so nothing drifts from the holder rows.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from tidegate.bootstrap import Store
-from tidegate.domain.blocking import window_used
 from tidegate.domain.durations import format_duration
+from tidegate.domain.live_rates import split_rate_target
 from tidegate.domain.scopes import GLOBAL, Rules, effective_limit, queue_scope
 from tidegate.engine.operators import limits, queues
+from tidegate.engine.operators.limit_table import limit_table
 from tidegate.engine.operators.pool_config import list_pools
 from tidegate.engine.operators.runs import run_counts
 
@@ -88,13 +90,12 @@ class FleetCollector(Collector):
         limit = GaugeMetricFamily(
             "tidegate_rate_tokens_limit", "The most cost units a rate window allows.", labels=["scope", "per"]
         )
-        rules = limits.rules(store)
-        rates = limits.rate_states(store)
-        for scope in sorted({scope for scope, _ in rates.states} | set(rules.declared_rate_scopes())):
-            for rate in rules.rate_windows(scope):
-                per = format_duration(rate.seconds)
-                used.add_metric([scope, per], window_used(scope, rate, rates))
-                limit.add_metric([scope, per], rate.limit)
+        for row in limit_table(store).limits:  # the rows `limits list` shows: named rates' too, the same way
+            if row.per is None or row.used is None or row.limit is None:
+                continue  # not a rate window, or a family whose members count on their own rows
+            scope, per = split_rate_target(row.target)[0], format_duration(row.per)
+            used.add_metric([scope, per], row.used)
+            limit.add_metric([scope, per], row.limit)
         yield used
         yield limit
 

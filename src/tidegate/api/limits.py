@@ -18,7 +18,7 @@ from tidegate.api.errors import blame
 from tidegate.api.routing import ERRORS, PREFIX, declared_store
 from tidegate.api.security import can_read, can_write, json_body
 from tidegate.domain.model import LimitChange
-from tidegate.domain.scopes import check_override_target, check_override_value
+from tidegate.domain.scopes import check_override_value
 from tidegate.engine.operators import limits
 from tidegate.engine.operators.limit_table import limit_table
 
@@ -35,6 +35,7 @@ def _changed(change: LimitChange) -> dict[str, Any]:
         "unblocked": None,
         "blocked": None,
         "considered": None,
+        "waiting": None,
     }
 
 
@@ -58,7 +59,7 @@ def show_limits(request: Request) -> dict[str, Any]:
 def set_limit(body: schemas.LimitUpdate, request: Request) -> dict[str, Any]:
     store = declared_store(request)
     with blame("target"):
-        target = check_override_target(body.target, limits.rules(store))
+        target = limits.check_target(store, body.target)
     with blame("limit"):
         check_override_value(target, body.limit)
     if not body.dry_run:
@@ -73,6 +74,7 @@ def set_limit(body: schemas.LimitUpdate, request: Request) -> dict[str, Any]:
         "unblocked": preview.unblocked,
         "blocked": preview.blocked,
         "considered": preview.considered,
+        "waiting": preview.waiting,
     }
 
 

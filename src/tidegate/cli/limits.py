@@ -5,8 +5,9 @@ declaration until reset, and is versioned and audited (`LimitChanged`).
 Targets are scope keys: `global`, `queue:NAME` (every partition of it),
 `queue:NAME/PARTITION`, `tag:KEY=VALUE`, `tag:KEY` (every value of a
 per-value tag limit), and a rate's window: `rate:QUEUE@PER` (every partition
-of it), `rate:QUEUE/PARTITION@PER`, `rate:tag:KEY=VALUE@PER`, `rate:tag:KEY@PER`
-(`@PER` may be left out when the rate has one window). Validation and the dry-run preview are the engine's
+of it), `rate:QUEUE/PARTITION@PER`, `rate:tag:KEY=VALUE@PER`, `rate:tag:KEY@PER`,
+and a named rate's (`App.set_rate_limit`): `rate:@NAME@PER` (`@PER` may be left out when the
+rate has one window). Validation and the dry-run preview are the engine's
 (`engine.operators.limits`), so this module only parses and renders.
 """
 
@@ -28,16 +29,16 @@ from tidegate.cli.scopes import limit_text, usage_text
 from tidegate.domain.limits import queue_to_dict
 from tidegate.domain.live_rates import window_text
 from tidegate.domain.model import LimitOverride
-from tidegate.domain.scopes import Rules, check_override_target, effective_limit
 from tidegate.engine.operators import limits
-from tidegate.engine.operators.limit_table import CeilingRow, LimitRow, code_limit, limit_table, natural_key
+from tidegate.engine.operators.limit_table import CeilingRow, LimitRow, limit_table, natural_key
 from tidegate.engine.operators.limits import PREVIEW_RUNS, LimitPreview, parse_limit, preview, reset_limit, set_limit
 
 app = typer.Typer(help="Show run-level limits; change them live (persisted until reset).", no_args_is_help=True)
 
 TARGET_HELP = (
     "global, queue:NAME, queue:NAME/PARTITION, tag:KEY=VALUE or tag:KEY (every value); a rate's window: "
-    "rate:QUEUE[/PARTITION]@PER or rate:tag:KEY[=VALUE]@PER (@PER optional for a rate of one window)."
+    "rate:QUEUE[/PARTITION]@PER, rate:tag:KEY[=VALUE]@PER or a named rate's rate:@NAME@PER "
+    "(@PER optional for a rate of one window)."
 )
 Target = Annotated[str, typer.Argument(metavar="TARGET", help=TARGET_HELP)]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Show what the change would do; change nothing.")]
@@ -73,7 +74,7 @@ def list_limits(database: Database = DEFAULT_DATABASE, json_output: JsonOutput =
         stdout.print()
         stdout.print(queues_table(rules))
     stdout.print()
-    stdout.print(overrides_table(rules, table.overrides))
+    stdout.print(overrides_table(table.limits, table.overrides))
 
 
 def scopes_table(rows: list[LimitRow]) -> Table:
@@ -137,7 +138,8 @@ def _source(row: LimitRow) -> Text:
     return text
 
 
-def overrides_table(rules: Rules, overrides: list[LimitOverride]) -> Table | Text:
+def overrides_table(rows: list[LimitRow], overrides: list[LimitOverride]) -> Table | Text:
+    """The live overrides, each beside the code's limit its row of the table shows."""
     if not overrides:
         return Text("no live overrides: the code's limits are in force", style="dim")
     table = Table(
@@ -155,11 +157,12 @@ def overrides_table(rules: Rules, overrides: list[LimitOverride]) -> Table | Tex
     table.add_column("code", justify="right", no_wrap=True)
     table.add_column("version", justify="right", no_wrap=True)
     table.add_column("updated", no_wrap=True)
+    codes = {row.target: row.code_limit for row in rows}
     for override in sorted(overrides, key=lambda item: natural_key(item.target)):
         table.add_row(
             override.target,
             limit_text(override.limit),
-            Text(limit_text(code_limit(rules, override.target)), style="dim"),
+            Text(limit_text(codes.get(override.target)), style="dim"),
             f"v{override.version}",
             short_time(override.updated_at),
         )
@@ -202,10 +205,10 @@ def set_command(
 def reset_command(target: Target, dry_run: DryRun = False, database: Database = DEFAULT_DATABASE) -> None:
     """Remove the live limit on TARGET: the code's limit is in force again."""
     with existing_store(database) as store:
-        rules = limits.rules(store)
-        target = check_override_target(target, rules)
-        if target not in rules.overrides:
-            in_force = limit_text(effective_limit(rules, target))
+        now = limits.target_now(store, target)
+        target = now.target
+        if not now.live:
+            in_force = limit_text(now.limit)
             stdout.print(Text.assemble((target, "bold"), f": no live override to reset (limit in force: {in_force})"))
             return
         if dry_run:
@@ -235,6 +238,10 @@ def _print_preview(result: LimitPreview) -> None:
             (result.target, "bold"), ": ", _arrow(result.old, result.new), ("  (dry run: nothing changed)", "yellow")
         )
     )
+    if result.waiting is not None:
+        steps = "step waits" if result.waiting == 1 else "steps wait"
+        stdout.print(Text(f"{result.waiting} {steps} for this named rate now; a change wakes them (runs never pay it)"))
+        return
     runs = "run" if result.unblocked == 1 else "runs"
     line = Text.assemble(
         "would unblock ",

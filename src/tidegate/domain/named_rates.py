@@ -25,6 +25,7 @@ from typing import Any
 from tidegate.domain import events as history
 from tidegate.domain.errors import ConfigurationError, InvalidArgument, RateCostTooLarge, RateNotFound
 from tidegate.domain.integers import check_whole
+from tidegate.domain.live_rates import WINDOW_MARK, pick_window, rate_target, relimited
 from tidegate.domain.names import check_name
 from tidegate.domain.overridable import Overridable
 from tidegate.domain.overridable import declare as declare
@@ -102,9 +103,10 @@ RateRow = Overridable[Windows]  # what is stored of a named rate: the code's win
 
 def change_event(name: str, before: RateRow, after: RateRow, *, live: bool) -> history.Event | None:
     """The audit of a change (`LimitChanged` on `rate:@NAME`): always for a live one; for a
-    declaration only when the windows in force moved."""
+    declaration only when the windows in force moved, compared in their stored form (`per="1m"`
+    as declared is the 60 seconds read back: every import declares it again)."""
     old, new = before.in_force, after.in_force
-    if not live and old == new:
+    if not live and windows_json(old) == windows_json(new):
         return None
     return history.Event(
         "LimitChanged",
@@ -128,6 +130,7 @@ class NamedRate:
     declared: Windows | None
     updated_at: datetime | None
     waiting: int = 0  # steps of live attempts waiting for it
+    version: int = 0  # live changes so far (set and reset), as for a limit override
 
     def document(self) -> dict[str, Any]:
         return {
@@ -140,6 +143,46 @@ class NamedRate:
             "updated_at": self.updated_at,
             "waiting": self.waiting,
         }
+
+
+def _split_target(target: str) -> tuple[str, str | None] | None:
+    """(name, window as typed or None) of a named rate's target; None for any other target. A
+    rate's name holds no '@' (`check_rate_name`), so the first one after the prefix ends it."""
+    rest = named_rate_of(target)
+    if rest is None:
+        return None
+    name, mark, per = rest.partition(WINDOW_MARK)
+    return name, (per if mark else None)
+
+
+def named_rate_target_name(target: str) -> str | None:
+    """The rate a live-limit target names (`rate:@NAME@PER`, `rate:@NAME`), or None for any other target."""
+    split = _split_target(target)
+    return None if split is None else split[0]
+
+
+def target_window(target: str, rate: NamedRate) -> Rate:
+    """The window in force of `rate` that `target` names: by its length, or the only one."""
+    split = _split_target(target)
+    per = None if split is None else split[1]
+    return pick_window(target, named_rate_scope(rate.name), per, rate.rates)
+
+
+def window_target(rate: NamedRate, window: Rate) -> str:
+    """A window's live-limit target, as `limits list` names it: `rate:@warehouse_api@1s`."""
+    return rate_target(named_rate_scope(rate.name), window)
+
+
+def code_window(rate: NamedRate, window: Rate) -> Rate | None:
+    """The code's window of the same length as `window` (None: the code declares none)."""
+    return next((each for each in rate.declared or () if window_key(each) == window_key(window)), None)
+
+
+def with_window_limit(rate: NamedRate, window: Rate, limit: int) -> Windows:
+    """The windows in force with `window` given another limit, its burst scaled from the code's
+    window of that length (`live_rates.relimited`), so repeated changes never wear the burst down."""
+    base = code_window(rate, window) or window
+    return tuple(relimited(base, limit) if each == window else each for each in rate.rates)
 
 
 @dataclass(frozen=True, slots=True)

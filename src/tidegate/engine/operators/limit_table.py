@@ -5,6 +5,7 @@ Rows come in the order an operator reads them: global, each declared queue then 
 partitions, tag limits then each value of a per-value one, the rates (one row per window,
 named by its live-limit target `rate:openai@1m`, `domain.live_rates`: a partitioned or
 per-value rate's family, then each member with a stored state or an override of its own),
+the named rates steps pay (`rate:@warehouse_api@1s`, `engine.operators.named_limits`),
 then any other override or scope held now. Beside them, the admission ceilings (`max_active`) with the active runs
 (queued, running and waiting) each one counts now.
 """
@@ -21,6 +22,7 @@ from tidegate.domain.blocking import window_used
 from tidegate.domain.limits import Partition, QueueConfig
 from tidegate.domain.live_rates import family_targets, rate_target, window_text
 from tidegate.domain.model import LimitOverride, RunStatus
+from tidegate.domain.named_rates import NamedRate, code_window, named_rate_scope, window_target
 from tidegate.domain.rates import Rate, RateStates
 from tidegate.domain.scopes import GLOBAL, TAG_RATE_PREFIX, Rules, effective_limit, rate_scope, tag_rate_scope
 from tidegate.storage.port import Store
@@ -71,10 +73,21 @@ def natural_key(text: str) -> list[Any]:
 def limit_table(store: Store) -> LimitTable:
     """The limits in force, the ceilings and the live overrides, read from the store now."""
     rules = store.rules()
-    overrides = store.limit_overrides()
+    named = store.named_rates()
+    overrides = [*store.limit_overrides(), *named_overrides(named)]
     versions = {override.target: override.version for override in overrides}
-    rows = _Rows(rules, store.scope_usage(), versions, store.rate_states()).all()
+    rows = _Rows(rules, store.scope_usage(), versions, store.rate_states(), named).all()
     return LimitTable(rules, rows, ceilings(rules, store.run_counts()), overrides)
+
+
+def named_overrides(named: list[NamedRate]) -> list[LimitOverride]:
+    """A named rate's live override as the table of overrides lists it: one row per window."""
+    return [
+        LimitOverride(window_target(rate, window), window.limit, rate.version, rate.updated_at)
+        for rate in named
+        if rate.source == "override" and rate.updated_at is not None
+        for window in rate.rates
+    ]
 
 
 def ceilings(rules: Rules, counts: Mapping[tuple[str, RunStatus], int]) -> list[CeilingRow]:
@@ -143,8 +156,15 @@ def partition_text(partition: Partition, kind: str = "kind", sep: str = " + ") -
 class _Rows:
     """Builds the rows once per read: each target appears once, under its parent."""
 
-    def __init__(self, rules: Rules, usage: Mapping[str, int], versions: Mapping[str, int], rates: RateStates) -> None:
-        self.rules, self.usage, self.versions, self.rates = rules, usage, versions, rates
+    def __init__(
+        self,
+        rules: Rules,
+        usage: Mapping[str, int],
+        versions: Mapping[str, int],
+        rates: RateStates,
+        named: list[NamedRate],
+    ) -> None:
+        self.rules, self.usage, self.versions, self.rates, self.named = rules, usage, versions, rates, named
         self.rows: list[LimitRow] = []
 
     def all(self) -> list[LimitRow]:
@@ -153,6 +173,7 @@ class _Rows:
             self._queue(self.rules.queues[name])
         self._tags()
         self._rates()
+        self._named_rates()
         shown = {row.target for row in self.rows}
         for target in sorted(set(self.rules.overrides) - shown, key=natural_key):
             self._add(target, self.usage.get(target, 0))
@@ -287,3 +308,28 @@ class _Rows:
                     burst=window.allowed_burst,
                 )
             )
+
+    def _named_rates(self) -> None:
+        """A row per window of each named rate: in force, the code's window of that length, and
+        the cost its state counts now; the note says who pays it and who waits."""
+        for rate in sorted(self.named, key=lambda each: natural_key(each.name)):
+            scope = named_rate_scope(rate.name)
+            live = rate.source == "override"
+            note = f"named rate: steps pay it · {rate.waiting} waiting"
+            for window in rate.rates:
+                coded = code_window(rate, window)
+                self.rows.append(
+                    LimitRow(
+                        window_target(rate, window),
+                        window.limit,
+                        None if coded is None else coded.limit,
+                        window_used(scope, window, self.rates),
+                        live,
+                        rate.version if live else None,
+                        None,
+                        "code" if rate.declared is not None else "",
+                        note,
+                        per=window.seconds,
+                        burst=window.allowed_burst,
+                    )
+                )

@@ -15,8 +15,10 @@ from dataclasses import dataclass, replace
 from tidegate.domain.admission import Candidate, LocalUsage, admit
 from tidegate.domain.errors import InvalidArgument
 from tidegate.domain.model import HolderRecord, LimitChange, RunRecord
+from tidegate.domain.named_rates import window_target
 from tidegate.domain.rates import RateStates
 from tidegate.domain.scopes import Rules, check_override_target, check_override_value, effective_limit
+from tidegate.engine.operators import named_limits
 from tidegate.storage.port import Store
 
 PREVIEW_RUNS = 10_000
@@ -54,6 +56,16 @@ class LimitPreview:
     blocked: int  # queued runs that could start now under the old limit and not the new
     considered: int  # queued runs looked at (the first PREVIEW_RUNS in claim order)
     held: int | None  # slots of the target held now (None: no holder row names it)
+    waiting: int | None = None  # a named rate's window: the steps waiting for the rate now (runs never pay it)
+
+
+@dataclass(frozen=True)
+class TargetNow:
+    """A target as it is now: normalised, its limit in force, and whether a live override sets it."""
+
+    target: str
+    limit: int | None
+    live: bool
 
 
 def rules(store: Store) -> Rules:
@@ -76,7 +88,29 @@ def scope_holders(store: Store, scope: str) -> list[HolderRecord]:
     return store.scope_holders(scope)
 
 
+def check_target(store: Store, target: str) -> str:
+    """A live-limit target validated and normalised: a named rate's window (`named_limits`), or
+    any other target against the rules (`domain.scopes.check_override_target`)."""
+    if named_limits.is_named(target):
+        return named_limits.find(store, target).target
+    return check_override_target(target, store.rules())
+
+
+def target_now(store: Store, target: str) -> TargetNow:
+    """What `limits reset` says when there is nothing to reset: the limit in force and its source."""
+    if named_limits.is_named(target):
+        found = named_limits.find(store, target)
+        return TargetNow(found.target, found.window.limit, found.rate.source == "override")
+    rules = store.rules()
+    checked = check_override_target(target, rules)
+    return TargetNow(checked, effective_limit(rules, checked), checked in rules.overrides)
+
+
 def preview(store: Store, target: str, limit: int | None, *, reset: bool = False) -> LimitPreview:
+    """What a change would do to the queued runs, or (a named rate's window) the limit it would
+    put in force and the steps waiting for the rate: nothing is changed."""
+    if named_limits.is_named(target):
+        return _named_preview(store, target, limit, reset)
     rules = store.rules()
     target = check_override_target(target, rules)
     overrides = dict(rules.overrides)
@@ -101,21 +135,43 @@ def preview(store: Store, target: str, limit: int | None, *, reset: bool = False
     )
 
 
+def _named_preview(store: Store, target: str, limit: int | None, reset: bool) -> LimitPreview:
+    found = named_limits.find(store, target)
+    new = found.code_limit if reset else check_override_value(found.target, limit)
+    return LimitPreview(found.target, found.window.limit, new, 0, 0, 0, None, waiting=found.rate.waiting)
+
+
 def set_limit(store: Store, target: str, limit: int | None) -> LimitChange:
-    target = check_override_target(target, store.rules())
-    return store.set_limit(target, check_override_value(target, limit))
+    target = check_target(store, target)
+    value = check_override_value(target, limit)
+    if named_limits.is_named(target):
+        assert value is not None  # check_override_value refuses to lift a rate
+        return named_limits.set_window(store, target, value)
+    return store.set_limit(target, value)
 
 
 def reset_limit(store: Store, target: str) -> LimitChange:
+    if named_limits.is_named(target):
+        changes = named_limits.reset(store, target)
+        if changes:
+            return changes[0]
+        found = named_limits.find(store, target)
+        return LimitChange(found.target, found.window.limit, found.window.limit, found.rate.version)
     return store.reset_limit(check_override_target(target, store.rules()))
 
 
 def reset_limits(store: Store, target: str | None = None) -> list[LimitChange]:
-    """Remove the live override of `target` (None: of every target), each audited on its own;
-    a target without an override changes nothing."""
+    """Remove the live override of `target` (None: of every target, named rates' too), each
+    audited on its own; a target without an override changes nothing."""
+    if target is not None and named_limits.is_named(target):
+        return named_limits.reset(store, target)
     rules = store.rules()
     targets = sorted(rules.overrides) if target is None else [check_override_target(target, rules)]
-    return [store.reset_limit(each) for each in targets if each in rules.overrides]
+    changes = [store.reset_limit(each) for each in targets if each in rules.overrides]
+    if target is None:
+        for rate in named_limits.overridden(store):
+            changes += named_limits.reset(store, window_target(rate, rate.rates[0]))
+    return changes
 
 
 def _startable(queued: list[RunRecord], usage: dict[str, int], rules: Rules, rates: RateStates) -> set[str]:

@@ -10,34 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tidegate.domain import named_rates
-from tidegate.domain.named_rates import NamedRate, RateRow, named_rate_scope
+from tidegate.domain.named_rates import NamedRate, RateRow
 from tidegate.storage import port
-from tidegate.storage.postgres.database import Aggregate
-from tidegate.storage.postgres.payloads import event_params, to_time
-from tidegate.storage.postgres.pipeline import transaction
-from tidegate.storage.postgres.steps import READ_COMMITTED
-from tidegate.storage.shared import rate_rows, wakes
+from tidegate.storage.postgres.settings import SettingChanges
+from tidegate.storage.shared import rate_rows
 from tidegate.storage.shared.rate_rows import NamedRateReads, NamedRateSettingVerbs
 
 
-class NamedRates(NamedRateSettingVerbs, Aggregate, NamedRateReads, port.NamedRateVerbs):
-    """The named-rate verbs of the storage port."""
+class NamedRates(NamedRateSettingVerbs, SettingChanges, NamedRateReads, port.NamedRateVerbs):
+    """The named-rate verbs of the storage port: each change is the dialect's one setting transaction."""
 
     def _change(self, name: str, step: Callable[[RateRow], RateRow], live: bool) -> NamedRate | None:
-        """Read the row, apply the rule, store the result and its audit, wake waiting steps."""
-        at = None
-        with self._connection() as connection, transaction(connection, READ_COMMITTED):
-            self._lock_scopes(connection, [named_rate_scope(name)])
-            before = rate_rows.rate_row(connection.execute(self._q("named_rate_row"), {"name": name}).fetchone())
-            after = step(before)
-            if after.in_force is None:
-                connection.execute(self._q("delete_named_rate"), {"name": name})
-            else:
-                saved = connection.execute(self._q("save_named_rate"), rate_rows.save_params(name, after)).fetchone()
-                at = None if saved is None else to_time(saved[0])
-            event = named_rates.change_event(name, before, after, live=live)
-            if event is not None:
-                connection.execute(self._q("insert_event"), event_params(None, event))
-            wakes.only_if(event is not None)  # a raised rate lets waiting steps in sooner
-        return rate_rows.named_rate(name, after, at)
+        return self._change_setting(rate_rows.NAMED_RATE, name, step, live)

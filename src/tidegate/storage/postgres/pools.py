@@ -9,35 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tidegate.domain import pool_settings
 from tidegate.domain.pool_settings import PoolRow
 from tidegate.domain.steps import PoolConfig
 from tidegate.storage import port
-from tidegate.storage.postgres.database import Aggregate
-from tidegate.storage.postgres.payloads import event_params, to_time
-from tidegate.storage.postgres.pipeline import transaction
-from tidegate.storage.postgres.steps import READ_COMMITTED
-from tidegate.storage.shared import pool_rows, wakes
+from tidegate.storage.postgres.settings import SettingChanges
+from tidegate.storage.shared import pool_rows
 from tidegate.storage.shared.reads import PoolReads
 
 
-class Pools(pool_rows.PoolSettingVerbs, Aggregate, PoolReads, port.PoolVerbs):
-    """The pool verbs of the storage port."""
+class Pools(pool_rows.PoolSettingVerbs, SettingChanges, PoolReads, port.PoolVerbs):
+    """The pool verbs of the storage port: each change is the dialect's one setting transaction."""
 
     def _change(self, pool: str, step: Callable[[PoolRow], PoolRow], live: bool) -> PoolConfig | None:
-        """Read the row, apply the rule, store the result and its audit, wake waiting steps."""
-        at = None
-        with self._connection() as connection, transaction(connection, READ_COMMITTED):
-            self._lock_scopes(connection, [f"pool:{pool}"])
-            before = pool_rows.pool_row(connection.execute(self._q("pool_row"), {"name": pool}).fetchone())
-            after = step(before)
-            if after.in_force is None:
-                connection.execute(self._q("delete_pool"), {"name": pool})
-            else:
-                saved = connection.execute(self._q("save_pool"), pool_rows.save_params(pool, after)).fetchone()
-                at = None if saved is None else to_time(saved[0])
-            event = pool_settings.change_event(pool, before, after, live=live)
-            if event is not None:
-                connection.execute(self._q("insert_event"), event_params(None, event))
-            wakes.only_if(event is not None)  # a raised limit lets waiting steps in
-        return pool_rows.pool_config(pool, after, at)
+        return self._change_setting(pool_rows.POOL, pool, step, live)

@@ -14,6 +14,7 @@ from typing import Any
 from tidegate.domain import pool_settings
 from tidegate.domain.pool_settings import PoolRow, PoolSetting
 from tidegate.domain.steps import PoolConfig, PoolStatus
+from tidegate.storage.shared.settings import SettingKind
 
 
 def _setting(limit: int | None, lease: float | None) -> PoolSetting | None:
@@ -59,6 +60,18 @@ def pool_config(name: str, row: PoolRow, updated_at: datetime | None) -> PoolCon
     if in_force is None or updated_at is None:
         return None
     return PoolConfig(name, in_force.limit, in_force.lease_seconds, updated_at, row.source)
+
+
+POOL: SettingKind[PoolRow, PoolConfig] = SettingKind(
+    scope=lambda name: f"pool:{name}",
+    row_query="pool_row",
+    save_query="save_pool",
+    delete_query="delete_pool",
+    row=pool_row,
+    save_params=save_params,
+    event=lambda name, before, after, live: pool_settings.change_event(name, before, after, live=live),
+    shown=pool_config,
+)
 
 
 class PoolSettingVerbs:

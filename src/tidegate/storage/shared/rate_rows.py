@@ -14,8 +14,16 @@ from datetime import datetime
 from typing import Any
 
 from tidegate.domain import named_rates
-from tidegate.domain.named_rates import NamedRate, RateRow, Windows, windows_from_json, windows_json
+from tidegate.domain.named_rates import (
+    NamedRate,
+    RateRow,
+    Windows,
+    named_rate_scope,
+    windows_from_json,
+    windows_json,
+)
 from tidegate.storage.shared.reads import Dialect
+from tidegate.storage.shared.settings import SettingKind
 
 
 def rate_row(row: Sequence[Any] | None) -> RateRow:
@@ -44,7 +52,19 @@ def named_rate(name: str, row: RateRow, updated_at: datetime | None, waiting: in
     in_force = row.in_force
     if in_force is None:
         return None
-    return NamedRate(name, in_force, row.source, row.declared, updated_at, waiting)
+    return NamedRate(name, in_force, row.source, row.declared, updated_at, waiting, row.version)
+
+
+NAMED_RATE: SettingKind[RateRow, NamedRate] = SettingKind(
+    scope=named_rate_scope,
+    row_query="named_rate_row",
+    save_query="save_named_rate",
+    delete_query="delete_named_rate",
+    row=rate_row,
+    save_params=save_params,
+    event=lambda name, before, after, live: named_rates.change_event(name, before, after, live=live),
+    shown=named_rate,
+)
 
 
 class NamedRateSettingVerbs:
