@@ -4,6 +4,9 @@
 until it commits. The domain's `plan` decides each run; the holders to replace are updated,
 the new runs stored as `Runs.enqueue` stores them (admission included) and the keys taken.
 A refusal, a `DuplicateRun` or any error rolls the whole batch back.
+
+A single run whose key has no row yet (the usual first submit of a key) skips the read and
+the plan: its insert of the key is the test (`unique_take_new`), one statement instead of two.
 """
 
 from __future__ import annotations
