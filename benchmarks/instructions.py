@@ -8,6 +8,7 @@ of start-up, imports and declarations cancels out. Measured:
 
 - submit: one app on a fresh database, one task declared and submitted once (declarations and
   connections made), then `runs` single `submit()` calls;
+- submit_unique: the same with `unique=Unique(by_args=["i"])` on the task, each submit a new key;
 - drain: `runs` no-op runs queued by a helper process (not counted), then one in-process worker
   (`max_workers=8, drain=True`, no limit; and again with a queue limit of 4) claims and runs them all.
 
@@ -30,7 +31,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-KINDS = ("submit", "drain", "drain_limit4")
+KINDS = ("submit", "submit_unique", "drain", "drain_limit4")
 
 
 def child(kind: str, url: str, runs: int) -> None:
@@ -41,11 +42,13 @@ def child(kind: str, url: str, runs: int) -> None:
     limit = 4 if kind in ("drain_limit4", "fill_limit4") else None
     app.queue("work", concurrency=tidegate.Concurrency(global_limit=limit) if limit else None)
 
-    @app.task(queue="work", name="noop")
+    unique = tidegate.Unique(by_args=["i"]) if kind == "submit_unique" else None
+
+    @app.task(queue="work", name="noop", unique=unique)
     async def noop(i: int = 0) -> None:
         """Zero work: the count is all tidegate."""
 
-    if kind == "submit":
+    if kind.startswith("submit"):
         noop.submit(i=-1)
         for index in range(runs):
             noop.submit(i=index)

@@ -93,3 +93,28 @@ def test_concurrent_submitters_of_one_key_store_one_run(store, database_url):
     assert {standing for _, standing, _ in results} == {stored[0].id}
     assert sorted(duplicate for _, _, duplicate in results) == [False] + [True] * (SUBMITTERS - 1)
     assert stored[0].queue == QUEUE
+
+
+NEW_KEY_ONLY = "ON CONFLICT (key) DO NOTHING"
+
+
+@pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])
+def test_the_insert_that_takes_a_new_key_never_takes_one_with_a_row(store, backend, removed, monkeypatch):
+    """SQLite's single keyed submit takes a key in its insert (`unique_take_new`, a mutation check):
+    a key with a row is left to the general way, which reads its holder. Removed (the insert
+    overwrites the row), a second submit of a held key stores a second run beside its holder."""
+    if removed and backend != "sqlite":
+        pytest.skip("PostgreSQL has no such insert: nothing to take out")
+    if removed:
+        queries = store._db.queries
+        assert NEW_KEY_ONLY in queries["unique_take_new"]
+        overwrite = "ON CONFLICT (key) DO UPDATE SET run_id = excluded.run_id"
+        monkeypatch.setitem(queries, "unique_take_new", queries["unique_take_new"].replace(NEW_KEY_ONLY, overwrite))
+    first, second = keyed(args={"n": 1}), keyed(args={"n": 2})
+    store.enqueue_unique([first])
+    [met] = store.enqueue_unique([second])
+    stored = {run.id for run in store.page_runs()}
+    if removed:
+        assert (met.run_id, met.duplicate, stored) == (second.id, False, {first.id, second.id})
+    else:
+        assert (met.run_id, met.duplicate, stored) == (first.id, True, {first.id})

@@ -8,11 +8,17 @@ of its own: canceling the parent leaves the holder running.
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 
 import pytest
+from typer.testing import CliRunner
 
+from tests.apps.api import local_client
 from tidegate import App, Context, DuplicateRun, RunFailed, RunStatus, Unique
+from tidegate.api.application import create_api
+from tidegate.cli.main import app as cli
 
 from .conftest import wait_status
 
@@ -82,6 +88,21 @@ def test_a_parent_linked_to_a_submitted_run_waits_on_it_and_its_replay_finds_it_
     assert app.store.get_run(holder.id).parent_id is None  # a link adopts nothing
     triggered = [event.metadata for event in app.store.run_events(handle.id) if event.type == "ChildTriggered"]
     assert triggered[0] == {"child": holder.id, "task": "refresh", "index": 0, "awaited": True, "linked": True}
+    _shown_linked(app, handle.id, linked=holder.id, own=own.id)
+
+
+def _shown_linked(app: App, parent_id: str, *, linked: str, own: str) -> None:
+    """Where a parent's children are listed, the link says so: the HTTP API's `linked`, a
+    dashboard badge, `runs show --json`."""
+    client = local_client(create_api(app))
+    shown = client.get(f"/api/v1/runs/{parent_id}").json()["children"]
+    assert [(child["id"], child["linked"]) for child in shown] == [(linked, True), (own, False)]
+    page = client.get(f"/runs/{parent_id}?tab=children").text
+    rows = dict(re.findall(r'<tr data-child="([^"]+)">(.*?)</tr>', page, re.S))
+    assert 'data-testid="linked"' in rows[linked] and 'data-testid="linked"' not in rows[own]
+    printed = CliRunner().invoke(cli, ["runs", "show", parent_id, "--database", app.database, "--json"])
+    assert printed.exit_code == 0, printed.output
+    assert [child["linked"] for child in json.loads(printed.output)["children"]] == [True, False]
 
 
 def test_a_failed_holder_fails_its_linked_parent_and_frees_the_key(app, start_worker):

@@ -173,6 +173,12 @@ class Child(BaseModel):
     queue: str
     status: RunStatus
     awaited: bool = Field(description="Its parent waits for it (trigger_and_wait); false: fire and forget.")
+    linked: bool = Field(
+        default=False,
+        description="A child of a task declared `unique=` whose key another run held when the parent triggered "
+        "it: `id` is that run (a submitted run, or another parent's child), which this parent did not create, "
+        "waits on and replays, but never cancels with itself; `task` is the parent's call. False: its own child.",
+    )
 
 
 class RunDetail(Run):

@@ -4,6 +4,9 @@
 until it commits. The domain's `plan` decides each run; the holders to replace are updated,
 the new runs stored as `Runs.enqueue` stores them (admission included) and the keys taken.
 A refusal, a `DuplicateRun` or any error rolls the whole batch back.
+
+A single run whose key has no row yet (the usual first submit of a key) skips the read and
+the plan: its insert of the key is the test (`unique_take_new`), one statement instead of two.
 """
 
 from __future__ import annotations
@@ -33,6 +36,13 @@ class Unique(Aggregate, port.UniqueVerbs):
 
     def admit(self, connection: sqlite3.Connection, runs: Sequence[NewRun], now: float) -> list[Admission]:
         """`enqueue_unique` inside a write transaction the caller holds (its own, or a user's: submits.py)."""
+        if len(runs) == 1 and runs[0].unique is not None:
+            # The common single submit of a new key: one insert takes it (no holder to read, nothing
+            # to plan: a key never taken is free for any rule); a key with a row goes the general way.
+            [row] = key_rows(runs)
+            if connection.execute(self._q("unique_take_new"), {**row, "now": now}).fetchone() is not None:
+                self._runs.insert_runs(connection, runs, now)
+                return [Admission(runs[0].id)]
         held = connection.execute(self._q("unique_holders"), {"keys": dumps(batch_keys(runs)), "now": now})
         decided = plan(runs, holders_of(held.fetchall()))
         for holder_id, run in decided.replace:

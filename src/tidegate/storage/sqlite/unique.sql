@@ -10,6 +10,15 @@ JOIN tidegate_runs AS r ON r.id = k.run_id
 WHERE k.key IN (SELECT value FROM json_each(:keys))
   AND (instr(k.holds, '|' || r.status || '|') > 0 OR (r.status = 'completed' AND k.expires_at > :now));
 
+-- name: unique_take_new
+-- A single keyed submit takes a key nobody ever took in the insert itself: the primary key refuses
+-- a second row, and a key that has one (held or freed) returns nothing, so the submit reads its
+-- holder the general way (unique_holders). Under the write lock: nobody takes the key in between.
+INSERT INTO tidegate_unique_keys (key, run_id, holds, expires_at)
+VALUES (:key, :run_id, :holds, CASE WHEN :period IS NULL THEN NULL ELSE :now + :period END)
+ON CONFLICT (key) DO NOTHING
+RETURNING run_id;
+
 -- name: unique_take
 INSERT INTO tidegate_unique_keys (key, run_id, holds, expires_at)
 VALUES (:key, :run_id, :holds, CASE WHEN :period IS NULL THEN NULL ELSE :now + :period END)
