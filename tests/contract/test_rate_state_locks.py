@@ -17,6 +17,8 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from tidegate import App, Partition, Rate
+from tidegate.domain.model import CycleRequest
 from tidegate.storage.shared.sqlfile import load_queries
 
 QUERIES = load_queries("tidegate.storage.postgres")
@@ -55,3 +57,21 @@ def test_a_claim_locks_only_the_rate_states_it_charges_in_key_order(connection) 
     assert [(scope, window) for _, scope, window, _ in rows] == [(scope, WINDOW) for scope in ASKED]
     visited = [int(n) for n in re.findall(r"Scan[^\n]* on tidegate_rate_states s[^\n]*actual[^\n]* rows=(\d+)", plan)]
     assert visited and sum(visited) <= len(ASKED) + 1, f"the lock visits more states than it was asked:\n{plan}"
+
+
+def test_a_claim_whose_rules_moved_past_the_windows_it_locked_ahead_looks_again(postgres_url) -> None:
+    """The first batch locks a queue's one budget on the cached rules; when the rules in force make
+    a run charge another window (here the rate became partitioned), locking it now could break
+    the key order (claiming.ahead_rate_keys): the claim takes nothing and looks again at once,
+    and the next one, planned on the rules in force, charges both."""
+    with App(postgres_url) as first:
+        first.queue("q", rate=Rate(limit=1000, per="1s"))
+        first.task(name="locks.one", queue="q")(lambda n: n).submit_many([{"n": 0}, {"n": 1}])
+        assert len(first.store.cycle(CycleRequest("w0", ["q"], [], [], 1, 60.0)).claimed) == 1  # rules cached
+        with App(postgres_url) as second:
+            second.queue("q", rate=Rate(limit=1000, per="1s"), rate_partition=Partition(by_args=["n"]))
+            second.task(name="locks.one", queue="q")(lambda n: n).submit(n=5)
+        moved = first.store.cycle(CycleRequest("w1", ["q"], [], [], 4, 60.0))
+        assert moved.claimed == [] and moved.next_due_in == 0.0
+        after = first.store.cycle(CycleRequest("w1", ["q"], [], [], 4, 60.0))
+        assert len(after.claimed) == 2
