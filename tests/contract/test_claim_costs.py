@@ -113,7 +113,8 @@ def test_a_look_that_proves_a_claim_futile_is_one_statement(database_url, monkey
 
 def test_a_claim_under_a_rate_that_never_binds_takes_the_general_path(database_url, monkeypatch):
     """A rate keeps its queue off the one-statement claim: its states are read, locked and written
-    in the claim (the cost issue 25's never-binding benchmark measures against no rate)."""
+    in the claim (the cost issue 25's never-binding benchmark measures against no rate); a queue's
+    one budget is locked in the first batch, under the queue's turn (claim.py)."""
     with App(database_url) as app:
         app.queue("loose", rate=Rate(limit=1_000_000, per="1s"))
         work = app.task(name="costs.loose", queue="loose")(lambda n: n)
@@ -122,7 +123,17 @@ def test_a_claim_under_a_rate_that_never_binds_takes_the_general_path(database_u
         assert _costs(app, monkeypatch, "w1", "loose", 2) == LOOSE_RATE_CLAIM
 
 
-LOOSE_RATE_CLAIM = (3, 12, 2)
+LOOSE_RATE_CLAIM = (2, 12, 2)
+
+
+def test_a_claim_under_a_partitioned_rate_locks_its_states_after_reading_the_runs(database_url, monkeypatch):
+    """A partitioned rate's windows depend on the runs read: locked in a round trip of their own."""
+    with App(database_url) as app:
+        app.queue("split", rate=Rate(limit=1_000_000, per="1s"), rate_partition=Partition(by_args=["n"]))
+        work = app.task(name="costs.split", queue="split")(lambda n: n)
+        work.submit_many([{"n": n} for n in range(6)])
+        assert len(_cycle(app, "w0", "split", 2).claimed) == 2
+        assert _costs(app, monkeypatch, "w1", "split", 2) == (3, 12, 2)
 
 
 def test_a_paced_claim_does_not_rewrite_the_reasons_of_the_runs_its_rate_still_holds(database_url, monkeypatch):
@@ -140,4 +151,4 @@ def test_a_paced_claim_does_not_rewrite_the_reasons_of_the_runs_its_rate_still_h
         assert [event.type for event in blocked].count("RunBlocked") == 1
 
 
-PACED_CLAIM = (3, 13, 1)
+PACED_CLAIM = (2, 13, 1)

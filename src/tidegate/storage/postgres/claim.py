@@ -17,8 +17,11 @@ trips. A scope needed that was not locked ahead adds one (its lock and
 usage), as do reading past a head that is all waiting (runs of full tags,
 other partitions' heads, unless sent ahead), a fair queue, or rules that
 changed. A claim that may charge a rate reads the live rate states with the
-first batch (the hint of its candidate read) and locks the states it charges
-after the candidates are read: three round trips.
+first batch (the hint of its candidate read), and locks there too the states of
+the one budget of each rated queue whose turn it holds (every run of the queue
+charges them): two round trips when those are all it charges. The states of a
+partitioned rate or a tag's rate depend on the runs read, and are locked after
+them: three.
 """
 
 from __future__ import annotations
@@ -69,6 +72,8 @@ class Claim:
         self.locks = ScopeLocks(connection, query, self.claim_turns)
         self.next_allowed_in: float | None = None  # seconds until a run a rate held back may start
         self.rates_ahead: psycopg.Cursor[Any] | None = None  # the rate hint, sent with the first batch
+        # The rate windows locked in the first batch (key order), with the cursor of their states.
+        self.rates_locked: tuple[list[tuple[str, int]], psycopg.Cursor[Any]] | None = None
 
     def run(self) -> tuple[psycopg.Cursor[Any] | None, psycopg.Cursor[Any] | None, bool]:
         """Queue the claim: the cursors of the claim and of the next-due probe (None when not
@@ -102,7 +107,10 @@ class Claim:
             claiming.to_candidate(row, rules, row["tags"] or {}, row["scheduled_at"].timestamp(), groups.get(row["id"]))
             for row in rows
         ]
-        rate_states, now = self._rate_states(rows)
+        charged = self._rate_states(rows)
+        if charged is None:  # a rate state would be locked out of the key order: look again at once
+            return None, self.connection.execute(self.query("due_now")), False
+        rate_states, now = charged
         decision = admit(candidates, usage, rules, reads.local, self.limit, lanes or None, rate_states, now)
         if decision.next_allowed_at is not None:
             self.next_allowed_in = decision.next_allowed_at - now
@@ -132,6 +140,9 @@ class Claim:
                 self.rates_ahead = connection.execute(
                     self.query("live_rate_states"), {"slack": claiming.STATE_SLACK_NS}
                 )
+                locked = claiming.ahead_rate_keys(ahead, self.claim_turns)
+                if locked:  # after the turns: a queue's budget is charged only under its turn
+                    self.rates_locked = locked, self._lock_rate_states(locked)
         rules = limits.rules_from_row(rules_cursor.fetchone())  # ends the first batch
         if rules is None:  # the cache moved meanwhile (another thread): read the rules whole
             rules = limits.parse_rules(connection.execute(self.query("load_rules"), {"known": None}).fetchone())
@@ -185,9 +196,13 @@ class Claim:
         rows = cursor.fetchall()
         return RateStates({(scope, window): tat for _, scope, window, tat in rows if scope is not None}, rows[0][0])
 
-    def _rate_states(self, rows: Sequence[claiming.Row]) -> tuple[dict[tuple[str, int], int], float]:
+    def _rate_states(self, rows: Sequence[claiming.Row]) -> tuple[dict[tuple[str, int], int], float] | None:
         """The stored states of the rate windows the candidates would be charged, locked (key order),
-        and the database's time to charge them at; no read when no candidate may be charged a rate.
+        and the database's time to charge them at (read after every lock was granted); no read when
+        every one was locked in the first batch, or none may be charged. None, locking nothing more,
+        when the first batch locked windows and a run needs another (the rules moved since): it could
+        sort below those held, against the key order (`claiming.ahead_rate_keys`); the next claim
+        plans on the rules in force.
 
         A queue's rate is charged only under its claim turn (`ClaimPlan` gives a rated queue
         one). A tag's rate is charged by claimers of any queue, so its rows are made to exist
@@ -196,18 +211,31 @@ class Claim:
         keys = claiming.rate_keys(rows, self.reads.rules)
         if not keys:
             return {}, 0.0
-        shared = [key for key in keys if key[0].startswith(TAG_RATE_PREFIX)]
-        if shared:  # claimers of other queues charge a tag's rate too: its rows must exist to be locked
-            self.connection.execute(
-                self.query("rate_states_seed"),
-                {"scopes": [scope for scope, _ in shared], "windows": [window for _, window in shared]},
-            )
-        found = self.connection.execute(
+        states: dict[tuple[str, int], int] = {}
+        now = 0.0
+        held: list[tuple[str, int]] = []
+        if self.rates_locked is not None:
+            held, cursor = self.rates_locked
+            states, now = _states(cursor.fetchall())
+        missing = [key for key in keys if key not in set(held)]
+        if missing and held:  # the rules moved since the first batch named every window
+            return None
+        if missing:
+            shared = [key for key in missing if key[0].startswith(TAG_RATE_PREFIX)]
+            if shared:  # claimers of other queues charge a tag's rate too: its rows must exist to be locked
+                self.connection.execute(
+                    self.query("rate_states_seed"),
+                    {"scopes": [scope for scope, _ in shared], "windows": [window for _, window in shared]},
+                )
+            found, now = _states(self._lock_rate_states(missing).fetchall())
+            states.update(found)
+        return {key: states[key] for key in keys if key in states}, now
+
+    def _lock_rate_states(self, keys: list[tuple[str, int]]) -> psycopg.Cursor[Any]:
+        return self.connection.execute(
             self.query("rate_states"),
             {"scopes": [scope for scope, _ in keys], "windows": [window for _, window in keys]},
-        ).fetchall()
-        states = {(scope, window): tat for _, scope, window, tat in found if scope is not None}
-        return states, found[0][0]
+        )
 
     def _record_block_reasons(self, decision: Admission, rows: Sequence[claiming.Row]) -> None:
         """Queue the write of every block reason that changed (it rides with the commit)."""
@@ -277,3 +305,8 @@ class Claim:
 def _rated(claim: ClaimPlan) -> bool:
     """Whether a run the claim may read could be charged a rate (its queue's or a tag's)."""
     return any(claim.rules.has_rates(queue.name) for queue in claim.open)
+
+
+def _states(rows: Sequence[Any]) -> tuple[dict[tuple[str, int], int], float]:
+    """The states `rate_states` locked, and the database's time it read them at."""
+    return {(scope, window): tat for _, scope, window, tat in rows if scope is not None}, rows[0][0]

@@ -15,7 +15,7 @@ Which queues are read, and how much of each first, is the claim plan's
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -288,6 +288,22 @@ def rate_keys(rows: Sequence[Row], rules: Rules) -> list[tuple[str, int]]:
         for rate in windows
     }
     return sorted(keys)
+
+
+def ahead_rate_keys(plan: ClaimPlan, claim_turns: Collection[str]) -> list[tuple[str, int]]:
+    """The rate windows a claim holding `claim_turns` locks before it reads a run, in key order:
+    every window its runs may be charged, when the rules name them all without reading a run (no
+    tag rate, every rated open queue one budget whose turn it holds: a queue's rate is charged
+    only under its turn). Otherwise none: a window locked after the runs are read could sort
+    below one locked ahead, and a refund (hand-back, cost report) locks a run's windows in key
+    order, so waiting for it could close a circle."""
+    rules = plan.rules
+    rated = [queue.name for queue in plan.open if rules.rates(queue.name)]
+    if rules.run_queue.tag_rate_limits or not rated:
+        return []
+    if any(queue not in claim_turns or rules.queues[queue].rate_partition.enabled for queue in rated):
+        return []
+    return rate_keys([{"queue": queue, "rate_key": "", "tags": None} for queue in rated], rules)
 
 
 def row_tags(row: Row) -> Mapping[str, str]:
