@@ -53,6 +53,9 @@ def measure(url: str, direct: str, runs: int) -> tuple[float, float]:
 
 
 PATHS = ("direct", "stateless", "pgbouncer")  # stateless: the direct URL declared pooled, no PgBouncer
+# JIT off as the pooled path's server sessions have it (the PgBouncer's connect_query, docs/postgres-pooler.md:
+# the role's setting in production); left on, the stateless drain compiled its plans and fell to 8 runs/s.
+STATELESS = "%20-cjit%3Doff&tidegate_pooler=transaction"
 
 
 def main() -> None:
@@ -64,11 +67,7 @@ def main() -> None:
                 schema = direct.rpartition("%3D")[2]
                 bouncer = PgBouncer("127.0.0.1", 5432, "test", schema) if path == "pgbouncer" else None
                 try:
-                    url = (
-                        bouncer.url
-                        if bouncer
-                        else direct + ("&tidegate_pooler=transaction" if path != "direct" else "")
-                    )
+                    url = bouncer.url if bouncer else direct + (STATELESS if path == "stateless" else "")
                     enqueue, drain = measure(url, direct, options.runs)
                 finally:
                     if bouncer:
