@@ -31,6 +31,7 @@ import pytest
 from tidegate import DuplicateRun
 from tidegate.domain.keys import ACTIVE_STATES, RunKey
 from tidegate.storage.postgres.database import CONFIGURE
+from tidegate.storage.postgres.pooler import clocked_sql, endpoint
 
 from .conftest import new_run
 
@@ -67,8 +68,10 @@ class Trips:
         self._unanswered.clear()
 
     def named(self, queries: dict[str, str]) -> list[str]:
-        """The statements by query name (others by their text)."""
-        names = {text: name for name, text in queries.items()}
+        """The statements by query name (others by their text); a pooled store's by the text it
+        sends, with the system clock written in where the clock is read (pooler.clocked_sql)."""
+        names = {clocked_sql(text, 0.0): name for name, text in queries.items()}
+        names.update({text: name for name, text in queries.items()})
         return [names.get(statement, statement) for statement in self.statements]
 
 
@@ -139,6 +142,11 @@ def keyed(key: str, on_conflict: str = "existing", **fields: Any):
     return replace(new_run(**fields), unique=RunKey(key, ACTIVE_STATES, None, on_conflict))
 
 
+def callers_url(url: str) -> str:
+    """The URL a caller's own connection takes: through a pooler, without tidegate's parameter."""
+    return endpoint(url, {}).url
+
+
 def _postgres_only(backend: str) -> None:
     if backend != "postgres":
         pytest.skip("round trips are PostgreSQL's; SQLite's answers are pinned by the test after each")
@@ -197,9 +205,9 @@ def test_a_replacing_claim_goes_the_full_way_at_once(store, backend, monkeypatch
 def test_in_the_callers_transaction_the_check_comes_once_per_connection(store, backend, database_url, monkeypatch):
     _postgres_only(backend)
     store.enqueue([new_run()])
-    with psycopg.connect(database_url) as other:  # the store reads its own database and schema once
+    with psycopg.connect(callers_url(database_url)) as other:  # the store reads its own database and schema once
         store.submits.enqueue_in(other, [new_run()])
-    with psycopg.connect(database_url) as connection:
+    with psycopg.connect(callers_url(database_url)) as connection:
         connection.execute("SELECT 1")  # the caller's transaction is open before the submits
         first, second = new_run(), new_run()
         with counted(monkeypatch) as checked:
@@ -236,7 +244,7 @@ def test_from_an_event_loop_a_submit_is_one_round_trip(store, backend, database_
             await store.submits.enqueue_async([new_run()])
         with counted(monkeypatch) as unique:
             await store.submits.enqueue_async([keyed("a")])
-        async with await psycopg.AsyncConnection.connect(database_url) as connection:
+        async with await psycopg.AsyncConnection.connect(callers_url(database_url)) as connection:
             await connection.execute("SELECT 1")
             await store.submits.enqueue_in_async(connection, [new_run()])  # the connection's check
             with counted(monkeypatch) as callers:

@@ -10,6 +10,7 @@ once), and that a bad declaration is one line naming it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -18,6 +19,7 @@ import pytest
 
 from tests.conftest import raw_store
 from tests.contract.conftest import new_run
+from tests.contract.test_submit_round_trips import keyed
 from tests.pooler.pgbouncer import PgBouncer
 from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.errors import ConfigurationError
@@ -62,6 +64,34 @@ def test_a_pooled_store_prepares_nothing_and_sets_nothing_in_the_session(pgbounc
             prepared = connection.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
             offset = connection.execute("SELECT current_setting('tidegate.clock_offset', true)").fetchone()
         assert prepared == (0,) and offset in ((None,), ("",))
+    finally:
+        store.close()
+
+
+def test_an_async_submit_through_the_pooler_prepares_nothing_and_reads_its_own_clock(pgbouncer: PgBouncer):
+    """The event loop's pool is the sync pool's kind: the URL without tidegate's parameter, nothing
+    prepared, no session offset (the statements or the transaction carry it), the full way too."""
+    clock = ShiftedClock()
+    store = raw_store(pgbouncer.url, clock)
+    try:
+        store.migrate()
+        clock.advance(3600)
+        free, full = new_run(), keyed("replaced", on_conflict="replace")  # a replacing key goes the full way
+
+        async def submits() -> None:
+            for _ in range(4):  # past any prepare threshold
+                await store.submits.enqueue_async([new_run()])
+            await store.submits.enqueue_async([free])
+            await store.submits.enqueue_async([full])
+            await store.submits.aclose()
+
+        asyncio.run(submits())
+        with psycopg.connect(pgbouncer.url.partition("?")[0], autocommit=True) as connection:
+            prepared = connection.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
+            offset = connection.execute("SELECT current_setting('tidegate.clock_offset', true)").fetchone()
+        assert prepared == (0,) and offset in ((None,), ("",))
+        for run in (free, full):
+            assert store.get_run(run.id).submitted_at.timestamp() > time.time() + 3000, run
     finally:
         store.close()
 

@@ -4,7 +4,10 @@ An async submit or wait awaits its statements on the loop that called it, with n
 per call. A psycopg_pool async pool belongs to the loop it was opened on (its workers are
 tasks of that loop), so each loop gets its own, opened on its first use there and closed by
 `aclose` on that loop (or, for the others, by `close`). Connections are configured as the
-sync pool's are (`database.configure_async`) and carry the injected clock's offset.
+sync pool's are (`database.configure_async`) and carry the injected clock's offset. Through a
+transaction-mode pooler (pooler.py) they keep nothing in the server's session, as the sync
+pool's do: nothing prepared or set (`configure_pooled_async`), and the clock's offset is in the
+statements (`Database.query`), never a session setting another client would be lent.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from tidegate.domain.clock import Clock
 from tidegate.domain.errors import StoreUnavailable
 from tidegate.storage.postgres.connections import CONNECT_TIMEOUT, POOL_NAME
-from tidegate.storage.postgres.database import SET_CLOCK_OFFSET, configure_async
+from tidegate.storage.postgres.database import SET_CLOCK_OFFSET, configure_async, configure_pooled_async
 
 Pool = AsyncConnectionPool[psycopg.AsyncConnection[Any]]
 
@@ -30,8 +33,10 @@ Pool = AsyncConnectionPool[psycopg.AsyncConnection[Any]]
 class AsyncConnections:
     """Pooled autocommit async connections to one database, a pool per running event loop."""
 
-    def __init__(self, url: str, *, where: str, max_size: int, clock: Clock) -> None:
+    def __init__(self, url: str, *, where: str, max_size: int, clock: Clock, pooled: bool) -> None:
+        """`url` as libpq takes it; `pooled`: through a transaction-mode pooler (no session state)."""
         self._url = url
+        self._pooled = pooled
         self._where = where
         self._max_size = max_size
         self._clock = clock
@@ -48,7 +53,7 @@ class AsyncConnections:
             async with pool.connection() as connection:
                 _honour_cancel()
                 offset = self._clock.offset
-                if self._offsets.get(connection, 0.0) != offset:
+                if not self._pooled and self._offsets.get(connection, 0.0) != offset:
                     await connection.execute(SET_CLOCK_OFFSET, {"offset": repr(offset)})
                     self._offsets[connection] = offset
                 yield connection
@@ -100,7 +105,7 @@ class AsyncConnections:
             max_size=self._max_size,
             kwargs={"autocommit": True, "connect_timeout": round(CONNECT_TIMEOUT)},
             timeout=CONNECT_TIMEOUT,
-            configure=configure_async,
+            configure=configure_pooled_async if self._pooled else configure_async,
             open=False,
             name=f"{POOL_NAME}-async",
         )

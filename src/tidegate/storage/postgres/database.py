@@ -51,6 +51,7 @@ class Database:
         self.ceilings = Ceilings()  # shared by every submit path of this store (ceilings.py)
         found = endpoint(url)
         self.pooled = found.pooled
+        self.url = found.url  # what libpq is given (without tidegate's own parameter): the async pools' too
         self.listen_url = found.listen_url
         self.connections = Connections(
             found.url,
@@ -202,6 +203,12 @@ async def configure_async(connection: psycopg.AsyncConnection[Any]) -> None:
     set_json_loads(_sorted_loads, connection)
     connection.prepare_threshold = PREPARE_THRESHOLD
     await connection.execute(CONFIGURE, {"mode": PLAN_CACHE_MODE})
+
+
+async def configure_pooled_async(connection: psycopg.AsyncConnection[Any]) -> None:
+    """`_configure_pooled` for a connection of the async pool: nothing prepared, nothing set."""
+    set_json_loads(_sorted_loads, connection)
+    connection.prepare_threshold = None
 
 
 CONFIGURE = (

@@ -89,7 +89,7 @@ class PostgresStore(AggregateStore[AbstractContextManager[psycopg.Connection[Any
         self._retention = Retention(self._db)
         self._health = Health(self._db, per_process=worker_process_bound(max_size))
         where = self._db.connections.where
-        self.submits = PostgresSubmits(self._db, url, where=where, max_size=max_size, store=self)
+        self.submits = PostgresSubmits(self._db, where=where, max_size=max_size, store=self)
 
     # --- wake-ups ----------------------------------------------------------------
 

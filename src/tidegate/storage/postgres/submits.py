@@ -62,10 +62,10 @@ T = TypeVar("T")
 class PostgresSubmits:
     """The `Submits` port over one store's database."""
 
-    def __init__(self, db: Database, url: str, *, where: str, max_size: int, store: port.Store) -> None:
+    def __init__(self, db: Database, *, where: str, max_size: int, store: port.Store) -> None:
         self._db = db
         self._store = store  # its cancel wakes the listeners (port.WAKES)
-        self._async = AsyncConnections(url, where=where, max_size=max_size, clock=db.clock)
+        self._async = AsyncConnections(db.url, where=where, max_size=max_size, clock=db.clock, pooled=db.pooled)
         self._identity: tuple[str, str] | None = None  # (database, schema) of the store
         # Callers' connections found in the store's database and schema (checked once each).
         self._checked: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -185,8 +185,10 @@ class PostgresSubmits:
             # one reads only at its end, so, as the sync submit, it is one implicit transaction.
             keyed = any(run.unique is not None for run in runs)
             scope = transaction_async(connection) if keyed else implicit_transaction_async(connection)
+            # Through a pooler the session holds no clock offset: the transaction is given it (LOCAL).
+            script = _after(self._clocked(), submit(runs)) if self._db.pooled else submit(runs)
             async with scope:
-                answers = await run_async(connection, self._db.queries, submit(runs))
+                answers = await run_async(connection, self._db.queries, script)
         return answers
 
     async def get_run_async(self, run_id: str) -> RunRecord | None:
@@ -221,7 +223,7 @@ class PostgresSubmits:
             return await cursor.fetchone()
 
     def _q(self, name: str) -> str:
-        return self._db.queries[name]
+        return self._db.query(name)
 
     def _offset(self) -> dict[str, str]:
         return {"offset": repr(self._db.clock.offset)}
