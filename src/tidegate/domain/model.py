@@ -177,6 +177,16 @@ class CycleRequest:
     outcomes: Sequence[Outcome]
     claim_limit: int
     lease_seconds: float
+    # Of `claim_limit`, how many only a free claim takes (`ClaimPlan.free`: no limit, cap or fair
+    # order applies, and the worker is not in a fill order): runs claimed a cycle ahead of the
+    # worker's free slots, which wait on the worker for a slot. Any other claim takes at most
+    # `claim_limit - claim_ahead`, so a run under a limit never holds a slot it cannot use yet.
+    claim_ahead: int = 0
+
+    @property
+    def plain_limit(self) -> int:
+        """The most a claim that is not free may take."""
+        return max(0, self.claim_limit - self.claim_ahead)
 
 
 @dataclass(frozen=True, slots=True)

@@ -239,8 +239,9 @@ class ClaimVerbs(Protocol):
 
     def cycle(self, request: CycleRequest) -> CycleResult:
         """One worker round trip: record starts and outcomes (fenced, releasing their scopes),
-        then claim up to `request.claim_limit`: every scope of each claimed run is taken in the same
-        transaction (holder rows) or the run is skipped with its block reason recorded."""
+        then claim up to `request.claim_limit` (`request.plain_limit` unless the claim is free): every
+        scope of each claimed run is taken in the same transaction (holder rows) or the run is skipped
+        with its block reason recorded."""
 
 
 class LookVerbs(Protocol):

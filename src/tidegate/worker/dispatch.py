@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections import deque
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
@@ -61,6 +62,11 @@ class Dispatcher:
         self._pool_guard = pool_guard  # shared by the steps of every workflow run here
         self._clock = clock  # the worker's: an attempt's duration runs from the monotonic time its claim was sent
         self._busy: dict[Fence, Attempt] = {}
+        # Runs claimed ahead of a free slot (`CycleRequest.claim_ahead`), with the time their claim
+        # was sent: each starts when a slot frees, so at most max_workers attempts ever run.
+        self._waiting: deque[tuple[ClaimedRun, float]] = deque()
+        self._holding = False  # stopping: a waiting run starts no more (it is handed back)
+        self._unbegun: set[Fence] = set()  # async attempts started whose task has not run yet
         self._threads = DaemonThreadPool(settings.max_workers, "tidegate-task")
         self.completed = 0  # attempts whose outcome was reported (for summaries and tests)
 
@@ -68,7 +74,13 @@ class Dispatcher:
 
     @property
     def in_flight(self) -> int:
-        return len(self._busy)
+        """Runs this worker holds: those running and those claimed ahead, waiting for a slot."""
+        return len(self._busy) + len(self._waiting)
+
+    @property
+    def unbegun(self) -> bool:
+        """Some async attempt was started and its task has not run yet (the loop lets it run first)."""
+        return bool(self._unbegun)
 
     def unsettled(self) -> bool:
         """Some attempt's outcome is not reported yet (or is being written by its own thread)."""
@@ -78,13 +90,33 @@ class Dispatcher:
         return [attempt for attempt in self._busy.values() if not attempt.settled]
 
     def leases(self) -> dict[Fence, float]:
-        """Attempts whose leases must be kept renewed, each with the monotonic time (of the
-        worker's clock) its claim was sent."""
-        return {fence: attempt.claim_sent for fence, attempt in list(self._busy.items()) if not attempt.settled}
+        """Attempts whose leases must be kept renewed (a waiting run's too), each with the monotonic
+        time (of the worker's clock) its claim was sent."""
+        leases = {fence: attempt.claim_sent for fence, attempt in list(self._busy.items()) if not attempt.settled}
+        leases.update((run.fence, sent) for run, sent in list(self._waiting))
+        return leases
+
+    def hold_waiting(self) -> None:
+        """Stopping: the runs claimed ahead start no more (`take_waiting` hands them over)."""
+        self._holding = True
+
+    def take_waiting(self) -> list[Fence]:
+        """The runs claimed ahead that never started, to hand back; they start no more."""
+        self.hold_waiting()
+        fences = [run.fence for run, _ in self._waiting]
+        self._waiting.clear()
+        return fences
 
     # --- starting -----------------------------------------------------------------------
 
     def dispatch(self, run: ClaimedRun, claim_sent: float) -> None:
+        """Start the run, or keep it waiting for a slot when all max_workers are taken."""
+        if len(self._busy) >= self._settings.max_workers:
+            self._waiting.append((run, claim_sent))
+        else:
+            self._start(run, claim_sent)
+
+    def _start(self, run: ClaimedRun, claim_sent: float) -> None:
         loop = self._bridge.loop
         assert loop is not None
         task = self._tasks.get(run.task)
@@ -104,7 +136,9 @@ class Dispatcher:
         if run.timeout is not None:
             attempt.timers.append(loop.call_later(run.timeout, self._on_timeout, attempt))
         if task.is_async:
+            self._unbegun.add(attempt.fence)
             attempt.async_task = loop.create_task(self._run_async(attempt, task))
+            attempt.async_task.add_done_callback(lambda _: self._unbegun.discard(attempt.fence))  # cancelled unrun
         else:
             self._threads.submit(self._run_sync, attempt, task)
 
@@ -148,6 +182,7 @@ class Dispatcher:
             self._bridge.call(self._release, attempt)
 
     async def _run_async(self, attempt: Attempt, task: TaskFunction) -> None:
+        self._unbegun.discard(attempt.fence)
         if attempt.span is not tracing.UNTRACED and attempt.span.is_recording():
             await self._bridge.call_store(self._note_waits, attempt)  # a store read: off the loop
         if attempt.run.suspect:
@@ -271,6 +306,8 @@ class Dispatcher:
         attempt.context._remove_workdir()
         if self._busy.pop(attempt.fence, None) is not None and attempt.span is not tracing.UNTRACED:
             attempt.span.end()
+        if self._waiting and not self._holding and len(self._busy) < self._settings.max_workers:
+            self._start(*self._waiting.popleft())
         self._bridge.wake()
 
     def _on_timeout(self, attempt: Attempt) -> None:
@@ -284,7 +321,12 @@ class Dispatcher:
     # --- stopping -------------------------------------------------------------------------
 
     def cancel(self, fences: Sequence[Fence]) -> None:
-        """The store says these runs were asked to cancel: stop each, after the cancel grace."""
+        """The store says these runs were asked to cancel: stop each, after the cancel grace; one
+        still waiting for a slot ends canceled without starting."""
+        for run, claim_sent in self._take_waiting(fences):
+            unstarted = Attempt(run, self._tasks.get(run.task), claim_sent)
+            unstarted.stop_reason = "canceled"
+            self._settle(unstarted, outcomes.canceled(unstarted))
         for fence in fences:
             attempt = self._busy.get(fence)
             if attempt is not None and not attempt.settled and attempt.stop_reason is None:
@@ -314,7 +356,16 @@ class Dispatcher:
         """Threadsafe: these attempts are, or are about to be, someone else's."""
         self._bridge.call(self._drop, list(fences), reason)
 
+    def _take_waiting(self, fences: Sequence[Fence]) -> list[tuple[ClaimedRun, float]]:
+        """Remove the runs of `fences` still waiting for a slot; returned with their claim times."""
+        wanted = set(fences)
+        taken = [entry for entry in self._waiting if entry[0].fence in wanted]
+        for entry in taken:
+            self._waiting.remove(entry)
+        return taken
+
     def _drop(self, fences: list[Fence], reason: str) -> None:
+        self._take_waiting(fences)  # not started: nothing to stop, the store already took them away
         for fence in fences:
             attempt = self._busy.get(fence)
             if attempt is not None and not attempt.settled:

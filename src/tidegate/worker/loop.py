@@ -213,9 +213,13 @@ class Worker:
             result, again = turn
             if again:
                 # A full batch, or a full read: more may be claimable now. Let the attempts just
-                # started run first (an async run that does not wait ends here): the next turn
-                # then reports them with its claim, rather than reading the store with none.
-                await asyncio.sleep(0)
+                # started run first (an async run that does not wait ends here), and those claimed
+                # ahead that their ends started: the next turn then reports them with its claim,
+                # rather than reading the store with none, and claims for every slot they freed.
+                while True:  # one yield at least; then until every async attempt started has run
+                    await asyncio.sleep(0)
+                    if not self._dispatcher.unbegun:
+                        break
                 continue
             if await self._done():
                 return
@@ -233,13 +237,14 @@ class Worker:
         self._found_nothing = False
         starts, outcomes = self._reports.take()
         held_back = self._stopping or not self._alive()
-        free = 0 if held_back else self.settings.max_workers - self._dispatcher.in_flight
-        claim = self._latch.claim_limit(free, starts, outcomes, look)
+        free, ahead = (0, 0) if held_back else self._room(len(outcomes))
+        claim = self._latch.claim_limit(free + ahead, starts, outcomes, look)
+        ahead = min(ahead, claim)
         if not (starts or outcomes or claim > 0 or look):
             return None, False
         sent = self.clock.monotonic()  # the leases of the runs it claims are stamped no earlier
         try:
-            result: CycleResult = await self._bridge.call_store(self._cycle, starts, outcomes, claim)
+            result: CycleResult = await self._bridge.call_store(self._cycle, starts, outcomes, claim, ahead)
         except Exception:
             self._reports.put_back(starts, outcomes)
             log.exception("store cycle failed; retrying in %.2fs", backoff)
@@ -250,10 +255,24 @@ class Worker:
         self._found_nothing = claim > 0 and not result.claimed
         if free == 0 and look and not self._stopping:
             await self._check_overflow()
-        again = claim > 0 and bool(result.claimed) and (len(result.claimed) == claim or result.more)
+        again = claim > 0 and bool(result.claimed) and (len(result.claimed) >= claim - ahead or result.more)
         return result, again
 
-    def _cycle(self, starts: list[Fence], outcomes: list[Outcome], free: int) -> CycleResult:
+    def _room(self, ended: int) -> tuple[int, int]:
+        """How many runs a claim may take now: for the free slots, and ahead of them (`CycleRequest.
+        claim_ahead`, taken only where no limit applies; they wait on this worker for a slot).
+
+        Ahead: only beside a claim for free slots (none is waiting then), and at most as many runs
+        as `ended` since the last turn, up to max_workers. Runs that end fast are claimed a cycle
+        ahead, and run while the next cycle is in flight; a worker whose slots are all taken claims
+        none ahead, and one whose runs are long (few end per turn) few, so a run claimed ahead
+        seldom waits behind a long one while another worker is idle.
+        """
+        capacity = self.settings.max_workers
+        free = max(0, capacity - self._dispatcher.in_flight)
+        return free, min(ended, capacity) if free else 0
+
+    def _cycle(self, starts: list[Fence], outcomes: list[Outcome], free: int, ahead: int) -> CycleResult:
         """On the store's thread: one cycle; with nothing to report, first `peek_cycle`, one read
         that answers alone when no run can be admitted (no claim turn, no window locks). No
         wake-up is lost: `_turns` clears its flag before the turn, and a commit the read missed
@@ -264,7 +283,7 @@ class Worker:
             if peeked is not None:
                 return peeked
         return self._store.cycle(
-            CycleRequest(self.id, settings.queues, starts, outcomes, free, settings.lease_duration)
+            CycleRequest(self.id, settings.queues, starts, outcomes, free, settings.lease_duration, ahead)
         )
 
     async def _done(self) -> bool:
@@ -398,9 +417,11 @@ class Worker:
         if self._stop_deadline is None or deadline < self._stop_deadline:
             self._stop_deadline = deadline
         self._stopping = True
+        self._dispatcher.hold_waiting()  # handed back with the unsettled runs (_hand_back_unsettled)
         self._bridge.wake()
 
     async def _hand_back_unsettled(self) -> None:
+        waiting = self._dispatcher.take_waiting()  # claimed ahead, never started
         unsettled = self._dispatcher.unsettled_attempts()
         starts, outcomes = self._reports.take()
         if starts or outcomes:
@@ -411,11 +432,12 @@ class Worker:
                 )
             except Exception:
                 log.exception("could not record the last outcomes; their leases will expire and be recovered")
-        if not unsettled:
+        if not (unsettled or waiting):
             return
         self._dispatcher.give_up(unsettled, "worker shutting down")
         try:
-            await self._bridge.call_store(self._store.hand_back, self.id, [attempt.fence for attempt in unsettled])
+            fences = [attempt.fence for attempt in unsettled] + waiting
+            await self._bridge.call_store(self._store.hand_back, self.id, fences)
         except Exception:
             log.exception("could not hand back in-flight runs; their leases will expire and be recovered")
 

@@ -112,10 +112,17 @@ class Claims(Aggregate, port.ClaimVerbs):
         plan = claim_plan.plan(request.queues, rules)
         if not plan.free:
             return self._general_path(request)
+        # Free on the cached rules: the statement refuses if they changed, and the general
+        # claim then takes the plain limit (`CycleRequest.claim_ahead`).
         send = functools.partial(self._send_free, request, version, plan.open_names)
         return _Path(send, one_batch=True, claims=True)
 
     def _general_path(self, request: CycleRequest) -> _Path:
+        """The general claim takes no run ahead of the worker's free slots (`CycleRequest.claim_ahead`):
+        with none free it only reports."""
+        request = dataclasses.replace(request, claim_limit=request.plain_limit, claim_ahead=0)
+        if request.claim_limit <= 0:
+            return _Path(lambda _: _nothing_claimed, one_batch=True, claims=False)
         claims = not self._workers.fill_order.reads_registry(request.worker_id)
         return _Path(functools.partial(self._send_general, request), one_batch=False, claims=claims)
 

@@ -40,7 +40,9 @@ class Claims(Aggregate, port.ClaimVerbs):
 
     def cycle(self, request: CycleRequest) -> CycleResult:
         worker_id, queues, starts, outcomes = request.worker_id, request.queues, request.starts, request.outcomes
-        claim_limit = request.claim_limit
+        claim_limit, plain = request.claim_limit, request.plain_limit
+        if self._workers.fill_order.member(worker_id):  # a fill order's claim takes none ahead
+            claim_limit = plain
         events: list[dict[str, Any]] = []
         fenced_out: list[Fence] = []
         claimed: list[ClaimedRun] = []
@@ -62,8 +64,8 @@ class Claims(Aggregate, port.ClaimVerbs):
                 queues = self._workers.fill_order_queues(connection, worker_id, queues, now)
                 claim_limit = claim_limit if queues else 0
             if claim_limit > 0:
-                claimed, more, allowed_at = self._claim(
-                    connection, worker_id, queues, claim_limit, request.lease_seconds, events, now
+                claimed, more, allowed_at, claim_limit = self._claim(
+                    connection, worker_id, queues, (claim_limit, plain), request.lease_seconds, events, now
                 )
                 allowed_in = None if allowed_at is None else allowed_at - now
                 if len(claimed) < claim_limit:
@@ -138,24 +140,26 @@ class Claims(Aggregate, port.ClaimVerbs):
         connection: sqlite3.Connection,
         worker_id: str,
         queues: Sequence[str],
-        limit: int,
+        limits: tuple[int, int],
         lease_seconds: float,
         events: list[dict[str, Any]],
         now: float,
-    ) -> tuple[list[ClaimedRun], bool, float | None]:
+    ) -> tuple[list[ClaimedRun], bool, float | None, int]:
         """Read candidates and usage, let the pure policy decide, write its decision.
 
-        Returns the claimed runs, when a run a rate held back may start
-        (`Admission.next_allowed_at`) and whether to claim again at once: the read
-        was full, not everything in it could be taken this time, and no full
-        limit that binds every run of the queues makes a second claim futile
-        (`ClaimPlan.nothing_more`).
+        `limits` is the claim limit of a free claim and that of any other
+        (`CycleRequest.plain_limit`). Returns the claimed runs, whether to claim
+        again at once (the read was full, not everything in it could be taken this
+        time, and no full limit that binds every run of the queues makes a second
+        claim futile: `ClaimPlan.nothing_more`), when a run a rate held back may
+        start (`Admission.next_allowed_at`), and the limit the claim applied.
 
         BEGIN IMMEDIATE already serializes every claimer on SQLite, so the
         usage read here cannot change before the holders are written.
         """
         rules = self._limits.load_rules(connection)
         plan = claim_plan.plan(queues, rules)
+        limit = limits[0] if plan.free else limits[1]  # none: `candidate_rows` reads nothing
         usage = dict(connection.execute(self._q("scope_usage")))
         local = LocalUsage()
         if plan.local_counts:
@@ -186,7 +190,7 @@ class Claims(Aggregate, port.ClaimVerbs):
         )
         rows = found.rows
         if not rows:
-            return [], False, None
+            return [], False, None, limit
         groups: dict[str, str] = {}
         suspects = claiming.suspect_ids(rows)
         if suspects:  # a worker runs one group of suspects at a time: read its own group, and theirs
@@ -209,7 +213,7 @@ class Claims(Aggregate, port.ClaimVerbs):
             for run_id, reason in changed.items():
                 events.append(event_row(run_id, history.run_blocked(json.loads(reason)), now))
         if not decision.admitted:
-            return [], False, decision.next_allowed_at
+            return [], False, decision.next_allowed_at, limit
         admitted_ids = [candidate.id for candidate, _ in decision.admitted]
         claimed_rows = connection.execute(
             self._q("claim_runs"),
@@ -242,7 +246,7 @@ class Claims(Aggregate, port.ClaimVerbs):
             events.append(event_row(run.id, history.run_dequeued(run.attempt, worker_id), now))
         short = len(claimed) < limit
         more = short and found.exhausted and not plan.nothing_more(usage, local, decision)
-        return claimed, more, decision.next_allowed_at
+        return claimed, more, decision.next_allowed_at, limit
 
     def _rate_states(self, connection: sqlite3.Connection, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The stored states of the rate windows `keys` (none read when no candidate has a rate)."""
