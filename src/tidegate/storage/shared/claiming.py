@@ -281,9 +281,16 @@ def rate_keys(rows: Sequence[Row], rules: Rules) -> list[tuple[str, int]]:
     states in."""
     if not rules.charges_rates:
         return []  # nothing to charge: no row's tags need be read
+    # Runs of one rate partition with the same tags are charged the same windows: each such
+    # shape's tags are read and its rates looked up once, not once per row of the window.
+    by_shape: dict[tuple[str, str, object], Row] = {}
+    for row in rows:
+        raw = row["tags"]
+        tags = raw if isinstance(raw, str) else tuple(sorted((raw or {}).items()))
+        by_shape.setdefault((row["queue"], row["rate_key"], tags), row)
     keys = {
         (scope, window_key(rate))
-        for row in rows
+        for row in by_shape.values()
         for scope, windows in rules.rate_scopes(row["queue"], row["rate_key"], row_tags(row))
         for rate in windows
     }
