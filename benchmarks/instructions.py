@@ -10,7 +10,8 @@ of start-up, imports and declarations cancels out. Measured:
   connections made), then `runs` single `submit()` calls;
 - submit_unique: the same with `unique=Unique(by_args=["i"])` on the task, each submit a new key;
 - drain: `runs` no-op runs queued by a helper process (not counted), then one in-process worker
-  (`max_workers=8, drain=True`, no limit; and again with a queue limit of 4) claims and runs them all.
+  (`max_workers=8, drain=True`, no limit; again with a queue limit of 4; and again with a rate that
+  never binds, `Rate(1_000_000, "1s")`: issue 25) claims and runs them all.
 
 The base tree comes from `git archive <base>` into a temporary folder and runs with this venv
 (`PYTHONPATH=<base>/src`), so both sides use the same interpreter and libraries. Callgrind runs a
@@ -31,7 +32,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-KINDS = ("submit", "submit_unique", "drain", "drain_limit4")
+KINDS = ("submit", "submit_unique", "drain", "drain_limit4", "drain_rate")
 
 
 def child(kind: str, url: str, runs: int) -> None:
@@ -40,7 +41,8 @@ def child(kind: str, url: str, runs: int) -> None:
 
     app = tidegate.App(url)
     limit = 4 if kind in ("drain_limit4", "fill_limit4") else None
-    app.queue("work", concurrency=tidegate.Concurrency(global_limit=limit) if limit else None)
+    rate = tidegate.Rate(limit=1_000_000, per="1s") if kind in ("drain_rate", "fill_rate") else None
+    app.queue("work", concurrency=tidegate.Concurrency(global_limit=limit) if limit else None, rate=rate)
 
     unique = tidegate.Unique(by_args=["i"]) if kind == "submit_unique" else None
 
@@ -64,7 +66,7 @@ def counted(src: Path, kind: str, url: str, runs: int) -> int:
     env = {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": "0"}
     script = str(Path(__file__).resolve())
     if kind.startswith("drain"):
-        fill = "fill_limit4" if kind == "drain_limit4" else "fill"
+        fill = kind.replace("drain", "fill")
         subprocess.run([sys.executable, script, "--child", fill, url, str(runs)], env=env, check=True)
     with tempfile.TemporaryDirectory(prefix="tidegate-callgrind-") as folder:
         out = Path(folder) / "callgrind.out"

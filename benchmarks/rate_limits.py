@@ -1,7 +1,7 @@
 """Rates: a drain paced by a rate, a rate that never binds, and many rate partitions.
 
     python benchmarks/rate_limits.py [--runs 3000] [--loose-runs 10000] [--partition-runs 50000]
-        [--repeat 3] [--backends sqlite,postgres]
+        [--repeat 3] [--backends sqlite,postgres] [--loose-only]
 
 Each scenario in a fresh database, drained by one worker process (max_workers=64):
 - paced: --runs no-op runs through one budget of 200 starts per second. Reported:
@@ -14,7 +14,8 @@ Each scenario in a fresh database, drained by one worker process (max_workers=64
   5 s while it waits for the next token (aim < 5 % of a core: it sleeps until the
   store's next allowed time instead of polling);
 - loose: --loose-runs runs with no rate (the baseline) and with a rate that never
-  binds (10^6 per second): drain rate ratio (aim >= 0.9);
+  binds (10^6 per second): drain rate ratio (aim >= 0.9); --loose-only measures just
+  this, prints it and writes nothing (to set one tree against another, interleaved);
 - partitions: --partition-runs runs over 1,000 rate partitions of 50/s each, against
   one budget of 50,000/s (neither binds): wall time per run, ratio (aim <= 1.5).
 """
@@ -113,6 +114,16 @@ def waiting_cpu(url: str) -> float:
     return percent
 
 
+def measure_loose(backend: str, loose_runs: int) -> dict[str, float]:
+    """Drain rates with no rate and with one that never binds, and their ratio."""
+    figures = {}
+    for scenario in ("rate_none", "rate_loose"):
+        with fresh_database(backend) as url:
+            figures[f"{scenario}_drain"] = drain(url, scenario, loose_runs)["drain"]
+    figures["loose_ratio"] = figures["rate_loose_drain"] / figures["rate_none_drain"]
+    return figures
+
+
 def measure(backend: str, runs: int, loose_runs: int, partition_runs: int) -> dict[str, float]:
     figures: dict[str, float] = {}
     with fresh_database(backend) as url:
@@ -124,13 +135,10 @@ def measure(backend: str, runs: int, loose_runs: int, partition_runs: int) -> di
     figures["paced_cpu_per_run"] = paced["cpu_per_run"]
     with fresh_database(backend) as url:
         figures["waiting_cpu"] = waiting_cpu(url)
-    for scenario in ("rate_none", "rate_loose"):
-        with fresh_database(backend) as url:
-            figures[f"{scenario}_drain"] = drain(url, scenario, loose_runs)["drain"]
+    figures.update(measure_loose(backend, loose_runs))
     for scenario, partitions in (("rate_one_partition", 1), ("rate_partitions", PARTITIONS)):
         with fresh_database(backend) as url:
             figures[f"{scenario}_drain"] = drain(url, scenario, partition_runs, partitions)["drain"]
-    figures["loose_ratio"] = figures["rate_loose_drain"] / figures["rate_none_drain"]
     figures["partitions_ratio"] = figures["rate_one_partition_drain"] / figures["rate_partitions_drain"]
     return figures
 
@@ -139,8 +147,19 @@ def main() -> None:
     def extra(parser: object) -> None:
         parser.add_argument("--loose-runs", type=int, default=10_000)  # type: ignore[attr-defined]
         parser.add_argument("--partition-runs", type=int, default=50_000)  # type: ignore[attr-defined]
+        parser.add_argument("--loose-only", action="store_true")  # type: ignore[attr-defined]
 
     options = parse_options(__doc__, runs=3000, extra=extra)
+    if options.loose_only:
+        for backend, samples in repeated(
+            options.backends, options.repeat, lambda b: measure_loose(b, options.loose_runs), console
+        ).items():
+            figures = medians(samples)
+            console.print(
+                f"{backend}: drain/s no rate {figures['rate_none_drain']:,.0f}; never-binding rate "
+                f"{figures['rate_loose_drain']:,.0f}; ratio {figures['loose_ratio']:.2f} (median of {options.repeat})"
+            )
+        return
     results: dict[str, dict[str, float]] = {}
     for backend, samples in repeated(
         options.backends,

@@ -8,6 +8,7 @@ floats, as it does from the database.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import pytest
@@ -276,3 +277,12 @@ def test_check_rates_takes_one_or_a_list_and_refuses_a_window_twice():
     with pytest.raises(ConfigurationError, match="expected Rate"):
         check_rates(["5/s"])
     assert Rate.from_json(one.to_json()) == Rate(limit=5, per=1.0, burst=1)
+
+
+@settings(max_examples=500)
+@given(st.floats(min_value=-1e10, max_value=1e10, allow_nan=False) | st.integers(-(10**10), 10**10))
+def test_a_time_in_ns_is_the_exact_ceiling_of_the_time_in_seconds(now):
+    """`to_ns` rounds up exactly (its integer arithmetic is the exact ceiling of the float's value):
+    an instant rounded down would let a charge count earlier than it happened."""
+    assert to_ns(now) == math.ceil(Fraction(now) * NS)
+    assert to_ns(1780000000.0000000002) == math.ceil(Fraction(1780000000.0000000002) * NS)

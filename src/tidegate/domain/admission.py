@@ -26,6 +26,7 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from tidegate.domain.durations import format_duration
 from tidegate.domain.rates import Charge, Held, Rate, held, interval, take, to_ns, window_key
@@ -144,7 +145,7 @@ def admit(
     charged at `now` (the database's clock) last, once every other check let the
     run in, so a run is charged exactly when it is admitted: all or none.
     """
-    rates = _RateCharger(dict(rate_states or {}), now)
+    rates = _RateCharger(dict(rate_states or {}), now, rules)
     in_use = dict(usage)
     per_queue = dict(local.per_queue)
     per_partition = dict(local.per_partition)
@@ -176,10 +177,7 @@ def admit(
         if group not in (None, held) and held is not None:
             continue  # another group's suspect: a worker free of suspects takes it
         # `charges_rates` is answered once per Rules: where no rate is in force, no run is charged
-        scopes = (
-            rules.rate_scopes(candidate.queue, candidate.rate_partition, candidate.tags) if rules.charges_rates else []
-        )
-        waiting = rates.charge(candidate, scopes) if scopes else ()
+        waiting = rates.charge(candidate, shape[2]) if rules.charges_rates else ()
         if waiting:
             blocked[candidate.id] = waiting
             continue
@@ -221,12 +219,35 @@ RateKeys = tuple[tuple[str, int], ...]  # (rate scope, window in ns) of every wi
 RateScopes = tuple[tuple[str, tuple[Rate, ...]], ...]  # (rate scope, its windows) a start is charged
 
 
+class RateWindows(NamedTuple):
+    """Every rate window a start of one shape is charged, worked out once per claim decision: the
+    runs of a rate partition with the same tags are charged the same windows."""
+
+    scopes: RateScopes  # (rate scope, its windows), in key order (`Rules.rate_scopes`)
+    keys: RateKeys  # the stored state's key of each window, in the same order
+    rates: tuple[Rate, ...]  # each window, in the same order
+    steps: tuple[int, ...]  # each window's emission interval (ns): what a charge records
+
+
+def rate_windows(scopes: Sequence[tuple[str, tuple[Rate, ...]]]) -> RateWindows:
+    """The windows `scopes` charge, keyed and with their intervals."""
+    flat = [(scope, rate) for scope, windows in scopes for rate in windows]
+    return RateWindows(
+        tuple(scopes),
+        tuple((scope, window_key(rate)) for scope, rate in flat),
+        tuple(rate for _, rate in flat),
+        tuple(interval(rate) for _, rate in flat),
+    )
+
+
 @dataclass
 class _RateCharger:
     """The rate windows' states through one claim decision: what it charged, what it refused."""
 
     states: dict[tuple[str, int], int]
     now: float
+    rules: Rules
+    at: int = field(init=False)  # `now` in ns (`to_ns`): the instant every charge of this decision is taken at
     charged: dict[tuple[str, int], int] = field(default_factory=dict)
     # per admitted run, what each window of its rate was charged: for a refund or a correction
     charges: dict[str, tuple[Charge, ...]] = field(default_factory=dict)
@@ -236,49 +257,55 @@ class _RateCharger:
     # arithmetic over exact fractions twice (`take`, then `held` per rate).
     refusals: dict[tuple[RateKeys, int], tuple[Saturation, ...]] = field(default_factory=dict)
     waiting: dict[tuple[RateScopes, int], int] = field(default_factory=dict)  # runs held until a time, by rates
+    # The windows of each (queue, rate partition, tags) met: the runs of one such shape in a window
+    # are charged the same windows, looked up once (empty where no rate of theirs is in force).
+    known: dict[tuple[str, str, tuple[tuple[str, str], ...]], RateWindows] = field(default_factory=dict)
 
-    def charge(self, candidate: Candidate, scopes: Sequence[tuple[str, tuple[Rate, ...]]]) -> tuple[Saturation, ...]:
-        """Take the candidate's cost from every window of every rate it is charged (`scopes`: its
-        queue's and its tags'), recording what it took, for a refund; or take nothing and name
-        each rate that holds it back, until when (empty: taken, or no rate)."""
-        if not scopes:
+    def __post_init__(self) -> None:
+        self.at = to_ns(self.now)
+
+    def charge(self, candidate: Candidate, tags: tuple[tuple[str, str], ...]) -> tuple[Saturation, ...]:
+        """Take the candidate's cost from every window of every rate it is charged (its queue's and
+        those of its `tags`, sorted), recording what it took, for a refund; or take nothing and
+        name each rate that holds it back, until when (empty: taken, or no rate)."""
+        shape = (candidate.queue, candidate.rate_partition, tags)
+        windows = self.known.get(shape)
+        if windows is None:
+            scopes = self.rules.rate_scopes(candidate.queue, candidate.rate_partition, candidate.tags)
+            windows = self.known[shape] = rate_windows(scopes)
+        if not windows.scopes:
             return ()
-        keys = tuple((scope, window_key(rate)) for scope, windows in scopes for rate in windows)
-        refused = self.refusals.get((keys, candidate.rate_cost))
+        refused = self.refusals.get((windows.keys, candidate.rate_cost))
         if refused is None:
-            refused = self._take(candidate, keys, scopes)
+            refused = self._take(candidate, windows)
         if refused and _all_allow(refused) is not None:
-            shape = (tuple(scopes), candidate.rate_cost)
-            self.waiting[shape] = self.waiting.get(shape, 0) + 1
+            held_back = (windows.scopes, candidate.rate_cost)
+            self.waiting[held_back] = self.waiting.get(held_back, 0) + 1
         return refused
 
-    def _take(
-        self, candidate: Candidate, keys: RateKeys, scopes: Sequence[tuple[str, tuple[Rate, ...]]]
-    ) -> tuple[Saturation, ...]:
-        states, now = self.states, self.now
-        windows = [rate for _, scope_windows in scopes for rate in scope_windows]
-        taken = take([states.get(key) for key in keys], windows, candidate.rate_cost, now)
+    def _take(self, candidate: Candidate, windows: RateWindows) -> tuple[Saturation, ...]:
+        states, now, cost = self.states, self.now, candidate.rate_cost
+        taken = take([states.get(key) for key in windows.keys], windows.rates, cost, now)
         if taken.allowed:
             self.refusals.clear()  # the states moved: what was refused may be refused until later now
             taken_here: list[Charge] = []
-            for key, state, rate in zip(keys, taken.states, windows, strict=True):
+            for key, state, step in zip(windows.keys, taken.states, windows.steps, strict=True):
                 assert state is not None  # a charged window always has a state
-                cost = candidate.rate_cost
-                taken_here.append(Charge(key[0], key[1], states.get(key), state, cost, interval(rate), to_ns(now)))
+                taken_here.append(Charge(key[0], key[1], states.get(key), state, cost, step, self.at))
                 states[key] = self.charged[key] = state
             self.charges[candidate.id] = tuple(taken_here)
             return ()
         reasons = []
-        for scope, scope_windows in scopes:
+        for scope, scope_windows in windows.scopes:
             refusal = held(
                 [states.get((scope, window_key(rate))) for rate in scope_windows],
                 scope_windows,
-                candidate.rate_cost,
+                cost,
                 now,
             )
             if refusal is not None:
                 reasons.append(rate_saturation(scope, refusal))
-        self.refusals[keys, candidate.rate_cost] = tuple(reasons)
+        self.refusals[windows.keys, cost] = tuple(reasons)
         return tuple(reasons)
 
     def next_allowed(self, room: int) -> float | None:

@@ -138,8 +138,12 @@ class Taken:
 
 
 def to_ns(now: float) -> int:
-    """A time in whole nanoseconds, rounded up: the instant the limiter counts a start at."""
-    return math.ceil(Fraction(now) * NS)
+    """A time in whole nanoseconds, rounded up: the instant the limiter counts a start at.
+
+    Exact: the float's own ratio of integers, scaled and rounded up in integers (what
+    `math.ceil(Fraction(now) * NS)` computes, without building Fractions on every claim)."""
+    numerator, denominator = now.as_integer_ratio()
+    return -(-numerator * NS // denominator)
 
 
 @functools.lru_cache(maxsize=4096)  # a claim asks it of every rated candidate it reads: exact, so kept

@@ -22,6 +22,7 @@ from typing import Any
 from tidegate.domain.admission import Admission, Candidate, LocalUsage, Saturation
 from tidegate.domain.blocking import RATE_COST
 from tidegate.domain.claim_plan import ClaimPlan
+from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.rates import RateStates, window_key
 from tidegate.domain.scopes import GLOBAL, TAG_RATE_PREFIX, Rules, queue_scope, rate_scope
 from tidegate.domain.transitions import has_room
@@ -124,12 +125,14 @@ def candidate_rows(
 
 
 def room_after(decision: Admission, usage: Mapping[str, int], read: int, claim_limit: int) -> int | None:
-    """The fewest free slots any scope of the admitted runs has left once they run; None when the
-    claim held a run back (a full scope, a local cap, another group's suspect) while it had room for it.
+    """The fewest free slots any scope of the admitted runs has left once they run (STORED_INT_MAX,
+    more than any limit, when they need none: a queue only a rate or a per-worker cap limits);
+    None when the claim held a run back (a full scope, a rate, a local cap, another group's
+    suspect) while it had room for it.
 
     A claim of at most that many that reads only its claim limit (no margin)
-    can then be cut short only by claims made since; it blocks runs, and the
-    claim after it reads the margin again."""
+    can then be cut short only by claims made since (or a rate that ran out
+    since); it blocks runs, and the claim after it reads the margin again."""
     if decision.blocked or len(decision.admitted) < min(claim_limit, read):
         return None
     in_use = dict(usage)
@@ -138,7 +141,14 @@ def room_after(decision: Admission, usage: Mapping[str, int], read: int, claim_l
         for need in needs:
             in_use[need.key] = in_use.get(need.key, 0) + 1
             limits[need.key] = need.limit
-    return min((limit - in_use[key] for key, limit in limits.items()), default=None)
+    return min((limit - in_use[key] for key, limit in limits.items()), default=STORED_INT_MAX)
+
+
+def reads_margin(room: int | None, claim_limit: int) -> bool:
+    """Whether a claim reads its window's margin (`QueuePlan.window`) after one of the same queues
+    that left `room` (`room_after`): unless that one held nothing back and left room for this
+    one in every scope it used."""
+    return room is None or room < claim_limit
 
 
 def shapes(rows: Sequence[Row]) -> list[tuple[str, str, Mapping[str, str]]]:
@@ -281,9 +291,16 @@ def rate_keys(rows: Sequence[Row], rules: Rules) -> list[tuple[str, int]]:
     states in."""
     if not rules.charges_rates:
         return []  # nothing to charge: no row's tags need be read
+    # Runs of one rate partition with the same tags are charged the same windows: each such
+    # shape's tags are read and its rates looked up once, not once per row of the window.
+    by_shape: dict[tuple[str, str, object], Row] = {}
+    for row in rows:
+        raw = row["tags"]
+        tags = raw if isinstance(raw, str) else tuple(sorted((raw or {}).items()))
+        by_shape.setdefault((row["queue"], row["rate_key"], tags), row)
     keys = {
         (scope, window_key(rate))
-        for row in rows
+        for row in by_shape.values()
         for scope, windows in rules.rate_scopes(row["queue"], row["rate_key"], row_tags(row))
         for rate in windows
     }

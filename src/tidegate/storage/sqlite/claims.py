@@ -37,6 +37,9 @@ class Claims(Aggregate, port.ClaimVerbs):
         self._limits = limits
         self._workers = workers
         self._children = children
+        # The room the last claim of each set of queues left (`claiming.room_after`): whether the
+        # next one reads its window's margin. Only a claim (under the write lock) sets it.
+        self._room: dict[tuple[str, ...], int | None] = {}
 
     def cycle(self, request: CycleRequest) -> CycleResult:
         worker_id, queues, starts, outcomes = request.worker_id, request.queues, request.starts, request.outcomes
@@ -185,10 +188,12 @@ class Claims(Aggregate, port.ClaimVerbs):
                 {"queue": queue, "partition": partition, "now": now, "limit": size, "excluded": json.dumps(excluded)},
             ).fetchall(),
         )
+        margin = claiming.reads_margin(self._room.get(tuple(queues)), limit)
         found = claiming.candidate_rows(
-            plan, limit, usage, reader, local, rates=self._live_rates(connection, plan, now)
+            plan, limit, usage, reader, local, margin, self._live_rates(connection, plan, now)
         )
         rows = found.rows
+        self._room[tuple(queues)] = None  # until a decision says how much room it left
         if not rows:
             return [], False, None, limit
         groups: dict[str, str] = {}
@@ -207,6 +212,7 @@ class Claims(Aggregate, port.ClaimVerbs):
         ]
         rate_states = self._rate_states(connection, claiming.rate_keys(rows, rules))
         decision = admit(candidates, usage, rules, local, limit, lane_load, rate_states, now)
+        self._room[tuple(queues)] = claiming.room_after(decision, usage, len(rows), limit)
         changed = claiming.changed_block_reasons(decision, {row["id"]: row["block_reason"] for row in rows})
         if changed:
             connection.execute(self._q("set_block_reasons"), {"reasons": json.dumps(list(changed.items()))})
