@@ -126,7 +126,9 @@ def test_a_sigkilled_workers_jobs_are_deleted_by_the_next_attempt_and_none_is_le
 ):
     marker = tmp_path / "hold"
     marker.write_text("the first attempt's steps run until its worker is killed")
-    env = {"TIDEGATE_LEASE_DURATION": "1s", "TIDEGATE_TEST_KUBECONFIG": kube_server.kubeconfig}
+    # Short, so the sweep finds it lapsed soon after the kill; not 1 s: a loaded machine can miss a renewal
+    # of the living worker, and a third attempt follows.
+    env = {"TIDEGATE_LEASE_DURATION": "3s", "TIDEGATE_TEST_KUBECONFIG": kube_server.kubeconfig}
     run = kapp.tasks["k8s.holding"].submit(n=3, marker=str(marker))
     first = worker_processes.spawn("tests.kubernetes.flows:app", database_url, max_workers=2, env=env)
     wait_for(lambda: len(list(tmp_path.glob("hold.*.tg-*"))) == 3, 90, "three steps of the first attempt running")
