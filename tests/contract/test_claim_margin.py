@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.claim_windows import record_windows
 from tidegate import App, Rate
-from tidegate.domain.claim_plan import MIN_MARGIN, QueuePlan
+from tidegate.domain.claim_plan import MIN_MARGIN
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import CycleRequest
 from tidegate.storage.shared import claiming
@@ -37,14 +38,7 @@ def test_a_rate_only_queue_reads_its_margin_only_after_the_rate_held_a_run_back(
         for n in range(14):
             work.submit(n=n)  # one by one: a strict claim order
         app.store.rules()
-        sizes: list[int] = []
-        real = QueuePlan.window
-
-        def window(self: QueuePlan, limit: int, margin: bool = True) -> int:
-            sizes.append(real(self, limit, margin))
-            return sizes[-1]
-
-        monkeypatch.setattr(QueuePlan, "window", window)
+        sizes = record_windows(monkeypatch)
 
         def claim() -> tuple[int, set[int]]:
             sizes.clear()

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from tests import races
+from tests.support.claim_windows import record_windows
 from tidegate import App, Concurrency, Partition, RunQueueConfig, RunStatus, TagConcurrencyLimit
 from tidegate.domain.model import CycleRequest
 from tidegate.engine.operators import limits as live
@@ -248,7 +249,6 @@ def test_a_claim_reads_its_margin_only_while_the_last_one_held_something_back_or
     process) then takes 4: the next claim of 2 reads 2 rows, both blocked: it takes nothing and
     records why, and the claim after it reads the margin again, explaining the runs behind."""
     from tidegate.bootstrap import open_store
-    from tidegate.domain.claim_plan import QueuePlan
 
     with App(database_url) as app:
         app.queue("m", concurrency=Concurrency(global_limit=6))
@@ -256,14 +256,7 @@ def test_a_claim_reads_its_margin_only_while_the_last_one_held_something_back_or
         for n in range(14):
             work.submit(n=n)  # one by one: a strict claim order
         app.store.rules()
-        sizes: list[int] = []
-        real = QueuePlan.window
-
-        def window(self: QueuePlan, limit: int, margin: bool = True) -> int:
-            sizes.append(real(self, limit, margin))
-            return sizes[-1]
-
-        monkeypatch.setattr(QueuePlan, "window", window)
+        sizes = record_windows(monkeypatch)
         assert len(_cycle(app, "w1", "m", 2).claimed) == 2
         assert len(_cycle(app, "w1", "m", 2).claimed) == 2
         other = open_store(database_url)
