@@ -137,9 +137,17 @@ UPDATE tidegate_runs SET block_reason = json_extract(b.value, '$[1]')
 FROM json_each(:reasons) AS b
 WHERE tidegate_runs.id = json_extract(b.value, '$[0]') AND +tidegate_runs.status = 'queued';
 
+-- name: claim_usage_and_rates
+-- A rated claim's one read of what is in use: the slots per scope (scope_usage, limits.sql: a row
+-- with no TAT) and the rate states that may refuse a start now (live_rate_states, limits.sql).
+-- BEGIN IMMEDIATE serializes claimers: nothing changes either before this claim commits.
+SELECT scope, sum(slots), NULL FROM tidegate_holders WHERE holder = run_id GROUP BY scope
+UNION ALL
+SELECT scope, window_ns, tat_ns FROM tidegate_rate_states WHERE tat_ns > :after;
+
 -- name: rate_states
--- The stored states of the rate windows a claim's candidates would be charged (BEGIN IMMEDIATE
--- serializes claimers: nothing changes them before this claim commits).
+-- The stored states of rate windows (a refund's or a correction's, leases.py; BEGIN IMMEDIATE
+-- serializes writers: nothing changes them before the transaction commits).
 SELECT s.scope, s.window_ns, s.tat_ns FROM tidegate_rate_states AS s
 JOIN json_each(:keys) AS k
   ON s.scope = json_extract(k.value, '$[0]') AND s.window_ns = json_extract(k.value, '$[1]');
