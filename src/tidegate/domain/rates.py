@@ -31,8 +31,9 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import NamedTuple
 
 from tidegate.domain.adaptive import Adaptive
 from tidegate.domain.durations import format_duration, parse_duration
@@ -220,25 +221,26 @@ class RateStates:
         return held([self.states.get((scope, window_key(rate))) for rate in rates], rates, cost, self.now)
 
 
-@dataclass(frozen=True)
-class Charge:
+class Charge(NamedTuple):
     """What one start took of one rate window: the window's state before and after it, its cost,
     and the window's emission interval then (what one cost unit is worth, in ns).
 
     Stored with the run's attempt (`rate_charge`), so that a claim undone before
-    the start can give it back and `report_cost` can correct it.
+    the start can give it back and `report_cost` can correct it. A named tuple: a
+    claim makes one per charged window of every run it admits, and its stored form
+    is its fields in order (`json.dumps` writes it as that list).
     """
 
     scope: str
     window: int  # the window's length in ns (`window_key`)
-    before: int | None  # the state before the charge (None: the window was never charged)
+    before: int | None  # the state before the charge (None: never charged, or not after the charge's instant)
     after: int  # the state the charge left (GCRA's TAT in ns)
     cost: int = 1
     step: int | None = None  # `interval(rate)` when charged (None: stored before weights, not corrected)
     at: int | None = None  # the instant it was charged at, in ns of the database's clock (`to_ns(now)`)
 
     def to_json(self) -> list[object]:
-        return [self.scope, self.window, self.before, self.after, self.cost, self.step, self.at]
+        return list(self)
 
     @classmethod
     def from_json(cls, item: Sequence[object]) -> Charge:
@@ -296,9 +298,9 @@ def correct(state: int | None, charge: Charge, cost: int, now: float) -> tuple[i
         return state, charge
     if cost > charge.cost:
         more = (cost - charge.cost) * charge.step
-        return state + more, replace(charge, after=charge.after + more, cost=cost)
+        return state + more, charge._replace(after=charge.after + more, cost=cost)
     back = min((charge.cost - cost) * charge.step, unspent(charge, now))
-    return state - back, replace(charge, after=charge.after - back, cost=cost)
+    return state - back, charge._replace(after=charge.after - back, cost=cost)
 
 
 def _up(value: Fraction) -> float:

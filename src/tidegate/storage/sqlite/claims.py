@@ -221,14 +221,14 @@ class Claims(Aggregate, port.ClaimVerbs):
         if not decision.admitted:
             return [], False, decision.next_allowed_at, limit
         admitted_ids = [candidate.id for candidate, _ in decision.admitted]
+        charges = decision.charges  # a `Charge` is written as its fields (`domain.rates.Charge`)
         claimed_rows = connection.execute(
             self._q("claim_runs"),
             {
-                "ids": json.dumps(admitted_ids),
+                "claims": json.dumps([[run_id, charges.get(run_id)] for run_id in admitted_ids]),
                 "worker": worker_id,
                 "now": now,
                 "lease": lease_seconds,
-                "charges": claiming.charges_json(decision),
             },
         ).fetchall()
         if decision.rate_states:

@@ -96,13 +96,16 @@ ORDER BY resumed DESC, priority DESC, scheduled_at, id
 LIMIT :limit;
 
 -- name: claim_runs
+-- :claims is [[id, charge], ...]: each run with what its rate windows were charged (refunds; null
+-- when none), read off its own item rather than looked up by id in one object per row.
 UPDATE tidegate_runs SET
     status = 'running', attempt = attempt + 1, worker_id = :worker,
     lease_expires_at = :now + :lease, started_at = NULL, block_reason = NULL,
     resumed = 0,  -- a resumed parent goes first once: the claim that takes it ends that
-    rate_charge = json_extract(:charges, '$."' || id || '"')  -- what its rate windows were charged (refunds)
-WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'queued'
-RETURNING id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect,
+    rate_charge = c.charge
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS charge FROM json_each(:claims)) AS c
+WHERE tidegate_runs.id = c.id AND +tidegate_runs.status = 'queued'
+RETURNING tidegate_runs.id AS id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect,
           max(0, :now - scheduled_at) AS queued_seconds,
           -- a keyed run may be a linked child (children.sql): its end may resume a parent too
           (parent_id IS NOT NULL OR EXISTS (SELECT 1 FROM tidegate_unique_keys AS k WHERE k.run_id = tidegate_runs.id))
