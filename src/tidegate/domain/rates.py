@@ -166,19 +166,41 @@ def take(states: Sequence[int | None], rates: Sequence[Rate], cost: int, now: fl
     if isinstance(cost, bool) or not isinstance(cost, int) or cost < 1:
         raise ValueError(f"a rate cost is a whole number of at least 1, got {cost!r}")
     at = to_ns(now)
-    retry = at
-    charged: list[int | None] = []
-    for state, rate in zip(states, rates, strict=True):
-        if cost > rate.allowed_burst:
-            return Taken(False, tuple(states), math.inf)
-        step = interval(rate)
-        # allowed once at >= TAT + (cost - burst) * T
-        if state is not None:
-            retry = max(retry, state + (cost - rate.allowed_burst) * step)
-        charged.append(max(at if state is None else state, at) + cost * step)
-    if retry > at:
-        return Taken(False, tuple(states), _up(Fraction(retry, NS)))
-    return Taken(True, tuple(charged), now)
+    after = charged(states, [interval(rate) for rate in rates], [rate.allowed_burst for rate in rates], cost, at)
+    if after is not None:
+        return Taken(True, after, now)
+    if any(cost > rate.allowed_burst for rate in rates):
+        return Taken(False, tuple(states), math.inf)
+    # allowed once at >= TAT + (cost - burst) * T, in every window
+    retry = max(
+        (
+            state + (cost - rate.allowed_burst) * interval(rate)
+            for state, rate in zip(states, rates, strict=True)
+            if state is not None
+        ),
+        default=at,
+    )
+    return Taken(False, tuple(states), _up(Fraction(max(retry, at), NS)))
+
+
+def charged(
+    states: Sequence[int | None], steps: Sequence[int], bursts: Sequence[int], cost: int, at: int
+) -> tuple[int, ...] | None:
+    """GCRA's rule in whole ns: every window's state once `cost` is taken at the instant `at`, all or
+    none (None: some window refuses it).
+
+    A window of emission interval `step` and burst `burst` allows the cost while its TAT
+    is at most `at + (burst - cost) * step` (so never a cost above its burst), and moves
+    to `max(TAT, at) + cost * step`. `take` answers with it; a claim calls it directly
+    with the intervals and bursts of a shape's windows worked out once
+    (`domain.admission.RateWindows`).
+    """
+    after = []
+    for state, step, burst in zip(states, steps, bursts, strict=True):
+        if cost > burst or (state is not None and state + (cost - burst) * step > at):
+            return None
+        after.append((at if state is None or state < at else state) + cost * step)
+    return tuple(after)
 
 
 @dataclass(frozen=True)
