@@ -25,6 +25,8 @@ MECHANISMS = {
     "sqlite": {
         "release_holders": "PostgreSQL deletes an ended attempt's holders inside the statement that ends it",
         "submit_in_lock": "makes the caller's open transaction the one writer; PostgreSQL locks per ceiling and key",
+        "claim_usage_and_rates": "a rated claim's usage and live rate states in one read (the single writer holds "
+        "both); PostgreSQL locks the states it charges",
     },
     "postgres": {
         "upsert_scopes": "scope lock rows; SQLite's single writer serializes every claimer",

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from tidegate.domain.durations import format_duration
-from tidegate.domain.rates import Charge, Held, Rate, held, interval, take, to_ns, window_key
+from tidegate.domain.rates import Charge, Held, Rate, charged, held, interval, take, to_ns, window_key
 from tidegate.domain.scopes import Rules, ScopeNeed
 from tidegate.domain.transitions import has_room
 
@@ -227,6 +227,7 @@ class RateWindows(NamedTuple):
     keys: RateKeys  # the stored state's key of each window, in the same order
     rates: tuple[Rate, ...]  # each window, in the same order
     steps: tuple[int, ...]  # each window's emission interval (ns): what a charge records
+    bursts: tuple[int, ...]  # each window's burst: the most cost it takes at one instant
 
 
 def rate_windows(scopes: Sequence[tuple[str, tuple[Rate, ...]]]) -> RateWindows:
@@ -237,6 +238,7 @@ def rate_windows(scopes: Sequence[tuple[str, tuple[Rate, ...]]]) -> RateWindows:
         tuple((scope, window_key(rate)) for scope, rate in flat),
         tuple(rate for _, rate in flat),
         tuple(interval(rate) for _, rate in flat),
+        tuple(rate.allowed_burst for _, rate in flat),
     )
 
 
@@ -284,16 +286,18 @@ class _RateCharger:
         return refused
 
     def _take(self, candidate: Candidate, windows: RateWindows) -> tuple[Saturation, ...]:
-        states, now, cost = self.states, self.now, candidate.rate_cost
-        taken = take([states.get(key) for key in windows.keys], windows.rates, cost, now)
-        if taken.allowed:
+        states, now, cost, at = self.states, self.now, candidate.rate_cost, self.at
+        before = [states.get(key) for key in windows.keys]
+        # GCRA's rule on the shape's intervals and bursts, worked out once (`take` answers with it too)
+        after = charged(before, windows.steps, windows.bursts, cost, at)
+        if after is not None:
             self.refusals.clear()  # the states moved: what was refused may be refused until later now
-            taken_here: list[Charge] = []
-            for key, state, step in zip(windows.keys, taken.states, windows.steps, strict=True):
-                assert state is not None  # a charged window always has a state
-                taken_here.append(Charge(key[0], key[1], states.get(key), state, cost, step, self.at))
-                states[key] = self.charged[key] = state
-            self.charges[candidate.id] = tuple(taken_here)
+            self.charges[candidate.id] = tuple(
+                Charge(key[0], key[1], old, new, cost, step, at)
+                for key, old, new, step in zip(windows.keys, before, after, windows.steps, strict=True)
+            )
+            for key, new in zip(windows.keys, after, strict=True):
+                states[key] = self.charged[key] = new
             return ()
         reasons = []
         for scope, scope_windows in windows.scopes:

@@ -31,8 +31,9 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import NamedTuple
 
 from tidegate.domain.adaptive import Adaptive
 from tidegate.domain.durations import format_duration, parse_duration
@@ -165,19 +166,41 @@ def take(states: Sequence[int | None], rates: Sequence[Rate], cost: int, now: fl
     if isinstance(cost, bool) or not isinstance(cost, int) or cost < 1:
         raise ValueError(f"a rate cost is a whole number of at least 1, got {cost!r}")
     at = to_ns(now)
-    retry = at
-    charged: list[int | None] = []
-    for state, rate in zip(states, rates, strict=True):
-        if cost > rate.allowed_burst:
-            return Taken(False, tuple(states), math.inf)
-        step = interval(rate)
-        # allowed once at >= TAT + (cost - burst) * T
-        if state is not None:
-            retry = max(retry, state + (cost - rate.allowed_burst) * step)
-        charged.append(max(at if state is None else state, at) + cost * step)
-    if retry > at:
-        return Taken(False, tuple(states), _up(Fraction(retry, NS)))
-    return Taken(True, tuple(charged), now)
+    after = charged(states, [interval(rate) for rate in rates], [rate.allowed_burst for rate in rates], cost, at)
+    if after is not None:
+        return Taken(True, after, now)
+    if any(cost > rate.allowed_burst for rate in rates):
+        return Taken(False, tuple(states), math.inf)
+    # allowed once at >= TAT + (cost - burst) * T, in every window
+    retry = max(
+        (
+            state + (cost - rate.allowed_burst) * interval(rate)
+            for state, rate in zip(states, rates, strict=True)
+            if state is not None
+        ),
+        default=at,
+    )
+    return Taken(False, tuple(states), _up(Fraction(max(retry, at), NS)))
+
+
+def charged(
+    states: Sequence[int | None], steps: Sequence[int], bursts: Sequence[int], cost: int, at: int
+) -> tuple[int, ...] | None:
+    """GCRA's rule in whole ns: every window's state once `cost` is taken at the instant `at`, all or
+    none (None: some window refuses it).
+
+    A window of emission interval `step` and burst `burst` allows the cost while its TAT
+    is at most `at + (burst - cost) * step` (so never a cost above its burst), and moves
+    to `max(TAT, at) + cost * step`. `take` answers with it; a claim calls it directly
+    with the intervals and bursts of a shape's windows worked out once
+    (`domain.admission.RateWindows`).
+    """
+    after = []
+    for state, step, burst in zip(states, steps, bursts, strict=True):
+        if cost > burst or (state is not None and state + (cost - burst) * step > at):
+            return None
+        after.append((at if state is None or state < at else state) + cost * step)
+    return tuple(after)
 
 
 @dataclass(frozen=True)
@@ -220,25 +243,26 @@ class RateStates:
         return held([self.states.get((scope, window_key(rate))) for rate in rates], rates, cost, self.now)
 
 
-@dataclass(frozen=True)
-class Charge:
+class Charge(NamedTuple):
     """What one start took of one rate window: the window's state before and after it, its cost,
     and the window's emission interval then (what one cost unit is worth, in ns).
 
     Stored with the run's attempt (`rate_charge`), so that a claim undone before
-    the start can give it back and `report_cost` can correct it.
+    the start can give it back and `report_cost` can correct it. A named tuple: a
+    claim makes one per charged window of every run it admits, and its stored form
+    is its fields in order (`json.dumps` writes it as that list).
     """
 
     scope: str
     window: int  # the window's length in ns (`window_key`)
-    before: int | None  # the state before the charge (None: the window was never charged)
+    before: int | None  # the state before the charge (None: never charged, or not after the charge's instant)
     after: int  # the state the charge left (GCRA's TAT in ns)
     cost: int = 1
     step: int | None = None  # `interval(rate)` when charged (None: stored before weights, not corrected)
     at: int | None = None  # the instant it was charged at, in ns of the database's clock (`to_ns(now)`)
 
     def to_json(self) -> list[object]:
-        return [self.scope, self.window, self.before, self.after, self.cost, self.step, self.at]
+        return list(self)
 
     @classmethod
     def from_json(cls, item: Sequence[object]) -> Charge:
@@ -296,9 +320,9 @@ def correct(state: int | None, charge: Charge, cost: int, now: float) -> tuple[i
         return state, charge
     if cost > charge.cost:
         more = (cost - charge.cost) * charge.step
-        return state + more, replace(charge, after=charge.after + more, cost=cost)
+        return state + more, charge._replace(after=charge.after + more, cost=cost)
     back = min((charge.cost - cost) * charge.step, unspent(charge, now))
-    return state - back, replace(charge, after=charge.after - back, cost=cost)
+    return state - back, charge._replace(after=charge.after - back, cost=cost)
 
 
 def _up(value: Fraction) -> float:

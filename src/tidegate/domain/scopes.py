@@ -21,7 +21,7 @@ from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.limits import QueueConfig, RunQueueConfig, check_limit, check_partition_form
 from tidegate.domain.live_rates import in_force, pick_window, rate_target, split_rate_target
 from tidegate.domain.names import CONTROL, text_problem
-from tidegate.domain.rates import Rate
+from tidegate.domain.rates import Rate, window_key
 
 GLOBAL = "global"
 
@@ -180,6 +180,18 @@ class Rules:
         """Whether any rate is in force (a queue's or a tag's): without one no start is charged and
         no rate state need be read. Asked per claimed run, so answered once per `Rules`."""
         return bool(self.run_queue.tag_rate_limits) or any(config.rate for config in self.queues.values())
+
+    @cached_property
+    def adaptive_rate_span(self) -> int:
+        """The longest window (ns) of an adaptive rate (0: none is adaptive).
+
+        Whether a charge found its window in use depends on the state it found up to one
+        emission interval (never more than the window) before its instant
+        (`storage.shared.adaptation.in_use`): a claim that reads only the states that may
+        refuse a start now must read back that far where a rate adapts."""
+        windows = [rate for config in self.queues.values() for rate in config.rate]
+        windows += [limit.rate for limit in self.run_queue.tag_rate_limits]
+        return max((window_key(rate) for rate in windows if rate.adaptive is not None), default=0)
 
     def has_rates(self, queue: str) -> bool:
         """Whether a start of a run of `queue` may be charged some rate (its queue's, or a tag's)."""

@@ -332,8 +332,7 @@ def row_tags(row: Row) -> Mapping[str, str]:
 def charges_json(decision: Admission) -> str:
     """Per claimed run, the rate windows it was charged ({id: [[scope, window, before, after, cost]]}):
     stored on the run, so a claim undone before the start can give them back (`domain.rates.Charge`)."""
-    charges = {run_id: [charge.to_json() for charge in taken] for run_id, taken in decision.charges.items()}
-    return json.dumps(charges, separators=(",", ":"))
+    return json.dumps(decision.charges, separators=(",", ":"))  # a `Charge` is written as its fields
 
 
 def reason_json(saturations: Sequence[Saturation]) -> str:

@@ -18,7 +18,8 @@ from tidegate.domain.rates import Charge, correct, refund
 from tidegate.storage.shared import wakes
 
 Key = tuple[str, int]  # (rate scope, window in ns)
-Stored = str | Sequence[Sequence[object]] | None  # a run's `rate_charge` column, JSON text or decoded
+# a run's (or a step's) `rate_charge` column: JSON text, decoded, or its `Charge`s themselves
+Stored = str | Sequence[Sequence[object]] | None
 
 
 class Windows(NamedTuple):
@@ -29,7 +30,8 @@ class Windows(NamedTuple):
 
 
 def give_back(windows: Windows, charges: Iterable[Stored]) -> None:
-    """Give the stored charges of runs undone before they started back to their windows."""
+    """Give the stored charges of runs undone before they started back to their windows (and a
+    step's, released before it started: the same rule)."""
     taken = [charge for stored_charge in charges for charge in charges_of(stored_charge)]
     states, now = windows.read(keys_of(taken))
     windows.write(refunded(states, taken, now))

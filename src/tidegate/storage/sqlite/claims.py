@@ -163,7 +163,7 @@ class Claims(Aggregate, port.ClaimVerbs):
         rules = self._limits.load_rules(connection)
         plan = claim_plan.plan(queues, rules)
         limit = limits[0] if plan.free else limits[1]  # none: `candidate_rows` reads nothing
-        usage = dict(connection.execute(self._q("scope_usage")))
+        usage, live = self._usage(connection, plan, now)
         local = LocalUsage()
         if plan.local_counts:
             # Only per-worker caps read this worker's own counts; skip the query on the hot path otherwise.
@@ -189,9 +189,7 @@ class Claims(Aggregate, port.ClaimVerbs):
             ).fetchall(),
         )
         margin = claiming.reads_margin(self._room.get(tuple(queues)), limit)
-        found = claiming.candidate_rows(
-            plan, limit, usage, reader, local, margin, self._live_rates(connection, plan, now)
-        )
+        found = claiming.candidate_rows(plan, limit, usage, reader, local, margin, live)
         rows = found.rows
         self._room[tuple(queues)] = None  # until a decision says how much room it left
         if not rows:
@@ -210,8 +208,10 @@ class Claims(Aggregate, port.ClaimVerbs):
             claiming.to_candidate(row, rules, json.loads(row["tags"]), row["scheduled_at"], groups.get(row["id"]))
             for row in rows
         ]
-        rate_states = self._rate_states(connection, claiming.rate_keys(rows, rules))
-        decision = admit(candidates, usage, rules, local, limit, lane_load, rate_states, now)
+        # The states the decision charges are the live ones read with the usage: under this write
+        # lock nothing moves them, and a state left unread is not after now, where GCRA charges a
+        # window as it charges one never charged (`_usage`).
+        decision = admit(candidates, usage, rules, local, limit, lane_load, None if live is None else live.states, now)
         self._room[tuple(queues)] = claiming.room_after(decision, usage, len(rows), limit)
         changed = claiming.changed_block_reasons(decision, {row["id"]: row["block_reason"] for row in rows})
         if changed:
@@ -221,14 +221,14 @@ class Claims(Aggregate, port.ClaimVerbs):
         if not decision.admitted:
             return [], False, decision.next_allowed_at, limit
         admitted_ids = [candidate.id for candidate, _ in decision.admitted]
+        charges = decision.charges  # a `Charge` is written as its fields (`domain.rates.Charge`)
         claimed_rows = connection.execute(
             self._q("claim_runs"),
             {
-                "ids": json.dumps(admitted_ids),
+                "claims": json.dumps([[run_id, charges.get(run_id)] for run_id in admitted_ids]),
                 "worker": worker_id,
                 "now": now,
                 "lease": lease_seconds,
-                "charges": claiming.charges_json(decision),
             },
         ).fetchall()
         if decision.rate_states:
@@ -254,19 +254,31 @@ class Claims(Aggregate, port.ClaimVerbs):
         more = short and found.exhausted and not plan.nothing_more(usage, local, decision)
         return claimed, more, decision.next_allowed_at, limit
 
-    def _rate_states(self, connection: sqlite3.Connection, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """The stored states of the rate windows `keys` (none read when no candidate has a rate)."""
-        if not keys:
-            return {}
-        read = connection.execute(self._q("rate_states"), {"keys": json.dumps(keys)})
-        return {(scope, window): tat for scope, window, tat in read}
+    def _usage(
+        self, connection: sqlite3.Connection, plan: ClaimPlan, now: float
+    ) -> tuple[dict[str, int], RateStates | None]:
+        """The slots in use per scope and, when a run read may be charged a rate, the rate states that
+        may refuse a start now (None: none may), in one statement.
 
-    def _live_rates(self, connection: sqlite3.Connection, plan: ClaimPlan, now: float) -> RateStates | None:
-        """The rate states that may refuse a start now, when a run read may be charged a rate (None: none may)."""
+        The states are those whose TAT is after now (less `claiming.STATE_SLACK_NS`): a window whose
+        TAT is not after now allows any cost up to its burst and is charged from now, exactly as a
+        window never charged (`domain.rates.take`; its charge's `before` is then None, and a refund
+        or correction after now gives back the same: `domain.rates.unspent`). So they are both the
+        read's hint (`claiming.candidate_rows`) and every state `admit` may charge. Where a rate
+        adapts, a charge's `before` also says whether its window was in use: the states of its
+        span back are read too (`Rules.adaptive_rate_span`).
+        """
         if not any(plan.rules.has_rates(queue.name) for queue in plan.open):
-            return None
-        rows = connection.execute(self._q("live_rate_states"), {"after": to_ns(now) - claiming.STATE_SLACK_NS})
-        return RateStates({(scope, window): tat for scope, window, tat in rows}, now)
+            return dict(connection.execute(self._q("scope_usage"))), None
+        usage: dict[str, int] = {}
+        states: dict[tuple[str, int], int] = {}
+        params = {"after": to_ns(now) - max(claiming.STATE_SLACK_NS, plan.rules.adaptive_rate_span)}
+        for scope, count_or_window, tat in connection.execute(self._q("claim_usage_and_rates"), params):
+            if tat is None:
+                usage[scope] = count_or_window
+            else:
+                states[(scope, count_or_window)] = tat
+        return usage, RateStates(states, now)
 
     def _local_usage(self, connection: sqlite3.Connection, worker_id: str) -> LocalUsage:
         """What this worker runs, per queue and per (queue, partition), and its group of suspects."""

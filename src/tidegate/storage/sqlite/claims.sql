@@ -96,13 +96,16 @@ ORDER BY resumed DESC, priority DESC, scheduled_at, id
 LIMIT :limit;
 
 -- name: claim_runs
+-- :claims is [[id, charge], ...]: each run with what its rate windows were charged (refunds; null
+-- when none), read off its own item rather than looked up by id in one object per row.
 UPDATE tidegate_runs SET
     status = 'running', attempt = attempt + 1, worker_id = :worker,
     lease_expires_at = :now + :lease, started_at = NULL, block_reason = NULL,
     resumed = 0,  -- a resumed parent goes first once: the claim that takes it ends that
-    rate_charge = json_extract(:charges, '$."' || id || '"')  -- what its rate windows were charged (refunds)
-WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'queued'
-RETURNING id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect,
+    rate_charge = c.charge
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS charge FROM json_each(:claims)) AS c
+WHERE tidegate_runs.id = c.id AND +tidegate_runs.status = 'queued'
+RETURNING tidegate_runs.id AS id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect,
           max(0, :now - scheduled_at) AS queued_seconds,
           -- a keyed run may be a linked child (children.sql): its end may resume a parent too
           (parent_id IS NOT NULL OR EXISTS (SELECT 1 FROM tidegate_unique_keys AS k WHERE k.run_id = tidegate_runs.id))
@@ -137,9 +140,17 @@ UPDATE tidegate_runs SET block_reason = json_extract(b.value, '$[1]')
 FROM json_each(:reasons) AS b
 WHERE tidegate_runs.id = json_extract(b.value, '$[0]') AND +tidegate_runs.status = 'queued';
 
+-- name: claim_usage_and_rates
+-- A rated claim's one read of what is in use: the slots per scope (scope_usage, limits.sql: a row
+-- with no TAT) and the rate states that may refuse a start now (live_rate_states, limits.sql).
+-- BEGIN IMMEDIATE serializes claimers: nothing changes either before this claim commits.
+SELECT scope, sum(slots), NULL FROM tidegate_holders WHERE holder = run_id GROUP BY scope
+UNION ALL
+SELECT scope, window_ns, tat_ns FROM tidegate_rate_states WHERE tat_ns > :after;
+
 -- name: rate_states
--- The stored states of the rate windows a claim's candidates would be charged (BEGIN IMMEDIATE
--- serializes claimers: nothing changes them before this claim commits).
+-- The stored states of rate windows (a refund's or a correction's, leases.py; BEGIN IMMEDIATE
+-- serializes writers: nothing changes them before the transaction commits).
 SELECT s.scope, s.window_ns, s.tat_ns FROM tidegate_rate_states AS s
 JOIN json_each(:keys) AS k
   ON s.scope = json_extract(k.value, '$[0]') AND s.window_ns = json_extract(k.value, '$[1]');

@@ -14,6 +14,7 @@ connection or queries (tests/races.py does) reaches every verb.
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 import threading
 import time
@@ -24,7 +25,7 @@ from typing import Any
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.errors import StoreUnavailable
-from tidegate.storage.shared import wakes
+from tidegate.storage.shared import rate_charges, wakes
 from tidegate.storage.shared.sqlfile import load_queries
 from tidegate.storage.sqlite import files
 from tidegate.storage.sqlite.payloads import to_json, to_time
@@ -147,6 +148,24 @@ class Aggregate:
 
     def _q(self, name: str) -> str:
         return self._db.queries[name]
+
+    def _rate_windows(self, connection: sqlite3.Connection, now: float) -> rate_charges.Windows:
+        """The rate windows' states in this write transaction (BEGIN IMMEDIATE: no claim charges
+        meanwhile), judged at `now`: how a run's hand-back, its cost report and a step's release
+        reach them (`storage.shared.rate_charges`)."""
+
+        def read(keys: list[rate_charges.Key]) -> tuple[dict[rate_charges.Key, int], float]:
+            if not keys:
+                return {}, now
+            rows = connection.execute(self._q("rate_states"), {"keys": json.dumps(keys)})
+            return {(scope, window): tat for scope, window, tat in rows}, now
+
+        def write(states: dict[rate_charges.Key, int]) -> None:
+            if states:
+                rows = [[scope, window, tat] for (scope, window), tat in sorted(states.items())]
+                connection.execute(self._q("rate_states_write"), {"states": json.dumps(rows)})
+
+        return rate_charges.Windows(read, write)
 
     # The dialect of the reads written once (storage/shared/reads.py): rows read outside any write.
 

@@ -88,7 +88,7 @@ class Leases(Aggregate, port.LeaseVerbs):
                 },
             ).fetchall()
             connection.execute(self._q("release_holders"), {"ids": json.dumps([row[0] for row in rows])})
-            rate_charges.give_back(self._windows(connection, now), [stored for (stored,) in charges])
+            rate_charges.give_back(self._rate_windows(connection, now), [stored for (stored,) in charges])
             events = [
                 event_row(run_id, history.handed_back(status, attempt, worker_id, bool(suspect)), now)
                 for run_id, attempt, status, suspect in rows
@@ -105,27 +105,9 @@ class Leases(Aggregate, port.LeaseVerbs):
             if row is None:
                 wakes.only_if(False)
                 return False
-            charge = rate_charges.correct_charge(self._windows(connection, now), row[0], cost)
+            charge = rate_charges.correct_charge(self._rate_windows(connection, now), row[0], cost)
             connection.execute(self._q("report_cost_write"), {"id": run_id, "attempt": attempt, "charge": charge})
         return True
-
-    def _windows(self, connection: sqlite3.Connection, now: float) -> rate_charges.Windows:
-        """The rate windows' states in the write transaction (BEGIN IMMEDIATE: no claim charges
-        meanwhile), judged at `now`."""
-        return rate_charges.Windows(
-            lambda keys: (self._states(connection, keys), now), partial(self._write_states, connection)
-        )
-
-    def _states(self, connection: sqlite3.Connection, keys: list[rate_charges.Key]) -> dict[rate_charges.Key, int]:
-        if not keys:
-            return {}
-        read = connection.execute(self._q("rate_states"), {"keys": json.dumps(keys)})
-        return {(scope, window): tat for scope, window, tat in read}
-
-    def _write_states(self, connection: sqlite3.Connection, states: dict[rate_charges.Key, int]) -> None:
-        if states:
-            rows = [[scope, window, tat] for (scope, window), tat in sorted(states.items())]
-            connection.execute(self._q("rate_states_write"), {"states": json.dumps(rows)})
 
     def sweep(self, sweeper_id: str, interval: float) -> SweepReport | None:
         with self._write() as (connection, now):

@@ -141,11 +141,7 @@ class SQLiteStepVerbs(OneStepAcquire, Aggregate, StepReads, port.StepVerbs):
         connection.execute(self._q("take_rate_charge"), {"run_id": run_id, "step_key": step_key})
         if not refundable(charges, row["started_at"]):
             return False
-        scopes = json.dumps(sorted({charge.scope for charge in charges}))
-        read = connection.execute(self._q("acquire_rate_states"), {"scopes": scopes})
-        states = rate_charges.refunded({(scope, window): tat for scope, window, tat in read}, charges, now)
-        rows = [[scope, window, tat] for (scope, window), tat in sorted(states.items())]
-        connection.execute(self._q("write_rate_states"), {"states": json.dumps(rows)})
+        rate_charges.give_back(self._rate_windows(connection, now), [charges])  # as a run's hand-back
         return True
 
     def _hold(
