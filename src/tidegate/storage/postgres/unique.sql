@@ -62,9 +62,13 @@ RETURNING id;
 WITH taken AS MATERIALIZED (
     SELECT * FROM jsonb_to_recordset(%(keys)s::jsonb) AS k(key text, run_id text, holds text, period double precision)
 ), seen AS MATERIALIZED (
+    -- Each key's row by its primary key, whatever the table's size when this generic plan was made
+    -- (a LATERAL subquery with a LIMIT is not flattened into a join: a lookup per key, never a scan
+    -- of the keys or a hash of the runs).
     SELECT u.key, u.run_id, u.holds, u.expires_at,
            (SELECT r.status FROM tidegate_runs AS r WHERE r.id = u.run_id) AS status
-    FROM tidegate_unique_keys AS u WHERE u.key = ANY(ARRAY(SELECT key FROM taken))
+    FROM taken AS t
+    CROSS JOIN LATERAL (SELECT * FROM tidegate_unique_keys AS k WHERE k.key = t.key LIMIT 1) AS u
 ), held AS MATERIALIZED (
     SELECT s.key, s.run_id AS id, s.status FROM seen AS s
     WHERE position('|' || s.status || '|' in s.holds) > 0 OR (s.status = 'completed' AND s.expires_at > tidegate_now())
