@@ -204,6 +204,19 @@ def test_a_keyed_run_keeps_its_rate_cost(store, database_url):
     assert execute_sql(database_url, "SELECT rate_cost FROM tidegate_runs WHERE id = ?", (heavy.id,)) == [(5,)]
 
 
+def test_the_one_statement_submits_fit_psycopgs_parse_cache():
+    """psycopg keeps its parse of a statement (placeholders found, converted) only up to
+    MAX_CACHED_STATEMENT_LENGTH bytes; a longer one is parsed again on every call, which cost a
+    keyed submit about 100,000 client instructions (benchmarks/instructions.py, submit_unique)."""
+    from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
+
+    from tidegate.storage.shared.sqlfile import load_queries
+
+    queries = load_queries("tidegate.storage.postgres")
+    for name in ("enqueue_free", "enqueue_unique_free"):
+        assert len(queries[name].encode()) <= MAX_CACHED_STATEMENT_LENGTH, name
+
+
 def test_keyed_answers_that_one_statement_cannot_decide_are_the_same(store):
     """Both adapters: a batch with a new key and a held one stores only the new run; a replacing
     claim gives the queued holder its args; a "raise" among duplicates stores nothing."""

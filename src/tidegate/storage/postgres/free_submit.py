@@ -5,13 +5,17 @@ only holders it answers as duplicates. Such a batch is one statement (no pipelin
 
 - plain: `enqueue_free`, which stores the batch while the rules version is the one under which
   the store read that no ceiling applies to its queues (ceilings.py);
-- keyed, its keys distinct and none of its claims replacing a holder: `enqueue_unique_free`,
-  which reads the keys' rows in its own snapshot and, when none is held there, takes the keys'
-  locks and writes the keys with ON CONFLICT taking over only a row it judged (one committed since
-  its snapshot, a concurrent submit's, stops it), storing the batch only if it wrote every key
-  (and the version holds); it returns the holders it saw. (It used to read the holders through
-  `tidegate_unique_holders`, a plpgsql function taking the locks first: about a tenth of a
-  millisecond more per new key, and a generic plan of its own that could hash-join every run.)
+- keyed, its keys distinct and none of its claims replacing a holder: `enqueue_unique_free`
+  (unique.sql). It reads the keys' rows in its own snapshot (`seen`): a key held there answers
+  the batch as duplicates, and it writes and locks nothing (no WAL flush at commit). Otherwise it
+  takes the keys' locks (`unique_lock`'s: they serialise it with the full way's lock, holders,
+  take), reads the rules version FOR SHARE (as `enqueue_free`) and writes the keys. ON CONFLICT
+  sees every committed row, not the snapshot's: it takes over a row only while the row still
+  names the run `seen` judged (which held nothing), so a key taken since the snapshot is never
+  taken from its run; the runs are stored only if every key was written. A key it wrote for a
+  batch it did not store (another key of the batch taken meanwhile) names a run that never
+  existed, which holds nothing. (It used to read the holders through `tidegate_unique_holders`,
+  a plpgsql function taking the locks first, whose generic plan of its own could scan the keys.)
 
 On the store's autocommit connections the statement is its own transaction; on a caller's
 connection it is part of the caller's transaction (in a pipeline with the caller's savepoint).

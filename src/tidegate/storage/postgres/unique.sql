@@ -45,26 +45,13 @@ WHERE id = %(id)s::text AND status = 'queued'
 RETURNING id;
 
 -- name: enqueue_unique_free
--- `enqueue_free` for a keyed batch whose keys are distinct and none of whose runs replaces a
--- holder (free_submit.py), one statement. It reads the keys' rows in its own snapshot (`seen`):
--- a key held there answers the batch as duplicates, and the statement writes and locks nothing
--- (it commits with no WAL flush). Otherwise it takes the keys' locks (`unique_lock`'s, which
--- serialise it with the full way's lock, holders, take), reads the rules version FOR SHARE (as
--- enqueue_free does) and writes the keys. The key's row answers a race that the snapshot cannot:
--- ON CONFLICT sees every committed row, not the snapshot's; it takes over a row only while that
--- row still names the run `seen` judged (which held nothing), so a key taken since the snapshot
--- (a concurrent submit's) is never taken from its run. The runs, their RunQueued events and the
--- wake-up are stored only if every key was written and the version is still `known`; a key it
--- wrote for a batch it did not store names a run that never existed, which holds nothing.
--- Its rows: one head row (stored, same rules, NULL, NULL, NULL), then one per holder (NULL,
--- NULL, key, run id, status), from which the adapter answers duplicates; stored false with no
--- holder: the adapter submits again the full way.
+-- `enqueue_free` for a keyed batch, as free_submit.py explains. Rows: (stored, same rules, NULL,
+-- NULL, NULL), then (NULL, NULL, key, run id, status) per holder seen. Under psycopg's 4096 bytes
+-- (longer statements are parsed again on every call: test_submit_round_trips.py).
 WITH taken AS MATERIALIZED (
     SELECT * FROM jsonb_to_recordset(%(keys)s::jsonb) AS k(key text, run_id text, holds text, period double precision)
 ), seen AS MATERIALIZED (
-    -- Each key's row by its primary key, whatever the table's size when this generic plan was made
-    -- (a LATERAL subquery with a LIMIT is not flattened into a join: a lookup per key, never a scan
-    -- of the keys or a hash of the runs).
+    -- a primary-key lookup per key (a LATERAL with a LIMIT is never flattened into a scan)
     SELECT u.key, u.run_id, u.holds, u.expires_at,
            (SELECT r.status FROM tidegate_runs AS r WHERE r.id = u.run_id) AS status
     FROM taken AS t
