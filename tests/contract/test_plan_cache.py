@@ -35,6 +35,8 @@ PARTITIONS = 10
 # reads only running runs, never the backlog.
 HOT = {
     "enqueue": {"tidegate_runs_active", "tidegate_runs_retention"},
+    # a keyed submit's holders: each key row's run by id (a plan of its own once hash-joined every run)
+    "enqueue_unique_free": {"tidegate_runs_pkey"},
     "claim_window": {"tidegate_runs_claim"},
     "claim_partitions": {"tidegate_runs_partition"},
     "claim_runs": {"tidegate_runs_pkey"},

@@ -8,8 +8,8 @@ before). Statements are named by the store's queries (SAVEPOINT and the like by 
 
 Pinned here, once the store has read the admission ceilings (none):
 - a plain submit: `enqueue_free`, one statement, one round trip;
-- a keyed one, new key or duplicate (or "raise"): `enqueue_unique_free` alone (it takes the keys'
-  locks itself, in `tidegate_unique_holders`), one statement, one trip;
+- a keyed one, new key or duplicate (or "raise"): `enqueue_unique_free` alone (a duplicate read
+  in its snapshot; a new key written under the keys' locks it takes itself), one statement, one trip;
 - in the caller's transaction: the first submit on a connection sends its check first inside a
   savepoint (two trips: the batch, the release); later ones the batch alone (one trip);
 - from an event loop (the store's async pool, or the caller's async connection): the same.
@@ -177,6 +177,46 @@ def test_a_keyed_submit_new_or_duplicate_is_one_statement_in_one_round_trip(stor
     assert len(store.page_runs()) == 2
 
 
+def test_a_key_whose_holder_ended_is_taken_over_in_one_statement(store, backend, monkeypatch):
+    """Its row names a run that holds it no longer (canceled): the one statement takes the row over
+    (its guard: the row still names the run its snapshot judged), no second way."""
+    store.enqueue_unique([keyed("warm")])
+    ended = keyed("k")
+    store.enqueue_unique([ended])
+    store.cancel_run(ended.id)
+    again = keyed("k")
+    with counted(monkeypatch) as trips:
+        [taken] = store.enqueue_unique([again])
+    assert (taken.run_id, taken.duplicate) == (again.id, False)
+    assert store.enqueue_unique([keyed("k")])[0].run_id == again.id  # the new run holds it
+    if backend == "postgres":
+        assert (trips.trips, trips.named(store._queries)) == (1, ["enqueue_unique_free"])
+
+
+def test_a_keyed_run_keeps_its_rate_cost(store, database_url):
+    """The one-statement keyed submit stores every column the plain one does (it once left out
+    `rate_cost`: a keyed run of cost 5 was charged 1)."""
+    store.enqueue_unique([keyed("warm")])
+    heavy = replace(keyed("heavy"), rate_cost=5)
+    store.enqueue_unique([heavy])
+    from tests.conftest import execute_sql
+
+    assert execute_sql(database_url, "SELECT rate_cost FROM tidegate_runs WHERE id = ?", (heavy.id,)) == [(5,)]
+
+
+def test_the_one_statement_submits_fit_psycopgs_parse_cache():
+    """psycopg keeps its parse of a statement (placeholders found, converted) only up to
+    MAX_CACHED_STATEMENT_LENGTH bytes; a longer one is parsed again on every call, which cost a
+    keyed submit about 100,000 client instructions (benchmarks/instructions.py, submit_unique)."""
+    from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
+
+    from tidegate.storage.shared.sqlfile import load_queries
+
+    queries = load_queries("tidegate.storage.postgres")
+    for name in ("enqueue_free", "enqueue_unique_free"):
+        assert len(queries[name].encode()) <= MAX_CACHED_STATEMENT_LENGTH, name
+
+
 def test_keyed_answers_that_one_statement_cannot_decide_are_the_same(store):
     """Both adapters: a batch with a new key and a held one stores only the new run; a replacing
     claim gives the queued holder its args; a "raise" among duplicates stores nothing."""
@@ -261,62 +301,95 @@ def test_from_an_event_loop_a_submit_is_one_round_trip(store, backend, database_
     assert len(store.page_runs()) == 6
 
 
-STORES = "    SELECT coalesce((SELECT same FROM current_rules), false) AS stores\n"
+GUARD = "\n    WHERE (u.key, u.run_id) IN (SELECT key, run_id FROM seen)"
+LOCKS = "SELECT count(pg_advisory_xact_lock("
+BEFORE_LOCKS = "), locked AS MATERIALIZED (\n    SELECT CASE WHEN EXISTS (SELECT 1 FROM held) THEN false"
+AFTER_KEYS = "), go AS MATERIALIZED (\n    SELECT "
 
 
-@pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])
-def test_the_one_statement_keyed_submit_is_serialised_by_its_key_lock(database_url, backend, removed):
-    """A mutation check of the fast path's one serialisation: two submits of one new key, the first
-    stalled inside `enqueue_unique_free` once it has read the holders (none), nothing written yet.
-    With the keys' locks (taken by `tidegate_unique_holders` before its read) the second waits for
-    the first and answers its run as a duplicate; without them (the function redefined without
-    its PERFORM), the second reads no holder, and so did the first: both store a run."""
-    if backend != "postgres":
-        pytest.skip("the race needs a statement to stall in: PostgreSQL's (SQLite's one writer is raced elsewhere)")
+def _race_one_key(database_url: str, second_batch: int, mutate: Any, stall_at: Any) -> tuple[Any, Any, int]:
+    """Two submits of the new key "k": the first one-statement, stalled where `stall_at` puts the
+    race's stall into its text; the second `second_batch` runs of "k" (one: the one-statement way
+    too; two sharing the key: the full way). `mutate` rewrites the statement for both parties.
+    Returns both parties and the number of keyed runs stored."""
     from tests import races
     from tidegate.bootstrap import open_store
 
     store = open_store(database_url)
     try:
-        store.enqueue_unique([keyed("warm")])  # the ceilings read: both submits go the one-statement way
+        store.enqueue_unique([keyed("warm")])  # the ceilings read: the submits go the one-statement way
+        text = mutate(store._queries["enqueue_unique_free"])
+        store._queries = {**store._queries, "enqueue_unique_free": text}
         first = races.Party("first", lambda: store.enqueue_unique([keyed("k")]))
-        second = races.Party("second", lambda: store.enqueue_unique([keyed("k")]))
+        second = races.Party("second", lambda: store.enqueue_unique([keyed("k") for _ in range(second_batch)]))
         race = races.Race(database_url)
         try:
             races.track(store)
-            if removed:
-                _holders_read_without_key_locks(database_url)
             with race.stall() as stall:
-                text = store._queries["enqueue_unique_free"]
-                assert STORES in text
-                # the stall runs once `held` is read (a subquery correlated to its count)
-                after_read = f"SELECT ({stall} WHERE h.n >= 0) FROM (SELECT count(*) AS n FROM held) AS h"
-                stalled_go = (
-                    f"), stall AS MATERIALIZED ({after_read}), go AS MATERIALIZED (\n{STORES.rstrip()} FROM stall\n"
-                )
-                stalled = text.replace("), go AS MATERIALIZED (\n" + STORES, stalled_go, 1)
-                races.stall_query(store, first, "enqueue_unique_free", stalled)
+                races.stall_query(store, first, "enqueue_unique_free", stall_at(text, stall))
                 race.run(first, second, first_parked=race.blocked, release=race.release_stall)
         finally:
             race.close()
         assert first.error is None and second.error is None, (first.error, second.error)
-        keyed_runs = len(store.page_runs()) - 1  # the warm-up's run aside
-        assert keyed_runs == (2 if removed else 1), (race.second_ended_first, first.result, second.result)
-        if not removed:
-            assert second.result[0] == replace(first.result[0], duplicate=True)
+        return first, second, len(store.page_runs()) - 1  # the warm-up's run aside
     finally:
         store.close()
 
 
-def _holders_read_without_key_locks(database_url: str) -> None:
-    """The mutation: `tidegate_unique_holders` as migration 0025 defines it, without its locks."""
-    from tests.conftest import execute_sql
-    from tidegate.storage.shared.migrations import load_migrations
+def _stalled_before_the_locks(text: str, stall: str) -> str:
+    """The statement stalled once it has read the keys' rows in its snapshot (none), before the locks."""
+    assert BEFORE_LOCKS in text
+    waits = f"), stall AS MATERIALIZED (SELECT ({stall} WHERE s.n >= 0) FROM (SELECT count(*) AS n FROM seen) AS s"
+    locks_after = BEFORE_LOCKS.replace("WHEN", "WHEN NOT EXISTS (SELECT 1 FROM stall) THEN false WHEN", 1)
+    return text.replace(BEFORE_LOCKS, waits + locks_after, 1)
 
-    sql = next(m.sql for m in load_migrations("tidegate.storage.postgres.migrations") if m.version == 25)
-    function = sql[sql.index("CREATE FUNCTION tidegate_unique_holders") :]
-    locks = function[function.index("    PERFORM") : function.index("    RETURN QUERY")]
-    execute_sql(database_url, function.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION").replace(locks, ""))
+
+def _stalled_after_the_keys(text: str, stall: str) -> str:
+    """The statement stalled once it has written the key (its locks held), before it commits."""
+    assert AFTER_KEYS in text
+    waits = f"), stall AS MATERIALIZED (SELECT ({stall} WHERE s.n >= 0) FROM (SELECT count(*) AS n FROM keyed) AS s"
+    return text.replace(AFTER_KEYS, waits + AFTER_KEYS + "EXISTS (SELECT 1 FROM stall) AND ", 1)
+
+
+@pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])
+def test_a_key_taken_since_the_snapshot_is_never_taken_from_its_run(database_url, backend, removed):
+    """A mutation check of the fast path's guard: two one-statement submits of one new key, the
+    first stalled after its snapshot read (no row for the key) and before its locks, while the
+    second takes the key and commits. The first's insert meets the second's row, which its
+    snapshot never saw: with the guard (ON CONFLICT takes over only the row `seen` judged) it
+    writes nothing and, the full way, answers the second's run as a duplicate; without it, it takes
+    the key over and both store a run."""
+    if backend != "postgres":
+        pytest.skip("the race needs a statement to stall in: PostgreSQL's (SQLite's one writer is raced elsewhere)")
+
+    def mutate(text: str) -> str:
+        assert GUARD in text
+        return text.replace(GUARD, "") if removed else text
+
+    first, second, keyed_runs = _race_one_key(database_url, 1, mutate, _stalled_before_the_locks)
+    assert keyed_runs == (2 if removed else 1), (first.result, second.result)
+    if not removed:
+        assert first.result[0] == replace(second.result[0], duplicate=True)
+
+
+@pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])
+def test_the_one_statement_keyed_submit_is_serialised_with_the_full_way_by_its_key_lock(database_url, backend, removed):
+    """A mutation check of the fast path's lock: a one-statement submit of a new key stalled once
+    it has written the key (not yet committed), and a batch of two runs of that key, which goes
+    the full way (lock, holders, store, take). With the fast path's locks the batch waits for them
+    and reads the first's run as the holder; without them it reads no holder (the first's row is
+    uncommitted), stores a run and takes the key over once the first commits: two runs."""
+    if backend != "postgres":
+        pytest.skip("the race needs a statement to stall in: PostgreSQL's (SQLite's one writer is raced elsewhere)")
+
+    def mutate(text: str) -> str:
+        assert LOCKS in text
+        return text.replace(LOCKS, "SELECT count((") if removed else text
+
+    first, second, keyed_runs = _race_one_key(database_url, 2, mutate, _stalled_after_the_keys)
+    assert keyed_runs == (2 if removed else 1), (first.result, second.result)
+    if not removed:
+        assert [answer.run_id for answer in second.result] == [first.result[0].run_id] * 2
 
 
 def test_a_duplicate_locks_no_row_and_a_new_key_locks_the_rules_version(store, backend, database_url):

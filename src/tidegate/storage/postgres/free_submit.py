@@ -5,20 +5,25 @@ only holders it answers as duplicates. Such a batch is one statement (no pipelin
 
 - plain: `enqueue_free`, which stores the batch while the rules version is the one under which
   the store read that no ceiling applies to its queues (ceilings.py);
-- keyed, its keys distinct and none of its claims replacing a holder: `enqueue_unique_free`,
-  which takes the keys' locks and reads their holders through `tidegate_unique_holders` (a
-  VOLATILE function: its read has a snapshot of its own, taken after the locks were granted, so
-  it sees every submit of those keys committed before them) and stores the batch with its keys
-  only if none is held (and the version holds), returning the holders. (It used to be two
-  statements, `unique_lock` and then this one, in a pipeline: the pipeline's own waits cost a
-  keyed submit about a fifth of its rate under load.)
+- keyed, its keys distinct and none of its claims replacing a holder: `enqueue_unique_free`
+  (unique.sql). It reads the keys' rows in its own snapshot (`seen`): a key held there answers
+  the batch as duplicates, and it writes and locks nothing (no WAL flush at commit). Otherwise it
+  takes the keys' locks (`unique_lock`'s: they serialise it with the full way's lock, holders,
+  take), reads the rules version FOR SHARE (as `enqueue_free`) and writes the keys. ON CONFLICT
+  sees every committed row, not the snapshot's: it takes over a row only while the row still
+  names the run `seen` judged (which held nothing), so a key taken since the snapshot is never
+  taken from its run; the runs are stored only if every key was written. A key it wrote for a
+  batch it did not store (another key of the batch taken meanwhile) names a run that never
+  existed, which holds nothing. (It used to read the holders through `tidegate_unique_holders`,
+  a plpgsql function taking the locks first, whose generic plan of its own could scan the keys.)
 
 On the store's autocommit connections the statement is its own transaction; on a caller's
 connection it is part of the caller's transaction (in a pipeline with the caller's savepoint).
 Either way the statement wrote all of the batch or nothing, so its answer is: every run stored; or
 each run a duplicate of the holder `domain.unique.plan` names (or its `DuplicateRun`); or, when
 the rules moved or the plan would store some runs and not others, None: the caller submits again
-the full way (submit_script.py), which judges the same rules under the same locks.
+the full way (submit_script.py), which judges the same rules under the same locks. None also
+when a key was taken since the statement's snapshot: the full way reads its holder.
 """
 
 from __future__ import annotations
@@ -71,7 +76,7 @@ def free_steps(runs: Sequence[NewRun], version: str | None) -> list[Step] | None
         return [Step("enqueue_free", {"runs": payload, "known": version}, read=True)]
     if len(batch_keys(runs)) != len(claims) or any(claim.replaces for claim in claims):
         return None
-    # One statement: it takes the keys' locks itself, then reads the holders (tidegate_unique_holders).
+    # One statement: a held key answered from its snapshot; a new one written under its locks (unique.sql).
     params = {"runs": payload, "keys": payload_json(key_rows(runs)), "known": version}
     return [Step("enqueue_unique_free", params, read=True)]
 
@@ -85,7 +90,7 @@ def free_answers(runs: Sequence[NewRun], rows: Rows) -> list[Admission] | None:
     if any(row[0] for row in rows):  # the head row (stored, same rules): stored, keys and all
         return [Admission(run.id) for run in runs]
     holders = holders_of([row[2:5] for row in rows if row[0] is None])
-    if not holders:  # nothing held, nothing stored: the rules moved
+    if not holders:  # nothing held, nothing stored: the rules moved, or a key was taken since the snapshot
         return None
     decided = plan(runs, holders)
     if decided.store or decided.replace:  # some runs are new: they go the full way, under the locks again

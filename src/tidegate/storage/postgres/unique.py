@@ -1,14 +1,15 @@
 """PostgreSQL: a keyed submit (once per key, domain/unique.py).
 
 Most keyed batches take one statement in one round trip (free_submit.py): `enqueue_unique_free`
-takes the keys' locks and reads their holders after them (`tidegate_unique_holders`, a VOLATILE
-function: its own snapshot), and stores the batch with its keys only if none is held. A batch
-that statement cannot decide (a ceiling applies, two runs share a key, a keyed run replaces a
-queued holder, some runs are duplicates and others new) goes the full way, the script's
-(`submit_script.keyed`): one advisory lock per key in key order, the holders read after them,
-the domain's `plan`, the replaced holders, the new runs stored by `enqueue`'s own statements (its
-admission ceilings included) and the keys taken, in one pipelined transaction; a refusal, a
-`DuplicateRun` or any error rolls the whole batch back.
+answers a key held in its snapshot as a duplicate (writing nothing), and otherwise takes the
+keys' locks and writes the keys and the batch (ON CONFLICT: a key taken since its snapshot stops
+it, and the full way answers). A batch that statement cannot decide (a ceiling applies, two
+runs share a key, a keyed run replaces a queued holder, some runs are duplicates and others new,
+a key taken since its snapshot) goes the full way, the script's (`submit_script.keyed`): one
+advisory lock per key in key order, the holders read after them, the domain's `plan`, the
+replaced holders, the new runs stored by `enqueue`'s own statements (its admission ceilings
+included) and the keys taken, in one pipelined transaction; a refusal, a `DuplicateRun` or any
+error rolls the whole batch back.
 """
 
 from __future__ import annotations
