@@ -64,7 +64,9 @@ def test_the_free_submit_stamps_the_callers_clock_not_the_sessions(pgbouncer: Pg
         store.migrate()
         store.enqueue([new_run()])  # reads the ceilings (none): the next submit is the one statement
         if removed:
-            body_clock = _variant(store, "session_clock", lambda text: re.sub(r"p_now\b(?! timestamp)", "tidegate_now()", text))
+            body_clock = _variant(
+                store, "session_clock", lambda text: re.sub(r"p_now\b(?! timestamp)", "tidegate_now()", text)
+            )
             store._queries = {**store._queries, "enqueue_free": body_clock}  # type: ignore[attr-defined]
         clock.advance(3600)
         run = new_run()
