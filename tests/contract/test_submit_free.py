@@ -14,6 +14,10 @@ and each is taken out here to see the violation it prevents.
 
 SQLite has no such path (a submit counts under its one writer's lock): it runs the first
 contract intact; the races need a statement to stall in, PostgreSQL's.
+
+The statement is the body of the function tidegate_enqueue_free (migration 0027), which
+`enqueue_free` calls: a mutation is a copy of that function under another name with its body
+changed, called by the mutated store in place of the original (`_variant`).
 """
 
 from __future__ import annotations
@@ -29,7 +33,23 @@ from tidegate.domain.limits import QueueConfig
 
 MUTATION = pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])
 QUEUE = "qf"
-GUARD = "value = %(known)s::text"
+GUARD = "value = p_known"
+FUNCTION = "tidegate_enqueue_free"
+
+
+def _variant(store, suffix: str, edit) -> str:  # type: ignore[no-untyped-def]
+    """`enqueue_free` calling a copy of its function named FUNCTION_suffix, whose definition is
+    `edit(definition)`: created in the store's schema, and called only by whoever is given the text."""
+    call = store._queries["enqueue_free"]
+    assert f"SELECT {FUNCTION}(" in call
+    with store._connection() as connection:
+        (definition,) = connection.execute(f"SELECT pg_get_functiondef('{FUNCTION}'::regproc)").fetchone()
+        named = definition.replace(f".{FUNCTION}(", f".{FUNCTION}_{suffix}(", 1)
+        assert named != definition
+        changed = edit(named)
+        assert changed != named, "the mutation changed nothing"
+        connection.execute(changed.replace("%", "%%"))
+    return call.replace(f"SELECT {FUNCTION}(", f"SELECT {FUNCTION}_{suffix}(", 1)
 
 
 def _only_on_postgres(backend: str, removed: bool) -> None:
@@ -60,34 +80,30 @@ def test_a_ceiling_set_after_a_submit_read_none_refuses_the_next_submit(database
         work.submit(n=0)
         work.submit(n=1)  # the one-statement way already: the ceilings were read by the first
         if removed:
-            queries = app.store._queries
-            assert GUARD in queries["enqueue_free"]
-            app.store._queries = {
-                **queries,
-                "enqueue_free": queries["enqueue_free"].replace(GUARD, "%(known)s::text IS NOT NULL"),
-            }
+            unguarded = _variant(app.store, "unguarded", lambda text: text.replace(GUARD, "p_known IS NOT NULL"))
+            app.store._queries = {**app.store._queries, "enqueue_free": unguarded}
         _set_ceiling(database_url, where)
         with pytest.raises(AdmissionRejected) if not removed else nullcontext():  # removed: stored
             work.submit(n=2)
         assert sum(app.store.status_counts().values()) == (3 if removed else 2)
 
 
-LOCKING_READ = "WHERE name = 'rules_version'\n                     FOR SHARE)"
+LOCKING_READ = "WHERE name = 'rules_version'\n                         FOR SHARE)"
 UNLOCKED_READ = "WHERE name = 'rules_version')"
 
 
-def _stalled_enqueue_free(store, stall: str, where: str) -> str:  # type: ignore[no-untyped-def]
-    """`enqueue_free`, stalled by `stall` either before it reads the rules version (its snapshot is
-    taken as the statement starts, before the stall) or just after (holding what that read took)."""
-    text = store._queries["enqueue_free"]
+def _stalled(text: str, stall: str, where: str) -> str:
+    """The function's definition, its statement stalled by `stall` either before it reads the rules
+    version (its snapshot is taken as the statement starts, before the stall) or just after
+    (holding what that read took)."""
     head = "WITH current_rules AS MATERIALIZED (\n"
-    tail = "AS same\n), new AS ("
+    tail = "AS same\n    ), new AS ("
     uses = "WHERE (SELECT same FROM current_rules)\n"
     assert head in text and tail in text and uses in text
     if where == "before_read":
         text = text.replace(head, f"WITH stall AS MATERIALIZED ({stall}), current_rules AS MATERIALIZED (\n", 1)
-        return text.replace(tail, "AS same FROM stall\n), new AS (", 1)
-    after = f"AS same\n), stall AS MATERIALIZED (SELECT same, ({stall}) FROM current_rules\n), new AS ("
+        return text.replace(tail, "AS same FROM stall\n    ), new AS (", 1)
+    after = f"AS same\n    ), stall AS MATERIALIZED (SELECT same, ({stall}) FROM current_rules\n    ), new AS ("
     text = text.replace(tail, after, 1)
     return text.replace(uses, "WHERE (SELECT same FROM stall)\n", 1)
 
@@ -116,16 +132,15 @@ def test_a_ceiling_change_and_a_one_statement_submit_in_flight_are_ordered(datab
         race = races.Race(database_url)
         try:
             races.track(app.store)
-            if removed:
-                queries = app.store._queries
-                assert LOCKING_READ in queries["enqueue_free"]
-                app.store._queries = {
-                    **queries,
-                    "enqueue_free": queries["enqueue_free"].replace(LOCKING_READ, UNLOCKED_READ),
-                }
             with race.stall() as stall:
-                stalled = _stalled_enqueue_free(app.store, stall, where)
-                races.stall_query(app.store, submitter, "enqueue_free", stalled)
+
+                def edit(text: str) -> str:
+                    if removed:
+                        assert LOCKING_READ in text
+                        text = text.replace(LOCKING_READ, UNLOCKED_READ)
+                    return _stalled(text, stall, where)
+
+                races.stall_query(app.store, submitter, "enqueue_free", _variant(app.store, "stalled", edit))
                 race.run(submitter, changer, first_parked=race.blocked, release=race.release_stall)
         finally:
             race.close()

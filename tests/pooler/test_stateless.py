@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 
 import psycopg
@@ -19,6 +20,7 @@ import pytest
 
 from tests.conftest import raw_store
 from tests.contract.conftest import new_run
+from tests.contract.test_submit_free import _variant
 from tests.contract.test_submit_round_trips import keyed
 from tests.pooler.pgbouncer import PgBouncer
 from tidegate.domain.clock import ShiftedClock
@@ -49,6 +51,30 @@ def test_each_pooled_store_reads_its_own_clock_whatever_the_server_session_kept(
     finally:
         shifted.close()
         system.close()
+
+
+@pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])
+def test_the_free_submit_stamps_the_callers_clock_not_the_sessions(pgbouncer: PgBouncer, removed: bool):
+    """tidegate_enqueue_free (migration 0027) is given the time by its caller, whose clock's offset the
+    pooled adapter writes into the call. Removed (the function's body reads tidegate_now() itself), it
+    reads the server session's setting, which a pooled store never sets: a moved clock is lost."""
+    clock = ShiftedClock()
+    store = raw_store(pgbouncer.url, clock)
+    try:
+        store.migrate()
+        store.enqueue([new_run()])  # reads the ceilings (none): the next submit is the one statement
+        if removed:
+            body_clock = _variant(
+                store, "session_clock", lambda text: re.sub(r"p_now\b(?! timestamp)", "tidegate_now()", text)
+            )
+            store._queries = {**store._queries, "enqueue_free": body_clock}  # type: ignore[attr-defined]
+        clock.advance(3600)
+        run = new_run()
+        store.enqueue([run])
+        ahead = store.get_run(run.id).submitted_at.timestamp() > time.time() + 3000
+        assert ahead is not removed
+    finally:
+        store.close()
 
 
 def test_a_pooled_store_prepares_nothing_and_sets_nothing_in_the_session(pgbouncer: PgBouncer, postgres_url: str):

@@ -135,32 +135,10 @@ FROM tidegate_settings AS v WHERE v.name = 'rules_version';
 -- flight is waited for), and the lock keeps every change of the rules (each moves the version
 -- in its own transaction) from committing before this submit does. So a ceiling set since
 -- `known` was read is never submitted past. Its one row says whether it stored anything (if
--- not, the adapter submits again the full way).
-WITH current_rules AS MATERIALIZED (
-    SELECT coalesce((SELECT value = %(known)s::text FROM tidegate_settings WHERE name = 'rules_version'
-                     FOR SHARE), false)
-           AS same
-), new AS (
-    SELECT * FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
-        n integer, id text, task text, queue text, partition_key text, rate_key text, rate_cost integer, priority integer, args jsonb,
-        tags jsonb, concurrency_key text, max_attempts integer, retry_backoff double precision,
-        timeout double precision, delay double precision, deadline double precision, trace_context text)
-    WHERE (SELECT same FROM current_rules)
-), stored AS (
-    INSERT INTO tidegate_runs (
-        id, task, queue, partition_key, rate_key, rate_cost, status, priority, args, tags, concurrency_key, attempt,
-        max_attempts, retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at, trace_context)
-    SELECT id, task, queue, partition_key, rate_key, rate_cost, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
-           retry_backoff, timeout, tidegate_now(), tidegate_now(), tidegate_now() + make_interval(secs => delay),
-           tidegate_now() + make_interval(secs => deadline), trace_context
-    FROM new ORDER BY n
-), queued AS (
-    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
-    SELECT id, NULL, 'RunQueued', jsonb_build_object('queue', queue), tidegate_now()
-    FROM new ORDER BY n
-)
-SELECT c.same, (SELECT count(pg_notify('tidegate_' || md5(current_schema()), '')) FROM current_rules WHERE same)
-FROM current_rules AS c;
+-- not, the adapter submits again the full way). The statement is the body of
+-- tidegate_enqueue_free (migrations/0027): planned once per server session, also through a
+-- transaction-mode pooler, where nothing is prepared; the clock is the caller's.
+SELECT tidegate_enqueue_free(%(runs)s::jsonb, %(known)s::text, tidegate_now());
 
 -- name: run_status
 SELECT status FROM tidegate_runs WHERE id = %(id)s::text;

@@ -1,0 +1,4 @@
+-- Nothing here: PostgreSQL's 0027 moved its one-statement submit (`enqueue_free`) into a server-side
+-- function, so that a pooled client (nothing prepared) does not parse and plan it at every submit.
+-- SQLite has no such statement (a submit counts under its one writer's lock) and nothing to plan
+-- per session; the number is taken so that the dialects number their migrations alike.
