@@ -351,6 +351,7 @@ def _stalled_after_the_keys(text: str, stall: str) -> str:
     return text.replace(AFTER_KEYS, waits + AFTER_KEYS + "EXISTS (SELECT 1 FROM stall) AND ", 1)
 
 
+@pytest.mark.race
 @pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])
 def test_a_key_taken_since_the_snapshot_is_never_taken_from_its_run(database_url, backend, removed):
     """A mutation check of the fast path's guard: two one-statement submits of one new key, the
@@ -372,6 +373,7 @@ def test_a_key_taken_since_the_snapshot_is_never_taken_from_its_run(database_url
         assert first.result[0] == replace(second.result[0], duplicate=True)
 
 
+@pytest.mark.race
 @pytest.mark.parametrize("removed", [False, True], ids=["intact", "removed"])
 def test_the_one_statement_keyed_submit_is_serialised_with_the_full_way_by_its_key_lock(database_url, backend, removed):
     """A mutation check of the fast path's lock: a one-statement submit of a new key stalled once
