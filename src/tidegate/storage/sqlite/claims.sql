@@ -105,8 +105,7 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'queued'
 RETURNING id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect,
           max(0, :now - scheduled_at) AS queued_seconds,
           -- a keyed run may be a linked child (children.sql): its end may resume a parent too
-          (parent_id IS NOT NULL OR EXISTS (SELECT 1 FROM tidegate_unique_keys AS k WHERE k.run_id = tidegate_runs.id))
-              AS has_parent, trace_context,
+          (parent_id IS NOT NULL OR keyed) AS has_parent, trace_context,
           snoozes;
 
 -- name: next_due
