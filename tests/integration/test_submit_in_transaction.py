@@ -226,7 +226,7 @@ def test_a_file_checked_once_does_not_let_another_file_through(app, database_url
         for _ in range(2):
             files.options(connection=good).submit()
             good.commit()
-        with pytest.raises(InvalidArgument, match="other.db"):
+        with pytest.raises(InvalidArgument, match=r"other\.db"):
             files.options(connection=other).submit()
     finally:
         good.close()

@@ -101,4 +101,3 @@ def compute_key(task: str, kind: str, queue: str | None, value: Any) -> str:
     (args as canonical JSON, so key order does not matter)."""
     text = _CANONICAL.encode([task, kind, queue, value])
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
