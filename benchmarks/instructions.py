@@ -9,6 +9,8 @@ of start-up, imports and declarations cancels out. Measured:
 - submit: one app on a fresh database, one task declared and submitted once (declarations and
   connections made), then `runs` single `submit()` calls;
 - submit_unique: the same with `unique=Unique(by_args=["i"])` on the task, each submit a new key;
+- submit_tx: the plain submit in the caller's transaction (`options(connection=...)`, one commit per
+  submit), on the caller's own connection as `benchmarks/submit_paths.py` opens it (issue 26);
 - drain: `runs` no-op runs queued by a helper process (not counted), then one in-process worker
   (`max_workers=8, drain=True`, no limit; again with a queue limit of 4; and again with a rate that
   never binds, `Rate(1_000_000, "1s")`: issue 25) claims and runs them all.
@@ -32,7 +34,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-KINDS = ("submit", "submit_unique", "drain", "drain_limit4", "drain_rate")
+KINDS = ("submit", "submit_unique", "submit_tx", "drain", "drain_limit4", "drain_rate")
 
 
 def child(kind: str, url: str, runs: int) -> None:
@@ -50,7 +52,16 @@ def child(kind: str, url: str, runs: int) -> None:
     async def noop(i: int = 0) -> None:
         """Zero work: the count is all tidegate."""
 
-    if kind.startswith("submit"):
+    if kind == "submit_tx":
+        from submit_paths import _connect
+
+        connection = _connect(url)
+        in_transaction = noop.options(connection=connection)
+        for index in range(-1, runs):
+            in_transaction.submit(i=index)
+            connection.commit()
+        connection.close()
+    elif kind.startswith("submit"):
         noop.submit(i=-1)
         for index in range(runs):
             noop.submit(i=index)

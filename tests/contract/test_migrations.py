@@ -243,3 +243,40 @@ def test_two_migrations_with_one_number_are_refused(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(SchemaError, match="two migrations numbered 0018 in twin_migrations: attempt_causes, rates"):
         load_migrations("twin_migrations")
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_sqlite_database_before_keyed_runs_keeps_its_keys_and_flags_their_runs(database_url, monkeypatch):
+    """0030 rebuilds the key table as one b-tree and flags each run a key row names (a claim reads
+    the flag, not an index on run_id): a database from before it keeps every key, and its keyed runs
+    claim as keyed (their end looks for linked parents), its plain runs as plain."""
+    from tidegate.storage.sqlite import schema
+
+    known = schema.load_migrations("tidegate.storage.sqlite.migrations")
+    monkeypatch.setattr(schema, "load_migrations", lambda _: [m for m in known if m.version < 30])
+    raw_store(database_url).migrate()
+    for run_id in ("keyed-run", "plain-run"):
+        execute_sql(
+            database_url,
+            "INSERT INTO tidegate_runs (id, task, queue, status, args, max_attempts, retry_backoff,"
+            " submitted_at, queued_at, scheduled_at) VALUES (?, 't', 'q', 'queued', '{}', 1, 1, 0, 0, 0)",
+            (run_id,),
+        )
+    execute_sql(database_url, "INSERT INTO tidegate_unique_keys VALUES ('k1', 'keyed-run', '|queued|', NULL)")
+    monkeypatch.undo()
+    store = raw_store(database_url)
+    try:
+        assert store.migrate() == [30]
+        store.check_schema()
+    finally:
+        store.close()
+    assert execute_sql(database_url, "SELECT * FROM tidegate_unique_keys") == [("k1", "keyed-run", "|queued|", None)]
+    assert execute_sql(database_url, "SELECT id, keyed FROM tidegate_runs ORDER BY id") == [
+        ("keyed-run", 1),
+        ("plain-run", 0),
+    ]
+    definition = execute_sql(database_url, "SELECT sql FROM sqlite_master WHERE name = 'tidegate_unique_keys'")
+    assert "WITHOUT ROWID" in definition[0][0]
+    assert execute_sql(database_url, "SELECT name FROM sqlite_master WHERE tbl_name = 'tidegate_unique_keys'") == [
+        ("tidegate_unique_keys",)
+    ]

@@ -179,3 +179,56 @@ def test_sqlite_asks_for_the_declarations_before_a_transaction_holds_the_writer(
     finally:
         connection.close()
     assert _count(database_url, "tidegate_runs") == 1
+
+
+@pytest.mark.parametrize("caller_wrote_first", [False, True], ids=["submit_opens", "caller_open"])
+def test_a_refused_keyed_submit_leaves_the_callers_transaction_as_it_was(app, database_url, caller_wrote_first):
+    """The key is taken before the ceiling refuses the run: what undoes it is the savepoint in the
+    caller's open transaction, or (SQLite, no transaction open) the rollback of the transaction the
+    submit opened. Either taken out, the key row commits with the caller's next commit."""
+    app.queue("t.full", max_active=1)
+
+    @app.task(name="t.full_keyed", queue="t.full", unique=Unique(by_args=["k"]))
+    def keyed(k: int) -> None:
+        return None
+
+    execute_sql(database_url, "CREATE TABLE notes (id integer)")
+    keyed.submit(k=1)  # the queue's one place taken
+    connection = _connect(database_url)
+    try:
+        if caller_wrote_first:
+            connection.execute("INSERT INTO notes (id) VALUES (1)")
+        with pytest.raises(AdmissionRejected):
+            keyed.options(connection=connection).submit(k=2)
+        if database_url.startswith("sqlite"):
+            assert connection.in_transaction is caller_wrote_first  # a transaction it opened is over
+        connection.commit()
+    finally:
+        connection.close()
+    assert _count(database_url, "tidegate_unique_keys") == 1
+    assert _count(database_url, "tidegate_runs") == 1
+    assert _count(database_url, "notes") == int(caller_wrote_first)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_file_checked_once_does_not_let_another_file_through(app, database_url, tmp_path):
+    """The caller's file is checked once per name (submits.py): the name of the store's file is
+    remembered, never a connection, so another file is still refused after a good submit."""
+
+    @app.task(name="t.files")
+    def files() -> None:
+        return None
+
+    app.declare()
+    good = _connect(database_url)
+    other = sqlite3.connect(tmp_path / "other.db")
+    try:
+        for _ in range(2):
+            files.options(connection=good).submit()
+            good.commit()
+        with pytest.raises(InvalidArgument, match=r"other\.db"):
+            files.options(connection=other).submit()
+    finally:
+        good.close()
+        other.close()
+    assert _count(database_url, "tidegate_runs") == 2

@@ -108,8 +108,7 @@ WHERE tidegate_runs.id = c.id AND +tidegate_runs.status = 'queued'
 RETURNING tidegate_runs.id AS id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect,
           max(0, :now - scheduled_at) AS queued_seconds,
           -- a keyed run may be a linked child (children.sql): its end may resume a parent too
-          (parent_id IS NOT NULL OR EXISTS (SELECT 1 FROM tidegate_unique_keys AS k WHERE k.run_id = tidegate_runs.id))
-              AS has_parent, trace_context,
+          (parent_id IS NOT NULL OR keyed) AS has_parent, trace_context,
           snoozes;
 
 -- name: next_due

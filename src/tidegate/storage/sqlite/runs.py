@@ -46,7 +46,14 @@ class Runs(Aggregate, RunReads, port.RunVerbs):
     def insert_runs(self, connection: sqlite3.Connection, runs: Sequence[NewRun], now: float) -> None:
         """`enqueue` inside the caller's write transaction (a schedule's tick stores its run with its tick)."""
         rows = [
-            {**records.new_run_row(run), "args": dumps(run.args), "tags": dumps(run.tags), "now": now} for run in runs
+            {
+                **records.new_run_row(run),
+                "args": dumps(run.args),
+                "tags": dumps(run.tags),
+                "now": now,
+                "keyed": run.unique is not None,  # Unique.admit takes the key of every keyed run it stores
+            }
+            for run in runs
         ]
         events = [event_row(run.id, history.run_queued(run.queue), now) for run in runs]
         self.check_admission(connection, [run.queue for run in runs], now)

@@ -30,12 +30,13 @@ SELECT name, queue, priority, tags, max_attempts, retry_backoff, timeout, dispat
 FROM tidegate_tasks ORDER BY name;
 
 -- name: enqueue
+-- `keyed`: the run takes a unique key in this transaction (unique.py; a claim reads it: claims.sql).
 INSERT INTO tidegate_runs (
     id, task, queue, partition_key, rate_key, rate_cost, status, priority, args, tags, concurrency_key, attempt, max_attempts,
-    retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at, trace_context)
+    retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at, trace_context, keyed)
 VALUES (
     :id, :task, :queue, :partition_key, :rate_key, :rate_cost, 'queued', :priority, :args, :tags, :concurrency_key, 0, :max_attempts,
-    :retry_backoff, :timeout, :now, :now, :now + :delay, :now + :deadline, :trace_context);
+    :retry_backoff, :timeout, :now, :now, :now + :delay, :now + :deadline, :trace_context, :keyed);
 
 -- name: run_status
 SELECT status FROM tidegate_runs WHERE id = :id;

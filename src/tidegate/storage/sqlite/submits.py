@@ -2,7 +2,9 @@
 
 In the caller's transaction the submit is the store's own: `Runs.insert_runs` (admission
 included) or `Unique.admit` (keys), written on the caller's `sqlite3.Connection` under its
-write lock and a savepoint, so a refusal leaves the caller's transaction as it was. SQLite
+write lock and a savepoint, so a refusal leaves the caller's transaction as it was. A submit
+that finds no transaction open opens it (`BEGIN IMMEDIATE`) and needs no savepoint: a refusal
+rolls back the transaction it opened, which holds nothing of the caller's. SQLite
 has one writer: the caller's transaction holds the write lock from the submit until it
 ends, which is what keeps the ceilings and keys it judged true at its commit. No wake-up
 datagram is sent (it would come before the commit); every listener watches
@@ -40,6 +42,9 @@ class SQLiteSubmits:
         self._runs = runs
         self._unique = unique
         self._store = store  # its verbs that let runs in wake the listeners (port.WAKES)
+        # The caller's database files found to be this store's: a connection's main file never changes,
+        # so a name checked once is not stat'ed again on every submit (a few names at most per app).
+        self._same_files: set[str] = set()
 
     def enqueue_in(self, connection: Any, runs: Sequence[NewRun]) -> list[Admission]:
         if not isinstance(connection, sqlite3.Connection):
@@ -87,17 +92,22 @@ class SQLiteSubmits:
 
     def _check_same_file(self, connection: sqlite3.Connection) -> None:
         main = next((row[2] for row in connection.execute("PRAGMA database_list") if row[1] == "main"), "")
+        if main in self._same_files:
+            return
         if not main or not Path(main).exists() or not Path(main).samefile(self._db.path):
             raise InvalidArgument(
                 f"connection= is to {main or 'an in-memory database'!r}; this app's store is {str(self._db.path)!r}"
                 " (the run would not be where workers look)"
             )
+        self._same_files.add(main)
 
     @contextmanager
     def _callers_write(self, connection: sqlite3.Connection) -> Iterator[float]:
         """The caller's transaction as the writer, under a savepoint; yields its time (read once
-        the write lock is held, as `Database.write` does)."""
-        if not connection.in_transaction:
+        the write lock is held, as `Database.write` does). A transaction opened here holds nothing
+        of the caller's: a failure rolls it back whole, without a savepoint's two statements."""
+        opened = not connection.in_transaction
+        if opened:
             if connection.isolation_level is None:
                 raise InvalidArgument(
                     "connection= is in autocommit mode (isolation_level=None) with no transaction open: "
@@ -116,13 +126,18 @@ class SQLiteSubmits:
                 ) from None
         factory = connection.row_factory
         connection.row_factory = sqlite3.Row  # the store's statements read rows by name
-        connection.execute("SAVEPOINT tidegate_submit")
+        if not opened:
+            connection.execute("SAVEPOINT tidegate_submit")
         try:
             yield self._db.clock.wall()
         except BaseException:
-            connection.execute("ROLLBACK TO SAVEPOINT tidegate_submit")
-            connection.execute("RELEASE SAVEPOINT tidegate_submit")
+            if opened:
+                connection.execute("ROLLBACK")
+            else:
+                connection.execute("ROLLBACK TO SAVEPOINT tidegate_submit")
+                connection.execute("RELEASE SAVEPOINT tidegate_submit")
             raise
         finally:
             connection.row_factory = factory
-        connection.execute("RELEASE SAVEPOINT tidegate_submit")
+        if not opened:
+            connection.execute("RELEASE SAVEPOINT tidegate_submit")

@@ -40,7 +40,7 @@ class Unique(Aggregate, port.UniqueVerbs):
             # The common single submit of a new key: one insert takes it (no holder to read, nothing
             # to plan: a key never taken is free for any rule); a key with a row goes the general way.
             [row] = key_rows(runs)
-            if connection.execute(self._q("unique_take_new"), {**row, "now": now}).fetchone() is not None:
+            if connection.execute(self._q("unique_take_new"), {**row, "now": now}).rowcount == 1:
                 self._runs.insert_runs(connection, runs, now)
                 return [Admission(runs[0].id)]
         held = connection.execute(self._q("unique_holders"), {"keys": dumps(batch_keys(runs)), "now": now})
