@@ -247,13 +247,13 @@ def test_two_migrations_with_one_number_are_refused(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_sqlite_database_before_keyed_runs_keeps_its_keys_and_flags_their_runs(database_url, monkeypatch):
-    """0030 rebuilds the key table as one b-tree and flags each run a key row names (a claim reads
+    """0028 rebuilds the key table as one b-tree and flags each run a key row names (a claim reads
     the flag, not an index on run_id): a database from before it keeps every key, and its keyed runs
     claim as keyed (their end looks for linked parents), its plain runs as plain."""
     from tidegate.storage.sqlite import schema
 
     known = schema.load_migrations("tidegate.storage.sqlite.migrations")
-    monkeypatch.setattr(schema, "load_migrations", lambda _: [m for m in known if m.version < 30])
+    monkeypatch.setattr(schema, "load_migrations", lambda _: [m for m in known if m.version < 28])
     raw_store(database_url).migrate()
     for run_id in ("keyed-run", "plain-run"):
         execute_sql(
@@ -266,7 +266,7 @@ def test_a_sqlite_database_before_keyed_runs_keeps_its_keys_and_flags_their_runs
     monkeypatch.undo()
     store = raw_store(database_url)
     try:
-        assert store.migrate() == [30]
+        assert store.migrate() == [28]
         store.check_schema()
     finally:
         store.close()

@@ -1,3 +1,3 @@
--- SQLite's 0030 gives its key table one b-tree and the run a `keyed` flag, to write fewer pages
+-- SQLite's 0028 gives its key table one b-tree and the run a `keyed` flag, to write fewer pages
 -- per keyed submit. PostgreSQL's keyed submit has its own shape (storage/postgres/unique.sql):
 -- nothing changes here; the file keeps the dialects' migrations numbered alike.
