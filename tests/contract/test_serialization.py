@@ -209,10 +209,10 @@ def test_once_a_lowered_limit_is_set_nobody_is_admitted_under_the_old_one(
 
 def _stalled_enqueue(store, stall: str) -> str:
     """`enqueue`, stalled by `stall` before it reads the runs it adds (see _submit_race)."""
-    head = "WITH new AS (\n    SELECT * FROM jsonb_to_recordset("
+    head = "WITH new AS (\nSELECT * FROM jsonb_to_recordset("
     text = store._queries["enqueue"]
     assert head in text
-    stalled = "WITH stall AS MATERIALIZED (" + stall + "), new AS (\n    SELECT r.* FROM stall, jsonb_to_recordset("
+    stalled = "WITH stall AS MATERIALIZED (" + stall + "), new AS (\nSELECT r.* FROM stall, jsonb_to_recordset("
     return text.replace(head, stalled, 1)
 
 

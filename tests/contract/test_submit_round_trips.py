@@ -301,10 +301,10 @@ def test_from_an_event_loop_a_submit_is_one_round_trip(store, backend, database_
     assert len(store.page_runs()) == 6
 
 
-GUARD = "\n    WHERE (u.key, u.run_id) IN (SELECT key, run_id FROM seen)"
+GUARD = "\nWHERE (u.key, u.run_id) IN (SELECT key, run_id FROM seen)"
 LOCKS = "SELECT count(pg_advisory_xact_lock("
-BEFORE_LOCKS = "), locked AS MATERIALIZED (\n    SELECT CASE WHEN EXISTS (SELECT 1 FROM held) THEN false"
-AFTER_KEYS = "), go AS MATERIALIZED (\n    SELECT "
+BEFORE_LOCKS = "), locked AS MATERIALIZED (\nSELECT CASE WHEN EXISTS (SELECT 1 FROM held) THEN false"
+AFTER_KEYS = "), go AS MATERIALIZED (\nSELECT "
 
 
 def _race_one_key(database_url: str, second_batch: int, mutate: Any, stall_at: Any) -> tuple[Any, Any, int]:
