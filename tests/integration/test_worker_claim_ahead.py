@@ -1,8 +1,9 @@
 """Runs a worker claims ahead of its free slots wait for a slot: never more than max_workers run.
 
 Where no limit applies, a turn that reports ended runs also claims as many more
-(`worker/loop.py` `_room`); the dispatcher keeps them until a slot frees. Taken
-out (every claimed run started at once), the runs at once exceed max_workers.
+(`worker/loop.py` `_room`), up to AHEAD_PER_SLOT x max_workers; the dispatcher
+keeps them until a slot frees. Taken out (every claimed run started at once),
+the runs at once exceed max_workers; the cap taken out, the claims outgrow it.
 A run still waiting when the worker stops is handed back unstarted, and one
 canceled while it waits ends canceled without running. Both adapters.
 """
@@ -17,6 +18,8 @@ import pytest
 
 from tests.conftest import wait_status, wait_until
 from tidegate import RunStatus
+from tidegate.domain.model import CycleRequest
+from tidegate.worker import loop
 from tidegate.worker.dispatch import Dispatcher
 
 QUEUE = "ahead"
@@ -54,6 +57,35 @@ def test_runs_claimed_ahead_never_run_past_max_workers(app: Any, monkeypatch: An
     assert (most[0] > 2) is removed, most[0]
     if not removed:
         assert most[0] == 2 and waited[0] > 0  # runs were claimed ahead, and waited
+
+
+@MUTATION
+def test_a_draining_claim_grows_with_the_runs_that_end_up_to_its_cap(app: Any, monkeypatch: Any, removed: bool) -> None:
+    """Each turn claims ahead as many runs as ended since the last one, so a drain of short runs
+    takes ever bigger batches, past one max_workers' worth ahead, but never more than the cap
+    (`AHEAD_PER_SLOT` x max_workers) beside the free slots. Cap taken out: the claims outgrow it."""
+
+    @app.task(name="ahead.noop", queue=QUEUE)
+    async def noop(i: int) -> None:
+        return None
+
+    if removed:
+        monkeypatch.setattr(loop, "AHEAD_PER_SLOT", 1_000)
+    store = app.store
+    real_cycle = store.cycle
+    limits: list[int] = []
+
+    def cycle(request: CycleRequest) -> Any:
+        limits.append(request.claim_limit)
+        return real_cycle(request)
+
+    store.cycle = cycle
+    noop.submit_many([{"i": i} for i in range(80)])
+    app.worker(queues=[QUEUE], max_workers=2, drain=True).run()
+    assert app.store.run_counts()[(QUEUE, RunStatus.COMPLETED)] == 80
+    cap = 2 + 4 * 2  # the free slots and AHEAD_PER_SLOT per slot
+    assert max(limits) > 2 + 2, limits  # more than one max_workers' worth ahead
+    assert (max(limits) > cap) is removed, limits
 
 
 def _one_waiting(app: Any, start_worker: Any) -> tuple[Any, str, str]:

@@ -53,6 +53,9 @@ def _serving(change: int) -> int:
 
 STORE_RETRY_FIRST = 0.05  # seconds before retrying a failed store cycle; doubles up to STORE_RETRY_MAX
 STORE_RETRY_MAX = 0.5  # not the poll interval: a store that is back is used within this, whatever the poll
+# The most runs a turn claims ahead, per slot (`Worker._room`). 1 made a drain of no-op runs one
+# cycle per 2 x max_workers runs; 4 makes it one per 5 x max_workers (issue 29, docs/architecture.md).
+AHEAD_PER_SLOT = 4
 
 
 class Worker:
@@ -263,14 +266,16 @@ class Worker:
         claim_ahead`, taken only where no limit applies; they wait on this worker for a slot).
 
         Ahead: only beside a claim for free slots (none is waiting then), and at most as many runs
-        as `ended` since the last turn, up to max_workers. Runs that end fast are claimed a cycle
-        ahead, and run while the next cycle is in flight; a worker whose slots are all taken claims
-        none ahead, and one whose runs are long (few end per turn) few, so a run claimed ahead
-        seldom waits behind a long one while another worker is idle.
+        as `ended` since the last turn (a cycle's worth of what this worker ran), up to
+        AHEAD_PER_SLOT x max_workers. Runs that end fast are claimed a cycle ahead, and run while
+        the next cycle is in flight: while they keep ending within a cycle, each turn's claim grows
+        by max_workers up to the cap, so a drain of short runs takes few cycles. A worker whose
+        slots are all taken claims none ahead, and one whose runs are long (few end per turn) few,
+        so a run claimed ahead seldom waits behind a long one while another worker is idle.
         """
         capacity = self.settings.max_workers
         free = max(0, capacity - self._dispatcher.in_flight)
-        return free, min(ended, capacity) if free else 0
+        return free, min(ended, AHEAD_PER_SLOT * capacity) if free else 0
 
     def _cycle(self, starts: list[Fence], outcomes: list[Outcome], free: int, ahead: int) -> CycleResult:
         """On the store's thread: one cycle; with nothing to report, first `peek_cycle`, one read
