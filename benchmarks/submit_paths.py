@@ -7,7 +7,7 @@ from one event loop with 16 concurrent tasks. Aims: unique and transactional >= 
 async from 16 tasks >= 1.0 of sync from 16 threads. The paths take turns in blocks (ROUNDS of
 them, --runs submits per path in all), each figure the median of its blocks.
 
-    .venv/bin/python benchmarks/submit_paths.py --runs 300 --repeat 3
+    .venv/bin/python benchmarks/submit_paths.py --runs 2000 --repeat 3
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def _rate(submit: Callable[[], object], runs: int) -> float:
 
 
 def main() -> None:
-    options = parse_options(__doc__, 300)
+    options = parse_options(__doc__, 2000)
     console = Console()
     load = os.getloadavg()
     samples = repeated(options.backends, options.repeat, lambda backend: measure(backend, options.runs), console)
