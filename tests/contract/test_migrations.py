@@ -266,7 +266,7 @@ def test_a_sqlite_database_before_keyed_runs_keeps_its_keys_and_flags_their_runs
     monkeypatch.undo()
     store = raw_store(database_url)
     try:
-        assert store.migrate() == [28]
+        assert store.migrate()[0] == 28  # and any migration after it
         store.check_schema()
     finally:
         store.close()

@@ -14,8 +14,7 @@ only holders it answers as duplicates. Such a batch is one statement (no pipelin
   names the run `seen` judged (which held nothing), so a key taken since the snapshot is never
   taken from its run; the runs are stored only if every key was written. A key it wrote for a
   batch it did not store (another key of the batch taken meanwhile) names a run that never
-  existed, which holds nothing. (It used to read the holders through `tidegate_unique_holders`,
-  a plpgsql function taking the locks first, whose generic plan of its own could scan the keys.)
+  existed, which holds nothing.
 
 On the store's autocommit connections the statement is its own transaction; on a caller's
 connection it is part of the caller's transaction (in a pipeline with the caller's savepoint).

@@ -1,0 +1,2 @@
+-- Nothing here: PostgreSQL's 0029 drops a function its keyed submit no longer calls; SQLite never
+-- had it. The number is taken so that the dialects number their migrations alike.
