@@ -58,10 +58,11 @@ SELECT %(run_id)s::text, %(step_key)s::text, type, metadata, tidegate_statement_
 FROM (
     SELECT 0 AS n, 'StepSlotClaimed' AS type, %(claimed)s::jsonb AS metadata
     UNION ALL
-    -- An unconfigured pool is unlimited: said once per run, the first time a step uses it.
-    SELECT 1, 'PoolUnconfigured',
+    -- An unconfigured pool is unlimited: said once per run, the first time a step uses it, in the
+    -- order the pools were given (a sort on `n` alone is not stable: their events could swap).
+    SELECT 1 + u.i, 'PoolUnconfigured',
            jsonb_build_object('pool', u.pool, 'limit', NULL, 'note', %(note)s::text)
-    FROM unnest(%(unconfigured)s::text[]) AS u(pool)
+    FROM unnest(%(unconfigured)s::text[]) WITH ORDINALITY AS u(pool, i)
     WHERE NOT EXISTS (SELECT 1 FROM tidegate_events AS e
                       WHERE e.run_id = %(run_id)s::text AND e.type = 'PoolUnconfigured'
                         AND e.metadata ->> 'pool' = u.pool)
