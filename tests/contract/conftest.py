@@ -17,13 +17,13 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from ulid import ULID
 
 from tests.conftest import event_types, execute_sql, raw_store, wait_until
 from tidegate.bootstrap import open_store
 from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.jsonvalue import JSONValue
 from tidegate.domain.model import ClaimedRun, CycleRequest, NewRun, Outcome, OutcomeKind
+from tidegate.domain.run_ids import new_run_id
 from tidegate.storage.port import Fence, Store
 
 QUEUE = "contract"
@@ -75,7 +75,7 @@ def new_run(
 ) -> NewRun:
     """A run as the app would submit it, with a fresh id."""
     return NewRun(
-        id=str(ULID()),
+        id=new_run_id(),
         task=task,
         queue=queue,
         partition=partition,

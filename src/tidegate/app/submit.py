@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from ulid import ULID
-
 from tidegate.app.callers import driver_connection, driver_connection_async
 from tidegate.app.handle import RunHandle
 from tidegate.app.registry import Registered, Registry
@@ -28,6 +26,7 @@ from tidegate.domain.limits import QueueConfig
 from tidegate.domain.model import NewRun, TaskDefinition
 from tidegate.domain.parameters import check_args
 from tidegate.domain.rate_costs import cost_of
+from tidegate.domain.run_ids import new_run_id
 from tidegate.domain.scopes import partition_of, rate_partition_of
 from tidegate.domain.suggest import unknown_task
 from tidegate.domain.unique import DEFAULT_UNIQUE, Admission, DuplicateRun, check_key, idempotency_run_key
@@ -135,7 +134,7 @@ class TaskOptions:
         if keyed is not None and keyed.debounce is not None:
             delay = max(delay, keyed.debounce)  # held for the debounce after the last submit of its key
         return NewRun(
-            id=str(ULID()),
+            id=new_run_id(),
             task=self._definition.name,
             queue=self._queue,
             partition=partition_of(queue_config, self._definition.name, args, self._concurrency_key),

@@ -283,12 +283,12 @@ def check_args(task: str, parameters: TaskParameters, args: Mapping[str, Any]) -
     """Raise `ArgumentMismatch` naming `task` and every problem unless `args` can call it by name."""
     problems: list[tuple[str, str]] = []  # (argument, problem)
     by_name = {parameter.name: parameter for parameter in parameters.items}
-    known = ", ".join(parameters.names) or "none"
     for name in args:
         parameter = by_name.get(name)
         if parameter is not None and parameter.kind is ParameterKind.POSITIONAL_ONLY and not parameters.extra_keywords:
             problems.append((name, f"argument {name!r} is positional-only: a run's args are given by name"))
         elif parameter is None and not parameters.extra_keywords:
+            known = ", ".join(parameters.names) or "none"  # only for the message: a submit's hot path
             problems.append((name, f"unknown argument {name!r} (known: {known})"))
     for parameter in parameters.items:
         given = parameter.name in args and parameter.kind is not ParameterKind.POSITIONAL_ONLY

@@ -16,11 +16,10 @@ import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from ulid import ULID
-
 from tidegate.domain.errors import TidegateError, UnknownTask
 from tidegate.domain.limits import QueueConfig
 from tidegate.domain.model import NewRun, TaskDefinition
+from tidegate.domain.run_ids import new_run_id
 from tidegate.domain.schedules import (
     CATCH_UP_LIMIT,
     Firing,
@@ -109,4 +108,4 @@ class _RunBuilder:
             raise UnknownTask(f"unknown task {definition.task!r}: no app has registered it in this database")
         if self._queues is None:
             self._queues = self._store.rules().queues
-        return scheduled_run(str(ULID()), task, self._queues.get(task.queue), definition.args)
+        return scheduled_run(new_run_id(), task, self._queues.get(task.queue), definition.args)
