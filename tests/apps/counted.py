@@ -28,9 +28,12 @@ def make_app(database: str | None = None) -> tidegate.App:
     app = tidegate.App(database)
 
     @app.task(name="counted.work", queue="counted", max_attempts=10, retry_backoff="50ms")
-    def work(ctx: Context, n: int, seconds: float = 0.0, chunks: int = 0) -> int:
-        """Sleep `seconds` in one call, then `chunks` x 20 ms (interruptible between chunks)."""
+    def work(ctx: Context, n: int, seconds: float = 0.0, chunks: int = 0, hold: str = "") -> int:
+        """Sleep `seconds` in one call, then `chunks` x 20 ms (interruptible between chunks); first,
+        while the file `hold` exists (the test removes it: an end the test orders, not a time)."""
         _log(f"start {ctx.run_id} {ctx.attempt}")
+        while hold and os.path.exists(hold):
+            time.sleep(0.02)
         if seconds:
             time.sleep(seconds)
         for _ in range(chunks):

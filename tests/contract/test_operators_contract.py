@@ -8,6 +8,8 @@ rate `queue why` estimates its ETA from. Same expectations on both adapters.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tidegate import AdmissionRejected, RunNotFound, RunNotRetryable
@@ -96,6 +98,7 @@ def test_retry_of_an_unknown_run_raises(store):
 
 
 def test_list_workers_shows_capacity_busy_queues_and_heartbeat_age(store):
+    registered = time.monotonic()
     store.register_worker(WorkerRegistration("a", 2, [QUEUE, "other"], False, TTL))
     store.register_worker(WorkerRegistration("b", 3, ["other"], True, TTL))
     enqueue_one(store)
@@ -106,16 +109,17 @@ def test_list_workers_shows_capacity_busy_queues_and_heartbeat_age(store):
         (1, 3, 0, ["other"], True),
     ]
     assert workers["b"].fill_order and not workers["a"].fill_order
-    assert 0 <= workers["a"].heartbeat_age < 5
+    assert 0 <= workers["a"].heartbeat_age <= time.monotonic() - registered + 0.5  # however slow the machine
 
 
 @pytest.mark.advances_clock
 def test_a_lapsed_worker_is_listed_not_live_with_its_heartbeat_age(store, clock):
+    registered = time.monotonic()
     store.register_worker(WorkerRegistration("a", 1, [QUEUE], False, 10))
     clock.advance(30)
     [worker] = store.list_workers()
     assert not worker.live
-    assert 29 <= worker.heartbeat_age < 35
+    assert 29.5 <= worker.heartbeat_age <= 30 + time.monotonic() - registered + 0.5  # the advance, and the time taken
 
 
 @pytest.mark.advances_clock

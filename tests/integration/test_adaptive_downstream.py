@@ -4,7 +4,7 @@ The downstream is a counter behind a lock: a call that finds more than
 `capacity` calls in progress is answered "overloaded" (the task raises
 `Snooze(0, overloaded=True)`). From a declared limit of 20, the effective
 limit must come down and settle at 4 +- 1 while the downstream takes 4, then
-rise back to 20 once it recovers, each within a bounded time; every move of
+rise back to 20 once it recovers (a generous deadline only catches a hang); every move of
 it is audited (the LimitChanged chain of source `adaptive` has no gap, never
 leaves [min, 20] and ends at the stored value). That each claim applies the
 limit in force at once is tests/contract/test_adaptive_contract.py's.
@@ -19,7 +19,9 @@ import time
 from tests.support.adaptive_downstream import assert_audited_chain, keep_busy
 from tidegate import Adaptive, App, Concurrency, Snooze
 
-SETTLE_WITHIN = 45.0  # seconds, generous for a loaded machine; it takes a few seconds alone
+# Seconds: only catches a limit that never settles (the settling itself is judged by the limits
+# seen, not by when). It takes a few seconds alone, 5 at load 9 on two cores; a stall adds its own.
+GIVE_UP_AFTER = 120.0
 BACKLOG = 60
 # Long beside a worker's turn (claim, report), so that the slots the limit counts are calls in
 # progress: a slot is held from the claim to the report of the outcome, a call only while it runs.
@@ -64,16 +66,14 @@ def test_the_limit_settles_at_the_downstream_s_capacity_and_rises_back_when_it_r
             raise Snooze(0, overloaded=True)
 
     start_worker(queues=["partner"], max_workers=20)
-    started = time.monotonic()
 
     def settled(limit: int, seen: list[int]) -> bool:
         window = seen[-40:]  # two seconds of samples
         return len(seen) >= 40 and max(window) <= 6 and 3 <= statistics.median(window) <= 5
 
-    seen = keep_busy(app, call_partner, lambda: _limit(app), settled, timeout=SETTLE_WITHIN, backlog=BACKLOG)
+    seen = keep_busy(app, call_partner, lambda: _limit(app), settled, timeout=GIVE_UP_AFTER, backlog=BACKLOG)
     window = seen[-40:]
     assert sum(3 <= limit <= 5 for limit in window) >= 0.75 * len(window), window
-    assert time.monotonic() - started < SETTLE_WITHIN
     assert downstream.most <= 20
 
     downstream.capacity = 1000  # it recovers
@@ -81,5 +81,5 @@ def test_the_limit_settles_at_the_downstream_s_capacity_and_rises_back_when_it_r
     def recovered(limit: int, seen: list[int]) -> bool:
         return limit == 20
 
-    keep_busy(app, call_partner, lambda: _limit(app), recovered, timeout=SETTLE_WITHIN, backlog=BACKLOG)
+    keep_busy(app, call_partner, lambda: _limit(app), recovered, timeout=GIVE_UP_AFTER, backlog=BACKLOG)
     assert_audited_chain(app, declared=20, least=1, now=_limit(app))

@@ -3,8 +3,8 @@
 The downstream takes `capacity` calls a second: a call that finds as many calls begun within the
 last second is answered "overloaded" (the task raises `Snooze(0, overloaded=True)`). From a
 declared 30 a second, the rate's effective limit must come down to about the capacity and stay
-near it while the downstream takes 8 a second, then rise back to 30 once it recovers, each within
-a bounded time; every move is audited (the LimitChanged chain of source `adaptive` for the target
+near it while the downstream takes 8 a second, then rise back to 30 once it recovers (a generous
+deadline only catches a hang); every move is audited (the LimitChanged chain of source `adaptive` for the target
 `rate:partner@1s` has no gap, never leaves [min, 30] and ends at the stored value).
 """
 
@@ -18,7 +18,9 @@ import time
 from tests.support.adaptive_downstream import assert_audited_chain, keep_busy
 from tidegate import Adaptive, App, Rate, Snooze
 
-SETTLE_WITHIN = 60.0  # seconds, generous for a loaded machine
+# Seconds: only catches a limit that never settles (the settling itself is judged by the limits
+# seen, not by when). It takes a few seconds alone, 5 at load 9 on two cores; a stall adds its own.
+GIVE_UP_AFTER = 120.0
 BACKLOG = 40
 TARGET = "rate:partner@1s"
 
@@ -56,14 +58,12 @@ def test_the_rate_settles_near_the_downstream_s_capacity_and_rises_back_when_it_
             raise Snooze(0, overloaded=True)
 
     start_worker(queues=["partner"], max_workers=8)
-    started = time.monotonic()
 
     def settled(limit: int, seen: list[int]) -> bool:
         window = seen[-60:]  # three seconds of samples
         return len(seen) >= 60 and max(window) <= 12 and 4 <= statistics.median(window) <= 10
 
-    seen = keep_busy(app, call_partner, lambda: _limit(app), settled, timeout=SETTLE_WITHIN, backlog=BACKLOG)
-    assert time.monotonic() - started < SETTLE_WITHIN
+    seen = keep_busy(app, call_partner, lambda: _limit(app), settled, timeout=GIVE_UP_AFTER, backlog=BACKLOG)
     assert min(seen) >= 2
 
     downstream.capacity = 1000  # it recovers
@@ -71,6 +71,6 @@ def test_the_rate_settles_near_the_downstream_s_capacity_and_rises_back_when_it_
     def recovered(limit: int, seen: list[int]) -> bool:
         return limit == 30
 
-    keep_busy(app, call_partner, lambda: _limit(app), recovered, timeout=SETTLE_WITHIN, backlog=BACKLOG)
+    keep_busy(app, call_partner, lambda: _limit(app), recovered, timeout=GIVE_UP_AFTER, backlog=BACKLOG)
     changes = assert_audited_chain(app, declared=30, least=2, now=_limit(app))
     assert {change["target"] for change in changes} == {TARGET}

@@ -4,7 +4,9 @@ SQLite makes a wait easy to cause: while another connection holds the write
 lock, a submit waits in the store (busy timeout). Meanwhile the same server,
 on its one event loop, must still answer /healthz and reads, because store
 calls run in the thread pool. Were an endpoint to call the store on the
-loop, /healthz would hang until the lock is released.
+loop, /healthz would hang until the submit ends, and the submit waits for the
+lock the test releases only once the reads are answered: so the proof is an
+order (the submit still waits when the reads are back), not a time.
 """
 
 from __future__ import annotations
@@ -18,8 +20,6 @@ import httpx
 
 from tests.apps.api import live_server
 from tidegate import App
-
-HELD = 3.0  # seconds the test holds the write lock
 
 
 def test_health_and_reads_answer_while_a_submit_waits_for_the_store(sqlite_url: str) -> None:
@@ -42,13 +42,9 @@ def test_health_and_reads_answer_while_a_submit_waits_for_the_store(sqlite_url: 
                 )
                 submitting.start()
                 time.sleep(0.3)  # the submit is now waiting for the write lock
-                started = time.monotonic()
                 health = httpx.get(f"{base_url}/healthz", timeout=60)
                 listed = httpx.get(f"{base_url}/api/v1/runs", timeout=60)
-                waited = time.monotonic() - started
-                assert waited < HELD / 2, f"/healthz and a read took {waited:.2f}s while a submit waited: loop blocked"
-                assert submitting.is_alive(), "the submit did not wait for the lock: the test proves nothing"
-                time.sleep(max(0.0, HELD - (time.monotonic() - started)))
+                assert submitting.is_alive(), "the reads answered only once the submit stopped waiting: loop blocked?"
                 blocker.execute("ROLLBACK")
             submitting.join(60)
 

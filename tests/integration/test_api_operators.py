@@ -8,6 +8,7 @@ in-thread worker.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -243,6 +244,7 @@ def test_workers_lists_the_registry_with_busy_and_heartbeat_age(app: App) -> Non
     _tasks(app)
     client = local_client(app.asgi())
     run_id = _submit(client, "hello")
+    registered = time.monotonic()
     app.store.register_worker(WorkerRegistration("w-a", 2, ["default", "api"], True, 60))
     _claim(app, "w-a")
     [worker] = client.get("/api/v1/workers").json()["workers"]
@@ -250,5 +252,5 @@ def test_workers_lists_the_registry_with_busy_and_heartbeat_age(app: App) -> Non
         "id": "w-a", "rank": 0, "capacity": 2, "busy": 1, "queues": ["api", "default"], "fill_order": True,
         "live": True,
     }  # fmt: skip
-    assert 0 <= worker["heartbeat_age"] < 5
+    assert 0 <= worker["heartbeat_age"] <= time.monotonic() - registered + 0.5  # however slow the machine
     assert app.store.get_run(run_id).worker_id == "w-a"  # type: ignore[union-attr]

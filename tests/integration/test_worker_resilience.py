@@ -63,4 +63,6 @@ def test_a_worker_retries_a_failing_store_soon_whatever_its_poll(app, start_work
     start_worker(max_workers=1, poll_interval="30s")
     assert handle.wait(timeout=30) == "done"
     late = time.monotonic() - first_failure[0] - outage
-    assert late < 1.0, f"the run completed {late:.2f}s after the store was back"
+    # A latency is the behaviour: retries up to the poll came 3.05 s late here, retries capped at
+    # STORE_RETRY_MAX (0.5 s) are on time; the bound sits between, with slack for a loaded machine.
+    assert late < 2.0, f"the run completed {late:.2f}s after the store was back"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 
 import pytest
 from typer.testing import CliRunner
@@ -421,14 +420,18 @@ def test_a_canceled_workflow_stops_its_steps(app, start_worker, monkeypatch):
     assert all(step.status is not StepStatus.COMPLETED for step in app.store.run_steps(run.id))
 
 
-def test_a_canceled_workflow_lets_running_steps_finish_and_starts_no_more(app, start_worker):
+def test_a_canceled_workflow_lets_running_steps_finish_and_starts_no_more(app, start_worker, monkeypatch):
+    # A grace far beyond the wait below: a run that waited for it, not for its running items, fails
+    # the wait (WaitTimeout) whatever the machine's speed.
+    monkeypatch.setenv("TIDEGATE_CANCEL_GRACE", "10m")
+    release = threading.Event()
     running: list[int] = []
     finished: list[int] = []
 
     @app.step
     async def item(n: int) -> int:
         running.append(n)
-        await asyncio.sleep(0.5)
+        await asyncio.to_thread(release.wait, 120)  # it ends when the test says (bounded, should the test fail)
         finished.append(n)
         return n
 
@@ -436,19 +439,27 @@ def test_a_canceled_workflow_lets_running_steps_finish_and_starts_no_more(app, s
     def graceful(wf: Workflow):
         return wf.map(item, list(range(8)), concurrency=2)
 
-    start_worker()  # the default cancel grace (5s) outlasts the running items
+    worker = start_worker()
     run = graceful.submit()
     wait_until(lambda: len(running) == 2, message="two items running")
-    canceled_at = time.monotonic()
     run.cancel()
+    # The items end only once the worker has told the run to stop: were the map to start another
+    # item in the slots they free, it would be after the cancel.
+    wait_until(lambda: _told_to_stop(worker, run.id), message="the worker to tell the run to stop")
+    release.set()
     with pytest.raises(RunFailed, match="canceled"):
-        run.wait(timeout=30)
-    assert time.monotonic() - canceled_at < 4, "it waited for the grace instead of its running items"
+        run.wait(timeout=60)
     assert run.status() is RunStatus.CANCELED
     assert sorted(finished) == [0, 1] and sorted(running) == [0, 1]  # no item started after the cancel
     steps = _steps_by_key(app, run.id)
     assert [steps[f"item[{i}]"].status for i in range(3)] == [StepStatus.COMPLETED] * 2 + [StepStatus.PENDING]
     assert steps["item[1]"].output == 1  # kept as a checkpoint
+
+
+def _told_to_stop(worker, run_id: str) -> bool:
+    """Whether `worker` has asked its attempt of `run_id` to stop (it read the cancel from the store)."""
+    attempts = list(worker._dispatcher._busy.values())
+    return any(attempt.run.id == run_id and attempt.stop_reason is not None for attempt in attempts)
 
 
 def test_a_workflow_that_times_out_stops_its_steps(app, start_worker):

@@ -13,6 +13,7 @@ from kubernetes import client
 from tests.kubernetes import flows
 from tests.kubernetes.kube import FakeKubelet, KubeServer
 from tidegate import App
+from tidegate.domain.clock import Clock
 
 
 @pytest.fixture
@@ -44,8 +45,9 @@ def kubelet(kube_server: KubeServer, database_url: str, tmp_path: Path) -> Itera
 
 
 @pytest.fixture
-def kapp(database_url: str, kube_server: KubeServer, kubelet: FakeKubelet) -> Iterator[App]:
-    app = flows.make_app(database_url, kube_server.kubeconfig)
+def kapp(database_url: str, kube_server: KubeServer, kubelet: FakeKubelet, clock: Clock) -> Iterator[App]:
+    """The app, on the test's clock: a test advances it past a lease rather than waiting one out."""
+    app = flows.make_app(database_url, kube_server.kubeconfig, clock=clock)
     try:
         yield app
     finally:

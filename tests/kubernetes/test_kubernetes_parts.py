@@ -187,6 +187,19 @@ def _job(name: str, attempt: int, step_key: str, finished: bool = False) -> dict
     }
 
 
+UNTIL = 30.0  # seconds: generous, it only catches a hang
+
+
+async def until(condition: Any, message: str) -> None:
+    """Let the attempt's tasks and threads run until `condition()` holds (not for a fixed time, which
+    a stalled machine outlasts); fail after UNTIL seconds."""
+    deadline = time.monotonic() + UNTIL
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {UNTIL:g}s waiting for {message}")
+        await asyncio.sleep(0.01)
+
+
 class OneStepStore:
     def __init__(self, output: Any) -> None:
         self.output = output
@@ -212,7 +225,7 @@ def test_an_attempt_deletes_earlier_attempts_jobs_and_adopts_its_own_running_job
 
     async def scenario() -> Any:
         started = asyncio.ensure_future(jobs.start(StepUpdate("a", StepStatus.RUNNING), _step))
-        await asyncio.sleep(0.1)
+        await until(lambda: "mine" in jobs._waiting, "step a to adopt its Job and await it")
         jobs._on_event("job", "MODIFIED", _job("mine", 2, "a", finished=True))
         output = await asyncio.wait_for(started, 5)
         await jobs.close()
@@ -235,7 +248,7 @@ def test_a_job_that_succeeded_without_writing_this_attempts_output_fails_its_ste
 
     async def scenario() -> None:
         started = asyncio.ensure_future(jobs.start(StepUpdate("a", StepStatus.RUNNING), _step))
-        await asyncio.sleep(0.1)
+        await until(lambda: jobs._waiting, "the step to create its Job and await it")
         (name,) = cluster.created
         jobs._on_event("job", "MODIFIED", {**_job(name, 2, "a", finished=True)})
         await asyncio.wait_for(started, 5)
@@ -254,7 +267,7 @@ def test_a_step_stopped_while_its_job_runs_deletes_the_job(monkeypatch):
 
     async def scenario() -> None:
         started = asyncio.ensure_future(jobs.start(StepUpdate("a", StepStatus.RUNNING), _step))
-        await asyncio.sleep(0.1)
+        await until(lambda: jobs._waiting, "the step to create its Job and await it")
         assert len(cluster.created) == 1 and cluster.deleted == []
         started.cancel()
         await asyncio.wait([started])
@@ -272,7 +285,7 @@ def test_a_step_stopped_while_its_job_is_being_created_deletes_it_once_created(m
 
     def slow_create(manifest: dict[str, Any]) -> dict[str, Any]:
         creating.set()
-        let_create.wait(5)
+        let_create.wait(30)
         return plain_create(manifest)
 
     cluster.create_job = slow_create  # type: ignore[method-assign]
@@ -283,14 +296,11 @@ def test_a_step_stopped_while_its_job_is_being_created_deletes_it_once_created(m
 
     async def scenario() -> None:
         started = asyncio.ensure_future(jobs.start(StepUpdate("a", StepStatus.RUNNING), _step))
-        await asyncio.to_thread(creating.wait, 5)
+        assert await asyncio.to_thread(creating.wait, 30)
         started.cancel()
         await asyncio.wait([started])
         let_create.set()
-        for _ in range(100):
-            if cluster.deleted:
-                break
-            await asyncio.sleep(0.02)
+        await until(lambda: cluster.deleted, "the Job created after the stop to be deleted")
         await jobs.close()
 
     asyncio.run(scenario())
@@ -307,7 +317,7 @@ def test_a_list_asked_for_before_a_job_was_created_does_not_make_it_deleted(monk
     async def scenario() -> None:
         asked_before = time.monotonic()
         started = asyncio.ensure_future(jobs.start(StepUpdate("a", StepStatus.RUNNING), _step))
-        await asyncio.sleep(0.1)
+        await until(lambda: jobs._waiting, "the step to create its Job and await it")
         jobs._on_listed("job", [], asked_before)  # answered late: the Job did not exist yet
         await asyncio.sleep(0.05)
         assert not started.done()
