@@ -15,7 +15,7 @@ and each is taken out here to see the violation it prevents.
 SQLite has no such path (a submit counts under its one writer's lock): it runs the first
 contract intact; the races need a statement to stall in, PostgreSQL's.
 
-The statement is the body of the function tidegate_enqueue_free (migrations 0027 and 0030), which
+The statement is the body of the function tidegate_enqueue_free (migration 0027), which
 `enqueue_free` calls: a mutation is a copy of that function under another name with its body
 changed, called by the mutated store in place of the original (`_variant`).
 """
@@ -97,13 +97,13 @@ def _stalled(text: str, stall: str, where: str) -> str:
     version (its snapshot is taken as the statement starts, before the stall) or just after
     (holding what that read took)."""
     head = "WITH current_rules AS MATERIALIZED (\n"
-    tail = "AS same\n    ), stored AS ("
+    tail = "AS same\n    ), new AS ("
     uses = "WHERE (SELECT same FROM current_rules)\n"
     assert head in text and tail in text and uses in text
     if where == "before_read":
         text = text.replace(head, f"WITH stall AS MATERIALIZED ({stall}), current_rules AS MATERIALIZED (\n", 1)
-        return text.replace(tail, "AS same FROM stall\n    ), stored AS (", 1)
-    after = f"AS same\n    ), stall AS MATERIALIZED (SELECT same, ({stall}) FROM current_rules\n    ), stored AS ("
+        return text.replace(tail, "AS same FROM stall\n    ), new AS (", 1)
+    after = f"AS same\n    ), stall AS MATERIALIZED (SELECT same, ({stall}) FROM current_rules\n    ), new AS ("
     text = text.replace(tail, after, 1)
     return text.replace(uses, "WHERE (SELECT same FROM stall)\n", 1)
 

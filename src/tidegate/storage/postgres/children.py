@@ -123,8 +123,7 @@ class Children(Aggregate, port.ChildVerbs):
             new, now_awaited = waiting.sort_new(children, existing)
             keyed = sort_keyed(new)
             refuse_past_ceilings(connection, self._q, rules, [child.run.queue for child in keyed.store])
-            self._start(connection, parent, worker_id)
-            events = self._store_new(connection, parent, keyed)
+            events = self._start(connection, parent, worker_id) + self._store_new(connection, parent, keyed)
             if now_awaited:
                 indexes = {"parent": run_id, "indexes": now_awaited}
                 connection.execute(self._q("trigger_children_awaited"), indexes)
@@ -181,21 +180,21 @@ class Children(Aggregate, port.ChildVerbs):
             rules = self._limits.parse_rules(connection.execute(self._q("load_rules"), {"known": None}).fetchone())
         return rules
 
-    def _start(self, connection: psycopg.Connection[Any], parent: dict[str, Any], worker_id: str) -> None:
+    def _start(
+        self, connection: psycopg.Connection[Any], parent: dict[str, Any], worker_id: str
+    ) -> list[tuple[str, history.Event]]:
         """The attempt's start, if no turn recorded it yet: the attempt may end waiting here, and
-        a start reported after that would match no running attempt (`waiting.record_start`). Its
-        event goes before the children's (their RunQueued is stored with them)."""
+        a start reported after that would match no running attempt (`waiting.record_start`)."""
         if not waiting.record_start(parent):
-            return
+            return []
         connection.execute(self._q("trigger_children_started"), {"id": parent["id"], "attempt": parent["attempt"]})
-        started = [(parent["id"], history.run_started(parent["attempt"], worker_id))]
-        connection.execute(self._q("trigger_children_events"), {"events": _events_json(started)})
+        return [(parent["id"], history.run_started(parent["attempt"], worker_id))]
 
     def _store_new(
         self, connection: psycopg.Connection[Any], parent: dict[str, Any], keyed: KeyedChildren
     ) -> list[tuple[str, history.Event]]:
-        """The new children stored (with the keys they take, and their RunQueued events), the holders
-        they replace given their args, and the positions linked to a holder; the parent's events."""
+        """The new children stored (with the keys they take), the holders they replace given
+        their args, and the positions linked to a holder."""
         for holder_id, run in keyed.replace:  # the holder is locked and queued
             connection.execute(self._q("unique_replace"), {**replace_params(holder_id, run), "args": dumps(run.args)})
         events = []
@@ -232,6 +231,7 @@ class Children(Aggregate, port.ChildVerbs):
             connection.execute(self._q("unique_take"), {"keys": payload_json(taken)})
         for child in new:
             run = child.run
+            events.append((run.id, history.run_queued(run.queue)))
             events.append((parent["id"], history.child_triggered(run.id, run.task, child.index, child.awaited)))
         return events
 

@@ -37,13 +37,26 @@ UPDATE tidegate_runs SET started_at = tidegate_now()
 WHERE id = %(id)s::text AND attempt = %(attempt)s::integer AND started_at IS NULL;
 
 -- name: trigger_children_insert
--- The new children and their RunQueued events (migrations/0030), under their parent.
-SELECT tidegate_store_runs(%(runs)s::jsonb, tidegate_now(), %(parent)s::text, %(root)s::text, %(depth)s::integer);
+INSERT INTO tidegate_runs (
+    id, task, queue, partition_key, rate_key, rate_cost, status, priority, args, tags, concurrency_key, attempt, max_attempts,
+    retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at,
+    parent_id, root_id, depth, child_index, awaited, on_parent_cancel, trace_context)
+SELECT r.id, r.task, r.queue, r.partition_key, r.rate_key, r.rate_cost, 'queued', r.priority, r.args, r.tags, r.concurrency_key, 0,
+       r.max_attempts, r.retry_backoff, r.timeout, tidegate_now(), tidegate_now(),
+       tidegate_now() + make_interval(secs => r.delay),
+       tidegate_now() + make_interval(secs => r.deadline),
+       %(parent)s::text, %(root)s::text, %(depth)s::integer, r.child_index, r.awaited, r.on_parent_cancel,
+       r.trace_context
+FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
+    n integer, id text, task text, queue text, partition_key text, rate_key text, rate_cost integer, priority integer, args jsonb,
+    tags jsonb, concurrency_key text, max_attempts integer, retry_backoff double precision,
+    timeout double precision, delay double precision, deadline double precision,
+    child_index integer, awaited boolean, on_parent_cancel text, trace_context text)
+ORDER BY r.n;
 
 -- name: trigger_children_events
--- The parent's events of a trigger, in order: its RunStarted if it records the start (sent alone,
--- before the children are stored), then its ChildTriggered and RunWaiting. A child's RunQueued is
--- stored with the child (trigger_children_insert).
+-- The trigger's events (the parent's RunStarted if it records the start, RunQueued of each child,
+-- ChildTriggered and RunWaiting of the parent), in order.
 INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
 SELECT e.run_id, NULL, e.type, e.metadata, tidegate_now()
 FROM jsonb_to_recordset(%(events)s::jsonb) AS e(n integer, run_id text, type text, metadata jsonb)

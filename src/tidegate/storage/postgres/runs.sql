@@ -65,7 +65,10 @@ FROM (
 -- then queues as they first appear), with its count and what the batch adds:
 -- the adapter raises with them (and the ceiling's pace, read then: activity.sql's run_pace).
 WITH new AS (
-    SELECT * FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(n integer, queue text)
+    SELECT * FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
+        n integer, id text, task text, queue text, partition_key text, rate_key text, rate_cost integer, priority integer, args jsonb,
+        tags jsonb, concurrency_key text, max_attempts integer, retry_backoff double precision,
+        timeout double precision, delay double precision, deadline double precision, trace_context text)
 ), ceilings AS (
     SELECT NULL::text AS queue, (s.value::jsonb ->> 'max_active')::integer AS ceiling,
            (SELECT count(*)::integer FROM new) AS incoming, -1 AS first
@@ -90,10 +93,17 @@ WITH new AS (
     ORDER BY c.first
     LIMIT 1
 ), stored AS (
-    -- The runs and their events (migrations/0030), stored only once `refused` was read (a CASE
-    -- calls its branch only when taken): the count above is of the runs active before them.
-    SELECT CASE WHEN EXISTS (SELECT 1 FROM refused) THEN 0
-                ELSE tidegate_store_runs(%(runs)s::jsonb, tidegate_now()) END AS runs
+    INSERT INTO tidegate_runs (
+        id, task, queue, partition_key, rate_key, rate_cost, status, priority, args, tags, concurrency_key, attempt,
+        max_attempts, retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at, trace_context)
+    SELECT id, task, queue, partition_key, rate_key, rate_cost, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
+           retry_backoff, timeout, tidegate_now(), tidegate_now(), tidegate_now() + make_interval(secs => delay),
+           tidegate_now() + make_interval(secs => deadline), trace_context
+    FROM new WHERE NOT EXISTS (SELECT 1 FROM refused) ORDER BY n
+), queued AS (
+    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+    SELECT id, NULL, 'RunQueued', jsonb_build_object('queue', queue), tidegate_now()
+    FROM new WHERE NOT EXISTS (SELECT 1 FROM refused) ORDER BY n
 ), woken AS (
     -- The wake-up (the notify block's), delivered at commit; a refused batch stored nothing:
     -- a spare wake-up at worst. Read once below whatever was refused, so that it always runs.
@@ -101,7 +111,6 @@ WITH new AS (
 )
 SELECT f.queue, f.active, f.ceiling, f.incoming
 FROM woken AS w
-CROSS JOIN stored AS s  -- one row each: read so that they run
 LEFT JOIN refused AS f ON true
 WHERE f.ceiling IS NOT NULL;
 
@@ -127,9 +136,8 @@ FROM tidegate_settings AS v WHERE v.name = 'rules_version';
 -- in its own transaction) from committing before this submit does. So a ceiling set since
 -- `known` was read is never submitted past. Its one row says whether it stored anything (if
 -- not, the adapter submits again the full way). The statement is the body of
--- tidegate_enqueue_free (migrations/0027, its inserts tidegate_store_runs since 0030): planned
--- once per server session, also through a transaction-mode pooler, where nothing is prepared;
--- the clock is the caller's.
+-- tidegate_enqueue_free (migrations/0027): planned once per server session, also through a
+-- transaction-mode pooler, where nothing is prepared; the clock is the caller's.
 SELECT tidegate_enqueue_free(%(runs)s::jsonb, %(known)s::text, tidegate_now());
 
 -- name: run_status

@@ -80,13 +80,27 @@ WITH taken AS MATERIALIZED (
 ), go AS MATERIALIZED (
     SELECT coalesce((SELECT same FROM current_rules), false) AND (SELECT count(*) FROM keyed) = (SELECT count(*) FROM taken)
            AS stores
+), new AS (
+    SELECT * FROM jsonb_to_recordset(%(runs)s::jsonb) AS r(
+        n integer, id text, task text, queue text, partition_key text, rate_key text, rate_cost integer, priority integer, args jsonb,
+        tags jsonb, concurrency_key text, max_attempts integer, retry_backoff double precision,
+        timeout double precision, delay double precision, deadline double precision, trace_context text)
+    WHERE (SELECT stores FROM go)
 ), stored AS (
-    -- the runs and their events (migrations/0030), once every key was written
-    SELECT tidegate_store_runs(%(runs)s::jsonb, tidegate_now()) AS runs FROM go WHERE stores
+    INSERT INTO tidegate_runs (
+        id, task, queue, partition_key, rate_key, rate_cost, status, priority, args, tags, concurrency_key, attempt,
+        max_attempts, retry_backoff, timeout, submitted_at, queued_at, scheduled_at, deadline_at, trace_context)
+    SELECT id, task, queue, partition_key, rate_key, rate_cost, 'queued', priority, args, tags, concurrency_key, 0, max_attempts,
+           retry_backoff, timeout, tidegate_now(), tidegate_now(), tidegate_now() + make_interval(secs => delay),
+           tidegate_now() + make_interval(secs => deadline), trace_context
+    FROM new ORDER BY n
+), queued AS (
+    INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)
+    SELECT id, NULL, 'RunQueued', jsonb_build_object('queue', queue), tidegate_now()
+    FROM new ORDER BY n
 )
 SELECT g.stores, c.same, NULL::text, NULL::text, NULL::text,
-       (SELECT count(pg_notify('tidegate_' || md5(current_schema()), '')) FROM go WHERE stores),
-       (SELECT runs FROM stored)
+       (SELECT count(pg_notify('tidegate_' || md5(current_schema()), '')) FROM go WHERE stores)
 FROM go AS g CROSS JOIN current_rules AS c
 UNION ALL
-SELECT NULL, NULL, h.key, h.id, h.status, NULL, NULL FROM held AS h;
+SELECT NULL, NULL, h.key, h.id, h.status, NULL FROM held AS h;

@@ -1,3 +1,0 @@
--- Nothing here: PostgreSQL's 0030 writes the insert of new runs once, as a server-side function
--- every path of that dialect that stores runs calls. SQLite has no server-side functions; the
--- number is taken so that the dialects number their migrations alike.
