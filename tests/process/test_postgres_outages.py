@@ -18,8 +18,9 @@ import psycopg
 import pytest
 
 from tests.tcp_proxy import TcpProxy
-from tidegate import App, ConfigurationError
+from tidegate import App, ConfigurationError, ServerUnreachable, Worker
 from tidegate.app import settings
+from tidegate.storage.postgres import connections
 
 from .conftest import POSTGRES_ADMIN_URL, wait_until
 
@@ -138,6 +139,51 @@ def test_a_frozen_wake_up_connection_is_replaced_within_its_check(rig: Rig) -> N
         time.sleep(0.3)
         rig.submit("after")
         assert rig.started_within("after", WOKEN_WITHIN) is not None, "the new wake-up connection delivers nothing"
+
+
+def test_a_worker_started_while_the_server_is_down_waits_for_it(rig: Rig) -> None:
+    """Workers started just before a server crash exited at once, and no run was claimed again."""
+    rig.proxy.down()
+    built: list[Worker] = []
+    starting = threading.Thread(target=lambda: built.append(rig.behind.worker(max_workers=2, startup_wait="60s")))
+    starting.start()
+    time.sleep(1.0)  # the outage: the worker's first tries are refused
+    assert starting.is_alive(), "the worker did not wait for the server"
+    rig.proxy.up()
+    starting.join(60)
+    assert built, "the worker was not built once the server answered"
+    worker = built[0].start()
+    try:
+        rig.submit("late")
+        assert rig.started_within("late", 30) is not None, "the worker that waited does not work"
+    finally:
+        worker.stop(timeout=30, grace=0)
+
+
+def test_a_worker_whose_server_went_down_before_it_registered_waits_for_it(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The pool's own wait for a connection would outlast a shorter outage, and hide a missing retry.
+    monkeypatch.setattr(connections, "CONNECT_TIMEOUT", 1.0)
+    worker = rig.behind.worker(max_workers=2, startup_wait="60s")
+    rig.proxy.down()
+    starting = threading.Thread(target=worker.start)
+    starting.start()
+    time.sleep(2.5)  # registering is refused meanwhile, for longer than the pool waits for a connection
+    assert starting.is_alive() and not worker.join(0), "the worker did not wait to register"
+    rig.proxy.up()
+    starting.join(60)
+    try:
+        rig.submit("registered-late")
+        assert rig.started_within("registered-late", 30) is not None, "the worker that waited does not work"
+    finally:
+        worker.stop(timeout=30, grace=0)
+
+
+def test_with_no_startup_wait_a_worker_fails_at_once(rig: Rig) -> None:
+    rig.proxy.down()
+    with pytest.raises(ServerUnreachable, match="cannot connect to PostgreSQL"):
+        rig.behind.worker(startup_wait=0)
 
 
 def test_the_listen_check_interval_must_be_positive(monkeypatch: pytest.MonkeyPatch) -> None:

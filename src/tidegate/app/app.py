@@ -43,6 +43,7 @@ from tidegate.storage.port import Store
 from tidegate.storage.urls import parse_database_url, resolve_database_url
 from tidegate.worker.loop import Worker
 from tidegate.worker.settings import DrainMode, WorkerSettings
+from tidegate.worker.startup import reach
 from tidegate.workflow import Executor, Step
 
 
@@ -393,13 +394,15 @@ class App:
         shutdown_grace: str | float | None = None,
         fill_order: bool = False,
         max_idle: str | float | None = None,
+        startup_wait: str | float | None = None,
     ) -> Worker:
         """A worker for this app's tasks; `run()` blocks, `start()` runs it in a thread.
 
         `fill_order=True` joins the leaky-bucket fill order (claim only when every
         lower-ranked worker is full); `max_idle` lets the worker exit after being
         idle that long; `drain` too: once its queues are empty (True), or once
-        nothing due now can be claimed ("due").
+        nothing due now can be claimed ("due"). A PostgreSQL server that does not
+        answer is tried again for `startup_wait` (`worker.startup`) before this fails.
         """
         settings.check_environment()
         lease = settings.duration_setting("TIDEGATE_LEASE_DURATION", lease_duration, label="lease_duration")
@@ -421,14 +424,21 @@ class App:
             overflow_interval=settings.duration_setting("TIDEGATE_OVERFLOW_INTERVAL"),
             max_payload=self.max_payload,
             retention=settings.duration_setting("TIDEGATE_RETENTION"),
+            startup_wait=settings.duration_setting("TIDEGATE_STARTUP_WAIT", startup_wait, label="startup_wait"),
         )
+        began = self.clock.monotonic()
+        store = reach(lambda: self.store, worker_settings.startup_wait, clock=self.clock)
         worker = Worker(
-            self.store,
+            store,
             self._registry.functions(),
             worker_settings,
             on_overflow=list(self._overflow_callbacks),
             clock=self.clock,
         )
-        self._registry.persist(worker.id)  # every task, as last registered by this worker
-        self._schedules.persist()
+        left = worker_settings.startup_wait - (self.clock.monotonic() - began)
+        reach(lambda: self._persist(worker.id), max(0.0, left), clock=self.clock)
         return worker
+
+    def _persist(self, worker_id: str) -> None:
+        self._registry.persist(worker_id)  # every task, as last registered by this worker
+        self._schedules.persist()

@@ -60,6 +60,11 @@ class StoreUnavailable(TidegateError):
     """The database cannot be reached."""
 
 
+class ServerUnreachable(StoreUnavailable):
+    """The database server did not answer, or hung up: unlike a file that cannot be opened, it may
+    come back (a restart, a crash's recovery, a deploy that starts it beside its workers)."""
+
+
 class WaitTimeout(TidegateError, TimeoutError):
     """`RunHandle.wait` gave up before the run finished; the run goes on."""
 

@@ -70,6 +70,10 @@ TUNABLES = {
         MIN_INTERVAL,
         meaning="PostgreSQL: a round trip on each wake-up connection this often; a silent one is replaced",
     ),
+    "TIDEGATE_STARTUP_WAIT": Tunable(
+        "60s",
+        meaning="a worker starting while its PostgreSQL server does not answer keeps trying this long, then fails",
+    ),
     "TIDEGATE_RETENTION": Tunable(
         "7d", MIN_RETENTION, meaning="finished runs older than this are deleted by the sweeper (and `db prune`)"
     ),

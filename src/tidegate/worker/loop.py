@@ -21,6 +21,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 from tidegate.domain.clock import SYSTEM_CLOCK, Clock
 from tidegate.domain.model import CycleRequest, CycleResult, Outcome, WorkerRegistration
@@ -34,6 +35,7 @@ from tidegate.worker.maintenance import Maintenance
 from tidegate.worker.metrics import OVERFLOW_SIGNALS, record_claims
 from tidegate.worker.reports import Reports
 from tidegate.worker.settings import WorkerSettings
+from tidegate.worker.startup import reach
 from tidegate.workflow.executors import shutdown_process_pool
 
 log = logging.getLogger("tidegate.worker")
@@ -163,7 +165,10 @@ class Worker:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 asyncio.get_running_loop().add_signal_handler(signum, self._on_signal)
         registered_at = self.clock.monotonic()
-        self.rank = await self._bridge.call_store(self.register)
+        register = partial(
+            reach, self.register, self.settings.startup_wait, clock=self.clock, given_up=self._asked_to_stop
+        )
+        self.rank = await self._bridge.call_store(register)
         listener = self._store.listen(self._on_notification, own=self.id)  # not woken by its own cycles
         self._maintenance = maintenance = Maintenance(
             self._store,
@@ -407,6 +412,9 @@ class Worker:
         return False
 
     # --- stopping ---------------------------------------------------------------------
+
+    def _asked_to_stop(self) -> bool:
+        return self._stopping
 
     def _on_signal(self) -> None:
         if self._stopping:

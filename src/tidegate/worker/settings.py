@@ -39,6 +39,7 @@ class WorkerSettings:
     overflow_interval: float = default_seconds("TIDEGATE_OVERFLOW_INTERVAL")
     max_payload: int = DEFAULT_MAX_PAYLOAD  # a larger result fails its attempt instead of being stored
     retention: float = default_seconds("TIDEGATE_RETENTION")  # finished runs older than this are deleted
+    startup_wait: float = default_seconds("TIDEGATE_STARTUP_WAIT")  # an unreachable server is tried this long
 
     def __post_init__(self) -> None:
         if not self.queues:

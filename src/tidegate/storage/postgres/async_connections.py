@@ -23,7 +23,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from tidegate.domain.clock import Clock
-from tidegate.domain.errors import StoreUnavailable
+from tidegate.domain.errors import ServerUnreachable
 from tidegate.storage.postgres.connections import CONNECT_TIMEOUT, POOL_NAME
 from tidegate.storage.postgres.database import SET_CLOCK_OFFSET, configure_async, configure_pooled_async
 
@@ -116,8 +116,8 @@ class AsyncConnections:
             raise self._unavailable(f"no connection within {CONNECT_TIMEOUT:g}s") from None
         return pool
 
-    def _unavailable(self, why: str) -> StoreUnavailable:
-        return StoreUnavailable(f"cannot connect to PostgreSQL at {self._where}: {why}")
+    def _unavailable(self, why: str) -> ServerUnreachable:
+        return ServerUnreachable(f"cannot connect to PostgreSQL at {self._where}: {why}")
 
 
 def _honour_cancel() -> None:

@@ -34,7 +34,7 @@ from psycopg.pq import ConnStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg_pool.pool import AddConnection, MaintenanceTask
 
-from tidegate.domain.errors import StoreUnavailable
+from tidegate.domain.errors import ServerUnreachable
 from tidegate.storage.urls import masked
 
 CONNECT_TIMEOUT = 5.0
@@ -90,7 +90,7 @@ def serve_bound(pool_size: int = POOL_MAX_SIZE) -> ConnectionBound:
 
 
 class Connections:
-    """Pooled autocommit connections to one database; an unreachable server becomes StoreUnavailable."""
+    """Pooled autocommit connections to one database; an unreachable server becomes ServerUnreachable."""
 
     def __init__(
         self,
@@ -135,7 +135,7 @@ class Connections:
         except psycopg.OperationalError as error:
             if not _connection_lost(error):
                 raise
-            raise StoreUnavailable(
+            raise ServerUnreachable(
                 f"lost the connection to PostgreSQL at {self.where}: {masked(first_line(error), self._url)}"
             ) from error
 
@@ -167,12 +167,12 @@ class Connections:
         try:
             psycopg.connect(url, connect_timeout=round(CONNECT_TIMEOUT)).close()
         except psycopg.Error as error:
-            raise StoreUnavailable(
+            raise ServerUnreachable(
                 f"cannot connect to PostgreSQL at {self.where}: {masked(first_line(error), url)}"
             ) from None
 
-    def _timed_out(self) -> StoreUnavailable:
-        return StoreUnavailable(
+    def _timed_out(self) -> ServerUnreachable:
+        return ServerUnreachable(
             f"cannot connect to PostgreSQL at {self.where}: no connection within {CONNECT_TIMEOUT:g}s"
         )
 
