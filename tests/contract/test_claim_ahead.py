@@ -1,19 +1,25 @@
-"""Runs claimed ahead of a worker's free slots are taken only where no limit applies (a mutation check).
+"""Runs claimed ahead of a worker's free slots: any where no limit applies, under a limit only
+while it has room (mutation checks).
 
 A worker whose runs end fast asks a cycle to claim more than its free slots
 (`CycleRequest.claim_ahead`): those runs wait on the worker for a slot, and run
-while its next cycle is in flight. Only a free claim (`ClaimPlan.free`: no limit,
-per-worker cap or fair order on its queues) may take them; any other claim takes
-at most the free slots' worth (`CycleRequest.plain_limit`), so a run under a limit
-never holds a slot of it while it waits for the worker. The rule is taken out
-here (the plain limit made the whole claim limit) to see the run a limited claim
-then takes ahead. Both adapters; on PostgreSQL the free claim is one statement.
+while its next cycle is in flight. A free claim (`ClaimPlan.free`: no limit,
+per-worker cap or fair order on its queues) takes them all; any other takes its
+free slots' worth and, past them, only runs `admit` lets wait ahead
+(`domain.ahead.WorkerRoom`): none a rate charges, and in every scope at most
+half the room it found, so a limit with room never fills with runs that wait for a
+slot; with no free slot, none. Each rule is taken out here to see the runs a
+limited claim would then take. Both adapters; on PostgreSQL the free claim is one
+statement, and a claim after the rules changed under it takes the general path.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from tests.support.claim_windows import record_windows
+from tidegate import App, Rate, RunQueueConfig, TagRateLimit
+from tidegate.domain import admission, ahead, claim_plan
 from tidegate.domain.model import CycleRequest
 
 from .conftest import LEASE, enqueue_one
@@ -26,8 +32,9 @@ def _claim(store, queue: str, limit: int, ahead: int) -> int:
     return len(store.cycle(CycleRequest("w1", [queue], [], [], limit, LEASE, ahead)).claimed)
 
 
-def _remove_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(CycleRequest, "plain_limit", property(lambda request: request.claim_limit))
+def _remove_half_the_room(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mutation: a run is taken ahead wherever its scopes have a free slot."""
+    monkeypatch.setattr(ahead.WorkerRoom, "leaves_room", lambda *_: True)
 
 
 def test_a_free_claim_takes_the_runs_ahead_too(store):
@@ -39,23 +46,27 @@ def test_a_free_claim_takes_the_runs_ahead_too(store):
 
 
 @MUTATION
-def test_a_limited_claim_takes_none_ahead(store, monkeypatch, removed):
-    """A queue limit of 5 with room for all: a claim of 4, 3 of them ahead, takes 1; with no free
-    slot (all ahead) it takes none. Without the rule it takes 4, then 3 more."""
-    store.set_limit(f"queue:{LIMITED}", 5)
-    for _ in range(8):
+def test_a_limited_claim_takes_runs_ahead_while_the_limit_keeps_half_its_room(store, monkeypatch, removed):
+    """Queue limit 10, 1 in use: a claim of 4 (3 ahead) takes them all (room 9: 1 for the free
+    slot, then 3 ahead leave 5). Then 5 in use: a claim of 4 (3 ahead) takes its free slot and 2
+    ahead (room 4 after the free slot: 2 ahead leave 2), without the bound 4 (the limit full, 3
+    runs waiting); with no free slot it takes none."""
+    store.set_limit(f"queue:{LIMITED}", 10)
+    for _ in range(14):
         enqueue_one(store, LIMITED)
     assert _claim(store, LIMITED, 1, 0) == 1  # rules cached
     if removed:
-        _remove_the_rule(monkeypatch)
-    taken = [_claim(store, LIMITED, 4, 3), _claim(store, LIMITED, 3, 3)]
-    assert taken == ([4, 0] if removed else [1, 0]), taken
+        _remove_half_the_room(monkeypatch)
+    taken = [_claim(store, LIMITED, 4, 3), _claim(store, LIMITED, 4, 3), _claim(store, LIMITED, 3, 3)]
+    assert taken == ([4, 4, 0] if removed else [4, 3, 0]), taken
 
 
 @MUTATION
-def test_a_limit_set_after_the_rules_were_cached_takes_none_ahead(store, database_url, monkeypatch, removed):
-    """The worker's store cached "no limit"; another store then limits the queue. On PostgreSQL the
-    one-statement claim refuses on the changed rules and the general claim takes the plain limit."""
+def test_a_limit_set_after_the_rules_were_cached_keeps_half_its_room(store, database_url, monkeypatch, removed):
+    """The worker's store cached "no limit"; another store then limits the queue to 4 (the run
+    claimed before holds no slot of it). On PostgreSQL the one-statement claim refuses on the
+    changed rules, and the general claim takes the 2 free slots and 1 ahead (room 2 after the
+    free slots: 1 ahead leaves 1); without the bound 2 ahead, the limit full."""
     from tidegate.bootstrap import open_store
 
     for _ in range(6):
@@ -63,10 +74,45 @@ def test_a_limit_set_after_the_rules_were_cached_takes_none_ahead(store, databas
     assert _claim(store, FREE, 1, 0) == 1  # caches the rules: no limit
     other = open_store(database_url)
     try:
-        other.set_limit(f"queue:{FREE}", 10)
+        other.set_limit(f"queue:{FREE}", 4)
     finally:
         other.close()
     if removed:
-        _remove_the_rule(monkeypatch)
+        _remove_half_the_room(monkeypatch)
     taken = _claim(store, FREE, 4, 2)
-    assert taken == (4 if removed else 2), taken
+    assert taken == (4 if removed else 3), taken
+
+
+@MUTATION
+def test_a_rated_queue_takes_none_ahead_and_reads_only_its_free_slots_worth(database_url, monkeypatch, removed):
+    """A queue rate that never binds (a million a second): a claim of 4, 3 of them ahead, takes its
+    free slot only (docs/rates.md, why a rated claim takes no run ahead) and reads as a claim of 1
+    (`ClaimPlan.takes_ahead`). The mutation takes the queue's rule out of the plan's answer: the
+    claim still takes 1 (`admit` asks it of each run), but reads a window of 4."""
+    if removed:
+        monkeypatch.setattr(claim_plan, "waits_ahead", lambda *_: True)
+    with App(database_url) as app:
+        app.queue("ahead.rated", rate=Rate(limit=1_000_000, per="1s"))
+        work = app.task(name="ahead.rated", queue="ahead.rated")(lambda n: n)
+        work.submit_many([{"n": n} for n in range(8)])
+        assert _claim(app.store, "ahead.rated", 1, 0) == 1  # rules cached
+        sizes = record_windows(monkeypatch)
+        assert _claim(app.store, "ahead.rated", 4, 3) == 1
+        assert set(sizes) == ({4} if removed else {1}), sizes
+
+
+@MUTATION
+def test_a_run_a_tag_rate_charges_is_not_taken_ahead(database_url, monkeypatch, removed):
+    """A tag rate that never binds, on tenant=acme only, in a queue with no limit of its own: a
+    claim of 4, 3 ahead, takes its free slot and then only the runs of other tenants ahead; without
+    the rule (`_RateCharger.rated`) the acme runs too."""
+    if removed:
+        monkeypatch.setattr(admission._RateCharger, "rated", lambda *_: False)
+    tag_rate = TagRateLimit(key="tenant", value="acme", limit=1_000_000, per="1s")
+    with App(database_url, run_queue=RunQueueConfig(tag_rate_limits=[tag_rate])) as app:
+        work = app.task(name="ahead.tagged", queue="ahead.tagged")(lambda n: n)
+        for n, tenant in enumerate(["acme", "acme", "acme", "globex", "acme", "acme"]):
+            work.options(tags={"tenant": tenant}).submit(n=n)  # one by one: a strict claim order
+        assert _claim(app.store, "ahead.tagged", 1, 0) == 1  # rules cached: acme's first run
+        claimed = app.store.cycle(CycleRequest("w1", ["ahead.tagged"], [], [], 4, LEASE, 3)).claimed
+        assert sorted(run.args["n"] for run in claimed) == ([1, 2, 3, 4] if removed else [1, 3])

@@ -209,10 +209,12 @@ def test_nothing_more_means_a_second_claim_at_once_admits_nothing(
 ):
     """`nothing_more` (a short claim's `more`, and so the worker's gate): after a claim admitted
     what it did from the runs it read, a claim made at once on the usage that leaves admits
-    nothing, of any run of the queues, read before or not."""
+    nothing, of any run of the queues, read before or not; runs taken ahead of the free slots
+    (`ahead`) or not."""
     claim = plan(queues, given_rules)
     read = data.draw(candidates(given_rules, claim.open_names))
-    decision = admit(read, usage, given_rules, local, size)
+    ahead = data.draw(st.integers(min_value=0, max_value=4))
+    decision = admit(read, usage, given_rules, local, size, ahead=ahead)
     if not claim.nothing_more(usage, local, decision):
         return  # the claim claims again at once: nothing to prove (too many to filter out)
     after, per_queue, per_partition = dict(usage), dict(local.per_queue), dict(local.per_partition)
@@ -224,7 +226,8 @@ def test_nothing_more_means_a_second_claim_at_once_admits_nothing(
         per_partition[lane] = per_partition.get(lane, 0) + 1
     taken = {candidate.id for candidate, _ in decision.admitted}
     rest = [c for c in read if c.id not in taken] + data.draw(candidates(given_rules, queues))
-    again = admit(rest, after, given_rules, LocalUsage(per_queue, per_partition, local.suspect_group), size)
+    local_after = LocalUsage(per_queue, per_partition, local.suspect_group)
+    again = admit(rest, after, given_rules, local_after, size, ahead=ahead)
     assert again.admitted == []
 
 

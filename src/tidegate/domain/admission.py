@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from tidegate.domain.ahead import WorkerRoom
 from tidegate.domain.durations import format_duration
 from tidegate.domain.rates import Charge, Held, Rate, charged, held, interval, take, to_ns, window_key
 from tidegate.domain.scopes import Rules, ScopeNeed
@@ -137,6 +138,7 @@ def admit(
     lane_load: Mapping[tuple[str, str], int] | None = None,
     rate_states: RateStates | None = None,
     now: float = 0.0,
+    ahead: int = 0,
 ) -> Admission:
     """Admit candidates in claim order while every scope, local cap and rate has room.
 
@@ -144,8 +146,11 @@ def admit(
     `rate_states`: the stored state of the rate windows of the candidates' queues,
     charged at `now` (the database's clock) last, once every other check let the
     run in, so a run is charged exactly when it is admitted: all or none.
+    `ahead`: how many runs past `capacity` may be admitted ahead of the worker's free
+    slots (`CycleRequest.claim_ahead`), each only as `WorkerRoom.fits_ahead` lets it.
     """
     rates = _RateCharger(dict(rate_states or {}), now, rules)
+    room = WorkerRoom(rules, capacity, ahead)
     in_use = dict(usage)
     per_queue = dict(local.per_queue)
     per_partition = dict(local.per_partition)
@@ -169,7 +174,9 @@ def admit(
         if saturated:
             blocked[candidate.id] = saturated
             continue
-        if len(admitted) >= capacity:
+        if len(admitted) >= capacity and not room.fits_ahead(
+            len(admitted), candidate.queue, candidate.suspect, needs, in_use, rates.rated(candidate, shape[2])
+        ):
             continue  # this worker is full; another worker may take it
         if not _local_room(candidate, rules, per_queue, per_partition):
             continue
@@ -182,6 +189,7 @@ def admit(
             blocked[candidate.id] = waiting
             continue
         held = group or held
+        room.took(len(admitted), needs)
         admitted.append((candidate, needs))
         for need in needs:
             in_use[need.key] = in_use.get(need.key, 0) + 1
@@ -266,15 +274,25 @@ class _RateCharger:
     def __post_init__(self) -> None:
         self.at = to_ns(self.now)
 
-    def charge(self, candidate: Candidate, tags: tuple[tuple[str, str], ...]) -> tuple[Saturation, ...]:
-        """Take the candidate's cost from every window of every rate it is charged (its queue's and
-        those of its `tags`, sorted), recording what it took, for a refund; or take nothing and
-        name each rate that holds it back, until when (empty: taken, or no rate)."""
+    def windows(self, candidate: Candidate, tags: tuple[tuple[str, str], ...]) -> RateWindows:
+        """Every window the candidate's start is charged (none: no rate of its is in force)."""
         shape = (candidate.queue, candidate.rate_partition, tags)
         windows = self.known.get(shape)
         if windows is None:
             scopes = self.rules.rate_scopes(candidate.queue, candidate.rate_partition, candidate.tags)
             windows = self.known[shape] = rate_windows(scopes)
+        return windows
+
+    def rated(self, candidate: Candidate, tags: tuple[tuple[str, str], ...]) -> bool:
+        """Whether a rate charges the candidate's start (its queue's, or one of its `tags`): such a
+        run is never taken ahead of the worker's free slots (`WorkerRoom`)."""
+        return self.rules.charges_rates and bool(self.windows(candidate, tags).scopes)
+
+    def charge(self, candidate: Candidate, tags: tuple[tuple[str, str], ...]) -> tuple[Saturation, ...]:
+        """Take the candidate's cost from every window of every rate it is charged (its queue's and
+        those of its `tags`, sorted), recording what it took, for a refund; or take nothing and
+        name each rate that holds it back, until when (empty: taken, or no rate)."""
+        windows = self.windows(candidate, tags)
         if not windows.scopes:
             return ()
         refused = self.refusals.get((windows.keys, candidate.rate_cost))

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from tidegate.domain.admission import Admission, LocalUsage
+from tidegate.domain.ahead import waits_ahead
 from tidegate.domain.blocking import Check
 from tidegate.domain.scopes import GLOBAL, TAG_RATE_PREFIX, Rules, queue_scope
 
@@ -61,6 +62,7 @@ class QueuePlan:
     fair: bool  # partitions take turns: the claim needs their running counts (lane_load)
     local_counts: bool  # a per-worker cap applies: the claim needs this worker's own counts
     binds_all: bool  # one shared queue limit binds every run of it that has no concurrency key
+    ahead: bool = True  # `admit` may take runs of it ahead of the worker's free slots (`ahead.waits_ahead`)
 
     @property
     def claim_turn(self) -> bool:
@@ -112,6 +114,12 @@ class ClaimPlan:
         """No limit, per-worker cap or fair ordering applies to any open queue (and one is open):
         `admit` would take the first runs in claim order, so the claim may be one statement."""
         return bool(self.open) and not any(queue.claim_turn for queue in self.open)
+
+    @cached_property
+    def takes_ahead(self) -> bool:
+        """Some open queue's runs may be taken ahead of the worker's free slots: otherwise a claim
+        is sized, and reads, as if none were asked for (`storage.shared.claiming.admit_sizes`)."""
+        return any(queue.ahead for queue in self.open)
 
     @cached_property
     def limited(self) -> bool:
@@ -301,6 +309,7 @@ def _queue_plan(queue: str, rules: Rules) -> QueuePlan:
         fair=config is not None and config.ordering == "fair",
         local_counts=local_counts,
         binds_all=not partitioned and rules.queue_limit(queue, "") is not None,
+        ahead=waits_ahead(rules, queue),
     )
 
 

@@ -177,15 +177,17 @@ class CycleRequest:
     outcomes: Sequence[Outcome]
     claim_limit: int
     lease_seconds: float
-    # Of `claim_limit`, how many only a free claim takes (`ClaimPlan.free`: no limit, cap or fair
-    # order applies, and the worker is not in a fill order): runs claimed a cycle ahead of the
-    # worker's free slots, which wait on the worker for a slot. Any other claim takes at most
-    # `claim_limit - claim_ahead`, so a run under a limit never holds a slot it cannot use yet.
+    # Of `claim_limit`, how many are runs claimed a cycle ahead of the worker's free slots, which
+    # wait on the worker for a slot. A free claim (`ClaimPlan.free`: no limit, cap or fair order
+    # applies) takes them as any run; any other takes `claim_limit - claim_ahead` and, past that,
+    # only runs `admit` lets wait (no rate charges them, no per-worker cap, fair order or suspect
+    # group counts them, and at most half the room of every scope they need), none when no slot
+    # is free; a worker in a fill order takes none ahead.
     claim_ahead: int = 0
 
     @property
     def plain_limit(self) -> int:
-        """The most a claim that is not free may take."""
+        """The most a claim that is not free takes for the worker's free slots."""
         return max(0, self.claim_limit - self.claim_ahead)
 
 

@@ -239,7 +239,8 @@ class ClaimVerbs(Protocol):
 
     def cycle(self, request: CycleRequest) -> CycleResult:
         """One worker round trip: record starts and outcomes (fenced, releasing their scopes),
-        then claim up to `request.claim_limit` (`request.plain_limit` unless the claim is free): every
+        then claim up to `request.claim_limit` (past `request.plain_limit` unless the claim is free,
+        only runs `domain.admission.admit` lets wait ahead): every
         scope of each claimed run is taken in the same transaction (holder rows) or the run is skipped
         with its block reason recorded."""
 

@@ -268,7 +268,8 @@ class Worker:
 
     def _room(self, ended: int) -> tuple[int, int]:
         """How many runs a claim may take now: for the free slots, and ahead of them (`CycleRequest.
-        claim_ahead`, taken only where no limit applies; they wait on this worker for a slot).
+        claim_ahead`; they wait on this worker for a slot; under a limit only as many as leave it
+        half its room, and none a rate charges: `domain.admission`).
 
         Ahead: only beside a claim for free slots (none is waiting then), and at most as many runs
         as `ended` since the last turn (a cycle's worth of what this worker ran), up to

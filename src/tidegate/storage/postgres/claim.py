@@ -56,6 +56,7 @@ class Claim:
         worker_id: str,
         queues: list[str],
         limit: int,
+        ahead: int,
         lease_seconds: float,
     ) -> None:
         self.query = query
@@ -64,10 +65,14 @@ class Claim:
         self.connection = connection
         self.worker_id = worker_id
         self.queues = queues
-        self.limit = limit
+        self.limit = limit  # the most it claims: the free slots' worth, and `ahead` runs past them
+        self.ahead = ahead  # of `limit`, those only `admit` lets wait on the worker for a slot
         self.lease_seconds = lease_seconds
         self.forecast = forecast
-        self.reads = ClaimReads(connection, query, worker_id, queues, limit, forecast.margin(queues, limit))
+        # The reads sent ahead are sized as the cached rules size the claim (`claiming.admit_sizes`)
+        cached = limits.cached
+        sized = limit if cached is None else sum(claiming.admit_sizes(plan(queues, cached[1]), limit, ahead))
+        self.reads = ClaimReads(connection, query, worker_id, queues, sized, forecast.margin(queues, sized))
         self.claim_turns: set[str] = set()  # queues whose claim turn this transaction holds
         self.locks = ScopeLocks(connection, query, self.claim_turns)
         self.next_allowed_in: float | None = None  # seconds until a run a rate held back may start
@@ -84,8 +89,10 @@ class Claim:
             return None, self.connection.execute(self.query("due_now")), False
         reads = self.reads
         rules = reads.rules
+        capacity, ahead = claiming.admit_sizes(reads.plan, self.limit, self.ahead)
+        limit = capacity + ahead
         found = claiming.candidate_rows(
-            reads.plan, self.limit, reads.hint, reads.reader(), reads.local, reads.margin, self._live_rates()
+            reads.plan, limit, reads.hint, reads.reader(), reads.local, reads.margin, self._live_rates()
         )
         self.forecast.settle_partitions(self.queues, reads.partitioned)
         rows = found.rows
@@ -111,16 +118,16 @@ class Claim:
         if charged is None:  # a rate state would be locked out of the key order: look again at once
             return None, self.connection.execute(self.query("due_now")), False
         rate_states, now = charged
-        decision = admit(candidates, usage, rules, reads.local, self.limit, lanes or None, rate_states, now)
+        decision = admit(candidates, usage, rules, reads.local, capacity, lanes or None, rate_states, now, ahead)
         if decision.next_allowed_at is not None:
             self.next_allowed_in = decision.next_allowed_at - now
-        room = claiming.room_after(decision, usage, len(rows), self.limit)
+        room = claiming.room_after(decision, usage, len(rows), limit)
         self.forecast.settle(self.queues, room, found=True)
         self._record_block_reasons(decision, rows)
         if not decision.admitted:
             return None, self._next_due(), False
         claim = self._send_claim(decision)
-        short = len(decision.admitted) < self.limit  # every admitted run is locked, so all are claimed
+        short = len(decision.admitted) < limit  # every admitted run is locked, so all are claimed
         more = short and found.exhausted and not reads.plan.nothing_more(usage, reads.local, decision)
         return claim, self._next_due() if short else None, more
 

@@ -113,14 +113,15 @@ class Claims(Aggregate, port.ClaimVerbs):
         if not plan.free:
             return self._general_path(request)
         # Free on the cached rules: the statement refuses if they changed, and the general
-        # claim then takes the plain limit (`CycleRequest.claim_ahead`).
+        # claim then takes the runs ahead `admit` lets wait (`CycleRequest.claim_ahead`).
         send = functools.partial(self._send_free, request, version, plan.open_names)
         return _Path(send, one_batch=True, claims=True)
 
     def _general_path(self, request: CycleRequest) -> _Path:
-        """The general claim takes no run ahead of the worker's free slots (`CycleRequest.claim_ahead`):
-        with none free it only reports."""
-        request = dataclasses.replace(request, claim_limit=request.plain_limit, claim_ahead=0)
+        """The general claim takes the runs ahead of the worker's free slots that `admit` lets wait
+        (`CycleRequest.claim_ahead`), a fill order's member none: with no slot free it only reports."""
+        if request.plain_limit <= 0 or self._workers.fill_order.member(request.worker_id):
+            request = dataclasses.replace(request, claim_limit=request.plain_limit, claim_ahead=0)
         if request.claim_limit <= 0:
             return _Path(lambda _: _nothing_claimed, one_batch=True, claims=False)
         claims = not self._workers.fill_order.reads_registry(request.worker_id)
@@ -221,6 +222,7 @@ class Claims(Aggregate, port.ClaimVerbs):
             worker_id,
             queues,
             request.claim_limit,
+            request.claim_ahead,
             request.lease_seconds,
         )
         claim, due, more = limited.run()

@@ -124,6 +124,20 @@ def candidate_rows(
     return Candidates(list(rows.values()), exhausted)
 
 
+def admit_sizes(plan: ClaimPlan, claim_limit: int, ahead: int) -> tuple[int, int]:
+    """The capacity and the runs ahead `admit` decides a claim of up to `claim_limit` with, `ahead`
+    of them past the worker's free slots (`CycleRequest.claim_ahead`); their sum is the claim
+    limit its reads are sized from. A free claim takes the first runs in claim order, those ahead
+    as any (`ClaimPlan.free`); any other its free slots' worth and, past them, only runs `admit`
+    lets wait ahead: none without a free slot (postgres/claims.py then only reports), nor where
+    no open queue's runs may wait (`ClaimPlan.takes_ahead`: a rated queue's read stays its free
+    slots' worth)."""
+    if plan.free:
+        return claim_limit, 0
+    free = max(0, claim_limit - ahead)
+    return free, ahead if free and plan.takes_ahead else 0
+
+
 def room_after(decision: Admission, usage: Mapping[str, int], read: int, claim_limit: int) -> int | None:
     """The fewest free slots any scope of the admitted runs has left once they run (STORED_INT_MAX,
     more than any limit, when they need none: a queue only a rate or a per-worker cap limits);

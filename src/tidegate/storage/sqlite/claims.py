@@ -150,8 +150,9 @@ class Claims(Aggregate, port.ClaimVerbs):
     ) -> tuple[list[ClaimedRun], bool, float | None, int]:
         """Read candidates and usage, let the pure policy decide, write its decision.
 
-        `limits` is the claim limit of a free claim and that of any other
-        (`CycleRequest.plain_limit`). Returns the claimed runs, whether to claim
+        `limits` is the claim limit and the free slots' worth of it (`CycleRequest.plain_limit`):
+        a free claim takes up to the first, any other that many plus the runs past it that
+        `admit` lets wait ahead (`ahead`). Returns the claimed runs, whether to claim
         again at once (the read was full, not everything in it could be taken this
         time, and no full limit that binds every run of the queues makes a second
         claim futile: `ClaimPlan.nothing_more`), when a run a rate held back may
@@ -162,7 +163,8 @@ class Claims(Aggregate, port.ClaimVerbs):
         """
         rules = self._limits.load_rules(connection)
         plan = claim_plan.plan(queues, rules)
-        limit = limits[0] if plan.free else limits[1]  # none: `candidate_rows` reads nothing
+        capacity, ahead = claiming.admit_sizes(plan, limits[0], limits[0] - limits[1])
+        limit = capacity + ahead  # none: `candidate_rows` reads nothing
         usage, live = self._usage(connection, plan, now)
         local = LocalUsage()
         if plan.local_counts:
@@ -211,7 +213,8 @@ class Claims(Aggregate, port.ClaimVerbs):
         # The states the decision charges are the live ones read with the usage: under this write
         # lock nothing moves them, and a state left unread is not after now, where GCRA charges a
         # window as it charges one never charged (`_usage`).
-        decision = admit(candidates, usage, rules, local, limit, lane_load, None if live is None else live.states, now)
+        live_states = None if live is None else live.states
+        decision = admit(candidates, usage, rules, local, capacity, lane_load, live_states, now, ahead)
         self._room[tuple(queues)] = claiming.room_after(decision, usage, len(rows), limit)
         changed = claiming.changed_block_reasons(decision, {row["id"]: row["block_reason"] for row in rows})
         if changed:
