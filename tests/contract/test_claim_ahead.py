@@ -33,8 +33,10 @@ def _claim(store, queue: str, limit: int, ahead: int) -> int:
 
 
 def _remove_half_the_room(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The mutation: a run is taken ahead wherever its scopes have a free slot."""
+    """The mutation: a run is taken ahead wherever its scopes have a free slot; and the claim's reads
+    lose the bound that rule puts on them under a binding queue limit (`ClaimPlan.most_ahead`)."""
     monkeypatch.setattr(ahead.WorkerRoom, "leaves_room", lambda *_: True)
+    monkeypatch.setattr(claim_plan.ClaimPlan, "most_ahead", None)
 
 
 def test_a_free_claim_takes_the_runs_ahead_too(store):

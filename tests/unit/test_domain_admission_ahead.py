@@ -32,6 +32,7 @@ from tidegate.domain.limits import (
 )
 from tidegate.domain.rates import Rate
 from tidegate.domain.scopes import GLOBAL, Rules, queue_scope
+from tidegate.storage.shared import claiming
 
 QUEUES = ("a", "b")
 PARTITIONS = ("", "c=1", "c=2")
@@ -152,6 +153,39 @@ def test_a_plan_that_takes_none_ahead_is_a_claim_that_could_take_none(scenario, 
     assert admit(runs, usage, given_rules, local, capacity, now=1000.0, ahead=ahead) == admit(
         runs, usage, given_rules, local, capacity, now=1000.0
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenarios())
+def test_a_claims_reads_bounded_by_a_binding_queue_limit_lose_no_run_it_could_take(scenario):
+    """`ClaimPlan.most_ahead` sizes a claim's reads (`claiming.admit_sizes`): whatever the usage,
+    `admit` with the ahead cut to it decides as with all asked for (a claim with a free slot)."""
+    given_rules, runs, usage, local, capacity, asked = scenario
+    most = plan(QUEUES, given_rules).most_ahead
+    if capacity < 1 or most is None or most >= asked:
+        return
+    assert admit(runs, usage, given_rules, local, capacity, now=1000.0, ahead=most) == admit(
+        runs, usage, given_rules, local, capacity, now=1000.0, ahead=asked
+    )
+
+
+@pytest.mark.parametrize("limit", range(1, 13))
+def test_the_bound_of_a_binding_queue_limit_is_what_a_claim_of_one_free_slot_takes(limit):
+    """The bound is reached: nothing in use, one free slot taken, then half the room left ahead."""
+    rules = Rules(RunQueueConfig(), {"a": QueueConfig("a", Concurrency(global_limit=limit))})
+    runs = [Candidate(f"r{n:02d}", "t", "a", "", {}, 0, float(n)) for n in range(30)]
+    decision = admit(runs, {}, rules, LocalUsage(), 1, now=1000.0, ahead=30)
+    assert len(decision.admitted) - 1 == plan(["a"], rules).most_ahead == (limit - 1) // 2
+
+
+def test_a_binding_queue_limit_bounds_what_a_claim_reads_ahead():
+    """W1's queue limit of 4: a claim for 10 free slots and 40 ahead reads for 10 + 1, not 50."""
+    rules = Rules(RunQueueConfig(), {"a": QueueConfig("a", Concurrency(global_limit=4))})
+    assert claiming.admit_sizes(plan(["a"], rules), 50, 40) == (10, 1)
+    loose = Rules(
+        RunQueueConfig(), {"a": QueueConfig("a", Concurrency(global_limit=4, partition=Partition(by_args=["c"])))}
+    )
+    assert claiming.admit_sizes(plan(["a"], loose), 50, 40) == (10, 40)  # per partition: no bound for the claim
 
 
 def _cost_of_limits_rules() -> Rules:

@@ -63,6 +63,9 @@ class QueuePlan:
     local_counts: bool  # a per-worker cap applies: the claim needs this worker's own counts
     binds_all: bool  # one shared queue limit binds every run of it that has no concurrency key
     ahead: bool = True  # `admit` may take runs of it ahead of the worker's free slots (`ahead.waits_ahead`)
+    # The most runs of it one claim can take ahead: under one shared limit L that binds them all, half
+    # the room a claim of one free slot or more leaves, (L - 1) // 2 (`ahead.WorkerRoom`); None: no bound.
+    most_ahead: int | None = None
 
     @property
     def claim_turn(self) -> bool:
@@ -120,6 +123,13 @@ class ClaimPlan:
         """Some open queue's runs may be taken ahead of the worker's free slots: otherwise a claim
         is sized, and reads, as if none were asked for (`storage.shared.claiming.admit_sizes`)."""
         return any(queue.ahead for queue in self.open)
+
+    @cached_property
+    def most_ahead(self) -> int | None:
+        """The most runs a claim can take ahead, whatever the usage: a claim under a binding queue
+        limit reads no rows for runs `admit` could never take (None: no bound)."""
+        bounds = [queue.most_ahead for queue in self.open if queue.ahead]
+        return None if None in bounds else sum(bound for bound in bounds if bound is not None)
 
     @cached_property
     def limited(self) -> bool:
@@ -303,13 +313,15 @@ def _queue_plan(queue: str, rules: Rules) -> QueuePlan:
         or (config is not None and config.concurrency.global_limit is not None)
     )
     partitioned = config is not None and config.concurrency.partition.enabled
+    shared = None if partitioned else rules.queue_limit(queue, "")
     return QueuePlan(
         name=queue,
         limited=limited,
         fair=config is not None and config.ordering == "fair",
         local_counts=local_counts,
-        binds_all=not partitioned and rules.queue_limit(queue, "") is not None,
+        binds_all=shared is not None,
         ahead=waits_ahead(rules, queue),
+        most_ahead=None if shared is None else max(0, (shared - 1) // 2),
     )
 
 

@@ -131,11 +131,14 @@ def admit_sizes(plan: ClaimPlan, claim_limit: int, ahead: int) -> tuple[int, int
     as any (`ClaimPlan.free`); any other its free slots' worth and, past them, only runs `admit`
     lets wait ahead: none without a free slot (postgres/claims.py then only reports), nor where
     no open queue's runs may wait (`ClaimPlan.takes_ahead`: a rated queue's read stays its free
-    slots' worth)."""
+    slots' worth), nor more than a binding queue limit lets any claim take (`ClaimPlan.most_ahead`)."""
     if plan.free:
         return claim_limit, 0
     free = max(0, claim_limit - ahead)
-    return free, ahead if free and plan.takes_ahead else 0
+    if not (free and plan.takes_ahead):
+        return free, 0
+    most = plan.most_ahead
+    return free, ahead if most is None else min(ahead, most)
 
 
 def room_after(decision: Admission, usage: Mapping[str, int], read: int, claim_limit: int) -> int | None:
