@@ -1,4 +1,4 @@
-"""Whether a turn that reports only starts must also claim (issue 16, lever 3 (c)).
+"""Whether a turn that reports no outcome must claim (issue 16, lever 3 (c)).
 
 A run's start goes to the store in a turn of its own when the run started
 before the loop looked again. That turn also claimed for the free slots. But
@@ -13,7 +13,8 @@ a new claim is sure to find nothing:
 
 In ping-pong at limit 1 that was 0.52 claims per hand-off, each taking the
 claim turn and locking window rows before the start's commit. Such a turn now
-reports the start alone, in one batch.
+reports the start alone, in one batch; and a wake-up of the worker's own whose
+outcome an earlier turn already reported makes no turn at all.
 
 A claim held back by a rate says when a claim's worth of its held runs may start
 (`next_allowed_in`, `domain.admission.gathered_at`). Until then a turn that
@@ -28,7 +29,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from tidegate.domain.model import CycleResult, Outcome
-from tidegate.storage.port import Fence
 
 
 class ClaimLatch:
@@ -45,11 +45,11 @@ class ClaimLatch:
         self._settled = False
         self._allowed_at = None
 
-    def claim_limit(self, free: int, starts: Sequence[Fence], outcomes: Sequence[Outcome], look: bool) -> int:
-        """How many runs this turn claims: none when it reports only starts and nothing happened
+    def claim_limit(self, free: int, outcomes: Sequence[Outcome], look: bool) -> int:
+        """How many runs this turn claims: none when it reports no outcome and nothing happened
         since a claim that came back short (or held back by a rate whose time has not come);
         else every free slot."""
-        if starts and not outcomes and not look and (self._settled or self._held_by_rate()):
+        if not outcomes and not look and (self._settled or self._held_by_rate()):
             return 0
         return free
 

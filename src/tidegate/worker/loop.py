@@ -206,8 +206,11 @@ class Worker:
         backoff = STORE_RETRY_FIRST
         look = True  # read the store this turn even with no free slot: a cancel may wait there
         while True:
-            if woken.is_set() or look:
-                self._latch.unsettle()  # something may have changed since the last claim
+            if look or self._external_wake:
+                # Something may have changed since the last claim. A wake-up of the worker's own (an
+                # attempt ended, a slot freed) is not such news: its outcome is reported, and a turn
+                # reporting outcomes claims anyway; one whose outcome a turn already took is spurious.
+                self._latch.unsettle()
             woken.clear()  # before the turn: a commit its reads miss wakes the loop again after it
             turn = await self._turn(look, backoff)
             if turn is None:
@@ -246,7 +249,7 @@ class Worker:
         starts, outcomes = self._reports.take()
         held_back = self._stopping or not self._alive()
         free, ahead = (0, 0) if held_back else self._room(len(outcomes))
-        claim = self._latch.claim_limit(free + ahead, starts, outcomes, look)
+        claim = self._latch.claim_limit(free + ahead, outcomes, look)
         ahead = min(ahead, claim)
         if not (starts or outcomes or claim > 0 or look):
             return None, False
