@@ -164,7 +164,8 @@ class Claims(Aggregate, port.ClaimVerbs):
         if not (starts or outcomes):
             return list
         params = {
-            **start_arrays(starts), "outcomes": outcome_json, "worker": worker_id, "most_attempts": STORED_INT_MAX
+            **start_arrays(starts), "outcomes": outcome_json, "worker": worker_id, "most_attempts": STORED_INT_MAX,
+            "adapts": adapts,
         }  # fmt: skip
         applied = connection.execute(self._q("cycle_reports"), params)
         read: Callable[[], list[Any]] = applied.fetchall

@@ -29,8 +29,10 @@ WITH starts AS (
     FROM starts AS s FULL JOIN outcomes AS o ON o.id = s.id AND o.attempt = s.attempt
 ), locked AS (
     -- A start already recorded (by a trigger of the attempt, children.sql) is not recorded again.
+    -- By primary key, one look-up per report: as `id IN (SELECT ...)` the planner walked the
+    -- worker's running runs against every report (a nested loop: quadratic in the cycle's size).
     SELECT id, started_at IS NULL AS unstarted FROM tidegate_runs
-    WHERE id IN (SELECT id FROM reports) AND status = 'running' AND worker_id = %(worker)s::text
+    WHERE id = ANY (ARRAY(SELECT id FROM reports)) AND status = 'running' AND worker_id = %(worker)s::text
     ORDER BY depth DESC, id
     FOR UPDATE
 ), applied AS (
@@ -67,7 +69,6 @@ WITH starts AS (
 ), released AS (
     DELETE FROM tidegate_holders AS h USING applied AS a
     WHERE h.run_id = a.id AND a.outcome_n IS NOT NULL
-    RETURNING h.run_id, h.claimed_at, h.holder = h.run_id AS own
 ), events AS (
     -- The attempt (and a start's worker) in their columns, the rest in metadata, NULL when nothing is left
     -- (0026_event_columns.sql).
@@ -88,10 +89,14 @@ WITH starts AS (
     ORDER BY part, n
 )
 -- With each outcome, what adaptive limits read (storage/shared/adaptation.py): its queue, partition,
--- when it was claimed (its run holders' claimed_at) and the rate windows it was charged.
+-- when it was claimed (its run holders' claimed_at, read by run_id: this statement's snapshot still
+-- has the rows `released` deletes) and the rate windows it was charged; the claim time only when
+-- adaptive limits read it (`adapts`).
 SELECT a.id, a.attempt, a.queue, a.partition_key,
-       (SELECT extract(epoch FROM min(x.claimed_at))::double precision FROM released AS x
-        WHERE x.run_id = a.id AND x.own),
+       CASE WHEN %(adapts)s::boolean THEN
+           (SELECT extract(epoch FROM min(h.claimed_at))::double precision FROM tidegate_holders AS h
+            WHERE h.run_id = a.id AND h.holder = a.id)
+       END,
        a.rate_charge
 FROM applied AS a WHERE a.outcome_n IS NOT NULL;
 
