@@ -50,7 +50,11 @@ def limited(database_url, backend):
 
 
 def _indexes(database_url: str) -> dict[str, str]:
-    rows = execute_sql(database_url, "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'tidegate_holders'")
+    rows = execute_sql(  # this test's schema only: other schemas come and go meanwhile
+        database_url,
+        "SELECT indexname, indexdef FROM pg_indexes"
+        " WHERE schemaname = current_schema() AND tablename = 'tidegate_holders'",
+    )
     return {str(name): str(definition) for name, definition in rows}
 
 
