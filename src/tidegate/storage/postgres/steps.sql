@@ -173,8 +173,7 @@ WITH run AS (
     FOR SHARE
 ), locked AS (
     SELECT scope, holder FROM tidegate_holders
-    WHERE holder = %(holder)s::text AND holder <> run_id  -- a step's: its index (0031_step_holder_indexes.sql)
-      AND attempt = %(attempt)s::integer AND scope >= 'pool:' AND scope < 'pool;'
+    WHERE holder = %(holder)s::text AND attempt = %(attempt)s::integer AND scope >= 'pool:' AND scope < 'pool;'
       AND EXISTS (SELECT 1 FROM run)
     ORDER BY scope
     FOR UPDATE
@@ -204,8 +203,7 @@ WITH run AS (
     FOR SHARE
 ), locked AS (
     SELECT scope, holder FROM tidegate_holders
-    WHERE holder = %(holder)s::text AND holder <> run_id  -- a step's: its index (0031_step_holder_indexes.sql)
-      AND attempt = %(attempt)s::integer AND scope >= 'pool:' AND scope < 'pool;'
+    WHERE holder = %(holder)s::text AND attempt = %(attempt)s::integer AND scope >= 'pool:' AND scope < 'pool;'
       AND EXISTS (SELECT 1 FROM run)
     ORDER BY scope
     FOR UPDATE
@@ -268,7 +266,7 @@ WITH run AS (
 ), locked AS (
     SELECT h.scope, h.holder FROM tidegate_holders AS h
     JOIN written AS w ON h.holder = %(run_id)s::text || '/' || w.step_key
-    WHERE w.status IN ('completed', 'failed') AND h.attempt = %(attempt)s::integer AND h.holder <> h.run_id
+    WHERE w.status IN ('completed', 'failed') AND h.attempt = %(attempt)s::integer
     ORDER BY h.holder, h.scope
     FOR UPDATE OF h
 ), freed AS (
@@ -347,17 +345,17 @@ WITH candidates AS (
     SELECT DISTINCT holder FROM tidegate_holders WHERE expires_at < tidegate_now() AND holder <> run_id
 ), locked AS (
     SELECT h.scope, h.holder, h.expires_at FROM tidegate_holders AS h
-    WHERE h.holder IN (SELECT holder FROM candidates) AND h.holder <> h.run_id
+    WHERE h.holder IN (SELECT holder FROM candidates)
     ORDER BY h.holder, h.scope
     FOR UPDATE SKIP LOCKED
 ), whole AS (
     SELECT l.holder FROM locked AS l
     GROUP BY l.holder
     HAVING bool_or(l.expires_at < tidegate_now())
-       AND count(*) = (SELECT count(*) FROM tidegate_holders AS t WHERE t.holder = l.holder AND t.holder <> t.run_id)
+       AND count(*) = (SELECT count(*) FROM tidegate_holders AS t WHERE t.holder = l.holder)
 ), freed AS (
     DELETE FROM tidegate_holders AS h USING whole AS w
-    WHERE h.holder = w.holder AND h.holder <> h.run_id
+    WHERE h.holder = w.holder
     RETURNING h.scope, h.holder, h.run_id, h.attempt, h.slots
 ), events AS (
     INSERT INTO tidegate_events (run_id, step_key, type, metadata, at)

@@ -1,3 +1,0 @@
--- Nothing here: PostgreSQL's 0031 keeps a run's own holders out of the indexes only step holders
--- are read by (issue 29, cost of limits). The number is taken so that the dialects number their
--- migrations alike.
