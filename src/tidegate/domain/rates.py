@@ -184,49 +184,23 @@ def take(states: Sequence[int | None], rates: Sequence[Rate], cost: int, now: fl
 
 
 def charged(
-    states: Sequence[int | None], steps: Sequence[int], bursts: Sequence[int], cost: int, at: int, lead: int = 0
+    states: Sequence[int | None], steps: Sequence[int], bursts: Sequence[int], cost: int, at: int
 ) -> tuple[int, ...] | None:
     """GCRA's rule in whole ns: every window's state once `cost` is taken at the instant `at`, all or
     none (None: some window refuses it).
 
-    A window of emission interval `step` and burst `burst` allows the cost while its TAT,
-    counted from at least `at + lead`, ends the charge within `at + burst * step`, and
-    moves to `max(TAT, at + lead) + cost * step`. A start charged now has `lead` 0: the
-    check is `TAT <= at + (burst - cost) * step` (so never a cost above its burst). A run
-    taken ahead of the worker's free slots starts anywhere in `[at, at + lead]`, so its
-    charge is counted from the end of its lead (`ahead_lead`): a window of real starts
-    that begins with it finds the state past its start, and the lead costs the burst,
-    not the sustained rate (the state moves *to* `at + lead`, never *by* it).
-    `take` answers with it; a claim calls it directly with the intervals and bursts
-    of a shape's windows worked out once (`domain.admission.RateWindows`).
+    A window of emission interval `step` and burst `burst` allows the cost while its TAT
+    is at most `at + (burst - cost) * step` (so never a cost above its burst), and moves
+    to `max(TAT, at) + cost * step`. `take` answers with it; a claim calls it directly
+    with the intervals and bursts of a shape's windows worked out once
+    (`domain.admission.RateWindows`).
     """
     after = []
     for state, step, burst in zip(states, steps, bursts, strict=True):
-        start = at + lead if state is None or state < at + lead else state
-        if cost > burst or start + cost * step > at + burst * step:
+        if cost > burst or (state is not None and state + (cost - burst) * step > at):
             return None
-        after.append(start + cost * step)
+        after.append((at if state is None or state < at else state) + cost * step)
     return tuple(after)
-
-
-def ahead_lead(steps: Sequence[int], bursts: Sequence[int], cap: int) -> int:
-    """The lead (ns) a run taken ahead is charged with under these windows: half the smallest
-    burst's span, at most `cap` (0: a burst of 1, no run goes ahead).
-
-    The lead is the time the worker has to start the run; the other half of the
-    burst is what the runs taken ahead use up beyond it (`charged`), so a claim takes
-    ahead only what a window with ample room (`roomy`) can give without binding.
-    """
-    return min((min(cap, burst // 2 * step) for step, burst in zip(steps, bursts, strict=True)), default=0)
-
-
-def roomy(states: Sequence[int | None], steps: Sequence[int], bursts: Sequence[int], at: int) -> bool:
-    """Whether every window has used at most half its burst at `at`: only then does a claim take
-    rated runs ahead, so that a rate that binds is charged exactly as if none ever went ahead."""
-    return all(
-        state is None or state <= at + burst // 2 * step
-        for state, step, burst in zip(states, steps, bursts, strict=True)
-    )
 
 
 @dataclass(frozen=True)
@@ -308,7 +282,7 @@ class Charge(NamedTuple):
         )
 
 
-def unspent(charge: Charge, now: float, ahead_until: int | None = None) -> int:
+def unspent(charge: Charge, now: float) -> int:
     """How much of a charge's time (ns) is still ahead of `now`: what giving it back may return.
 
     A charge moved the window's state from `before` to `after`; the part of that
@@ -317,40 +291,28 @@ def unspent(charge: Charge, now: float, ahead_until: int | None = None) -> int:
     leaves the state at or above what it would be had the charge never happened,
     whatever was charged after it (tests/unit/test_rates_model.py checks this
     against a log of every start, with refunds and corrections in any order).
-
-    `ahead_until` is the window's "claimed ahead until", the latest `at + lead` any
-    run taken ahead was charged with (None: never): such a run may start up to then
-    and stands on the state being at least that, as it would be had the charge given
-    back never been. So the refund keeps it too, and is exact where nothing was
-    claimed ahead, or the leads charged are behind `now`.
     """
     at = to_ns(now)
-    keep = at if charge.before is None else max(charge.before, at)
-    if ahead_until is not None and ahead_until > keep:
-        keep = ahead_until
-    return max(0, charge.after - keep)
+    return max(0, charge.after - (at if charge.before is None else max(charge.before, at)))
 
 
-def refund(state: int | None, charge: Charge, now: float, ahead_until: int | None = None) -> int | None:
+def refund(state: int | None, charge: Charge, now: float) -> int | None:
     """A window's state once a charge that never started is given back at `now`.
 
     Exact when nothing was charged after it (the window is as if it never was);
     otherwise it returns what of the charge is still unspent, never more.
     """
-    return None if state is None else state - unspent(charge, now, ahead_until)
+    return None if state is None else state - unspent(charge, now)
 
 
-def correct(
-    state: int | None, charge: Charge, cost: int, now: float, ahead_until: int | None = None
-) -> tuple[int | None, Charge]:
+def correct(state: int | None, charge: Charge, cost: int, now: float) -> tuple[int | None, Charge]:
     """A window's state and the charge once the start's cost is corrected to `cost` at `now`.
 
     More: the difference is taken at once (the state moves on by it, even past the
     burst: the start already happened, later starts wait for it). Less: the
-    difference is given back at once, as far as it is unspent (`unspent`, which
-    keeps the window's `ahead_until`). Either way the charge records the cost and
-    where it now ends, for a later correction. A charge stored without its interval
-    is left as it is.
+    difference is given back at once, as far as it is unspent (`unspent`). Either
+    way the charge records the cost and where it now ends, for a later correction.
+    A charge stored without its interval is left as it is.
     """
     if isinstance(cost, bool) or not isinstance(cost, int) or cost < 0:
         raise ValueError(f"a corrected rate cost is a whole number of at least 0, got {cost!r}")
@@ -359,7 +321,7 @@ def correct(
     if cost > charge.cost:
         more = (cost - charge.cost) * charge.step
         return state + more, charge._replace(after=charge.after + more, cost=cost)
-    back = min((charge.cost - cost) * charge.step, unspent(charge, now, ahead_until))
+    back = min((charge.cost - cost) * charge.step, unspent(charge, now))
     return state - back, charge._replace(after=charge.after - back, cost=cost)
 
 
