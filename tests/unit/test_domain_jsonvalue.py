@@ -32,6 +32,23 @@ def test_generated_json_is_accepted_and_serializable(value):
     assert json.loads(dumps(value)) == json.loads(json.dumps(value))
 
 
+@given(json_values)
+def test_the_stored_text_is_the_standard_encoder_s(value):
+    """`dumps` drives json's C encoder directly (built once): its text must stay exactly the
+    standard encoder's with the same options, byte for byte, so stored rows never change shape."""
+    reference = json.JSONEncoder(separators=(",", ":"), sort_keys=True, allow_nan=False)
+    assert dumps(value) == reference.encode(value)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), [float("-inf")], {"key": object()}, {(1,): 2}])
+def test_the_encoder_refuses_what_the_standard_one_refuses(bad):
+    reference = json.JSONEncoder(separators=(",", ":"), sort_keys=True, allow_nan=False)
+    with pytest.raises((ValueError, TypeError)) as expected:
+        reference.encode(bad)
+    with pytest.raises(expected.type, match=str(expected.value).split(":")[0]):
+        dumps(bad)
+
+
 @st.composite
 def nested_bad(draw):
     """A JSON value with one bad leaf somewhere inside, and the path ensure_json must report."""
