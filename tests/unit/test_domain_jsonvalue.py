@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tidegate import InvalidArgument
+from tidegate.domain import jsonvalue
 from tidegate.domain.jsonvalue import dumps, ensure_json
 
 # Storable text: no NUL (PostgreSQL refuses it), no lone surrogate (not Unicode text).
@@ -38,6 +39,13 @@ def test_the_stored_text_is_the_standard_encoder_s(value):
     standard encoder's with the same options, byte for byte, so stored rows never change shape."""
     reference = json.JSONEncoder(separators=(",", ":"), sort_keys=True, allow_nan=False)
     assert dumps(value) == reference.encode(value)
+
+
+def test_without_the_c_accelerator_the_standard_encoder_writes_the_same(monkeypatch):
+    value = {"b": [1, 2.5, None, True], "a": "\u00e9t\u00e9", "c": {"z": 1, "y": 2}}
+    fast = dumps(value)
+    monkeypatch.setattr(jsonvalue, "_C_ENCODE", None)
+    assert dumps(value) == fast
 
 
 @pytest.mark.parametrize("bad", [float("nan"), [float("-inf")], {"key": object()}, {(1,): 2}])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import json.encoder as json_encoder
 import math
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from tidegate.domain.errors import InvalidArgument
@@ -139,10 +140,13 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True, allow_nan=Fal
 # event's metadata, which every run's transitions pay several times. The same options (ASCII, compact,
 # sorted keys, no NaN); no circular-reference markers: a JSON value built in code has no cycle, and
 # one would end in RecursionError rather than a loop.
+_MAKE_C_ENCODER: Callable[..., Callable[[Any, int], Iterable[str]]] | None = getattr(
+    json_encoder, "c_make_encoder", None
+)  # absent from the type stubs, and None where the C accelerator is not built
 _C_ENCODE = (
     None
-    if json_encoder.c_make_encoder is None
-    else json_encoder.c_make_encoder(
+    if _MAKE_C_ENCODER is None
+    else _MAKE_C_ENCODER(
         None, _ENCODER.default, json_encoder.encode_basestring_ascii, None, ":", ",", True, False, False
     )
 )
