@@ -29,7 +29,7 @@ WITH starts AS (
     FROM starts AS s FULL JOIN outcomes AS o ON o.id = s.id AND o.attempt = s.attempt
 ), locked AS (
     -- A start already recorded (by a trigger of the attempt, children.sql) is not recorded again.
-    -- By primary key, one look-up per report: as `id IN (SELECT ...)` the planner walked the
+    -- The reported ids as one array, not a join: as `id IN (SELECT ...)` the planner walked the
     -- worker's running runs against every report (a nested loop: quadratic in the cycle's size).
     SELECT id, started_at IS NULL AS unstarted FROM tidegate_runs
     WHERE id = ANY (ARRAY(SELECT id FROM reports)) AND status = 'running' AND worker_id = %(worker)s::text
