@@ -150,7 +150,14 @@ def test_what_the_sweep_repairs_reads_the_same(store, database_url):
     store.register_limits(None, [QueueConfig("leaky", Concurrency(global_limit=5))], [])
     store.enqueue(new_runs("leaky", 1))
     [claimed] = store.cycle(CycleRequest("w-leak", ["leaky"], [], [], 1, LEASE)).claimed
-    execute_sql(database_url, "UPDATE tidegate_holders SET attempt = attempt + 5 WHERE run_id = ?", (claimed.id,))
+    if database_url.startswith("sqlite"):
+        leak = "UPDATE tidegate_holders SET attempt = attempt + 5 WHERE run_id = ?"
+    else:  # a run holds its own scopes in its row (0030_run_scopes.sql): the leak is a row left from before
+        leak = (
+            "INSERT INTO tidegate_holders (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)"
+            " SELECT 'queue:leaky', id, id, attempt + 5, worker_id, 1, now(), now() FROM tidegate_runs WHERE id = ?"
+        )
+    execute_sql(database_url, leak, (claimed.id,))
     _, [fence] = running(store, 1)
     assert store.acquire_slots(fence, "w-pinned", SlotRequest("s", {pool_scope("swept"): 2}, {})).granted
     if database_url.startswith("sqlite"):

@@ -39,7 +39,7 @@ MUTATION = pytest.mark.parametrize("removed", [False, True], ids=["intact", "rem
 LOCKING_READ = """WITH locked AS MATERIALIZED (
     SELECT key FROM tidegate_scopes WHERE key = ANY(%(held)s::text[]) ORDER BY key FOR UPDATE
 )
-SELECT scope, sum(slots)::integer FROM tidegate_holders
+SELECT scope, sum(slots)::integer FROM tidegate_slot_holders
 WHERE (holder = run_id OR scope = ANY(%(held)s::text[])) AND (SELECT count(*) FROM locked) >= 0
 GROUP BY scope"""
 

@@ -159,7 +159,7 @@ def _age_holders(database_url, run_id):
 
 
 def _holders(database_url, run_id):
-    return execute_sql(database_url, "SELECT scope FROM tidegate_holders WHERE run_id = ?", (run_id,))
+    return execute_sql(database_url, "SELECT scope FROM tidegate_slot_holders WHERE run_id = ?", (run_id,))
 
 
 @pytest.mark.parametrize("recovery", ["one sweep", "a fresh worker"])

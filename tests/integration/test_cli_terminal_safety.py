@@ -93,6 +93,9 @@ def poison(database_url: str, runs: dict[str, str], text: str) -> None:
         ("UPDATE tidegate_holders SET worker_id = ?", (text,)),
         ("UPDATE tidegate_holders SET scope = ? WHERE scope <> 'queue:lane'", (f"tag:env={text}",)),
     ]
+    if not database_url.startswith("sqlite"):  # a run's own scopes are in its row (0030_run_scopes.sql)
+        renamed = "UPDATE tidegate_runs SET held_scopes = jsonb_build_array('queue:lane', CAST(? AS text))"
+        statements.append((f"{renamed} WHERE held_scopes IS NOT NULL", (f"tag:env={text}",)))
     for statement, params in statements:
         execute_sql(database_url, statement, params)
 

@@ -26,7 +26,7 @@ SCOPES = {"global", "queue:drift", "tag:tenant=acme"}
 
 
 def holder_rows(database_url):
-    return execute_sql(database_url, "SELECT scope, run_id, attempt FROM tidegate_holders ORDER BY scope")
+    return execute_sql(database_url, "SELECT scope, run_id, attempt FROM tidegate_slot_holders ORDER BY scope")
 
 
 def leak_events(database_url):

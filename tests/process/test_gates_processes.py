@@ -82,7 +82,7 @@ def _assert_all_completed_once(app, database_url, scopes, finished, unfinished):
     assert unfinished == set()
     assert {run_id for run_id, _ in finished} == set(scopes)
     assert app.store.scope_usage() == {}
-    assert execute_sql(database_url, "SELECT count(*) FROM tidegate_holders")[0][0] == 0
+    assert execute_sql(database_url, "SELECT count(*) FROM tidegate_slot_holders")[0][0] == 0
 
 
 def test_worker_processes_never_exceed_any_scope(database_url, backend, worker_processes, tmp_path):
@@ -201,7 +201,7 @@ def test_a_sigkilled_worker_gives_its_slots_back_through_lease_recovery(database
 
         wait_until(recovered, 30, 0.1, message="the sweep to recover the dead worker's runs")
         assert app.store.scope_usage() == {}
-        assert execute_sql(database_url, "SELECT count(*) FROM tidegate_holders")[0][0] == 0
+        assert execute_sql(database_url, "SELECT count(*) FROM tidegate_slot_holders")[0][0] == 0
         assert (
             execute_sql(database_url, "SELECT count(*) FROM tidegate_events WHERE type = 'SlotLeakRepaired'")[0][0] == 0
         )

@@ -241,7 +241,7 @@ class ClaimVerbs(Protocol):
         """One worker round trip: record starts and outcomes (fenced, releasing their scopes),
         then claim up to `request.claim_limit` (past `request.plain_limit` unless the claim is free,
         only runs `domain.admission.admit` lets wait ahead): every
-        scope of each claimed run is taken in the same transaction (holder rows) or the run is skipped
+        scope of each claimed run is taken in the same transaction (its holders) or the run is skipped
         with its block reason recorded."""
 
 
@@ -312,7 +312,7 @@ class LimitVerbs(Protocol):
     def limit_overrides(self) -> list[LimitOverride]: ...
 
     def scope_usage(self) -> dict[str, int]:
-        """Slots in use per run-level scope: the sum of its runs' holder rows (step slots: `pools`)."""
+        """Slots in use per run-level scope: the sum of its runs' holders (step slots: `pools`)."""
 
     def rate_states(self) -> RateStates:
         """The rate states that may still hold a start back (TAT after now), with the database's

@@ -119,8 +119,8 @@ WITH RECURSIVE up(id, parent_id, status, awaited, wait_kept, wait_released, hops
 SELECT id, parent_id, status, awaited, wait_kept, wait_released FROM up WHERE hops > 0 ORDER BY hops;
 
 -- name: trigger_children_held
--- The parent's own run-level holders (holder = the run id; a step's are RUN/STEPKEY).
-SELECT scope FROM tidegate_holders WHERE run_id = %(id)s::text AND holder = %(id)s::text;
+-- The scopes the parent holds itself (0030_run_scopes.sql; its steps hold theirs as holder rows).
+SELECT scope FROM tidegate_slot_holders WHERE run_id = %(id)s::text AND holder = %(id)s::text;
 
 -- name: trigger_children_keepers
 -- Whether some waiting run keeps a slot, read under the waits lock: while none does, no scope is

@@ -4,9 +4,9 @@ Run-level scopes (limits) follow the claim's three parts (see
 `storage.shared.claiming` and `domain.admission`): the claim reads candidate runs
 (`FOR UPDATE SKIP LOCKED`, claim_reads.py), then locks the row of every scope
 those candidates need in key order (`tidegate_scopes`, `FOR UPDATE`) and only
-then sums the holder rows, so the usage it decides on cannot change before it
-commits; `admit` decides; the same transaction writes the claims, their
-holder rows and the block reasons.
+then sums their holders, so the usage it decides on cannot change before it
+commits; `admit` decides; the same transaction writes the claims (each run's
+row with the scopes it now holds: 0030_run_scopes.sql) and the block reasons.
 
 Round trips: the first reads (rules version, the head of each queue, usage as
 a hint of what is full, this worker's own counts) travel with the cycle's
@@ -260,7 +260,7 @@ class Claim:
         if len(decision.admitted) == self.limit and self.fill_order_member:
             # A full claim may leave work for the next worker in the fill order, which only looks when told.
             wakes.everyone()
-        holders = [[need.key, candidate.id] for candidate, needs in decision.admitted for need in needs]
+        held = {candidate.id: [need.key for need in needs] for candidate, needs in decision.admitted if needs}
         if decision.rate_states:
             keys = sorted(decision.rate_states)
             connection.execute(
@@ -275,7 +275,7 @@ class Claim:
             self.query("claim_runs"),
             {
                 "ids": [candidate.id for candidate, _ in decision.admitted],
-                "holders": json.dumps(holders, separators=(",", ":")),
+                "held": json.dumps(held, separators=(",", ":")),
                 "worker": self.worker_id,
                 "lease": self.lease_seconds,
                 "charges": claiming.charges_json(decision),

@@ -10,8 +10,10 @@
 -- (domain.events.attempt_ended); the cancel rule (domain.transitions.settle)
 -- and the events built here are pinned to the domain by
 -- tests/contract/test_transitions_pinned.py and test_events_pinned.py.
--- An attempt that ended releases its scopes (deletes its holder rows) here,
--- in the same statement as its status change, so no slot can outlive it.
+-- An attempt that ended releases its scopes here, in the same statement as its
+-- status change, so no slot can outlive it: its own by that change (a run holds
+-- its `held_scopes` only while running, 0030_run_scopes.sql), its fan-out
+-- window slots by deleting their holder rows.
 -- The rows are locked before they are written in the order every verb that
 -- locks several runs keeps (deeper first, then id: postgres/children.py's
 -- docstring): so no two such transactions (a worker's cycle, its lease
@@ -31,7 +33,7 @@ WITH starts AS (
     -- A start already recorded (by a trigger of the attempt, children.sql) is not recorded again.
     -- The reported ids as one array, not a join: as `id IN (SELECT ...)` the planner walked the
     -- worker's running runs against every report (a nested loop: quadratic in the cycle's size).
-    SELECT id, started_at IS NULL AS unstarted FROM tidegate_runs
+    SELECT id, started_at IS NULL AS unstarted, held_scopes IS NOT NULL AS held FROM tidegate_runs
     WHERE id = ANY (ARRAY(SELECT id FROM reports)) AND status = 'running' AND worker_id = %(worker)s::text
     ORDER BY depth DESC, id
     FOR UPDATE
@@ -60,12 +62,14 @@ WITH starts AS (
         snoozes = CASE WHEN p.snooze AND NOT r.cancel_requested THEN r.snoozes + 1 ELSE r.snoozes END,
         -- A suspect whose attempt reported an outcome did not kill its worker: cleared.
         suspect = CASE WHEN p.outcome_n IS NULL THEN r.suspect ELSE false END,
-        suspect_group = CASE WHEN p.outcome_n IS NULL THEN r.suspect_group END
+        suspect_group = CASE WHEN p.outcome_n IS NULL THEN r.suspect_group END,
+        held_scopes = CASE WHEN p.outcome_n IS NULL THEN r.held_scopes END  -- held no more: not kept
     FROM reports AS p, locked AS l
     WHERE r.id = p.id AND l.id = p.id AND r.attempt = p.attempt
       AND r.status = 'running' AND r.worker_id = %(worker)s::text
     RETURNING r.id, r.attempt, r.status, CASE WHEN l.unstarted THEN p.start_n END AS start_n, p.outcome_n,
-              p.event, p.metadata, r.queue, r.partition_key, r.rate_charge
+              p.event, p.metadata, r.queue, r.partition_key, r.rate_charge, r.claimed_at,
+              l.held
 ), released AS (
     DELETE FROM tidegate_holders AS h USING applied AS a
     WHERE h.run_id = a.id AND a.outcome_n IS NOT NULL
@@ -89,14 +93,10 @@ WITH starts AS (
     ORDER BY part, n
 )
 -- With each outcome, what adaptive limits read (storage/shared/adaptation.py): its queue, partition,
--- when it was claimed (its run holders' claimed_at, read by run_id: this statement's snapshot still
--- has the rows `released` deletes) and the rate windows it was charged; the claim time only when
--- adaptive limits read it (`adapts`).
+-- when it was claimed (NULL when it held no scope, as a run with no holder had no claim time there)
+-- and the rate windows it was charged.
 SELECT a.id, a.attempt, a.queue, a.partition_key,
-       CASE WHEN %(adapts)s::boolean THEN
-           (SELECT extract(epoch FROM min(h.claimed_at))::double precision FROM tidegate_holders AS h
-            WHERE h.run_id = a.id AND h.holder = a.id)
-       END,
+       CASE WHEN %(adapts)s::boolean AND a.held THEN extract(epoch FROM a.claimed_at)::double precision END,
        a.rate_charge
 FROM applied AS a WHERE a.outcome_n IS NOT NULL;
 
@@ -218,7 +218,7 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: scope_usage_of
 -- Read after the scopes' rows were locked, in a statement of its own (claim_scopes.py).
-SELECT scope, sum(slots)::integer FROM tidegate_holders
+SELECT scope, sum(slots)::integer FROM tidegate_slot_holders
 WHERE scope = ANY(%(keys)s::text[])
 GROUP BY scope;
 
@@ -228,7 +228,7 @@ GROUP BY scope;
 -- (this statement's snapshot is taken after the lock was granted), and the
 -- run-level holders of every other scope, a hint of what is full that only
 -- chooses which candidates to read.
-SELECT scope, sum(slots)::integer FROM tidegate_holders
+SELECT scope, sum(slots)::integer FROM tidegate_slot_holders
 WHERE holder = run_id OR scope = ANY(%(held)s::text[])
 GROUP BY scope;
 
@@ -268,19 +268,18 @@ FROM reasons ORDER BY n;
 
 -- name: claim_runs
 -- Claims the admitted candidates (locked), in admission order, with their
--- RunDequeued events and one holder row per (scope, run), carrying the new
--- attempt and the lease expiry. A holder left behind by an earlier attempt
--- of the same run (a leak the sweep has not repaired yet) is taken over.
--- The holders come as one JSON array of [scope, run id] pairs: a claim of 32
--- runs under three limits has 96, and JSON is encoded in C where psycopg
--- dumps an array element by element in Python.
+-- RunDequeued events. Each run's row takes the scopes it now holds
+-- (`held_scopes`: while it runs, it is their holder, 0030_run_scopes.sql) and
+-- the time it took them. The scopes come as one JSON object, run id to its keys:
+-- JSON is encoded in C where psycopg dumps an array element by element in Python.
 WITH claimed AS (
     UPDATE tidegate_runs AS r SET
         status = 'running', attempt = r.attempt + 1, worker_id = %(worker)s::text,
         lease_expires_at = tidegate_statement_timestamp() + make_interval(secs => %(lease)s::double precision),
         started_at = NULL, block_reason = NULL,
         resumed = false,  -- a resumed parent goes first once: the claim that takes it ends that
-        rate_charge = (%(charges)s::jsonb -> r.id)::text  -- what its rate windows were charged (refunds)
+        rate_charge = (%(charges)s::jsonb -> r.id)::text,  -- what its rate windows were charged (refunds)
+        held_scopes = %(held)s::jsonb -> r.id, claimed_at = tidegate_statement_timestamp()
     FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS c(id, n)
     -- By primary key alone (the array, which a scan of the table would test against every row):
     -- the candidates are locked by this transaction since they were read queued, so they still
@@ -296,15 +295,6 @@ WITH claimed AS (
     INSERT INTO tidegate_events (run_id, step_key, type, attempt, worker, metadata, at)
     SELECT id, NULL, 'RunDequeued', attempt, %(worker)s::text, NULL, tidegate_statement_timestamp()
     FROM claimed ORDER BY n
-), held AS (
-    INSERT INTO tidegate_holders AS t (scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at)
-    SELECT h.pair ->> 0, c.id, c.id, c.attempt, %(worker)s::text, 1, tidegate_statement_timestamp(),
-           tidegate_statement_timestamp() + make_interval(secs => %(lease)s::double precision)
-    FROM jsonb_array_elements(%(holders)s::jsonb) AS h(pair)
-    JOIN claimed AS c ON c.id = h.pair ->> 1
-    ON CONFLICT (scope, holder) DO UPDATE SET
-        run_id = excluded.run_id, attempt = excluded.attempt, worker_id = excluded.worker_id,
-        slots = excluded.slots, claimed_at = excluded.claimed_at, expires_at = excluded.expires_at
 )
 SELECT id, task, queue, args, attempt, max_attempts, retry_backoff, timeout, suspect, queued_seconds, has_parent,
        trace_context, snoozes
@@ -366,7 +356,8 @@ WITH current_rules AS MATERIALIZED (
     UPDATE tidegate_runs AS r SET
         status = 'running', attempt = r.attempt + 1, worker_id = %(worker)s::text,
         lease_expires_at = tidegate_statement_timestamp() + make_interval(secs => %(lease)s::double precision),
-        started_at = NULL, block_reason = NULL, resumed = false
+        started_at = NULL, block_reason = NULL, resumed = false,
+        held_scopes = NULL, claimed_at = tidegate_statement_timestamp()  -- no limit applies: it holds no scope
     FROM unnest((SELECT ids FROM picked)) WITH ORDINALITY AS c(id, n)
     -- By primary key alone: `windows` locked these rows queued (see claim_runs).
     WHERE r.id = ANY((SELECT ids FROM picked)::text[]) AND r.id = c.id AND (SELECT go FROM verdict)

@@ -78,7 +78,7 @@ FROM (SELECT 1) AS one LEFT JOIN locked AS l ON true;
 
 -- name: adaptive_states_usage
 -- The slots of the adaptive targets held now (after this cycle's ends freed theirs).
-SELECT scope, sum(slots)::integer FROM tidegate_holders
+SELECT scope, sum(slots)::integer FROM tidegate_slot_holders
 WHERE holder = run_id AND scope = ANY(%(targets)s::text[])
 GROUP BY scope;
 
@@ -105,10 +105,10 @@ DELETE FROM tidegate_limit_overrides WHERE target = %(target)s::text RETURNING "
 -- name: scope_usage
 -- Run-level scopes only: a run's own holders (holder = its id); steps' pool
 -- and window slots are shown by `pools`.
-SELECT scope, sum(slots)::integer FROM tidegate_holders WHERE holder = run_id GROUP BY scope ORDER BY scope;
+SELECT scope, sum(slots)::integer FROM tidegate_slot_holders WHERE holder = run_id GROUP BY scope ORDER BY scope;
 
 -- name: scope_holders
-SELECT scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at FROM tidegate_holders
+SELECT scope, holder, run_id, attempt, worker_id, slots, claimed_at, expires_at FROM tidegate_slot_holders
 WHERE scope = %(scope)s::text ORDER BY claimed_at, holder;
 
 -- name: live_rate_states
