@@ -357,7 +357,7 @@ WITH current_rules AS MATERIALIZED (
         status = 'running', attempt = r.attempt + 1, worker_id = %(worker)s::text,
         lease_expires_at = tidegate_statement_timestamp() + make_interval(secs => %(lease)s::double precision),
         started_at = NULL, block_reason = NULL, resumed = false,
-        held_scopes = NULL, claimed_at = tidegate_statement_timestamp()  -- no limit applies: it holds no scope
+        held_scopes = NULL  -- no limit applies: it holds no scope (0030_run_scopes.sql)
     FROM unnest((SELECT ids FROM picked)) WITH ORDINALITY AS c(id, n)
     -- By primary key alone: `windows` locked these rows queued (see claim_runs).
     WHERE r.id = ANY((SELECT ids FROM picked)::text[]) AND r.id = c.id AND (SELECT go FROM verdict)
