@@ -112,12 +112,15 @@ def claim_order(
     it here: the least-served partition goes first, so one tenant's backlog
     cannot take every free slot, even when slots free one at a time.
     """
+    in_order = sorted(candidates, key=lambda c: (not c.resumed, -c.priority, c.scheduled_at, c.id))
+    if all(candidate.ordering != "fair" for candidate in in_order):
+        return in_order  # every rank 0 and every head its own time: the order below is this one
     load = lane_load or {}
     rank: dict[str, int] = {}
     head: dict[str, float] = {}
     lane_head: dict[tuple[str, bool, int, str], float] = {}
     lane_size: dict[tuple[str, bool, int, str], int] = defaultdict(int)
-    for candidate in sorted(candidates, key=lambda c: (not c.resumed, -c.priority, c.scheduled_at, c.id)):
+    for candidate in in_order:
         if candidate.ordering == "fair":
             lane = (candidate.queue, candidate.resumed, candidate.priority, candidate.partition)
             rank[candidate.id] = load.get((candidate.queue, candidate.partition), 0) + lane_size[lane]
@@ -127,6 +130,15 @@ def claim_order(
             rank[candidate.id] = 0
             head[candidate.id] = candidate.scheduled_at
     return sorted(candidates, key=lambda c: (not c.resumed, -c.priority, rank[c.id], head[c.id], c.scheduled_at, c.id))
+
+
+def _all_have_room(needs: Sequence[ScopeNeed], in_use: Mapping[str, int]) -> bool:
+    """Whether every scope of `needs` has a slot free (`has_room`), written as a loop: `admit` asks
+    it of every candidate, and a generator costs more than the checks."""
+    for need in needs:  # noqa: SIM110 (a generator costs more than these checks, per candidate)
+        if not has_room(in_use.get(need.key, 0), need.limit):
+            return False
+    return True
 
 
 def admit(
@@ -166,13 +178,12 @@ def admit(
         needs = known_needs.get(shape)
         if needs is None:
             needs = known_needs[shape] = rules.scopes_for(candidate.queue, candidate.partition, candidate.tags)
-        saturated = tuple(
-            Saturation(need.key, in_use.get(need.key, 0), need.limit)
-            for need in needs
-            if not has_room(in_use.get(need.key, 0), need.limit)
-        )
-        if saturated:
-            blocked[candidate.id] = saturated
+        if not _all_have_room(needs, in_use):  # most candidates are not blocked: build reasons only then
+            blocked[candidate.id] = tuple(
+                Saturation(need.key, in_use.get(need.key, 0), need.limit)
+                for need in needs
+                if not has_room(in_use.get(need.key, 0), need.limit)
+            )
             continue
         if len(admitted) >= capacity and not room.fits_ahead(
             len(admitted), candidate.queue, candidate.suspect, needs, in_use, rates.rated(candidate, shape[2])

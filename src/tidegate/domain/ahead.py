@@ -59,7 +59,10 @@ class WorkerRoom:
         taken ahead in it, this one too (taken + 1): half the room found, at most. A limit of
         None is unlimited, as everywhere (`has_room`)."""
         taken = self.taken
-        return all(has_room(in_use.get(need.key, 0) + 1, need.limit, taken.get(need.key, 0) + 1) for need in needs)
+        for need in needs:  # noqa: SIM110 (a loop, not all(...): asked of every run taken ahead)
+            if not has_room(in_use.get(need.key, 0) + 1, need.limit, taken.get(need.key, 0) + 1):
+                return False
+        return True
 
     def took(self, admitted: int, needs: Sequence[ScopeNeed]) -> None:
         """A run was admitted after `admitted` others: counted in its scopes if it went ahead."""
