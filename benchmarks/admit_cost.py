@@ -66,7 +66,8 @@ def main() -> None:
         print(measure())
         return
     with tempfile.TemporaryDirectory(prefix="tidegate-admit-") as folder:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", options.base, "src"], check=True, capture_output=True)
+        command = ["git", "-C", str(ROOT), "archive", options.base, "src"]
+        archive = subprocess.run(command, check=True, capture_output=True)
         subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
         figures: dict[str, list[float]] = {"base": [], "this tree": []}
         for _ in range(options.reps):
