@@ -149,7 +149,8 @@ DEAD_TTL = 30  # the heartbeat TTL of the workers that die here: the clock moves
 
 def _age_holders(database_url, run_id):
     """Make a run's holder rows look old (expired at its submission) while its lease is fine:
-    a state no clock produces, since a renewal extends both."""
+    a state no clock produces, since a renewal extends both. SQLite only: on PostgreSQL a run's
+    own holders are its row (0030_run_scopes.sql), their expiry is its lease, and this changes nothing."""
     execute_sql(
         database_url,
         "UPDATE tidegate_holders SET expires_at = (SELECT submitted_at FROM tidegate_runs WHERE id = ?) "
