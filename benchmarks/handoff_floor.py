@@ -25,7 +25,6 @@ import asyncio
 import os
 import sys
 import time
-from pathlib import Path
 
 from rich.console import Console
 
@@ -108,7 +107,7 @@ def main() -> None:
         "ideal/actual of W2 (first start to last end), medians of the reps; the ways interleaved within each rep.",
     ]
     path = write_markdown("handoff_floor", "The floor under W2's ideal/actual", header, rows, notes)
-    console.print(f"written to {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}")
+    console.print(f"written to {path}")
 
 
 if __name__ == "__main__":
