@@ -73,5 +73,15 @@ SELECT
     (SELECT count(*) FROM tidegate_runs WHERE status = 'queued' AND queue = :queue);
 
 -- name: enqueue_active
-SELECT count(*) FROM tidegate_runs WHERE status IN ('queued', 'running', 'waiting') AND (:queue IS NULL OR queue = :queue);
+-- The active runs (queued, running, waiting) of one admission ceiling (:queue NULL: all queues),
+-- a count per status on the index that serves it: without statistics the planner would scan the
+-- listing index, finished runs and all, on every submit. CASE runs only the branch it takes.
+SELECT CASE WHEN :queue IS NULL THEN
+           (SELECT count(*) FROM tidegate_runs INDEXED BY tidegate_runs_claim WHERE status = 'queued')
+         + (SELECT count(*) FROM tidegate_runs INDEXED BY tidegate_runs_lease WHERE status = 'running')
+         + (SELECT count(*) FROM tidegate_runs INDEXED BY tidegate_runs_waiting WHERE status = 'waiting')
+       ELSE (SELECT count(*) FROM tidegate_runs WHERE status = 'queued' AND queue = :queue)
+         + (SELECT count(*) FROM tidegate_runs WHERE status = 'running' AND queue = :queue)
+         + (SELECT count(*) FROM tidegate_runs WHERE status = 'waiting' AND queue = :queue)
+       END;
 
