@@ -1,0 +1,3 @@
+-- Nothing here: PostgreSQL's 0032 tunes autovacuum for the tables that churn; SQLite reuses a
+-- deleted row's pages at once. The number is taken so that the dialects number their
+-- migrations alike.
