@@ -13,7 +13,7 @@ adds a global rate over the same runs: every run of its task carries the tag
 (burst 20) on that value charges them all, whatever their partition.
 
 With `$TIDEGATE_TEST_SKIP_RATE_CHARGE` set, the claim never charges a rate
-(the decision's `_RateCharger.charge` answers "no rate"): the mutation the proof must catch. With
+(the decision's `RateCharger.charge` answers "no rate"): the mutation the proof must catch. With
 `$TIDEGATE_TEST_IGNORE_LIVE_RATES` set, the claim ignores live rate overrides: the
 mutation the live-change proof must catch.
 """
@@ -28,10 +28,10 @@ from typing import Any
 
 import tidegate
 from tidegate import Context, Partition, Rate, RunQueueConfig, TagRateLimit
-from tidegate.domain import admission, scopes
+from tidegate.domain import rate_charger, scopes
 
 if os.environ.get("TIDEGATE_TEST_SKIP_RATE_CHARGE"):
-    admission._RateCharger.charge = lambda self, candidate, rates: ()  # type: ignore[method-assign]  # the mutation
+    rate_charger.RateCharger.charge = lambda self, candidate, tags, lead=0: ()  # type: ignore[method-assign]  # the mutation
 if os.environ.get("TIDEGATE_TEST_IGNORE_LIVE_RATES"):
     # the mutation of tests/process/test_live_rates_processes.py: the claim applies the code's
     # windows, never a live override of them

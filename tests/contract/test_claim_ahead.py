@@ -6,7 +6,7 @@ A worker whose runs end fast asks a cycle to claim more than its free slots
 while its next cycle is in flight. A free claim (`ClaimPlan.free`: no limit,
 per-worker cap or fair order on its queues) takes them all; any other takes its
 free slots' worth and, past them, only runs `admit` lets wait ahead
-(`domain.ahead.WorkerRoom`): none a rate charges, and in every scope at most
+(`domain.ahead.WorkerRoom`): under a queue's rate only with a lead, and in every scope at most
 half the room it found, so a limit with room never fills with runs that wait for a
 slot; with no free slot, none. Each rule is taken out here to see the runs a
 limited claim would then take. Both adapters; on PostgreSQL the free claim is one
@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.claim_windows import record_windows
 from tidegate import App, Rate, RunQueueConfig, TagRateLimit
-from tidegate.domain import admission, ahead, claim_plan
+from tidegate.domain import ahead, claim_plan, rate_charger
 from tidegate.domain.model import CycleRequest
 
 from .conftest import LEASE, enqueue_one
@@ -85,31 +84,45 @@ def test_a_limit_set_after_the_rules_were_cached_keeps_half_its_room(store, data
     assert taken == (4 if removed else 3), taken
 
 
-@MUTATION
-def test_a_rated_queue_takes_none_ahead_and_reads_only_its_free_slots_worth(database_url, monkeypatch, removed):
-    """A queue rate that never binds (a million a second): a claim of 4, 3 of them ahead, takes its
-    free slot only (docs/rates.md, why a rated claim takes no run ahead) and reads as a claim of 1
-    (`ClaimPlan.takes_ahead`). The mutation takes the queue's rule out of the plan's answer: the
-    claim still takes 1 (`admit` asks it of each run), but reads a window of 4."""
-    if removed:
-        monkeypatch.setattr(claim_plan, "waits_ahead", lambda *_: True)
+def test_a_rated_queue_takes_runs_ahead_with_a_lead(database_url):
+    """A queue rate that never binds (a million a second, burst 50,000): a claim of 4, 3 of them
+    ahead, takes all 4; the 3 ahead carry the lead their charge allows (half the burst's span,
+    26 ms, under LEAD_CAP_NS), the one for the free slot none."""
     with App(database_url) as app:
         app.queue("ahead.rated", rate=Rate(limit=1_000_000, per="1s"))
         work = app.task(name="ahead.rated", queue="ahead.rated")(lambda n: n)
         work.submit_many([{"n": n} for n in range(8)])
         assert _claim(app.store, "ahead.rated", 1, 0) == 1  # rules cached
-        sizes = record_windows(monkeypatch)
-        assert _claim(app.store, "ahead.rated", 4, 3) == 1
-        assert set(sizes) == ({4} if removed else {1}), sizes
+        claimed = app.store.cycle(CycleRequest("w1", ["ahead.rated"], [], [], 4, LEASE, 3)).claimed
+        step = 10**9 // (1_000_000 + 1 - 50_000) + 1  # the window's interval in ns, rounded up
+        assert [run.lead for run in claimed[:1]] == [None]
+        assert [round(run.lead, 4) for run in claimed[1:]] == [round(25_000 * step / 10**9, 4)] * 3
+
+
+@MUTATION
+def test_a_rate_past_half_its_burst_takes_none_ahead(database_url, monkeypatch, removed):
+    """Rate(60, '1m', burst=10): 7 starts charged, so its window has used more than half its burst:
+    a claim of 4, 3 ahead, takes its free slot only, charged as if none ever went ahead. Without
+    the rule (`rates.roomy`) the lead's own check still lets 2 more through ahead."""
+    if removed:
+        monkeypatch.setattr(rate_charger, "roomy", lambda *_: True)
+    with App(database_url) as app:
+        app.queue("ahead.busy", rate=Rate(limit=60, per="1m", burst=10))
+        work = app.task(name="ahead.busy", queue="ahead.busy")(lambda n: n)
+        work.submit_many([{"n": n} for n in range(12)])
+        assert _claim(app.store, "ahead.busy", 7, 0) == 7
+        claimed = app.store.cycle(CycleRequest("w1", ["ahead.busy"], [], [], 4, LEASE, 3)).claimed
+        assert len(claimed) == (3 if removed else 1)
 
 
 @MUTATION
 def test_a_run_a_tag_rate_charges_is_not_taken_ahead(database_url, monkeypatch, removed):
     """A tag rate that never binds, on tenant=acme only, in a queue with no limit of its own: a
-    claim of 4, 3 ahead, takes its free slot and then only the runs of other tenants ahead; without
-    the rule (`_RateCharger.rated`) the acme runs too."""
+    claim of 4, 3 ahead, takes its free slot and then only the runs of other tenants ahead: a tag's
+    rate is charged outside any queue's claim turn, so no lead of it is recharged; without the rule
+    (`RateCharger.ahead_lead`) the acme runs too."""
     if removed:
-        monkeypatch.setattr(admission._RateCharger, "rated", lambda *_: False)
+        monkeypatch.setattr(rate_charger.RateCharger, "ahead_lead", lambda *_: 0)
     tag_rate = TagRateLimit(key="tenant", value="acme", limit=1_000_000, per="1s")
     with App(database_url, run_queue=RunQueueConfig(tag_rate_limits=[tag_rate])) as app:
         work = app.task(name="ahead.tagged", queue="ahead.tagged")(lambda n: n)

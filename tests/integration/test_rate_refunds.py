@@ -10,6 +10,7 @@ from __future__ import annotations
 from tidegate import App, Partition, Rate
 from tidegate.domain.clock import ShiftedClock
 from tidegate.domain.model import CycleRequest, Outcome, OutcomeKind
+from tidegate.domain.rates import LEAD_CAP_NS, NS
 
 
 def _claim(app: App, limit: int = 10, worker: str = "w1") -> list[tuple[str, int]]:
@@ -74,12 +75,16 @@ def test_hand_backs_of_several_runs_and_partitions_give_each_window_its_tokens(a
 
 
 def test_a_hand_back_after_other_charges_gives_back_only_its_unspent_time(app: App, clock: ShiftedClock) -> None:
-    """Charged behind another start, a handed-back claim returns its own token, not the other's."""
+    """Charged behind another start, a handed-back claim returns its own token, not the other's;
+    a queue's rate keeps the tenth of a second past the hand-back a run taken ahead may stand on
+    (`rate_charger.lead_kept`), so the token is back that much later."""
     app.queue("api", rate=Rate(limit=4, per="1m", burst=2))  # burst 2, then one start every 20 s
     call = app.task(name="call", queue="api")(lambda: None)
     ids = [call.submit().id for _ in range(4)]
     first, second = _claim(app, 1), _claim(app, 1)
     assert [f[0] for f in first + second] == ids[:2] and _claim(app) == []
     assert app.store.hand_back("w1", first) == [ids[0]]  # the earlier charge, with a later one after it
-    assert [run_id for run_id, _ in _claim(app)] == [ids[0]]  # its token came back ...
+    assert _claim(app) == []  # the furthest lead past the hand-back stays spent ...
+    clock.advance(LEAD_CAP_NS / NS)
+    assert [run_id for run_id, _ in _claim(app)] == [ids[0]]  # ... then its token is back ...
     assert _claim(app) == []  # ... and only its own

@@ -5,9 +5,11 @@ runs past them wait on the worker for a slot, holding a slot of every scope they
 limits that do not bind they may, as long as they cost nobody a start: for any rules, usage,
 runs, capacity and ahead, the decision (a) takes at most capacity + ahead runs, (b) puts no scope
 over its limit, (c) leaves in every scope at least as much room as the runs it took ahead there
-(half the room they found, at most), (d) takes none ahead that a rate charges, that a per-worker
-cap or a fair order counts, or that is a suspect, and (e) is, up to the free slots, the decision
-made with none ahead (which tests/unit/test_domain_admission.py pins to a reference model). A
+(half the room they found, at most), (d) takes none ahead that a tag's rate charges, that a
+per-worker cap or a fair order counts, or that is a suspect, and charges a queue's rate on a run
+it takes ahead only with a lead (`Admission.leads`, domain/rate_charger.py), and (e) is, up to the
+free slots, the decision made with none ahead (which tests/unit/test_domain_admission.py pins to
+a reference model), charging the rates alike when it took no rated run ahead. A
 plan that says no run of its queues can wait ahead (`ClaimPlan.takes_ahead`) is never wrong.
 """
 
@@ -19,7 +21,7 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from tidegate.domain import admission, ahead
+from tidegate.domain import ahead, rate_charger
 from tidegate.domain.admission import Candidate, LocalUsage, admit
 from tidegate.domain.claim_plan import plan
 from tidegate.domain.limits import (
@@ -31,7 +33,7 @@ from tidegate.domain.limits import (
     TagRateLimit,
 )
 from tidegate.domain.rates import Rate
-from tidegate.domain.scopes import GLOBAL, Rules, queue_scope
+from tidegate.domain.scopes import GLOBAL, TAG_RATE_PREFIX, Rules, queue_scope
 from tidegate.storage.shared import claiming
 
 QUEUES = ("a", "b")
@@ -109,7 +111,10 @@ def _waits_ahead(given_rules: Rules, candidate: Candidate) -> bool:
         or candidate.ordering == "fair"
         or given_rules.max_workers(candidate.queue) is not None
         or given_rules.local_limit(candidate.queue) is not None
-        or given_rules.rate_scopes(candidate.queue, candidate.rate_partition, candidate.tags)
+        or any(
+            scope.startswith(TAG_RATE_PREFIX)
+            for scope, _ in given_rules.rate_scopes(candidate.queue, candidate.rate_partition, candidate.tags)
+        )
     )
 
 
@@ -127,12 +132,15 @@ def _check(scenario: tuple[Rules, list[Candidate], dict[str, int], LocalUsage, i
         assert taken_ahead[key] <= left, (key, taken_ahead[key], "ahead, room left", left)  # (c)
     for candidate, _ in admitted[capacity:]:
         assert _waits_ahead(given_rules, candidate), candidate  # (d)
+        if given_rules.rate_scopes(candidate.queue, candidate.rate_partition, candidate.tags):
+            assert decision.leads.get(candidate.id, 0) > 0, (candidate, "rated, taken ahead with no lead")
     plain = admit(runs, usage, given_rules, local, capacity, now=1000.0)  # (e)
     assert admit(runs, usage, given_rules, local, capacity, now=1000.0, ahead=0) == plain
     assert admitted[: len(plain.admitted)] == plain.admitted
     if len(plain.admitted) < capacity:
         assert admitted == plain.admitted  # short of the free slots: nothing past them
-    assert decision.rate_states == plain.rate_states and decision.next_allowed_at == plain.next_allowed_at
+    if not decision.leads:
+        assert decision.rate_states == plain.rate_states and decision.next_allowed_at == plain.next_allowed_at
 
 
 @settings(max_examples=400, deadline=None)
@@ -226,7 +234,7 @@ def test_the_property_fails_without_each_rule(monkeypatch, removed):
     if removed == "half the room":
         monkeypatch.setattr(ahead.WorkerRoom, "leaves_room", lambda *_: True)
     else:
-        monkeypatch.setattr(admission._RateCharger, "rated", lambda *_: False)
+        monkeypatch.setattr(rate_charger.RateCharger, "ahead_lead", lambda *_: 0)
     # No shrinking: the counterexample's existence is the point, and shrinking it takes seconds.
     quick = settings(max_examples=500, deadline=None, database=None, phases=[Phase.generate])
     found = quick(given(scenarios())(_check))

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidegate import ConfigurationError, InvalidArgument
-from tidegate.domain.admission import Candidate, LocalUsage, Saturation, admit
+from tidegate.domain.admission import Candidate, LocalUsage, admit
 from tidegate.domain.limits import (
     Concurrency,
     Partition,
@@ -27,6 +27,7 @@ from tidegate.domain.limits import (
     run_queue_from_dict,
     run_queue_to_dict,
 )
+from tidegate.domain.saturation import Saturation
 from tidegate.domain.scopes import (
     Rules,
     ScopeNeed,

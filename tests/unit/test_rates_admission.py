@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidegate.domain.admission import Candidate, LocalUsage, admit, rate_saturation
+from tidegate.domain.admission import Candidate, LocalUsage, admit
 from tidegate.domain.claim_plan import plan
 from tidegate.domain.errors import ConfigurationError
 from tidegate.domain.limits import (
@@ -20,6 +20,7 @@ from tidegate.domain.limits import (
     queue_from_dict,
     queue_to_dict,
 )
+from tidegate.domain.rate_charger import rate_saturation
 from tidegate.domain.rates import NS, Rate, held, interval, take, window_key
 from tidegate.domain.scopes import Rules, rate_partition_of
 from tidegate.storage.shared.claiming import changed_block_reasons, reason_json

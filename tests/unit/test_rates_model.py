@@ -16,7 +16,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tidegate.domain.errors import ConfigurationError
-from tidegate.domain.rates import NS, Charge, Rate, check_rates, correct, interval, refund, take, to_ns, window_key
+from tidegate.domain.rates import (
+    LEAD_CAP_NS,
+    NS,
+    Charge,
+    Rate,
+    check_rates,
+    correct,
+    interval,
+    refund,
+    take,
+    to_ns,
+    window_key,
+)
 
 Log = list[tuple[Fraction, int]]  # (start, cost), in time order
 
@@ -184,6 +196,8 @@ def test_a_refund_after_a_later_charge_gives_back_only_what_is_unspent():
     assert refund(second[0], charge, 0.5) == second[0]
     # at 0.2 s (a hand-back before the second start's claim could see it) 0.3 s come back
     assert refund(second[0], charge, 0.2) == second[0] - (step - to_ns(0.2))
+    # where runs may be taken ahead, the furthest lead past now that one may stand on stays spent
+    assert refund(second[0], charge, 0.2, LEAD_CAP_NS) == second[0] - (step - to_ns(0.2) - LEAD_CAP_NS)
 
 
 def test_a_correction_takes_more_at_once_and_gives_back_at_most_what_is_unspent():

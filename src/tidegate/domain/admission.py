@@ -22,19 +22,16 @@ read such runs (storage/shared/claiming.py), but every other caller of `admit`
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from tidegate.domain.ahead import WorkerRoom
-from tidegate.domain.durations import format_duration
-from tidegate.domain.rates import Charge, Held, Rate, charged, held, interval, take, to_ns, window_key
+from tidegate.domain.rate_charger import RateCharger, WindowStates
+from tidegate.domain.rates import Charge
+from tidegate.domain.saturation import Saturation
 from tidegate.domain.scopes import Rules, ScopeNeed
 from tidegate.domain.transitions import has_room
-
-RateStates = Mapping[tuple[str, int], int]  # (rate scope, window in ns) -> GCRA's TAT in ns
 
 
 @dataclass(frozen=True)
@@ -52,22 +49,6 @@ class Candidate:
     resumed: bool = False  # queued again after a wait on its children: goes first (claim_order)
     rate_partition: str = ""  # the partition of its queue's rate it is charged to
     rate_cost: int = 1  # cost units it takes of every window of its rate
-
-
-@dataclass(frozen=True)
-class Saturation:
-    """A scope that had no free slot for a candidate: part of its block reason."""
-
-    scope: str
-    used: int
-    limit: int
-    per: float | None = None  # a rate's window (s): `used` of `limit` per `per` are taken
-    retry_at: float | None = None  # a rate: when its windows next allow the start (database clock)
-
-    def __str__(self) -> str:
-        if self.per is None:
-            return f"{self.scope} {self.used}/{self.limit}"
-        return f"{self.scope} {self.used} of {self.limit} per {format_duration(self.per)} used"
 
 
 @dataclass
@@ -91,6 +72,9 @@ class Admission:
     next_allowed_at: float | None = None
     # per admitted run, what each window of its rate was charged: for a refund or a correction
     charges: dict[str, tuple[Charge, ...]] = field(default_factory=dict)
+    # per rated run taken ahead of the worker's free slots, the lead (s) its charge allows: the
+    # worker starts it within that of the claim's sending, or has it renewed (`ClaimedRun.lead`)
+    leads: dict[str, float] = field(default_factory=dict)
 
 
 def claim_order(
@@ -148,7 +132,7 @@ def admit(
     local: LocalUsage,
     capacity: int,
     lane_load: Mapping[tuple[str, str], int] | None = None,
-    rate_states: RateStates | None = None,
+    rate_states: WindowStates | None = None,
     now: float = 0.0,
     ahead: int = 0,
 ) -> Admission:
@@ -161,7 +145,7 @@ def admit(
     `ahead`: how many runs past `capacity` may be admitted ahead of the worker's free
     slots (`CycleRequest.claim_ahead`), each only as `WorkerRoom.fits_ahead` lets it.
     """
-    rates = _RateCharger(dict(rate_states or {}), now, rules)
+    rates = RateCharger(dict(rate_states or {}), now, rules)
     room = WorkerRoom(rules, capacity, ahead)
     in_use = dict(usage)
     per_queue = dict(local.per_queue)
@@ -185,21 +169,22 @@ def admit(
                 if not has_room(in_use.get(need.key, 0), need.limit)
             )
             continue
-        if len(admitted) >= capacity and not room.fits_ahead(
-            len(admitted), candidate.queue, candidate.suspect, needs, in_use, rates.rated(candidate, shape[2])
+        ahead = len(admitted) >= capacity
+        # `charges_rates` is answered once per Rules: where no rate is in force, no run is charged
+        lead = rates.ahead_lead(candidate, shape[2]) if ahead and rules.charges_rates else 0
+        if ahead and not room.fits_ahead(
+            len(admitted), candidate.queue, candidate.suspect, needs, in_use, lead is None
         ):
             continue  # this worker is full; another worker may take it
-        if not _local_room(candidate, rules, per_queue, per_partition):
+        if not _local_room(candidate, rules, per_queue, per_partition, held):
             continue
-        group = suspect_group(candidate) if candidate.suspect else None
-        if group not in (None, held) and held is not None:
-            continue  # another group's suspect: a worker free of suspects takes it
-        # `charges_rates` is answered once per Rules: where no rate is in force, no run is charged
-        waiting = rates.charge(candidate, shape[2]) if rules.charges_rates else ()
+        waiting = rates.charge(candidate, shape[2], lead or 0) if rules.charges_rates else ()
+        if waiting is None:
+            continue  # its windows refuse it ahead; it is not blocked, a claim for a free slot may take it
         if waiting:
             blocked[candidate.id] = waiting
             continue
-        held = group or held
+        held = suspect_group(candidate) if candidate.suspect else held
         room.took(len(admitted), needs)
         admitted.append((candidate, needs))
         for need in needs:
@@ -208,165 +193,7 @@ def admit(
         lane = (candidate.queue, candidate.partition)
         per_partition[lane] = per_partition.get(lane, 0) + 1
     next_allowed = rates.next_allowed(max(1, capacity - len(admitted)))
-    return Admission(admitted, blocked, rates.charged, next_allowed, rates.charges)
-
-
-def gathered_at(
-    scopes: Sequence[tuple[str, tuple[Rate, ...]]], states: RateStates, cost: int, waiting: int, now: float
-) -> float | None:
-    """When the rates `scopes` allow a claim's worth of the `waiting` starts of `cost` they hold back:
-    as many as half the smallest burst holds (at least one), or all of them if fewer.
-
-    A worker that came back for each start as soon as its one token was due would claim
-    once per token: at 200 a second, 200 claims, each reading and refusing the runs
-    behind it. Half the burst leaves the other half for the claim to arrive in before
-    the bucket is full and tokens go unused, so the rate is still reached; a burst of 1
-    (evenly spaced starts) is one start per claim, as before. None: the cost exceeds a
-    window's burst and is never allowed.
-    """
-    keys = [(scope, window_key(rate)) for scope, windows in scopes for rate in windows]
-    windows = [rate for _, scope_windows in scopes for rate in scope_windows]
-    smallest = min(rate.allowed_burst for rate in windows)
-    if cost > smallest:
-        return None
-    batch = max(1, min(waiting, -(-smallest // 2) // cost))
-    retry = take([states.get(key) for key in keys], windows, cost * batch, now).retry_at
-    return retry if retry != math.inf else None
-
-
-RateKeys = tuple[tuple[str, int], ...]  # (rate scope, window in ns) of every window a start is charged
-RateScopes = tuple[tuple[str, tuple[Rate, ...]], ...]  # (rate scope, its windows) a start is charged
-
-
-class RateWindows(NamedTuple):
-    """Every rate window a start of one shape is charged, worked out once per claim decision: the
-    runs of a rate partition with the same tags are charged the same windows."""
-
-    scopes: RateScopes  # (rate scope, its windows), in key order (`Rules.rate_scopes`)
-    keys: RateKeys  # the stored state's key of each window, in the same order
-    rates: tuple[Rate, ...]  # each window, in the same order
-    steps: tuple[int, ...]  # each window's emission interval (ns): what a charge records
-    bursts: tuple[int, ...]  # each window's burst: the most cost it takes at one instant
-
-
-def rate_windows(scopes: Sequence[tuple[str, tuple[Rate, ...]]]) -> RateWindows:
-    """The windows `scopes` charge, keyed and with their intervals."""
-    flat = [(scope, rate) for scope, windows in scopes for rate in windows]
-    return RateWindows(
-        tuple(scopes),
-        tuple((scope, window_key(rate)) for scope, rate in flat),
-        tuple(rate for _, rate in flat),
-        tuple(interval(rate) for _, rate in flat),
-        tuple(rate.allowed_burst for _, rate in flat),
-    )
-
-
-@dataclass
-class _RateCharger:
-    """The rate windows' states through one claim decision: what it charged, what it refused."""
-
-    states: dict[tuple[str, int], int]
-    now: float
-    rules: Rules
-    at: int = field(init=False)  # `now` in ns (`to_ns`): the instant every charge of this decision is taken at
-    charged: dict[tuple[str, int], int] = field(default_factory=dict)
-    # per admitted run, what each window of its rate was charged: for a refund or a correction
-    charges: dict[str, tuple[Charge, ...]] = field(default_factory=dict)
-    # Each refusal by its windows and cost, until the next charge: the answer depends only on
-    # those windows' states, which nothing but a charge moves. A paced backlog's claim reads
-    # a window of runs the rate refuses one after another; each is then a look-up, not GCRA's
-    # arithmetic over exact fractions twice (`take`, then `held` per rate).
-    refusals: dict[tuple[RateKeys, int], tuple[Saturation, ...]] = field(default_factory=dict)
-    waiting: dict[tuple[RateScopes, int], int] = field(default_factory=dict)  # runs held until a time, by rates
-    # The windows of each (queue, rate partition, tags) met: the runs of one such shape in a window
-    # are charged the same windows, looked up once (empty where no rate of theirs is in force).
-    known: dict[tuple[str, str, tuple[tuple[str, str], ...]], RateWindows] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.at = to_ns(self.now)
-
-    def windows(self, candidate: Candidate, tags: tuple[tuple[str, str], ...]) -> RateWindows:
-        """Every window the candidate's start is charged (none: no rate of its is in force)."""
-        shape = (candidate.queue, candidate.rate_partition, tags)
-        windows = self.known.get(shape)
-        if windows is None:
-            scopes = self.rules.rate_scopes(candidate.queue, candidate.rate_partition, candidate.tags)
-            windows = self.known[shape] = rate_windows(scopes)
-        return windows
-
-    def rated(self, candidate: Candidate, tags: tuple[tuple[str, str], ...]) -> bool:
-        """Whether a rate charges the candidate's start (its queue's, or one of its `tags`): such a
-        run is never taken ahead of the worker's free slots (`WorkerRoom`)."""
-        return self.rules.charges_rates and bool(self.windows(candidate, tags).scopes)
-
-    def charge(self, candidate: Candidate, tags: tuple[tuple[str, str], ...]) -> tuple[Saturation, ...]:
-        """Take the candidate's cost from every window of every rate it is charged (its queue's and
-        those of its `tags`, sorted), recording what it took, for a refund; or take nothing and
-        name each rate that holds it back, until when (empty: taken, or no rate)."""
-        windows = self.windows(candidate, tags)
-        if not windows.scopes:
-            return ()
-        refused = self.refusals.get((windows.keys, candidate.rate_cost))
-        if refused is None:
-            refused = self._take(candidate, windows)
-        if refused and _all_allow(refused) is not None:
-            held_back = (windows.scopes, candidate.rate_cost)
-            self.waiting[held_back] = self.waiting.get(held_back, 0) + 1
-        return refused
-
-    def _take(self, candidate: Candidate, windows: RateWindows) -> tuple[Saturation, ...]:
-        states, now, cost, at = self.states, self.now, candidate.rate_cost, self.at
-        before = [states.get(key) for key in windows.keys]
-        # GCRA's rule on the shape's intervals and bursts, worked out once (`take` answers with it too)
-        after = charged(before, windows.steps, windows.bursts, cost, at)
-        if after is not None:
-            self.refusals.clear()  # the states moved: what was refused may be refused until later now
-            self.charges[candidate.id] = tuple(
-                Charge(key[0], key[1], old, new, cost, step, at)
-                for key, old, new, step in zip(windows.keys, before, after, windows.steps, strict=True)
-            )
-            for key, new in zip(windows.keys, after, strict=True):
-                states[key] = self.charged[key] = new
-            return ()
-        reasons = []
-        for scope, scope_windows in windows.scopes:
-            refusal = held(
-                [states.get((scope, window_key(rate))) for rate in scope_windows],
-                scope_windows,
-                cost,
-                now,
-            )
-            if refusal is not None:
-                reasons.append(rate_saturation(scope, refusal))
-        self.refusals[windows.keys, cost] = tuple(reasons)
-        return tuple(reasons)
-
-    def next_allowed(self, room: int) -> float | None:
-        """When a claim's worth of the runs rates held back may start (`gathered_at`), for a
-        worker with `room` free slots left."""
-        found: float | None = None
-        for (scopes, cost), count in self.waiting.items():
-            found = _earliest(found, gathered_at(scopes, self.states, cost, min(count, room), self.now))
-        return found
-
-
-def _all_allow(refusals: Sequence[Saturation]) -> float | None:
-    """When every rate that refused a start allows it (None: one never will)."""
-    times = [refusal.retry_at for refusal in refusals]
-    return None if None in times else max(time for time in times if time is not None)
-
-
-def rate_saturation(scope: str, refused: Held) -> Saturation:
-    """A rate's refusal as a block reason: its binding window full (`limit` of `limit` used)."""
-    rate = refused.rate
-    return Saturation(scope, rate.limit, rate.limit, per=rate.seconds, retry_at=refused.retry_at)
-
-
-def _earliest(known: float | None, retry_at: float | None) -> float | None:
-    """The sooner of two times a rate allows a start (None: a cost that never fits allows none)."""
-    if retry_at is None:
-        return known
-    return retry_at if known is None else min(known, retry_at)
+    return Admission(admitted, blocked, rates.charged, next_allowed, rates.charges, rates.leads)
 
 
 def suspect_group(candidate: Candidate) -> str:
@@ -379,8 +206,12 @@ def _local_room(
     rules: Rules,
     per_queue: Mapping[str, int],
     per_partition: Mapping[tuple[str, str], int],
+    held: str | None,
 ) -> bool:
-    """This worker's own caps: max_workers per queue, local_limit per partition."""
+    """This worker's own caps: max_workers per queue, local_limit per partition; and the one group
+    of suspects it runs (`held`): another group's suspect waits for a worker free of suspects."""
+    if candidate.suspect and held is not None and suspect_group(candidate) != held:
+        return False
     max_workers = rules.max_workers(candidate.queue)
     if max_workers is not None and per_queue.get(candidate.queue, 0) >= max_workers:
         return False

@@ -6,9 +6,11 @@ it for a slot and start while its next claim is in flight
 needs while it waits, so `admit` (domain/admission.py) takes one only where
 that wait cannot cost anyone else a start:
 
-- no rate charges it: a rate's charge is its start, and a charged run that
-  starts later bunches starts past the limit in the windows they really fall
-  in (docs/rates.md, why a rated claim takes no run ahead);
+- a rate charges it only with a lead it must start within
+  (`domain.rate_charger.RateCharger.ahead_lead`): a rate's charge is its start,
+  and a run charged now that starts later bunches starts past the limit in the
+  windows they really fall in, unless its charge counts the lead (docs/rates.md,
+  runs taken ahead under a rate);
 - its queue has no per-worker cap (`max_workers`, `local_limit`) and no fair
   order, and it is no suspect: those rules judge the runs a worker really
   runs, and a fair lane's turn, or a suspect group's round, would be spent by
@@ -46,11 +48,12 @@ class WorkerRoom:
         suspect: bool,
         needs: Sequence[ScopeNeed],
         in_use: Mapping[str, int],
-        rated: bool,
+        pinned: bool,
     ) -> bool:
-        """Whether a run of `queue` (a `suspect`, charged a rate: `rated`), needing `needs` of the
-        slots `in_use`, may be taken ahead after `admitted` runs, `capacity` of them or more."""
-        if admitted >= self.capacity + self.ahead or suspect or rated or not waits_ahead(self.rules, queue):
+        """Whether a run of `queue` (a `suspect`; `pinned`: a rate charges it with no lead to start
+        within), needing `needs` of the slots `in_use`, may be taken ahead after `admitted` runs,
+        `capacity` of them or more."""
+        if admitted >= self.capacity + self.ahead or suspect or pinned or not waits_ahead(self.rules, queue):
             return False
         return self.leaves_room(needs, in_use)
 
@@ -73,12 +76,12 @@ class WorkerRoom:
 
 def waits_ahead(rules: Rules, queue: str) -> bool:
     """Whether the runs of `queue` may wait ahead of a worker's free slots at all: no per-worker
-    cap, fair order or rate of its own applies (a tag's rate and a suspect are asked of each
-    run). The claim plan asks it too (`QueuePlan.ahead`)."""
+    cap, fair order or adaptive rate of its own applies (a rate's room, a tag's rate and a
+    suspect are asked of each run). The claim plan asks it too (`QueuePlan.ahead`)."""
     config = rules.queues.get(queue)
     return config is None or not (
         config.max_workers is not None
         or config.concurrency.local_limit is not None
         or config.ordering == "fair"
-        or config.rate
+        or any(rate.adaptive is not None for rate in config.rate)
     )

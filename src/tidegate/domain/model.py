@@ -6,6 +6,7 @@ one vocabulary and no layer depends on how another stores things.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -142,11 +143,18 @@ class ClaimedRun:
     has_parent: bool = True
     trace_context: str | None = None  # as stored at submit: each attempt's span joins that trace
     snoozes: int = 0  # times it snoozed so far (`raise Snooze`): capped by its task's `max_snoozes`
+    # Taken ahead of a free slot under a rate: the seconds from its claim's sending it must start
+    # within, or be recharged (`CycleRequest.recharge`); None: no deadline
+    lead: float | None = None
 
     @property
     def fence(self) -> tuple[str, int]:
         """(run id, attempt): every write about this attempt is fenced on it."""
         return (self.id, self.attempt)
+
+    def with_lead(self, lead: float | None) -> ClaimedRun:
+        """This run once charged again with a fresh `lead` (None: it starts as any claimed run)."""
+        return dataclasses.replace(self, lead=lead)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,10 +188,16 @@ class CycleRequest:
     # Of `claim_limit`, how many are runs claimed a cycle ahead of the worker's free slots, which
     # wait on the worker for a slot. A free claim (`ClaimPlan.free`: no limit, cap or fair order
     # applies) takes them as any run; any other takes `claim_limit - claim_ahead` and, past that,
-    # only runs `admit` lets wait (no rate charges them, no per-worker cap, fair order or suspect
-    # group counts them, and at most half the room of every scope they need), none when no slot
-    # is free; a worker in a fill order takes none ahead.
+    # only runs `admit` lets wait (a rate charges them only with a lead, no per-worker cap, fair
+    # order or suspect group counts them, and at most half the room of every scope they need),
+    # none when no slot is free; a worker in a fill order takes none ahead.
     claim_ahead: int = 0
+    # Runs taken ahead under a rate whose lead ran out before a slot freed (`ClaimedRun.lead`), in
+    # the order they would start: charged again (`CycleResult.recharged`, `rate_charger.recharge`).
+    # The first `recharge_at_once` have a free slot each (the worker counts them in flight, so no
+    # claim takes those slots): those may be charged to start at once.
+    recharge: Sequence[tuple[str, int]] = ()
+    recharge_at_once: int = 0
 
     @property
     def plain_limit(self) -> int:
@@ -203,6 +217,9 @@ class CycleResult:
     # Seconds until a run a rate held back may start (the earliest, measured on the store's clock
     # when the claim decided): the worker sleeps until then rather than polling for a token.
     next_allowed_in: float | None = None
+    # Of `CycleRequest.recharge`, each run recharged and its fresh lead (s; None: no deadline, it starts
+    # at once); the rest wait on the worker for the next try (`next_allowed_in` says when)
+    recharged: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,9 @@ from tidegate.domain.integers import STORED_INT_MAX
 # A window shorter than this cannot be honoured by a claim that takes milliseconds.
 MIN_PER = 0.001
 NS = 10**9  # states and arithmetic in whole nanoseconds: exact, so rounding never admits more
+# The longest lead a run taken ahead of a worker's free slots is charged with (`ahead_lead`): runs
+# taken ahead wait about 50 ms for a slot on a busy worker (docs/rates.md).
+LEAD_CAP_NS = NS // 10
 
 
 @dataclass(frozen=True)
@@ -184,23 +187,50 @@ def take(states: Sequence[int | None], rates: Sequence[Rate], cost: int, now: fl
 
 
 def charged(
-    states: Sequence[int | None], steps: Sequence[int], bursts: Sequence[int], cost: int, at: int
+    states: Sequence[int | None], steps: Sequence[int], bursts: Sequence[int], cost: int, at: int, lead: int = 0
 ) -> tuple[int, ...] | None:
     """GCRA's rule in whole ns: every window's state once `cost` is taken at the instant `at`, all or
     none (None: some window refuses it).
 
-    A window of emission interval `step` and burst `burst` allows the cost while its TAT
-    is at most `at + (burst - cost) * step` (so never a cost above its burst), and moves
-    to `max(TAT, at) + cost * step`. `take` answers with it; a claim calls it directly
-    with the intervals and bursts of a shape's windows worked out once
-    (`domain.admission.RateWindows`).
+    A window of emission interval `step` and burst `burst` allows the cost while its TAT,
+    counted from at least `at + lead`, ends the charge within `at + burst * step`, and
+    moves to `max(TAT, at + lead) + cost * step`. A start charged now has `lead` 0: the
+    check is `TAT <= at + (burst - cost) * step` (so never a cost above its burst). A run
+    taken ahead of the worker's free slots starts anywhere in `[at, at + lead]`, so its
+    charge is counted from the end of its lead (`ahead_lead`): a window of real starts
+    that begins with it finds the state past its start, and the lead costs the burst,
+    not the sustained rate (the state moves *to* `at + lead`, never *by* it).
+    `take` answers with it; a claim calls it directly with the intervals and bursts
+    of a shape's windows worked out once (`domain.admission.RateWindows`).
     """
     after = []
     for state, step, burst in zip(states, steps, bursts, strict=True):
-        if cost > burst or (state is not None and state + (cost - burst) * step > at):
+        start = at + lead if state is None or state < at + lead else state
+        if cost > burst or start + cost * step > at + burst * step:
             return None
-        after.append((at if state is None or state < at else state) + cost * step)
+        after.append(start + cost * step)
     return tuple(after)
+
+
+def ahead_lead(steps: Sequence[int], bursts: Sequence[int]) -> int:
+    """The lead (ns) a run taken ahead is charged with under these windows: half the smallest
+    burst's span, at most LEAD_CAP_NS (0: a burst of 1, no run goes ahead).
+
+    The lead is the time the worker has to start the run; the other half of the
+    burst is what the runs taken ahead use up beyond it (`charged`), so a claim takes
+    ahead only what a window with ample room (`roomy`) can give without binding.
+    """
+    return min((min(LEAD_CAP_NS, burst // 2 * step) for step, burst in zip(steps, bursts, strict=True)), default=0)
+
+
+def roomy(states: Sequence[int | None], steps: Sequence[int], bursts: Sequence[int], at: int) -> bool:
+    """Whether every window has used at most half its burst at `at`: only then does a claim take
+    a rated run ahead (or recharge its lead), so that a rate that binds is charged as if none ever
+    went ahead."""
+    for state, step, burst in zip(states, steps, bursts, strict=True):
+        if state is not None and state > at + burst // 2 * step:
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -282,7 +312,7 @@ class Charge(NamedTuple):
         )
 
 
-def unspent(charge: Charge, now: float) -> int:
+def unspent(charge: Charge, now: float, state: int | None = None, lead: int = 0) -> int:
     """How much of a charge's time (ns) is still ahead of `now`: what giving it back may return.
 
     A charge moved the window's state from `before` to `after`; the part of that
@@ -291,26 +321,38 @@ def unspent(charge: Charge, now: float) -> int:
     leaves the state at or above what it would be had the charge never happened,
     whatever was charged after it (tests/unit/test_rates_model.py checks this
     against a log of every start, with refunds and corrections in any order).
+
+    Where the window's `state` moved past the charge, a run taken ahead may have been
+    charged after it, and may start until its lead ends (`charged`): it stands on the
+    state being at least that far on, as it would be had the charge given back never
+    been. So the give-back then keeps `now + lead` too, the furthest lead a run taken
+    ahead on this window may hold (`rate_charger.lead_kept`). A run taken ahead stores
+    its charge with `before == after`, so it gives back nothing itself
+    (tests/unit/test_rates_ahead_model.py).
     """
     at = to_ns(now)
-    return max(0, charge.after - (at if charge.before is None else max(charge.before, at)))
+    keep = at if charge.before is None else max(charge.before, at)
+    if lead and state is not None and state > charge.after:
+        keep = max(keep, at + lead)
+    return max(0, charge.after - keep)
 
 
-def refund(state: int | None, charge: Charge, now: float) -> int | None:
+def refund(state: int | None, charge: Charge, now: float, lead: int = 0) -> int | None:
     """A window's state once a charge that never started is given back at `now`.
 
     Exact when nothing was charged after it (the window is as if it never was);
-    otherwise it returns what of the charge is still unspent, never more.
+    otherwise it returns what of the charge is still unspent, never more (`unspent`,
+    keeping `lead`).
     """
-    return None if state is None else state - unspent(charge, now)
+    return None if state is None else state - unspent(charge, now, state, lead)
 
 
-def correct(state: int | None, charge: Charge, cost: int, now: float) -> tuple[int | None, Charge]:
+def correct(state: int | None, charge: Charge, cost: int, now: float, lead: int = 0) -> tuple[int | None, Charge]:
     """A window's state and the charge once the start's cost is corrected to `cost` at `now`.
 
     More: the difference is taken at once (the state moves on by it, even past the
     burst: the start already happened, later starts wait for it). Less: the
-    difference is given back at once, as far as it is unspent (`unspent`). Either
+    difference is given back at once, as far as it is unspent (`unspent`, keeping `lead`). Either
     way the charge records the cost and where it now ends, for a later correction.
     A charge stored without its interval is left as it is.
     """
@@ -321,7 +363,7 @@ def correct(state: int | None, charge: Charge, cost: int, now: float) -> tuple[i
     if cost > charge.cost:
         more = (cost - charge.cost) * charge.step
         return state + more, charge._replace(after=charge.after + more, cost=cost)
-    back = min((charge.cost - cost) * charge.step, unspent(charge, now))
+    back = min((charge.cost - cost) * charge.step, unspent(charge, now, state, lead))
     return state - back, charge._replace(after=charge.after - back, cost=cost)
 
 

@@ -30,6 +30,7 @@ from tidegate.worker import attempt_log, outcomes
 from tidegate.worker.bridge import LoopBridge
 from tidegate.worker.children import ChildLink
 from tidegate.worker.execution import Attempt, AttemptInterrupted, TaskFunction
+from tidegate.worker.lapsed import Lapsed, lead_ran_out
 from tidegate.worker.metrics import record_attempt
 from tidegate.worker.reports import Reports
 from tidegate.worker.settings import WorkerSettings
@@ -65,6 +66,9 @@ class Dispatcher:
         # Runs claimed ahead of a free slot (`CycleRequest.claim_ahead`), with the time their claim
         # was sent: each starts when a slot frees, so at most max_workers attempts ever run.
         self._waiting: deque[tuple[ClaimedRun, float]] = deque()
+        # Runs taken ahead under a rate whose lead ran out before a slot freed: they start only once
+        # the store charged them again (`CycleRequest.recharge`)
+        self.lapsed = Lapsed()
         self._holding = False  # stopping: a waiting run starts no more (it is handed back)
         self._unbegun: set[Fence] = set()  # async attempts started whose task has not run yet
         self._threads = DaemonThreadPool(settings.max_workers, "tidegate-task")
@@ -75,7 +79,7 @@ class Dispatcher:
     @property
     def in_flight(self) -> int:
         """Runs this worker holds: those running and those claimed ahead, waiting for a slot."""
-        return len(self._busy) + len(self._waiting)
+        return len(self._busy) + len(self._waiting) + len(self.lapsed)
 
     @property
     def unbegun(self) -> bool:
@@ -93,7 +97,7 @@ class Dispatcher:
         """Attempts whose leases must be kept renewed (a waiting run's too), each with the monotonic
         time (of the worker's clock) its claim was sent."""
         leases = {fence: attempt.claim_sent for fence, attempt in list(self._busy.items()) if not attempt.settled}
-        leases.update((run.fence, sent) for run, sent in list(self._waiting))
+        leases.update((run.fence, sent) for run, sent in [*self._waiting, *self.lapsed])
         return leases
 
     def hold_waiting(self) -> None:
@@ -103,7 +107,7 @@ class Dispatcher:
     def take_waiting(self) -> list[Fence]:
         """The runs claimed ahead that never started, to hand back; they start no more."""
         self.hold_waiting()
-        fences = [run.fence for run, _ in self._waiting]
+        fences = [run.fence for run, _ in [*self._waiting, *self.lapsed.take()]]
         self._waiting.clear()
         return fences
 
@@ -113,8 +117,24 @@ class Dispatcher:
         """Start the run, or keep it waiting for a slot when all max_workers are taken."""
         if len(self._busy) >= self._settings.max_workers:
             self._waiting.append((run, claim_sent))
+        elif lead_ran_out(run, claim_sent, self._clock.monotonic()):
+            self.lapsed.add(run, claim_sent)
         else:
             self._start(run, claim_sent)
+
+    def take_recharges(self) -> tuple[list[Fence], int]:
+        """The runs whose lead ran out, in the order they would start, for the next cycle to charge
+        again (`CycleRequest.recharge`); and how many of them could start at once (a slot free for
+        each: `CycleRequest.recharge_at_once`)."""
+        fences = self.lapsed.ask()
+        return fences, min(len(fences), max(0, self._settings.max_workers - len(self._busy) - len(self._waiting)))
+
+    def recharged(self, asked: Sequence[Fence], leads: Mapping[str, float | None], sent: float) -> None:
+        """The cycle sent at `sent` charged again `leads` of the runs `asked`: each goes first in
+        line for a slot, its lead counted from `sent` (None: it starts as any claimed run)."""
+        for run in reversed(self.lapsed.answered(asked, leads)):
+            self._waiting.appendleft((run, sent))
+        self._start_waiting()
 
     def _start(self, run: ClaimedRun, claim_sent: float) -> None:
         loop = self._bridge.loop
@@ -306,9 +326,18 @@ class Dispatcher:
         attempt.context._remove_workdir()
         if self._busy.pop(attempt.fence, None) is not None and attempt.span is not tracing.UNTRACED:
             attempt.span.end()
-        if self._waiting and not self._holding and len(self._busy) < self._settings.max_workers:
-            self._start(*self._waiting.popleft())
+        self._start_waiting()
         self._bridge.wake()
+
+    def _start_waiting(self) -> None:
+        """Start the next run waiting for a slot, if a slot is free; one whose lead ran out waits
+        for its recharge instead, and the next one is tried."""
+        while self._waiting and not self._holding and len(self._busy) < self._settings.max_workers:
+            run, sent = self._waiting.popleft()
+            if lead_ran_out(run, sent, self._clock.monotonic()):
+                self.lapsed.add(run, sent)
+                continue
+            self._start(run, sent)
 
     def _on_timeout(self, attempt: Attempt) -> None:
         if attempt.settled or attempt.stop_reason is not None:
@@ -362,7 +391,7 @@ class Dispatcher:
         taken = [entry for entry in self._waiting if entry[0].fence in wanted]
         for entry in taken:
             self._waiting.remove(entry)
-        return taken
+        return taken + self.lapsed.take(fences)
 
     def _drop(self, fences: list[Fence], reason: str) -> None:
         self._take_waiting(fences)  # not started: nothing to stop, the store already took them away

@@ -17,7 +17,7 @@ reports the start alone, in one batch; and a wake-up of the worker's own whose
 outcome an earlier turn already reported makes no turn at all.
 
 A claim held back by a rate says when a claim's worth of its held runs may start
-(`next_allowed_in`, `domain.admission.gathered_at`). Until then a turn that
+(`next_allowed_in`, `domain.rate_charger.gathered_at`). Until then a turn that
 reports only starts does not claim either: it would take the claim turn and
 refuse the same runs again. The deadline is kept across such turns, for the
 loop's sleep (`wait`), and the first turn at or after it, or woken from outside,
@@ -66,6 +66,12 @@ class ClaimLatch:
             self._settled = (
                 len(result.claimed) < limit and not result.more and result.next_due_in is None and allowed_in is None
             )
+
+    def recharge_refused(self, allowed_in: float | None, sent: float) -> None:
+        """A turn sent at `sent` could not charge again every run whose lead ran out: the next turn
+        asks again once the rates allow (`CycleResult.next_allowed_in`), however full the worker."""
+        if allowed_in is not None:
+            self._allowed_at = sent + max(0.0, allowed_in)
 
     def wait(self, longest: float) -> float:
         """Seconds to sleep, at most `longest`, before the runs a rate held back may start."""

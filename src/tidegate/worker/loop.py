@@ -234,7 +234,7 @@ class Worker:
                 continue
             if await self._done():
                 return
-            if self._reports:
+            if self._reports or self._dispatcher.lapsed.unasked:
                 look = False
                 continue
             look = await self._wait(woken, result)
@@ -251,18 +251,26 @@ class Worker:
         free, ahead = (0, 0) if held_back else self._room(len(outcomes))
         claim = self._latch.claim_limit(free + ahead, outcomes, look)
         ahead = min(ahead, claim)
-        if not (starts or outcomes or claim > 0 or look):
+        recharge, at_once = self._dispatcher.take_recharges()
+        if not (starts or outcomes or claim > 0 or look or recharge):
             return None, False
         sent = self.clock.monotonic()  # the leases of the runs it claims are stamped no earlier
         try:
-            result: CycleResult = await self._bridge.call_store(self._cycle, starts, outcomes, claim, ahead)
+            result: CycleResult = await self._bridge.call_store(
+                self._cycle, starts, outcomes, claim, ahead, (recharge, at_once)
+            )
         except Exception:
+            self._dispatcher.lapsed.failed(recharge)
             self._reports.put_back(starts, outcomes)
             log.exception("store cycle failed; retrying in %.2fs", backoff)
             return None
         self._reports.sent()  # an outcome sent at once may have waited for its start in this turn
+        if recharge:  # first in line, before the runs this cycle claimed
+            self._dispatcher.recharged(recharge, result.recharged, sent)
         self._apply(result, sent)
         self._latch.claimed(claim, result, sent)
+        if len(result.recharged) < len(recharge):
+            self._latch.recharge_refused(result.next_allowed_in, sent)
         self._found_nothing = claim > 0 and not result.claimed
         if free == 0 and look and not self._stopping:
             await self._check_overflow()
@@ -272,7 +280,7 @@ class Worker:
     def _room(self, ended: int) -> tuple[int, int]:
         """How many runs a claim may take now: for the free slots, and ahead of them (`CycleRequest.
         claim_ahead`; they wait on this worker for a slot; under a limit only as many as leave it
-        half its room, and none a rate charges: `domain.admission`).
+        half its room, and under a rate only with a lead: `domain.admission`, `Dispatcher.recharged`).
 
         Ahead: only beside a claim for free slots (none is waiting then), and at most as many runs
         as `ended` since the last turn (a cycle's worth of what this worker ran), up to
@@ -286,18 +294,30 @@ class Worker:
         free = max(0, capacity - self._dispatcher.in_flight)
         return free, min(ended, AHEAD_PER_SLOT * capacity) if free else 0
 
-    def _cycle(self, starts: list[Fence], outcomes: list[Outcome], free: int, ahead: int) -> CycleResult:
+    def _cycle(
+        self, starts: list[Fence], outcomes: list[Outcome], free: int, ahead: int, recharge: tuple[list[Fence], int]
+    ) -> CycleResult:
         """On the store's thread: one cycle; with nothing to report, first `peek_cycle`, one read
         that answers alone when no run can be admitted (no claim turn, no window locks). No
         wake-up is lost: `_turns` clears its flag before the turn, and a commit the read missed
         notifies after it."""
         settings = self.settings
-        if free > 0 and not (starts or outcomes):
+        if free > 0 and not (starts or outcomes or recharge[0]):
             peeked = self._store.peek_cycle(self.id, settings.queues)
             if peeked is not None:
                 return peeked
         return self._store.cycle(
-            CycleRequest(self.id, settings.queues, starts, outcomes, free, settings.lease_duration, ahead)
+            CycleRequest(
+                self.id,
+                settings.queues,
+                starts,
+                outcomes,
+                free,
+                settings.lease_duration,
+                ahead,
+                recharge[0],
+                recharge[1],
+            )
         )
 
     async def _done(self) -> bool:

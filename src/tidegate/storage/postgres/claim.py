@@ -76,6 +76,7 @@ class Claim:
         self.claim_turns: set[str] = set()  # queues whose claim turn this transaction holds
         self.locks = ScopeLocks(connection, query, self.claim_turns)
         self.next_allowed_in: float | None = None  # seconds until a run a rate held back may start
+        self.leads: dict[str, float] = {}  # the runs taken ahead under a rate, and their leads (`Admission.leads`)
         self.rates_ahead: psycopg.Cursor[Any] | None = None  # the rate hint, sent with the first batch
         # The rate windows locked in the first batch (key order), with the cursor of their states.
         self.rates_locked: tuple[list[tuple[str, int]], psycopg.Cursor[Any]] | None = None
@@ -121,6 +122,7 @@ class Claim:
         decision = admit(candidates, usage, rules, reads.local, capacity, lanes or None, rate_states, now, ahead)
         if decision.next_allowed_at is not None:
             self.next_allowed_in = decision.next_allowed_at - now
+        self.leads = decision.leads
         room = claiming.room_after(decision, usage, len(rows), limit)
         self.forecast.settle(self.queues, room, found=True)
         self._record_block_reasons(decision, rows)

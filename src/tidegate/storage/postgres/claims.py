@@ -28,8 +28,9 @@ import psycopg
 from tidegate.domain import claim_plan
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.model import ClaimedRun, CycleRequest, CycleResult
+from tidegate.domain.rate_charger import earliest
 from tidegate.storage import port
-from tidegate.storage.postgres import free_claims
+from tidegate.storage.postgres import free_claims, recharges
 from tidegate.storage.postgres.children import Children
 from tidegate.storage.postgres.claim import Claim
 from tidegate.storage.postgres.claim_scopes import ScopeForecast
@@ -90,14 +91,29 @@ class Claims(Aggregate, port.ClaimVerbs):
         for cancels: one read. A worker in the fill order above rank 0 first
         reads the registry (one more round trip).
         """
+        recharged: dict[str, float | None] = {}
+        allowed_in = None
+        if request.recharge:
+            recharged, allowed_in = self._recharge(request)
         if not (request.starts or request.outcomes or request.claim_limit > 0):
             rows = self._fetchall("cancel_requests", {"worker": request.worker_id})
-            return CycleResult([], [], [(row[0], row[1]) for row in rows], None, False)
+            return CycleResult([], [], [(row[0], row[1]) for row in rows], None, False, allowed_in, recharged)
         result, refused = self._cycle(request, self._path(request))
-        if not refused:
-            return result
-        again, _ = self._cycle(dataclasses.replace(request, starts=(), outcomes=()), self._general_path(request))
-        return dataclasses.replace(again, fenced_out=result.fenced_out)
+        if refused:
+            again, _ = self._cycle(dataclasses.replace(request, starts=(), outcomes=()), self._general_path(request))
+            result = dataclasses.replace(again, fenced_out=result.fenced_out)
+        if request.recharge:
+            allowed_in = earliest(allowed_in, result.next_allowed_in)
+            result = dataclasses.replace(result, recharged=recharged, next_allowed_in=allowed_in)
+        return result
+
+    def _recharge(self, request: CycleRequest) -> tuple[dict[str, float | None], float | None]:
+        """Charge again the runs taken ahead whose lead ran out (recharges.py), in a transaction of
+        its own: each recharged run's lead, and in how long the rates allow those left waiting."""
+        with self._connection() as connection, transaction(connection, READ_COMMITTED):
+            decided, now = recharges.recharged(connection, self._q, self._limits, request)
+        allowed = decided.next_allowed_at
+        return decided.leads, None if allowed is None else allowed - now
 
     def _path(self, request: CycleRequest) -> _Path:
         """The path the claim plan picks on the cached rules (no rules cached yet: the general
@@ -230,7 +246,8 @@ class Claims(Aggregate, port.ClaimVerbs):
         allowed_in = limited.next_allowed_in
 
         def received() -> _Claimed:
-            claimed = [] if claim is None else [claimed_run(row) for row in claim.fetchall()]
+            leads = limited.leads
+            claimed = [] if claim is None else [claimed_run(row, leads.get(row[0])) for row in claim.fetchall()]
             # fetchone() is typed Optional; this statement always returns one row
             next_due_in = None if due is None else due.fetchone()[0]  # type: ignore[index]
             return _Claimed(claimed, next_due_in, more, allowed_in)

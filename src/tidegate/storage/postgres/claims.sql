@@ -427,3 +427,12 @@ ON CONFLICT (scope, window_ns) DO NOTHING;
 INSERT INTO tidegate_rate_states AS s (scope, window_ns, tat_ns)
 SELECT * FROM unnest(%(scopes)s::text[], %(windows)s::bigint[], %(tats)s::bigint[])
 ON CONFLICT (scope, window_ns) DO UPDATE SET tat_ns = excluded.tat_ns;
+
+-- name: recharged_runs
+-- This worker's runs taken ahead whose lead ran out, not started yet (`CycleRequest.recharge`), as
+-- a claim reads its candidates; unlocked: only their worker's cycle changes them before they start.
+SELECT r.id, r.task, r.queue, r.partition_key, r.tags, r.priority, r.scheduled_at, r.suspect, r.resumed,
+       r.rate_key, r.rate_cost
+FROM unnest(%(ids)s::text[], %(attempts)s::integer[]) AS f(id, attempt)
+JOIN tidegate_runs AS r ON r.id = f.id AND r.attempt = f.attempt
+WHERE r.status = 'running' AND r.worker_id = %(worker)s::text AND r.started_at IS NULL;

@@ -107,7 +107,9 @@ def _storable(outcome: Outcome) -> Outcome:
     return replace(outcome, error=error)
 
 
-def claimed_run(row: tuple[Any, ...]) -> ClaimedRun:
+def claimed_run(row: tuple[Any, ...], lead: float | None = None) -> ClaimedRun:
+    """A claimed run; `lead`: taken ahead under a rate, the seconds it must start within
+    (`Admission.leads`)."""
     (
         run_id,
         task,
@@ -137,6 +139,7 @@ def claimed_run(row: tuple[Any, ...]) -> ClaimedRun:
         has_parent=has_parent,
         trace_context=trace_context,
         snoozes=snoozes,
+        lead=lead,
     )
 
 

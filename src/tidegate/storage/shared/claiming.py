@@ -19,11 +19,12 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tidegate.domain.admission import Admission, Candidate, LocalUsage, Saturation
+from tidegate.domain.admission import Admission, Candidate, LocalUsage
 from tidegate.domain.blocking import RATE_COST
 from tidegate.domain.claim_plan import ClaimPlan
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.rates import RateStates, window_key
+from tidegate.domain.saturation import Saturation
 from tidegate.domain.scopes import GLOBAL, TAG_RATE_PREFIX, Rules, queue_scope, rate_scope
 from tidegate.domain.transitions import has_room
 

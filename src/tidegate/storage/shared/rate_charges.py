@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
+from tidegate.domain.rate_charger import lead_kept
 from tidegate.domain.rates import Charge, correct, refund
 from tidegate.storage.shared import wakes
 
@@ -71,7 +72,7 @@ def refunded(states: Mapping[Key, int], charges: Iterable[Charge], now: float) -
     result: dict[Key, int] = {}
     for charge in charges:
         key = (charge.scope, charge.window)
-        state = refund(result.get(key, states.get(key)), charge, now)
+        state = refund(result.get(key, states.get(key)), charge, now, lead_kept(charge.scope))
         if state is not None:
             result[key] = state
     return result
@@ -86,7 +87,7 @@ def corrected(
     changed: list[Charge] = []
     for charge in charges:
         key = (charge.scope, charge.window)
-        state, charge_now = correct(states.get(key), charge, cost, now)
+        state, charge_now = correct(states.get(key), charge, cost, now, lead_kept(charge.scope))
         if state is not None:
             result[key] = state
         changed.append(charge_now)

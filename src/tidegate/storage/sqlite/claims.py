@@ -18,6 +18,7 @@ from tidegate.domain.claim_plan import ClaimPlan
 from tidegate.domain.integers import STORED_INT_MAX
 from tidegate.domain.jsonvalue import dumps
 from tidegate.domain.model import ClaimedRun, CycleRequest, CycleResult, Outcome, OutcomeKind
+from tidegate.domain.rate_charger import earliest, recharge
 from tidegate.domain.rates import RateStates, to_ns
 from tidegate.storage import port
 from tidegate.storage.port import Fence
@@ -50,7 +51,7 @@ class Claims(Aggregate, port.ClaimVerbs):
         fenced_out: list[Fence] = []
         claimed: list[ClaimedRun] = []
         more = False
-        allowed_in: float | None = None
+        allowed_at: float | None = None
         with self._write() as (connection, now):
             if starts:
                 for run_id, attempt in connection.execute(
@@ -59,6 +60,7 @@ class Claims(Aggregate, port.ClaimVerbs):
                     events.append(event_row(run_id, history.run_started(attempt, worker_id), now))
             if outcomes:
                 fenced_out = self._record_outcomes(connection, worker_id, outcomes, events, now)
+            recharged, allowed_at = self._recharge(connection, request, now) if request.recharge else ({}, None)
             cancel_requested = [
                 (row[0], row[1]) for row in connection.execute(self._q("cancel_requests"), {"worker": worker_id})
             ]
@@ -67,10 +69,10 @@ class Claims(Aggregate, port.ClaimVerbs):
                 queues = self._workers.fill_order_queues(connection, worker_id, queues, now)
                 claim_limit = claim_limit if queues else 0
             if claim_limit > 0:
-                claimed, more, allowed_at, claim_limit = self._claim(
+                claimed, more, claim_allowed_at, claim_limit = self._claim(
                     connection, worker_id, queues, (claim_limit, plain), request.lease_seconds, events, now
                 )
-                allowed_in = None if allowed_at is None else allowed_at - now
+                allowed_at = earliest(allowed_at, claim_allowed_at)
                 if len(claimed) < claim_limit:
                     next_due_in = self._next_due_in(connection, queues, now)
             if events:
@@ -82,7 +84,8 @@ class Claims(Aggregate, port.ClaimVerbs):
             outcomes or (self._workers.fill_order.member(worker_id) and claimed and len(claimed) == claim_limit)
         )
         wakes.named(worker_id if claim_limit > 0 else wakes.EVERYONE)
-        return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more, allowed_in)
+        allowed_in = None if allowed_at is None else allowed_at - now
+        return CycleResult(claimed, fenced_out, cancel_requested, next_due_in, more, allowed_in, recharged)
 
     def _record_outcomes(
         self,
@@ -238,7 +241,10 @@ class Claims(Aggregate, port.ClaimVerbs):
             states = [[scope, window, tat] for (scope, window), tat in sorted(decision.rate_states.items())]
             connection.execute(self._q("rate_states_write"), {"states": json.dumps(states)})
         order = {run_id: index for index, run_id in enumerate(admitted_ids)}
-        claimed = sorted((claimed_run(row) for row in claimed_rows), key=lambda run: order[run.id])
+        leads = decision.leads
+        claimed = sorted(
+            (claimed_run(row, leads.get(row["id"])) for row in claimed_rows), key=lambda run: order[run.id]
+        )
         attempts = {run.id: run.attempt for run in claimed}
         holders = [
             (need.key, candidate.id, attempts[candidate.id])
@@ -256,6 +262,30 @@ class Claims(Aggregate, port.ClaimVerbs):
         short = len(claimed) < limit
         more = short and found.exhausted and not plan.nothing_more(usage, local, decision)
         return claimed, more, decision.next_allowed_at, limit
+
+    def _recharge(
+        self, connection: sqlite3.Connection, request: CycleRequest, now: float
+    ) -> tuple[dict[str, float | None], float | None]:
+        """Charge again this worker's runs taken ahead whose lead ran out (`rate_charger.recharge`):
+        each recharged run's lead, and when the rates allow those left waiting."""
+        rules = self._limits.load_rules(connection)
+        fences = json.dumps(list(request.recharge))
+        rows = {
+            row["id"]: row
+            for row in connection.execute(self._q("recharged_runs"), {"fences": fences, "worker": request.worker_id})
+        }
+        candidates = [
+            claiming.to_candidate(row, rules, json.loads(row["tags"]), row["scheduled_at"])
+            for row in (rows.get(run_id) for run_id, _ in request.recharge)
+            if row is not None
+        ]
+        decided = recharge(
+            candidates, self._limits.live_rates(connection, now).states, rules, now, request.recharge_at_once
+        )
+        if decided.rate_states:
+            states = [[scope, window, tat] for (scope, window), tat in sorted(decided.rate_states.items())]
+            connection.execute(self._q("rate_states_write"), {"states": json.dumps(states)})
+        return decided.leads, decided.next_allowed_at
 
     def _usage(
         self, connection: sqlite3.Connection, plan: ClaimPlan, now: float

@@ -159,3 +159,12 @@ INSERT INTO tidegate_rate_states (scope, window_ns, tat_ns)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(:states)
 WHERE true
 ON CONFLICT (scope, window_ns) DO UPDATE SET tat_ns = excluded.tat_ns;
+
+-- name: recharged_runs
+-- This worker's runs taken ahead whose lead ran out, not started yet (`CycleRequest.recharge`).
+SELECT r.id, r.task, r.queue, r.partition_key, r.tags, r.priority, r.scheduled_at, r.suspect, r.resumed,
+       r.rate_key, r.rate_cost
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS attempt
+      FROM json_each(:fences)) AS f
+JOIN tidegate_runs AS r ON r.id = f.id AND r.attempt = f.attempt
+WHERE +r.status = 'running' AND +r.worker_id = :worker AND r.started_at IS NULL;

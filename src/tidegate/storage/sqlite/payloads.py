@@ -28,7 +28,9 @@ def event_row(run_id: str | None, event: Event, now: float, step_key: str | None
     return {"run_id": run_id, "step_key": step_key, "type": event.type, "metadata": dumps(event.metadata), "now": now}
 
 
-def claimed_run(row: sqlite3.Row) -> ClaimedRun:
+def claimed_run(row: sqlite3.Row, lead: float | None = None) -> ClaimedRun:
+    """A claimed run; `lead`: taken ahead under a rate, the seconds it must start within
+    (`Admission.leads`)."""
     return ClaimedRun(
         id=row["id"],
         task=row["task"],
@@ -43,4 +45,5 @@ def claimed_run(row: sqlite3.Row) -> ClaimedRun:
         has_parent=bool(row["has_parent"]),
         trace_context=row["trace_context"],
         snoozes=row["snoozes"],
+        lead=lead,
     )
