@@ -102,7 +102,8 @@ def test_one_store_read_per_wake_up_feeds_500_streams(app: App) -> None:
     assert streams.stats.catchup_reads == 0
     # the events went to 500 clients for a handful of reads, all the shared reader's (one per wake-up
     # or backstop second); each client reading the store on each wake-up made this >= 500
-    assert store_reads == shared_reads
+    # (a read in flight when the counts were taken is the store's before and the reader's after)
+    assert shared_reads - 1 <= store_reads <= shared_reads
     assert store_reads < CLIENTS / 10, f"{store_reads} store reads fed {CLIENTS} streams"
 
 

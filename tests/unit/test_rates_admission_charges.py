@@ -4,7 +4,9 @@
 bursts per shape), not through `take` per run. This replays every decision with `take`
 on the `Rate` objects themselves, one run after another in claim order, and requires the
 same runs admitted, the same states stored and the same charges recorded: a fast path that
-passed the wrong interval or burst, or charged from a stale state, fails it.
+passed the wrong interval or burst, or charged from a stale state, fails it. The same
+decision made again on the same rules (their `charge_windows` now filled) must not differ;
+and the read's fast refusal (`RateStates.refuses`, whole ns) must answer as `held` does.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from hypothesis import strategies as st
 
 from tidegate.domain.admission import Candidate, LocalUsage, admit
 from tidegate.domain.limits import Partition, QueueConfig
-from tidegate.domain.rates import Charge, Rate, interval, take, to_ns, window_key
+from tidegate.domain.rates import Charge, Rate, RateStates, interval, take, to_ns, window_key
 from tidegate.domain.scopes import Rules, rate_scope
 
 WINDOWS = st.lists(
@@ -50,6 +52,7 @@ def test_admit_charges_what_take_charges_run_by_run(
         for i, (key, cost) in enumerate(runs)
     ]
     decision = admit(candidates, {}, rules, LocalUsage(), len(runs) + 1, rate_states=states, now=now)
+    assert admit(candidates, {}, rules, LocalUsage(), len(runs) + 1, rate_states=states, now=now) == decision
 
     replay = dict(states)
     admitted, charges = [], {}
@@ -67,3 +70,24 @@ def test_admit_charges_what_take_charges_run_by_run(
     assert [run.id for run, _ in decision.admitted] == admitted
     assert decision.charges == charges
     assert {**states, **decision.rate_states} == replay
+
+
+@given(
+    WINDOWS,
+    st.integers(1, 9),
+    st.floats(1.0, 1e5),
+    st.lists(st.one_of(st.none(), st.integers(-2, 10)), min_size=2, max_size=2),
+    st.integers(-1, 1),
+)
+def test_the_reads_fast_refusal_answers_as_held_does(
+    windows: list[Rate], cost: int, now: float, steps: list[int | None], nudge: int
+) -> None:
+    """States a few intervals either side of now, and 1 ns either side of the edges."""
+    states = {
+        ("rate:api", window_key(rate)): to_ns(now) + step * interval(rate) + nudge
+        for rate, step in zip(windows, steps, strict=False)
+        if step is not None
+    }
+    read = RateStates(states, now)
+    assert read.refuses("rate:api", windows, cost) == (read.held("rate:api", windows, cost) is not None)
+    assert not read.refuses("rate:api", (), cost)

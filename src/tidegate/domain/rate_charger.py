@@ -52,6 +52,7 @@ class ChargedRun(Protocol):
     def rate_cost(self) -> int: ...
 
 
+KNOWN_SHAPES = 100_000  # run shapes whose windows the rules keep (`Rules.charge_windows`)
 WindowStates = Mapping[tuple[str, int], int]  # (rate scope, window in ns) -> GCRA's TAT in ns
 
 
@@ -123,23 +124,26 @@ class RateCharger:
     # arithmetic over exact fractions twice (`take`, then `held` per rate).
     refusals: dict[tuple[RateKeys, int], tuple[Saturation, ...]] = field(default_factory=dict)
     waiting: dict[tuple[RateScopes, int], int] = field(default_factory=dict)  # runs held until a time, by rates
-    # The windows of each (queue, rate partition, tags) met: the runs of one such shape in a window
-    # are charged the same windows, looked up once (empty where no rate of theirs is in force).
-    known: dict[tuple[str, str, tuple[tuple[str, str], ...]], RateWindows] = field(default_factory=dict)
+    # The windows of each (queue, rate partition, tags) met: the runs of one such shape are charged
+    # the same windows, worked out once for the rules (`Rules.charge_windows`; empty where no
+    # rate of theirs is in force).
+    known: dict[tuple[str, str, tuple[tuple[str, str], ...]], RateWindows] = field(init=False)
 
     read: dict[tuple[str, int], int] = field(init=False)  # the states as the decision found them
 
     def __post_init__(self) -> None:
         self.at = to_ns(self.now)
         self.read = dict(self.states)
+        self.known = self.rules.charge_windows
 
     def windows(self, candidate: ChargedRun, tags: tuple[tuple[str, str], ...]) -> RateWindows:
         """Every window the candidate's start is charged (none: no rate of its is in force)."""
         shape = (candidate.queue, candidate.rate_partition, tags)
         windows = self.known.get(shape)
         if windows is None:
-            scopes = self.rules.rate_scopes(candidate.queue, candidate.rate_partition, candidate.tags)
-            windows = self.known[shape] = rate_windows(scopes)
+            windows = rate_windows(self.rules.rate_scopes(candidate.queue, candidate.rate_partition, candidate.tags))
+            if len(self.known) < KNOWN_SHAPES:  # runs partitioned by unique args are shapes without end
+                self.known[shape] = windows
         return windows
 
     def ahead_lead(self, candidate: ChargedRun, tags: tuple[tuple[str, str], ...]) -> int | None:

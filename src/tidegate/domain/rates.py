@@ -272,6 +272,16 @@ class RateStates:
             return None
         return held([self.states.get((scope, window_key(rate))) for rate in rates], rates, cost, self.now)
 
+    def refuses(self, scope: str, rates: Sequence[Rate], cost: int) -> bool:
+        """Whether a start of `cost` charged to `scope` is refused now: `held` without the why,
+        in whole ns (a claim's read asks it of every live state, for the partitions to step over)."""
+        states = [self.states.get((scope, window_key(rate))) for rate in rates]
+        steps = [interval(rate) for rate in rates]
+        return (
+            bool(rates)
+            and charged(states, steps, [rate.allowed_burst for rate in rates], cost, to_ns(self.now)) is None
+        )
+
 
 class Charge(NamedTuple):
     """What one start took of one rate window: the window's state before and after it, its cost,

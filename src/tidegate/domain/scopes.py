@@ -117,6 +117,14 @@ class Rules:
     adaptive: Mapping[str, AdaptiveState] = field(default_factory=dict)
 
     @cached_property
+    def charge_windows(self) -> dict[Any, Any]:
+        """The rate windows each run shape (queue, rate partition, tags) is charged under these rules,
+        filled by the claims' rate charger (`domain.rate_charger.RateCharger.windows`) and kept for
+        the rules' life: a thousand rate partitions are a thousand shapes, each worked out once
+        rather than once a claim."""
+        return {}
+
+    @cached_property
     def live_rates(self) -> tuple[Mapping[str, int | None], Mapping[str, AdaptiveState]]:
         """The overrides and adaptive states of rate windows alone (`rate:...@PER`): most rules have
         none, and then a claim's windows are the code's at no cost (`domain.live_rates.in_force`)."""

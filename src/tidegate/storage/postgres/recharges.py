@@ -29,14 +29,13 @@ def recharged(
     time it was decided at."""
     connection.execute(query("claim_fence"))
     cached = limits.cached
-    rules = limits.rules_from_row(
-        connection.execute(query("load_rules"), {"known": None if cached is None else cached[0]}).fetchone()
-    )
+    rules_cursor = connection.execute(query("load_rules"), {"known": None if cached is None else cached[0]})
+    params = {**fence_arrays(request.recharge), "worker": request.worker_id}
+    runs = connection.cursor(row_factory=dict_row).execute(query("recharged_runs"), params)  # one round trip
+    rules = limits.rules_from_row(rules_cursor.fetchone())
     if rules is None:  # the cache moved meanwhile: read the rules whole
         rules = limits.parse_rules(connection.execute(query("load_rules"), {"known": None}).fetchone())
-    cursor = connection.cursor(row_factory=dict_row)
-    params = {**fence_arrays(request.recharge), "worker": request.worker_id}
-    found = {row["id"]: row for row in cursor.execute(query("recharged_runs"), params).fetchall()}
+    found = {row["id"]: row for row in runs.fetchall()}
     rows = [found[run_id] for run_id, _ in request.recharge if run_id in found]
     for queue in sorted({row["queue"] for row in rows if rules.has_rates(row["queue"])}):
         connection.execute(query("claim_turn"), {"queue": queue})

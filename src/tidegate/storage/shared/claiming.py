@@ -222,7 +222,7 @@ def held_rate_partitions(queue: str, rules: Rules, rates: RateStates) -> list[st
         return []
     prefix = rate_scope(queue, "")
     scopes = {scope for scope, _ in rates.states if scope == prefix or scope.startswith(prefix + "/")}
-    held = [scope for scope in scopes if rates.held(scope, rules.rate_windows(scope), RATE_COST) is not None]
+    held = [scope for scope in scopes if rates.refuses(scope, rules.rate_windows(scope), RATE_COST)]
     return sorted(scope[len(prefix) + 1 :] for scope in held)
 
 
@@ -232,7 +232,7 @@ def held_tag_rates(rules: Rules, rates: RateStates) -> list[tuple[str, str]]:
     held = []
     for scope in {scope for scope, _ in rates.states if scope.startswith(TAG_RATE_PREFIX)}:
         key, _, value = scope[len(TAG_RATE_PREFIX) :].partition("=")
-        if rates.held(scope, rules.rate_windows(scope), RATE_COST) is not None:
+        if rates.refuses(scope, rules.rate_windows(scope), RATE_COST):
             held.append((key, value))
     return sorted(held)
 
