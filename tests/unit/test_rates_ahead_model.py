@@ -173,14 +173,6 @@ NO_LEAD = [
 ]
 
 
-def test_the_lead_not_counted_in_the_charge_is_caught():
-    """The mutation check of the charge's half."""
-    rate_list = [Rate(limit=3, per=1, burst=3)]
-    holds(rate_list, NO_LEAD, [])
-    with pytest.raises(AssertionError):
-        holds(rate_list, NO_LEAD, [], count_lead=False)
-
-
 # NO_KEEP: the refund of an earlier start, after runs were taken ahead, drops the state below the
 # lead one of them stands on.
 NO_KEEP = [
@@ -195,12 +187,20 @@ NO_KEEP = [
 ]
 
 
-def test_a_give_back_that_does_not_keep_the_furthest_lead_is_caught():
-    """The mutation check of the give-back's half, on the counterexample the search found."""
-    rate_list = [Rate(limit=2, per=1, burst=2)]
-    holds(rate_list, NO_KEEP, [])
+@pytest.mark.parametrize(
+    ("rate", "ops", "mutation"),
+    [
+        (Rate(limit=3, per=1, burst=3), NO_LEAD, {"count_lead": False}),
+        (Rate(limit=2, per=1, burst=2), NO_KEEP, {"keep": False}),
+    ],
+    ids=["the lead not counted in the charge", "a give-back not keeping the lead"],
+)
+def test_each_half_of_the_rule_taken_out_is_caught(rate, ops, mutation):
+    """The mutation checks, on the counterexamples the search found: the rule holds on them, and
+    each half taken out passes the limit."""
+    holds([rate], ops, [])
     with pytest.raises(AssertionError):
-        holds(rate_list, NO_KEEP, [], keep=False)
+        holds([rate], ops, [], **mutation)
 
 
 def test_a_give_back_keeps_the_furthest_lead_once_the_state_moved_past_the_charge():

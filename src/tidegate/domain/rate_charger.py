@@ -130,6 +130,7 @@ class RateCharger:
     known: dict[tuple[str, str, tuple[tuple[str, str], ...]], RateWindows] = field(init=False)
 
     read: dict[tuple[str, int], int] = field(init=False)  # the states as the decision found them
+    leads_of: dict[RateKeys, int | None] = field(default_factory=dict)  # `ahead_lead` per windows
 
     def __post_init__(self) -> None:
         self.at = to_ns(self.now)
@@ -159,6 +160,13 @@ class RateCharger:
         windows = self.windows(candidate, tags)
         if not windows.scopes:
             return 0
+        # one answer per windows for the decision: it reads only the windows and the states as read
+        lead = self.leads_of.get(windows.keys, -1)
+        if lead == -1:
+            lead = self.leads_of[windows.keys] = self._lead(windows)
+        return lead
+
+    def _lead(self, windows: RateWindows) -> int | None:
         if any(scope.startswith(TAG_RATE_PREFIX) for scope, _ in windows.scopes) or any(
             rate.adaptive is not None for rate in windows.rates
         ):
@@ -203,10 +211,12 @@ class RateCharger:
         if after is None:
             return False
         self.refusals.clear()  # the states moved: what was refused may be refused until later now
+        # taken ahead: `before == after`, so that a give-back returns nothing (`domain.rates.unspent`)
         self.charges[candidate.id] = tuple(
-            # taken ahead: `before == after`, so that a give-back returns nothing (`domain.rates.unspent`)
-            Charge(key[0], key[1], new if lead else old, new, cost, step, at)
-            for key, old, new, step in zip(windows.keys, before, after, windows.steps, strict=True)
+            [
+                Charge(key[0], key[1], new if lead else old, new, cost, step, at)
+                for key, old, new, step in zip(windows.keys, before, after, windows.steps, strict=True)
+            ]
         )
         for key, new in zip(windows.keys, after, strict=True):
             states[key] = self.charged[key] = new
