@@ -21,8 +21,8 @@ from tidegate.domain.limits import (
     queue_to_dict,
 )
 from tidegate.domain.rate_charger import rate_saturation
-from tidegate.domain.rates import NS, Rate, held, interval, take, window_key
-from tidegate.domain.scopes import Rules, rate_partition_of
+from tidegate.domain.rates import NS, Rate, held, interval, take, to_ns, window_key
+from tidegate.domain.scopes import Rules, rate_partition_of, rate_scope
 from tidegate.storage.shared.claiming import changed_block_reasons, reason_json
 
 PER_KEY = QueueConfig("api", rate=[Rate(limit=2, per="1s", burst=2)], rate_partition=Partition(by_args=["key"]))
@@ -216,3 +216,18 @@ def test_a_rate_held_runs_reason_is_rewritten_when_its_scopes_change_not_when_it
     full = admit(runs[3:], {"queue:api": 1}, Rules(queues={"api": both}), LocalUsage(), 10, now=5.0)
     assert set(changed_block_reasons(full, stored)) == {"a3"}
     assert changed_block_reasons(first, {}) == stored  # a run with no stored reason gets one
+
+
+def test_each_rate_partition_is_judged_on_its_own_room_for_runs_taken_ahead():
+    """Rate(60, '1m', burst=10) per key: key a fresh, key b with 7 of its burst used. A claim for
+    one free slot and 4 ahead takes a's runs ahead (with a lead) and none of b's: b's window has
+    used more than half its burst (`rates.roomy`), whatever a's answer was."""
+    config = QueueConfig("api", rate=[Rate(limit=60, per="1m", burst=10)], rate_partition=Partition(by_args=["key"]))
+    rules = Rules(queues={"api": config})
+    rate = config.rate[0]
+    now = 1000.0
+    states = {(rate_scope("api", "key=b"), window_key(rate)): to_ns(now) + 7 * interval(rate)}
+    runs = [candidate(f"r{n}", key, float(n)) for n, key in enumerate(["a", "b", "a", "b", "a", "b"])]
+    decision = admit(runs, {}, rules, LocalUsage(), 1, rate_states=states, now=now, ahead=4)
+    assert [run.id for run, _ in decision.admitted] == ["r0", "r2", "r4"]
+    assert set(decision.leads) == {"r2", "r4"}
